@@ -1,0 +1,337 @@
+"""Preset clusters: the machines of the device-placement papers, with every figure's source.
+
+Sources (see REFERENCE.md, "Hardware figures" and the papers table):
+- GPU peak FP32 FLOP/s, memory and memory bandwidth: NVIDIA datasheets (per GK210 die for the K80,
+  which has two dies per board).
+- Server CPUs: peak = cores x base clock x 32 FP32 FLOP/cycle (AVX2: two 256-bit FMA units x 8 lanes
+  x 2 FLOP per FMA), which puts a Broadwell/Haswell server CPU of 8-18 cores at 0.5-1.3 TFLOP/s as
+  REFERENCE.md says; 60-70 GB/s memory bandwidth (four DDR4-2133 channels: 4 x 17 GB/s).
+- Links: PCIe 3.0 x16 about 12 GB/s achievable (15.75 theoretical); PCIe 5.0 about 50 GB/s.
+  Latency per transfer 25 us on PCIe (Addanki's / Park's simulator, p2.8xlarge constants), a few us
+  over NVLink / NVSwitch.
+- Per-op launch overhead 5.7 us (the gap between ops in Addanki's / Park's simulator: kernel launch
+  plus TensorFlow executor dispatch); the CPU pays a similar executor dispatch cost.
+
+The cluster model gives every ordered device pair its own link and no contention between links, so
+shared paths (two K80 dies behind one PCIe switch, a GPU port shared by several NVLink peers) are not
+modelled; each preset's description says so where it matters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement_gym.cluster.cluster import DEVICE_KINDS, Cluster
+from placement_gym.graph.opgraph import CATEGORIES
+
+GB = 1e9  # datasheet GB and GB/s are decimal
+
+# Fraction of FP32 peak an op of each category reaches, per device kind. Why these values:
+# - matmul / conv are compute-bound; cuBLAS/cuDNN reach 70-90% of peak on large problems, less on the
+#   mid-sized ones of a training step, so 0.7 / 0.6 on GPUs. CPUs (MKL / oneDNN) lose more to threading,
+#   memory layout changes and lower clocks under AVX load: 0.5 / 0.4.
+# - elementwise, normalization, reduction and data movement are memory-bound: the bytes / bandwidth term
+#   of the cost model decides their time, and the FLOP efficiency only matters for the rare compute-heavy
+#   one (e.g. an exp-heavy softmax), so moderate values suffice.
+# - "other" (op types with no formula) gets the lowest value.
+# Every value is in (0, 1]. Users override them per device in a cluster JSON file.
+DEFAULT_EFFICIENCY: dict[str, dict[str, float]] = {
+    "gpu": {
+        "matmul": 0.7,
+        "conv": 0.6,
+        "elementwise": 0.5,
+        "normalization": 0.4,
+        "reduction": 0.4,
+        "data_movement": 0.5,
+        "other": 0.3,
+    },
+    "cpu": {
+        "matmul": 0.5,
+        "conv": 0.4,
+        "elementwise": 0.3,
+        "normalization": 0.25,
+        "reduction": 0.25,
+        "data_movement": 0.3,
+        "other": 0.2,
+    },
+}
+assert set(DEFAULT_EFFICIENCY) == set(DEVICE_KINDS)
+assert all(tuple(table) == CATEGORIES for table in DEFAULT_EFFICIENCY.values())
+
+# Per-op launch overhead: 5.7 us gap between ops in Addanki's simulator (Placeto) and Park's
+# tf_placement_sim. Used for GPUs and, as a TensorFlow executor dispatch of similar cost, for CPUs.
+OP_LAUNCH_OVERHEAD = 5.7e-6
+
+# PCIe 3.0 x16: about 12 GB/s achievable of 15.75 GB/s theoretical (REFERENCE.md). Latency 25 us per
+# transfer (Addanki's simulator: transfer = bytes / 7600 B/us + 25 us). That simulator's 7.6 GB/s was
+# measured on p2.8xlarge K80s; users who want it can load a JSON cluster with that figure.
+PCIE3_BANDWIDTH = 12 * GB
+PCIE3_LATENCY = 25e-6
+# PCIe 5.0 x16: about 50 GB/s achievable (REFERENCE.md); same per-transfer latency assumed.
+PCIE5_BANDWIDTH = 50 * GB
+# NVLink / NVSwitch latency: a few microseconds (copy issue and DMA start; no PCIe root complex hop).
+NVLINK_LATENCY = 5e-6
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """Figures of one device model (SI units)."""
+
+    kind: str
+    peak_flops: float
+    memory_bandwidth: float
+    memory: float
+    launch_overhead: float = OP_LAUNCH_OVERHEAD
+
+
+def default_efficiency_row(kind: str) -> np.ndarray:
+    """`DEFAULT_EFFICIENCY[kind]` as a float64 array in `CATEGORIES` order."""
+    return np.array([DEFAULT_EFFICIENCY[kind][category] for category in CATEGORIES], dtype=np.float64)
+
+
+# --- CPUs ------------------------------------------------------------------------------------------
+# Spotlight (Gao et al. 2018): "Broadwell 8-core CPU" on Google Cloud. 8 cores x 2.2 GHz (Google Cloud
+# Broadwell all-core clock) x 32 FLOP/cycle = 0.563 TFLOP/s; 68 GB/s (REFERENCE.md: 60-70 GB/s).
+# Host memory: 128 GB, an assumption (a plausible cloud host for 2-4 K80s; the papers do not say).
+BROADWELL_8C = DeviceSpec("cpu", peak_flops=8 * 2.2e9 * 32, memory_bandwidth=68 * GB, memory=128 * GB)
+# Mirhoseini et al. 2017/2018: a Haswell server CPU with 18 cores ("Intel Haswell 2300"). 18 x 2.3 GHz x
+# 32 FLOP/cycle = 1.32 TFLOP/s; 68 GB/s. Host memory: 256 GB, an assumption for an 8-GPU server.
+HASWELL_18C = DeviceSpec("cpu", peak_flops=18 * 2.3e9 * 32, memory_bandwidth=68 * GB, memory=256 * GB)
+# NVIDIA DGX-1 (V100) datasheet: 2x Xeon E5-2698 v4 (20 cores, 2.2 GHz, Broadwell), 512 GB DDR4-2133.
+# Modelled as one device: 40 x 2.2 GHz x 32 = 2.82 TFLOP/s; 2 sockets x 4 channels x 17.07 GB/s.
+DGX1_CPU = DeviceSpec("cpu", peak_flops=40 * 2.2e9 * 32, memory_bandwidth=2 * 4 * 17.07 * GB, memory=512 * GB)
+# NVIDIA DGX H100 datasheet: 2x Xeon Platinum 8480C (56 cores each, 2.0 GHz base, Sapphire Rapids),
+# 2 TB memory. AVX-512 with two FMA units: 64 FP32 FLOP/cycle, so 112 x 2.0 GHz x 64 = 14.3 TFLOP/s;
+# 2 sockets x 8 channels DDR5-4800 (38.4 GB/s each) = 614 GB/s. Modelled as one device.
+DGXH100_CPU = DeviceSpec(
+    "cpu", peak_flops=112 * 2.0e9 * 64, memory_bandwidth=2 * 8 * 38.4 * GB, memory=2000 * GB
+)
+
+# --- GPUs (NVIDIA datasheets, REFERENCE.md table) --------------------------------------------------
+# Tesla K80, one GK210 die: 4.37 TFLOP/s FP32 (boost), 12 GB GDDR5, 240 GB/s.
+K80_DIE = DeviceSpec("gpu", peak_flops=4.37e12, memory_bandwidth=240 * GB, memory=12 * GB)
+# Tesla K40: 4.29 TFLOP/s FP32 (boost), 12 GB, 288 GB/s.
+K40 = DeviceSpec("gpu", peak_flops=4.29e12, memory_bandwidth=288 * GB, memory=12 * GB)
+# Tesla P100 PCIe 16 GB: 9.3 TFLOP/s FP32, 16 GB HBM2, 732 GB/s.
+P100_PCIE = DeviceSpec("gpu", peak_flops=9.3e12, memory_bandwidth=732 * GB, memory=16 * GB)
+# Tesla V100 SXM2, the 16 GB model of the original DGX-1 (V100): 15.7 TFLOP/s FP32, 900 GB/s.
+V100_SXM2_16GB = DeviceSpec("gpu", peak_flops=15.7e12, memory_bandwidth=900 * GB, memory=16 * GB)
+# H100 SXM: 67 TFLOP/s FP32 (non-tensor), 80 GB HBM3, 3.35 TB/s.
+H100_SXM = DeviceSpec("gpu", peak_flops=67e12, memory_bandwidth=3350 * GB, memory=80 * GB)
+
+# --- Links between GPUs of one server ----------------------------------------------------------------
+# V100 NVLink 2.0: 6 links per GPU, 25 GB/s each way per link = 150 GB/s each way (300 GB/s total, the
+# datasheet figure). In the DGX-1 hybrid cube-mesh a GPU reaches 4 of its 7 peers directly (two peers
+# over 2 links = 50 GB/s, two over 1 link = 25 GB/s); the other 3 go over PCIe (~12 GB/s) or two hops.
+# The mean over the 7 peers is (2 x 50 + 2 x 25 + 3 x 12) / 7 = 26.6 GB/s, so every pair gets one
+# link's 25 GB/s: a uniform figure that keeps the preset symmetric.
+V100_NVLINK_PAIR_BANDWIDTH = 25 * GB
+# H100 NVLink 4 through NVSwitch: 900 GB/s total per GPU = 450 GB/s each way, and the switch gives any
+# one pair the full port, so a pair gets up to 450 GB/s one way. Links here are independent (no shared
+# port), so a GPU sending to several peers at once is modelled optimistically.
+H100_NVSWITCH_PAIR_BANDWIDTH = 450 * GB
+
+
+def build_cluster(
+    name: str,
+    devices: list[tuple[str, DeviceSpec]],
+    link: Callable[[int, int], tuple[float, float]],
+    description: str,
+) -> Cluster:
+    """A `Cluster` from named device specs and ``link(i, j) -> (bandwidth, latency)`` for i != j.
+
+    Efficiencies are `DEFAULT_EFFICIENCY` of each device's kind.
+    """
+    n = len(devices)
+    bandwidth = np.zeros((n, n))
+    latency = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                bandwidth[i, j], latency[i, j] = link(i, j)
+    specs = [spec for _, spec in devices]
+    return Cluster(
+        name=name,
+        device_names=tuple(device_name for device_name, _ in devices),
+        device_kinds=tuple(spec.kind for spec in specs),
+        peak_flops=np.array([spec.peak_flops for spec in specs]),
+        memory_bandwidth=np.array([spec.memory_bandwidth for spec in specs]),
+        memory_capacity=np.array([spec.memory for spec in specs]),
+        launch_overhead=np.array([spec.launch_overhead for spec in specs]),
+        efficiency=np.stack([default_efficiency_row(spec.kind) for spec in specs]),
+        link_bandwidth=bandwidth,
+        link_latency=latency,
+        description=description,
+    )
+
+
+def _host_with_gpus(
+    name: str,
+    cpu: DeviceSpec,
+    gpu: DeviceSpec,
+    n_gpus: int,
+    host_link: tuple[float, float],
+    gpu_link: tuple[float, float],
+    description: str,
+) -> Cluster:
+    """``cpu:0`` plus ``gpu:0 .. gpu:{n_gpus-1}``; host_link for CPU<->GPU, gpu_link for GPU<->GPU."""
+    devices = [("cpu:0", cpu)] + [(f"gpu:{k}", gpu) for k in range(n_gpus)]
+
+    def link(i: int, j: int) -> tuple[float, float]:
+        return host_link if 0 in (i, j) else gpu_link
+
+    return build_cluster(name, devices, link, description)
+
+
+_PCIE3 = (PCIE3_BANDWIDTH, PCIE3_LATENCY)
+
+
+def _k80(n_gpus: int) -> Cluster:
+    # A K80 board holds two GK210 dies behind an on-board PCIe switch; its x16 uplink is shared by both
+    # dies. Kept simple: every pair gets PCIe 3.0 x16 figures, uplink sharing is not modelled.
+    return _host_with_gpus(
+        f"k80x{n_gpus}",
+        BROADWELL_8C,
+        K80_DIE,
+        n_gpus,
+        host_link=_PCIE3,
+        gpu_link=_PCIE3,
+        description=(
+            f"Broadwell 8-core server CPU + {n_gpus} Tesla K80 dies ({n_gpus // 2} boards) over PCIe 3.0 "
+            "x16, the machine of Spotlight (Gao et al. 2018) and Mirhoseini et al. 2017 / Placeto. "
+            "K80 die: 4.37 TFLOP/s FP32, 12 GB, 240 GB/s (NVIDIA datasheet); links 12 GB/s, 25 us "
+            "(Addanki's simulator latency); 5.7 us per-op overhead (Addanki/Park simulator). The two "
+            "dies of a board share one PCIe switch and uplink: not modelled."
+        ),
+    )
+
+
+def k80x2() -> Cluster:
+    """Broadwell CPU + 2 K80 dies (one board) over PCIe 3.0 (Spotlight; Mirhoseini et al. 2017)."""
+    return _k80(2)
+
+
+def k80x4() -> Cluster:
+    """Broadwell CPU + 4 K80 dies (two boards) over PCIe 3.0 (Spotlight; Mirhoseini et al. 2017)."""
+    return _k80(4)
+
+
+def k40x8() -> Cluster:
+    """Haswell 18-core CPU + 8 Tesla K40 over PCIe 3.0 (Mirhoseini et al. 2018)."""
+    return _host_with_gpus(
+        "k40x8",
+        HASWELL_18C,
+        K40,
+        8,
+        host_link=_PCIE3,
+        gpu_link=_PCIE3,
+        description=(
+            "Haswell 18-core server CPU + 8 Tesla K40 over PCIe 3.0 x16, the machine of Mirhoseini et "
+            "al. 2018 (hierarchical placement). K40: 4.29 TFLOP/s FP32, 12 GB, 288 GB/s (NVIDIA "
+            "datasheet); links 12 GB/s, 25 us; 5.7 us per-op overhead (Addanki/Park simulator). "
+            "PCIe switch sharing between GPUs is not modelled."
+        ),
+    )
+
+
+def p100x4() -> Cluster:
+    """Haswell-class server CPU + 4 Tesla P100 PCIe over PCIe 3.0."""
+    return _host_with_gpus(
+        "p100x4",
+        HASWELL_18C,
+        P100_PCIE,
+        4,
+        host_link=_PCIE3,
+        gpu_link=_PCIE3,
+        description=(
+            "Haswell-class 18-core server CPU + 4 Tesla P100 PCIe 16 GB over PCIe 3.0 x16. P100: 9.3 "
+            "TFLOP/s FP32, 16 GB, 732 GB/s (NVIDIA datasheet); links 12 GB/s, 25 us (Addanki's "
+            "simulator latency); 5.7 us per-op overhead."
+        ),
+    )
+
+
+def v100x8() -> Cluster:
+    """NVIDIA DGX-1 (V100 SXM2 16 GB x 8, NVLink 2.0 hybrid cube-mesh, approximated uniformly)."""
+    return _host_with_gpus(
+        "v100x8",
+        DGX1_CPU,
+        V100_SXM2_16GB,
+        8,
+        host_link=_PCIE3,
+        gpu_link=(V100_NVLINK_PAIR_BANDWIDTH, NVLINK_LATENCY),
+        description=(
+            "NVIDIA DGX-1: 2x Xeon E5-2698 v4 (one cpu device, 512 GB) + 8 Tesla V100 SXM2 16 GB "
+            "(15.7 TFLOP/s FP32, 900 GB/s; NVIDIA datasheets). GPU pairs: 25 GB/s one way, 5 us "
+            "(one NVLink 2.0 link; 300 GB/s total per GPU; the cube-mesh's mean per peer is about "
+            "26 GB/s); CPU<->GPU PCIe 3.0 x16 12 GB/s, 25 us; 5.7 us per-op overhead."
+        ),
+    )
+
+
+def h100x8() -> Cluster:
+    """NVIDIA DGX H100 (H100 SXM 80 GB x 8 over NVSwitch)."""
+    return _host_with_gpus(
+        "h100x8",
+        DGXH100_CPU,
+        H100_SXM,
+        8,
+        host_link=(PCIE5_BANDWIDTH, PCIE3_LATENCY),
+        gpu_link=(H100_NVSWITCH_PAIR_BANDWIDTH, NVLINK_LATENCY),
+        description=(
+            "NVIDIA DGX H100: 2x Xeon Platinum 8480C (one cpu device, 2 TB) + 8 H100 SXM 80 GB "
+            "(67 TFLOP/s FP32, 3.35 TB/s; NVIDIA datasheets). GPU pairs over NVSwitch: 450 GB/s one "
+            "way (900 GB/s total per GPU), 5 us; CPU<->GPU PCIe 5.0 x16 50 GB/s, 25 us; 5.7 us per-op "
+            "overhead. A GPU's NVLink port shared by several peers is not modelled."
+        ),
+    )
+
+
+# --- Desktop CPU + integrated GPU (HSDAG's kind of machine: an Intel CPU and GPU under OpenVINO) -----
+# Intel Core i9-13900K (Intel ARK): 8 P-cores at 3.0 GHz base, 16 E-cores at 2.2 GHz base; DDR5-5600
+# dual channel, 89.6 GB/s max memory bandwidth. AVX2 only: a P-core (two 256-bit FMA) does 32 FP32
+# FLOP/cycle, an E-core (two 128-bit FMA) 16, so 8 x 3.0 x 32 + 16 x 2.2 x 16 = 1.33 TFLOP/s.
+I9_13900K = DeviceSpec(
+    "cpu", peak_flops=(8 * 3.0e9 * 32 + 16 * 2.2e9 * 16), memory_bandwidth=89.6 * GB, memory=16 * GB
+)
+# Intel UHD Graphics 770 of the i9-13900K (Xe-LP, Intel ARK): 32 execution units, 1.65 GHz max dynamic
+# frequency; an Xe-LP EU does 8 FP32 FMA per clock (16 FLOP), so 32 x 16 x 1.65 GHz = 0.845 TFLOP/s.
+# It reads the same DDR5 as the CPU (89.6 GB/s).
+UHD770 = DeviceSpec("gpu", peak_flops=32 * 16 * 1.65e9, memory_bandwidth=89.6 * GB, memory=16 * GB)
+# Memory: 32 GB of system DDR5 (an assumption: a common desktop size) shared by CPU and iGPU. The
+# cluster model has no shared capacity, so each side gets half (16 GB): together they cannot exceed the
+# physical pool.
+# CPU <-> iGPU: no bus, a copy inside the same DRAM reads and writes every byte, so half of 89.6 GB/s;
+# latency a few us (queue synchronisation, no PCIe transfer setup).
+SHARED_MEMORY_COPY_BANDWIDTH = 89.6 * GB / 2
+SHARED_MEMORY_LATENCY = 5e-6
+
+
+def cpu_igpu() -> Cluster:
+    """Desktop Intel Core i9-13900K + its integrated UHD Graphics 770, sharing system memory."""
+    return build_cluster(
+        "cpu-igpu",
+        [("cpu:0", I9_13900K), ("gpu:0", UHD770)],
+        lambda i, j: (SHARED_MEMORY_COPY_BANDWIDTH, SHARED_MEMORY_LATENCY),
+        description=(
+            "Desktop Intel Core i9-13900K (8P+16E cores, 1.33 TFLOP/s FP32 at base clocks, DDR5-5600 "
+            "89.6 GB/s; Intel ARK) + integrated Intel UHD Graphics 770 (32 Xe-LP EUs at 1.65 GHz, "
+            "0.845 TFLOP/s FP32), the kind of CPU + GPU machine HSDAG (Duan et al. 2024) measures with "
+            "OpenVINO. 32 GB shared system memory split 16/16; CPU<->iGPU copies within DRAM at "
+            "44.8 GB/s, 5 us; 5.7 us per-op overhead (Addanki/Park simulator)."
+        ),
+    )
+
+
+PRESETS: dict[str, Callable[[], Cluster]] = {
+    "k80x2": k80x2,
+    "k80x4": k80x4,
+    "k40x8": k40x8,
+    "p100x4": p100x4,
+    "v100x8": v100x8,
+    "h100x8": h100x8,
+    "cpu-igpu": cpu_igpu,
+}

@@ -1,0 +1,72 @@
+"""Reference points reported beside every runtime: a lower bound and the best single device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from placement_gym.cost_model.fast import simulate_batch
+
+
+@numba.njit(cache=True)
+def _critical_path(fastest, output_pointer, outputs, consumer_pointer, consumers):
+    earliest = np.zeros(fastest.shape[0])
+    longest = 0.0
+    for op in range(fastest.shape[0]):  # ops are in topological order
+        done = earliest[op] + fastest[op]
+        if done > longest:
+            longest = done
+        for k in range(output_pointer[op], output_pointer[op + 1]):
+            t = outputs[k]
+            for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+                c = consumers[j]
+                if done > earliest[c]:
+                    earliest[c] = done
+    return longest
+
+
+def lower_bound(task) -> float:
+    """A runtime no placement can beat (seconds): the larger of
+    (a) the critical path with every op on its fastest device and free communication, and
+    (b) the total work, each op on its fastest device, spread perfectly over all devices."""
+    cached = task._cache.get("lower_bound")
+    if cached is None:
+        fastest = task.duration.min(axis=1)
+        path = _critical_path(fastest, task.op_output_pointer, task.op_outputs,
+                              task.tensor_consumer_pointer, task.tensor_consumers)
+        cached = task._cache["lower_bound"] = float(max(path, fastest.sum() / task.n_devices))
+    return cached
+
+
+@dataclass(frozen=True)
+class SingleDevice:
+    """Every device's runtime with the whole task on it, and the best one.
+
+    ``best`` is the fastest device whose memory holds the task, or the fastest device overall
+    (with ``feasible=False``) when none does."""
+
+    runtimes: np.ndarray
+    feasible: np.ndarray
+    best: int
+
+    @property
+    def runtime(self) -> float:
+        return float(self.runtimes[self.best])
+
+    @property
+    def best_feasible(self) -> bool:
+        return bool(self.feasible[self.best])
+
+
+def single_device(task) -> SingleDevice:
+    """Runtimes of the single-device placements of ``task`` (cached on the task)."""
+    cached = task._cache.get("single_device")
+    if cached is None:
+        placements = np.repeat(np.arange(task.n_devices)[:, None], task.n_forward, axis=1)
+        runtimes, feasible, _ = simulate_batch(task, placements)
+        candidates = np.flatnonzero(feasible) if feasible.any() else np.arange(task.n_devices)
+        best = int(candidates[np.argmin(runtimes[candidates])])
+        cached = task._cache["single_device"] = SingleDevice(runtimes, feasible, best)
+    return cached

@@ -1,0 +1,262 @@
+"""Regenerate the bundled weight-free ONNX graphs (`graphs/*.onnx`) and `graphs/manifest.json`.
+
+Exporter choice: `torch.onnx.export(..., dynamo=True)` (torch.export + onnxscript). It traces with fake
+tensors, so models are built on the `meta` device: no weight memory and no real forward pass (BERT-large
+at batch 16 x 512 would take minutes of CPU in the TorchScript exporter, which runs the model).
+Its graphs are static-shaped, carry the parameter names of the torch modules (`layers.3.attention.query.
+weight`) and, after the shape-only folding done in `weight_free`, read as plain ops (Conv,
+BatchNormalization, Gemm, MatMul, LayerNormalization, Softmax...). `optimize=False` is passed on
+purpose: the exporter's optimiser would fold BatchNorm into Conv, which is wrong for a training graph.
+
+torch is imported only inside functions: `import placement_gym.export` works without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from placement_gym.export.weight_free import PARAMETERS_KEY, make_weight_free
+
+REPO_GRAPHS_DIR = Path(__file__).resolve().parents[2] / "graphs"
+MANIFEST_NAME = "manifest.json"
+OPSET = 20  # Gelu and LayerNormalization are plain ONNX ops at opset 20.
+MISSING_EXTRA_MESSAGE = "the export extra is needed: pip install 'placement-gym[export]'"
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """One bundled graph: how to build it, its data inputs and what to say about it."""
+
+    name: str
+    build: Callable[[], Any]  # () -> torch.nn.Module, built on the meta device
+    inputs: tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape, "float32" | "int64")
+    source: str
+    description: str
+
+    @property
+    def batch(self) -> int:
+        return self.inputs[0][1][0]
+
+
+def _cifar10_cnn() -> Any:
+    from placement_gym.export.models.cifar10_cnn import Cifar10Cnn
+    return Cifar10Cnn()
+
+
+def _resnet56() -> Any:
+    from placement_gym.export.models.resnet import ResNetCifar
+    return ResNetCifar(depth=56)
+
+
+def _resnet50() -> Any:
+    from placement_gym.export.models.resnet import ResNet50
+    return ResNet50()
+
+
+def _inception_v3() -> Any:
+    from placement_gym.export.models.inception import InceptionV3
+    return InceptionV3()
+
+
+def _bert_base() -> Any:
+    from placement_gym.export.models.bert import BERT_BASE, Bert
+    return Bert(BERT_BASE)
+
+
+def _bert_large() -> Any:
+    from placement_gym.export.models.bert import BERT_LARGE, Bert
+    return Bert(BERT_LARGE)
+
+
+def _rnnlm() -> Any:
+    from placement_gym.export.models.lstm import RNNLM
+    return RNNLM(vocab=40_000, hidden=2048, layers=2)
+
+
+def _gnmt4() -> Any:
+    from placement_gym.export.models.lstm import GNMT
+    return GNMT(src_vocab=32_000, tgt_vocab=32_000, hidden=1024, layers=4)
+
+
+_SPECS: tuple[GraphSpec, ...] = (
+    GraphSpec(
+        "bert_base", _bert_base, (("input_ids", (16, 128), "int64"),),
+        "Devlin et al. 2019 BERT-base encoder (12x768, 12 heads, FFN 3072, vocab 30522), batch 16, seq 128",
+        "BERT-base: embeddings + LayerNorm, 12 post-LN Transformer layers, pooler; token ids in.",
+    ),
+    GraphSpec(
+        "bert_large", _bert_large, (("input_ids", (16, 512), "int64"),),
+        "Devlin et al. 2019 BERT-large encoder (24x1024, 16 heads, FFN 4096, vocab 30522), batch 16, seq 512",
+        "BERT-large: embeddings + LayerNorm, 24 post-LN Transformer layers, pooler; its training step "
+        "does not fit one 12 GB GPU.",
+    ),
+    GraphSpec(
+        "cifar10_cnn", _cifar10_cnn, (("images", (128, 3, 32, 32), "float32"),),
+        "TensorFlow CIFAR-10 tutorial convnet (Spotlight, Gao et al. 2018 benchmark), batch 128, 32x32",
+        "conv5x5-64, maxpool, LRN, conv5x5-64, LRN, maxpool, fc384, fc192, linear 10.",
+    ),
+    GraphSpec(
+        "cifar10_resnet56", _resnet56, (("images", (128, 3, 32, 32), "float32"),),
+        "He et al. 2016 ResNet-56 for CIFAR-10 (3 stages x 9 basic blocks, 16/32/64 ch), batch 128",
+        "ResNet-56 with option-A (identity, zero-padded) shortcuts, BatchNorm unfused.",
+    ),
+    GraphSpec(
+        "gnmt4", _gnmt4, (("src_ids", (128, 20), "int64"), ("tgt_ids", (128, 20), "int64")),
+        "GNMT-style NMT (Wu et al. 2016; Mirhoseini et al. 2017/2018): 4+4 LSTM layers of 1024, "
+        "attention, vocab 32k, batch 128, 20 source and 20 target steps",
+        "Unrolled 4-layer LSTM encoder and decoder, additive attention from the bottom decoder layer, "
+        "residuals from layer 3, per-step logits + log-softmax.",
+    ),
+    GraphSpec(
+        "inception_v3", _inception_v3, (("images", (32, 3, 299, 299), "float32"),),
+        "Szegedy et al. 2016 Inception-V3 (no auxiliary head), ImageNet, batch 32, 299x299",
+        "Inception-V3: stem, 3x35x35, reduction, 4x17x17, reduction, 2x8x8 modules, BatchNorm unfused.",
+    ),
+    GraphSpec(
+        "resnet50", _resnet50, (("images", (32, 3, 224, 224), "float32"),),
+        "He et al. 2016 ResNet-50 (ImageNet, bottleneck 3-4-6-3), batch 32, 224x224",
+        "ResNet-50 with projection shortcuts, BatchNorm unfused.",
+    ),
+    GraphSpec(
+        "rnnlm", _rnnlm, (("token_ids", (64, 20), "int64"),),
+        "RNN language model (Zaremba et al. 2014; Mirhoseini et al. 2017 benchmark): 2 LSTM layers of 2048, "
+        "vocab 40k, batch 64, 20 unrolled steps",
+        "Unrolled 2-layer LSTM language model: embedding, per-step cells, per-step logits + log-softmax.",
+    ),
+)
+
+GRAPH_SPECS: dict[str, GraphSpec] = {spec.name: spec for spec in _SPECS}
+GRAPH_NAMES: tuple[str, ...] = tuple(sorted(GRAPH_SPECS))
+
+
+def _require_export_extra() -> None:
+    try:
+        import onnxscript  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as error:
+        raise ImportError(MISSING_EXTRA_MESSAGE) from error
+
+
+def _example_inputs(spec: GraphSpec) -> tuple[Any, ...]:
+    import torch
+
+    dtypes = {"float32": torch.float32, "int64": torch.int64}
+    return tuple(torch.empty(shape, dtype=dtypes[dtype], device="meta") for _, shape, dtype in spec.inputs)
+
+
+def export_graph(name: str) -> onnx.ModelProto:
+    """Build graph `name` from its plain-torch definition and return it in weight-free ONNX form."""
+    if name not in GRAPH_SPECS:
+        raise ValueError(f"unknown graph {name!r}; known graphs: {', '.join(GRAPH_NAMES)}")
+    _require_export_extra()
+    import logging
+
+    import torch
+
+    spec = GRAPH_SPECS[name]
+    with torch.device("meta"):
+        model = spec.build()
+    model.eval()
+    exporter_logger = logging.getLogger("torch.onnx")
+    previous_level = exporter_logger.level
+    exporter_logger.setLevel(logging.ERROR)  # silences "torchvision is not installed" notices
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(
+                model, _example_inputs(spec), dynamo=True, optimize=False, opset_version=OPSET,
+                input_names=[input_name for input_name, _, _ in spec.inputs], verbose=False,
+            )
+    finally:
+        exporter_logger.setLevel(previous_level)
+    return make_weight_free(program.model, spec.source)
+
+
+def parameter_count(model: onnx.ModelProto) -> int:
+    """Number of weight elements: the product of the shapes of the inputs listed as parameters."""
+    names = set(json.loads(_metadata(model)[PARAMETERS_KEY]))
+    total = 0
+    for value in model.graph.input:
+        if value.name in names:
+            count = 1
+            for dim in value.type.tensor_type.shape.dim:
+                count *= dim.dim_value
+            total += count
+    return total
+
+
+def _metadata(model: onnx.ModelProto) -> dict[str, str]:
+    return {prop.key: prop.value for prop in model.metadata_props}
+
+
+def _manifest_entry(spec: GraphSpec, model: onnx.ModelProto, data: bytes) -> dict[str, Any]:
+    parameters = set(json.loads(_metadata(model)[PARAMETERS_KEY]))
+    inputs = {
+        value.name: [dim.dim_value for dim in value.type.tensor_type.shape.dim]
+        for value in model.graph.input if value.name not in parameters
+    }
+    return {
+        "file": f"{spec.name}.onnx",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "source": spec.source,
+        "batch": spec.batch,
+        "inputs": inputs,
+        "nodes": len(model.graph.node),
+        "parameters": parameter_count(model),
+        "description": spec.description,
+    }
+
+
+def _manifest_json(manifest: dict[str, Any]) -> str:
+    """Indented JSON with each shape on one line ("images": [128, 3, 32, 32])."""
+    text = json.dumps(manifest, indent=2)
+    return re.sub(r"\[\s*(\d+(?:,\s*\d+)*)\s*\]",
+                  lambda match: "[" + ", ".join(re.split(r",\s*", match.group(1))) + "]", text) + "\n"
+
+
+def load_manifest(out_dir: str | Path = REPO_GRAPHS_DIR) -> dict[str, Any]:
+    """The manifest in `out_dir`, or an empty one when there is none yet."""
+    path = Path(out_dir) / MANIFEST_NAME
+    if not path.exists():
+        return {"graphs": {}}
+    return json.loads(path.read_text())
+
+
+def export_graphs(
+    names: Sequence[str] | None = None, out_dir: str | Path = REPO_GRAPHS_DIR, progress: bool = True
+) -> dict[str, Any]:
+    """Export `names` (default: all of GRAPH_NAMES) into `out_dir` and update its manifest.json.
+
+    Entries of graphs not exported this time are kept from the existing manifest. Returns the manifest.
+    """
+    selected = list(GRAPH_NAMES if names is None else names)
+    unknown = [name for name in selected if name not in GRAPH_SPECS]
+    if unknown:
+        raise ValueError(f"unknown graph(s) {', '.join(unknown)}; known graphs: {', '.join(GRAPH_NAMES)}")
+    _require_export_extra()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = load_manifest(out)
+    for name in selected:
+        start = time.perf_counter()
+        model = export_graph(name)
+        data = model.SerializeToString(deterministic=True)
+        (out / f"{name}.onnx").write_bytes(data)
+        manifest["graphs"][name] = _manifest_entry(GRAPH_SPECS[name], model, data)
+        if progress:
+            entry = manifest["graphs"][name]
+            print(f"{name}: {entry['nodes']} nodes, {entry['parameters']:,} parameters, "
+                  f"{len(data) / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s", flush=True)
+    manifest["graphs"] = dict(sorted(manifest["graphs"].items()))
+    (out / MANIFEST_NAME).write_text(_manifest_json(manifest))
+    return manifest

@@ -1,0 +1,89 @@
+"""The graphs bundled with placement-gym: weight-free ONNX files listed in ``manifest.json``.
+
+In an installed wheel they live in ``placement_gym/_graphs/`` (see pyproject's force-include); in a
+source checkout or an editable install, in ``<repo>/graphs/``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from placement_gym.graph.onnx_import import graph_from_onnx
+from placement_gym.graph.opgraph import OpGraph
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _bundled_graphs_dir() -> Path:
+    installed = _PACKAGE_DIR / "_graphs"
+    return installed if installed.is_dir() else _PACKAGE_DIR.parent / "graphs"
+
+
+BUNDLED_GRAPHS_DIR: Path = _bundled_graphs_dir()
+MANIFEST_FILE = "manifest.json"
+
+
+def manifest() -> dict[str, Any]:
+    """The parsed ``manifest.json`` of the bundled graphs ({} when there is none)."""
+    path = BUNDLED_GRAPHS_DIR / MANIFEST_FILE
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text())
+
+
+def _entries() -> dict[str, dict[str, Any]]:
+    """Manifest entries by graph name (the manifest keeps them under "graphs", as a dict or a list)."""
+    data = manifest()
+    graphs = data.get("graphs", data)
+    if isinstance(graphs, list):
+        return {entry["name"]: entry for entry in graphs}
+    return {name: entry for name, entry in graphs.items() if isinstance(entry, dict)}
+
+
+def bundled_graph_names() -> list[str]:
+    """Names of the bundled graphs, sorted."""
+    return sorted(_entries())
+
+
+def _bundled_file(name: str, entry: dict[str, Any]) -> Path:
+    return BUNDLED_GRAPHS_DIR / entry.get("file", f"{name}.onnx")
+
+
+@functools.cache  # lru_cache without a bound: one entry per bundled graph
+def _load_bundled(name: str) -> OpGraph:
+    entry = _entries()[name]
+    graph = graph_from_onnx(_bundled_file(name, entry), name=name)
+    expected = entry.get("sha256")
+    if expected and graph.sha256 != expected:
+        raise ValueError(
+            f"bundled graph {name!r} ({_bundled_file(name, entry)}) does not match the sha256 in "
+            f"{MANIFEST_FILE}: the file was modified; regenerate the bundled graphs"
+        )
+    return graph
+
+
+@functools.lru_cache(maxsize=32)
+def _load_file(path: Path, mtime_ns: int, size: int) -> OpGraph:
+    return graph_from_onnx(path)
+
+
+def load_graph(name_or_path: str | Path) -> OpGraph:
+    """A bundled graph by name (see `bundled_graph_names`), or any ONNX file by path.
+
+    Graphs are immutable and cached: a bundled name once per process, a file until it changes.
+    """
+    entries = _entries()
+    if isinstance(name_or_path, str) and name_or_path in entries:
+        return _load_bundled(name_or_path)
+    path = Path(name_or_path)
+    if path.is_file():
+        stat = path.stat()
+        return _load_file(path.resolve(), stat.st_mtime_ns, stat.st_size)
+    names = ", ".join(sorted(entries)) or "(none found in " + str(BUNDLED_GRAPHS_DIR) + ")"
+    raise ValueError(
+        f"unknown graph {str(name_or_path)!r}: expected a bundled graph name ({names}) "
+        "or the path to an existing .onnx file"
+    )

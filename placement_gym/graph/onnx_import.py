@@ -1,0 +1,552 @@
+"""Import an ONNX model into an `OpGraph`: structure, shape inference and per-op costs.
+
+Which graph inputs are parameters:
+- A placement-gym weight-free file lists its float weights (graph inputs) in
+  ``metadata_props["placement_gym.parameters"]`` (a JSON list of names); every other graph input
+  is a data input and every initializer is a constant.
+- Any other ONNX file: float initializers are the parameters, except single-element ones, which
+  are constants (epsilons, GELU's 0.5, attention's 1/sqrt(d)); an optimiser often shares one such
+  scalar across all layers, and treating it as a shared parameter would add a fake edge from the
+  first layer to every other. Integer initializers are constants. Graph inputs that are not
+  initializers are data inputs.
+
+A parameter used by one op is owned by it (its bytes go to that op's ``param_bytes``). A
+parameter used by several ops (weights shared across unrolled time steps) is owned by its first
+consumer in topological order; every other consumer gets an edge from a parameter tensor produced
+by the owner, so the cost model sees the weight transfer when they sit on different devices.
+Constant nodes are folded away: their values are constants, read by their consumers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import math
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from placement_gym.graph.op_costs import DEFAULT_DOMAINS, TensorInfo, all_bytes, op_cost
+from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
+
+PARAMETERS_METADATA_KEY = "placement_gym.parameters"
+
+# Bytes per element of each ONNX element type (4-bit types pack two per byte). Strings have no
+# fixed size: counted as 8 bytes (a pointer), they are rare in compute graphs.
+_ITEMSIZE: dict[int, float] = {
+    TensorProto.FLOAT: 4, TensorProto.UINT8: 1, TensorProto.INT8: 1, TensorProto.UINT16: 2,
+    TensorProto.INT16: 2, TensorProto.INT32: 4, TensorProto.INT64: 8, TensorProto.STRING: 8,
+    TensorProto.BOOL: 1, TensorProto.FLOAT16: 2, TensorProto.DOUBLE: 8, TensorProto.UINT32: 4,
+    TensorProto.UINT64: 8, TensorProto.COMPLEX64: 8, TensorProto.COMPLEX128: 16,
+    TensorProto.BFLOAT16: 2,
+}
+for _name, _size in (("FLOAT8E4M3FN", 1), ("FLOAT8E4M3FNUZ", 1), ("FLOAT8E5M2", 1), ("FLOAT8E5M2FNUZ", 1),
+                     ("FLOAT8E8M0", 1), ("UINT4", 0.5), ("INT4", 0.5), ("FLOAT4E2M1", 0.5)):
+    if hasattr(TensorProto, _name):  # newer onnx versions only
+        _ITEMSIZE[getattr(TensorProto, _name)] = _size
+
+_FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE} | {
+    getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+    if hasattr(TensorProto, n)
+}
+
+_STATIC_SHAPE_HINT = (
+    "placement-gym needs a static shape for every tensor that flows between ops: export the model "
+    "with a fixed batch size (and sequence length), or fix the dynamic dimensions (for example with "
+    "onnx.tools.update_model_dims.update_inputs_outputs_dims) and run onnx.shape_inference.infer_shapes"
+)
+
+
+def _itemsize(elem_type: int, what: str) -> float:
+    try:
+        return _ITEMSIZE[elem_type]
+    except KeyError:
+        raise ValueError(f"{what} has an unsupported ONNX element type {elem_type}") from None
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def _load(model_or_path: onnx.ModelProto | str | Path, name: str | None) -> tuple[onnx.ModelProto, str, str]:
+    """The model, its name and the sha256 of its bytes."""
+    if isinstance(model_or_path, onnx.ModelProto):
+        model = model_or_path
+        data = model.SerializeToString()
+        label = "the given ModelProto"
+        default_name = model.graph.name or "model"
+    elif isinstance(model_or_path, (str, Path)):
+        path = Path(model_or_path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist or is not a file (expected an .onnx file)")
+        data = path.read_bytes()
+        label = str(path)
+        default_name = path.stem
+        try:
+            # From bytes: external weight files (if any) are not loaded; only their shapes matter.
+            model = onnx.load_model_from_string(data)
+        except Exception as error:  # protobuf raises DecodeError, or worse on some inputs
+            raise ValueError(f"{path} is not an ONNX model: {error}") from None
+    else:
+        raise TypeError(
+            f"expected an onnx.ModelProto or a path to an .onnx file, got {type(model_or_path).__name__}"
+        )
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise ValueError(f"{label} is not an ONNX model: it has no IR version or no graph")
+    if len(model.graph.node) == 0:
+        raise ValueError(f"{label} has no nodes")
+    return model, name or default_name, hashlib.sha256(data).hexdigest()
+
+
+def _outer_scope_inputs(graph: onnx.GraphProto) -> list[str]:
+    """Names a subgraph (If/Loop/Scan body) reads from the enclosing graph, in first-use order."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    used: list[str] = []
+    for node in graph.node:
+        reads = list(node.input)
+        for attr in node.attribute:
+            for sub in _subgraphs(attr):
+                reads += _outer_scope_inputs(sub)
+        used += [n for n in reads if n and n not in defined]
+        defined.update(node.output)
+    return list(dict.fromkeys(used))
+
+
+def _subgraphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
+    if attr.type == onnx.AttributeProto.GRAPH:
+        return [attr.g]
+    if attr.type == onnx.AttributeProto.GRAPHS:
+        return list(attr.graphs)
+    return []
+
+
+def _is_constant_node(node: onnx.NodeProto) -> bool:
+    return node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS
+
+
+def _constant_node_info(node: onnx.NodeProto) -> TensorInfo | None:
+    """Shape and element size of a Constant node's value, read from its attribute."""
+    for attr in node.attribute:
+        if attr.name == "value":
+            return TensorInfo(tuple(attr.t.dims), _ITEMSIZE.get(attr.t.data_type, 4))
+        if attr.name == "sparse_value":
+            sparse = attr.sparse_tensor
+            return TensorInfo(tuple(sparse.dims), _ITEMSIZE.get(sparse.values.data_type, 4))
+        if attr.name in ("value_float", "value_int"):
+            return TensorInfo((), 4 if attr.name == "value_float" else 8)
+        if attr.name in ("value_floats", "value_ints"):
+            n = len(attr.floats) if attr.name == "value_floats" else len(attr.ints)
+            return TensorInfo((n,), 4 if attr.name == "value_floats" else 8)
+    return None
+
+
+# --- structure --------------------------------------------------------------------------------
+
+
+def _topological_order(deps: list[list[int]], names: list[str]) -> list[int]:
+    """Stable Kahn order: among ready ops, the one earliest in the file goes first."""
+    n = len(deps)
+    indegree = [len(d) for d in deps]
+    users: list[list[int]] = [[] for _ in range(n)]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    ready = [i for i in range(n) if indegree[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            indegree[u] -= 1
+            if indegree[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) < n:
+        # Walk predecessors among the unplaced ops until one repeats: it lies on a cycle.
+        remaining = {i for i in range(n) if indegree[i] > 0}
+        node = min(remaining)
+        seen: list[int] = []
+        while node not in seen:
+            seen.append(node)
+            node = next(j for j in deps[node] if j in remaining)
+        cycle = seen[seen.index(node):][::-1]
+        path = " -> ".join(repr(names[i]) for i in cycle + [cycle[0]])
+        raise ValueError(
+            f"the ONNX graph has a cycle through op {names[node]!r} ({path}); a model graph must be acyclic"
+        )
+    return order
+
+
+def _unique_names(nodes: list[onnx.NodeProto], file_index: list[int]) -> list[str]:
+    """Node names made unique; an unnamed node is called ``{op_type}_{its index in the file}``."""
+    names: list[str] = []
+    seen: set[str] = set()
+    for i, node in zip(file_index, nodes, strict=True):
+        base = node.name or f"{node.op_type}_{i}"
+        candidate, k = base, 1
+        while candidate in seen:
+            candidate, k = f"{base}_{k}", k + 1
+        seen.add(candidate)
+        names.append(candidate)
+    return names
+
+
+def _parameter_names(model: onnx.ModelProto, initializers: dict[str, TensorInfo],
+                     float_initializers: set[str]) -> set[str]:
+    graph_inputs = {v.name for v in model.graph.input}
+    for prop in model.metadata_props:
+        if prop.key == PARAMETERS_METADATA_KEY:
+            try:
+                names = json.loads(prop.value)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"metadata {PARAMETERS_METADATA_KEY!r} is not valid JSON: {error}") from None
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"metadata {PARAMETERS_METADATA_KEY!r} must be a JSON list of tensor names")
+            unknown = [n for n in names if n not in graph_inputs and n not in initializers]
+            if unknown:
+                raise ValueError(
+                    f"metadata {PARAMETERS_METADATA_KEY!r} names {len(unknown)} tensors that are neither "
+                    f"graph inputs nor initializers, e.g. {unknown[:3]}"
+                )
+            return set(names)
+    return {n for n in float_initializers if initializers[n].numel > 1}
+
+
+# --- shapes -----------------------------------------------------------------------------------
+
+
+# Constant folding for shape inference only: ONNX's data propagation does not follow every op
+# (ConstantOfShape, Range, ... in TorchScript exports), so a shape computed from constants can stay
+# unknown. Nodes whose inputs are all known small values are evaluated with onnx.reference and
+# replaced by Constant nodes in the copy given to shape inference; the ops themselves stay ops.
+_FOLD_MAX_ELEMENTS = 1 << 16
+_NOT_FOLDABLE = frozenset({
+    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli",
+    "Dropout",
+})
+
+
+def _fold_constant_nodes(nodes: list[onnx.NodeProto], initializers: Iterable[onnx.TensorProto],
+                         ) -> tuple[list[onnx.NodeProto], int]:
+    """`nodes` (topologically sorted) with constant-valued nodes replaced by Constant nodes."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    values: dict[str, np.ndarray] = {}
+    for tensor in initializers:
+        if tensor.data_location != TensorProto.EXTERNAL and math.prod(tensor.dims) <= _FOLD_MAX_ELEMENTS:
+            values[tensor.name] = numpy_helper.to_array(tensor)
+    folded: list[onnx.NodeProto] = []
+    n_folded = 0
+    for node in nodes:
+        inputs = [n for n in node.input if n]
+        foldable = (
+            node.domain in DEFAULT_DOMAINS
+            and node.op_type not in _NOT_FOLDABLE
+            and all(n in values for n in inputs)
+            and not any(_subgraphs(attr) for attr in node.attribute)
+        )
+        results = None
+        if foldable:
+            try:
+                results = ReferenceEvaluator(node).run(None, {n: values[n] for n in inputs})
+            except Exception:  # an op the reference runtime lacks: leave it to shape inference
+                results = None
+        if results is None or any(np.asarray(r).size > _FOLD_MAX_ELEMENTS for r in results):
+            folded.append(node)
+            continue
+        for out, result in zip(node.output, results, strict=False):
+            if out:
+                array = np.asarray(result)
+                values[out] = array
+                if node.op_type != "Constant":
+                    folded.append(onnx.helper.make_node(
+                        "Constant", [], [out], value=numpy_helper.from_array(array, name=out)))
+        if node.op_type == "Constant":
+            folded.append(node)
+        else:
+            n_folded += 1
+    return folded, n_folded
+
+
+def _run_inference(model: onnx.ModelProto) -> tuple[dict[str, onnx.TypeProto], str]:
+    """Value types after ONNX shape inference, and the strict-mode error if strict mode failed."""
+    strict_error = ""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as error:  # InferenceError, or a checker error on a malformed model
+        strict_error = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:
+            inferred = model
+    types: dict[str, onnx.TypeProto] = {}
+    graph = inferred.graph
+    for value in list(graph.input) + list(graph.value_info) + list(graph.output):
+        # Keep the first statically shaped declaration of each value (inputs first: they are given).
+        if value.name not in types or (_static_info(types[value.name]) is None and _static_info(value.type)):
+            types[value.name] = value.type
+    return types, strict_error
+
+
+def _with_nodes(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    return copy
+
+
+def _infer_shapes(model: onnx.ModelProto, sorted_nodes: list[onnx.NodeProto], needed: Iterable[str],
+                  file_sorted: bool) -> tuple[dict[str, onnx.TypeProto], str]:
+    """Value types of the model (nodes given in topological order), and a strict-mode error if any.
+
+    Shape inference walks nodes in file order, so it is given a sorted copy when the file is not
+    sorted. When a value in `needed` is left without a static shape, constant-valued nodes are
+    folded (see `_fold_constant_nodes`) and inference runs once more.
+    """
+    base = model if file_sorted else _with_nodes(model, sorted_nodes)
+    types, strict_error = _run_inference(base)
+    if all(_static_info(types.get(n)) is not None for n in needed):
+        return types, strict_error
+    nodes, n_folded = _fold_constant_nodes(sorted_nodes, model.graph.initializer)
+    if n_folded == 0:
+        return types, strict_error
+    folded_types, folded_error = _run_inference(_with_nodes(model, nodes))
+    for name, value_type in folded_types.items():
+        if _static_info(types.get(name)) is None:
+            types[name] = value_type
+    return types, strict_error or folded_error
+
+
+def _describe_type(value_type: onnx.TypeProto | None) -> str:
+    if value_type is None:
+        return "unknown"
+    if not value_type.HasField("tensor_type"):
+        return f"a non-tensor type ({value_type.WhichOneof('value')})"
+    if not value_type.tensor_type.HasField("shape"):
+        return "unknown rank"
+    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in value_type.tensor_type.shape.dim]
+    return "[" + ", ".join(dims) + "]"
+
+
+def _static_info(value_type: onnx.TypeProto | None) -> TensorInfo | None:
+    if value_type is None or not value_type.HasField("tensor_type"):
+        return None
+    tensor_type = value_type.tensor_type
+    if not tensor_type.HasField("shape") or not all(d.HasField("dim_value") for d in tensor_type.shape.dim):
+        return None
+    size = _ITEMSIZE.get(tensor_type.elem_type)
+    if size is None:
+        return None
+    return TensorInfo(tuple(int(d.dim_value) for d in tensor_type.shape.dim), size)
+
+
+# --- import -----------------------------------------------------------------------------------
+
+
+def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    return {
+        attr.name: onnx.helper.get_attribute_value(attr)
+        for attr in node.attribute
+        if attr.type not in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    }
+
+
+def graph_from_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = None) -> OpGraph:
+    """Import an ONNX model (a ModelProto or a path to an .onnx file) as an `OpGraph`.
+
+    Runs ONNX shape inference, requires static shapes for every tensor that flows between ops,
+    orders the ops topologically (stable: file order breaks ties) and costs each op with
+    `placement_gym.graph.op_costs`. Op types with no cost formula are costed by their bytes and
+    reported in one warning. ``name`` defaults to the file stem (or the graph's name).
+    """
+    model, name, sha256 = _load(model_or_path, name)
+    graph = model.graph
+
+    initializers: dict[str, TensorInfo] = {}
+    float_initializers: set[str] = set()
+    for tensor in graph.initializer:
+        initializers[tensor.name] = TensorInfo(tuple(tensor.dims), _itemsize(tensor.data_type, tensor.name))
+        if tensor.data_type in _FLOAT_TYPES:
+            float_initializers.add(tensor.name)
+    for sparse in graph.sparse_initializer:
+        initializers[sparse.values.name] = TensorInfo(tuple(sparse.dims), _itemsize(sparse.values.data_type,
+                                                                                     sparse.values.name))
+    parameters = _parameter_names(model, initializers, float_initializers)
+    data_input_names = [v.name for v in graph.input if v.name not in initializers
+                        and v.name not in parameters]
+
+    constant_nodes = [n for n in graph.node if _is_constant_node(n)]
+    ops = [n for n in graph.node if not _is_constant_node(n)]
+    if not ops:
+        raise ValueError(f"ONNX model {name!r} has only Constant nodes: nothing to place")
+    constants: dict[str, TensorInfo | None] = {
+        n: info for n, info in initializers.items() if n not in parameters
+    }
+    for node in constant_nodes:
+        constants[node.output[0]] = _constant_node_info(node)
+    op_names = _unique_names(ops, [i for i, n in enumerate(graph.node) if not _is_constant_node(n)])
+
+    producer: dict[str, int] = {}
+    for i, node in enumerate(ops):
+        for out in node.output:
+            if not out:
+                continue
+            if out in producer or out in constants or out in parameters:
+                raise ValueError(f"tensor {out!r} is produced twice (second time by op {op_names[i]!r})")
+            producer[out] = i
+    known_sources = set(data_input_names) | parameters | set(constants)
+    op_inputs: list[list[str]] = []  # distinct inputs per op (explicit, then read by subgraphs)
+    deps: list[list[int]] = []
+    for i, node in enumerate(ops):
+        reads = list(node.input)
+        for attr in node.attribute:
+            for sub in _subgraphs(attr):
+                reads += _outer_scope_inputs(sub)
+        distinct = [n for n in dict.fromkeys(reads) if n]
+        for n in distinct:
+            if n not in producer and n not in known_sources:
+                raise ValueError(
+                    f"op {op_names[i]!r} ({node.op_type}) reads tensor {n!r}, which no node produces and "
+                    "which is not a graph input or initializer"
+                )
+        op_inputs.append(distinct)
+        deps.append(sorted({producer[n] for n in distinct if n in producer}))
+    order = _topological_order(deps, op_names)
+    position = np.empty(len(ops), dtype=np.int64)
+    position[order] = np.arange(len(ops))
+
+    output_names = [v.name for v in graph.output]
+    output_set = set(output_names)
+    for out in output_names:
+        if out not in producer and out not in known_sources:
+            raise ValueError(f"graph output {out!r} is produced by no node and is not a graph input")
+    consumers: dict[str, list[int]] = {}  # consumers of each value, as topological positions
+    for p in order:
+        for n in op_inputs[p]:
+            consumers.setdefault(n, []).append(int(position[p]))
+
+    file_sorted = order == list(range(len(ops)))
+    sorted_nodes = list(graph.node) if file_sorted else constant_nodes + [ops[i] for i in order]
+    needed = data_input_names + [out for out in producer if out in consumers or out in output_set]
+    types, strict_error = _infer_shapes(model, sorted_nodes, needed, file_sorted)
+
+    def require_static(tensor: str, role: str) -> TensorInfo:
+        info = _static_info(types.get(tensor))
+        if info is None:
+            reason = f" (strict shape inference failed: {strict_error})" if strict_error else ""
+            raise ValueError(
+                f"{role} tensor {tensor!r} has no static shape (shape: {_describe_type(types.get(tensor))})"
+                f"{reason}. {_STATIC_SHAPE_HINT}"
+            )
+        return info
+
+    def value_info(tensor: str) -> TensorInfo | None:
+        if tensor in initializers:
+            return initializers[tensor]
+        if tensor in constants:
+            return constants[tensor] or _static_info(types.get(tensor))
+        return _static_info(types.get(tensor))
+
+    tensor_names: list[str] = []
+    tensor_producer: list[int] = []
+    tensor_bytes: list[float] = []
+    tensor_is_parameter: list[bool] = []
+    tensor_index: dict[str, int] = {}
+
+    def add_tensor(tensor: str, produced_by: int, nbytes: float, is_parameter: bool) -> None:
+        tensor_index[tensor] = len(tensor_names)
+        tensor_names.append(tensor)
+        tensor_producer.append(produced_by)
+        tensor_bytes.append(nbytes)
+        tensor_is_parameter.append(is_parameter)
+
+    data_inputs: list[tuple[str, tuple[int, ...]]] = []
+    for tensor in data_input_names:
+        info = require_static(tensor, "graph input")
+        data_inputs.append((tensor, info.shape))
+        add_tensor(tensor, -1, info.nbytes, False)
+
+    parameter_info: dict[str, TensorInfo] = {}
+    for tensor in sorted(parameters & set(consumers), key=lambda t: consumers[t][0]):
+        parameter_info[tensor] = initializers.get(tensor) or require_static(tensor, "parameter")
+
+    n = len(ops)
+    param_bytes = np.zeros(n)
+    flops = np.zeros(n)
+    bytes_accessed = np.zeros(n)
+    category = np.zeros(n, dtype=np.int8)
+    edge_tensor: list[int] = []
+    edge_dst: list[int] = []
+    no_formula: set[str] = set()
+    for k, p in enumerate(order):
+        node = ops[p]
+        for tensor in op_inputs[p]:
+            if tensor in parameter_info:
+                users = consumers[tensor]
+                if users[0] == k:  # the owner: first consumer in topological order
+                    param_bytes[k] += parameter_info[tensor].nbytes
+                    continue
+            if tensor in tensor_index:
+                edge_tensor.append(tensor_index[tensor])
+                edge_dst.append(k)
+        for out in node.output:
+            if out and (out in consumers or out in output_set):
+                info = require_static(out, f"op {op_names[p]!r} ({node.op_type}) output")
+                add_tensor(out, k, info.nbytes, False)
+        for tensor in op_inputs[p]:
+            if tensor in parameter_info and consumers[tensor][0] == k and len(consumers[tensor]) > 1:
+                add_tensor(tensor, k, parameter_info[tensor].nbytes, True)
+
+        inputs = [value_info(t) if t else None for t in node.input]
+        outputs = [value_info(t) if t else None for t in node.output]
+        try:
+            cost = op_cost(node.op_type, inputs, outputs, _attributes(node), node.domain)
+        except Exception as error:
+            raise ValueError(
+                f"cannot cost op {op_names[p]!r} ({node.op_type}) with input shapes "
+                f"{[None if i is None else i.shape for i in inputs]}: {error}"
+            ) from None
+        if cost is None:
+            qualified = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+            no_formula.add(qualified)
+            flops[k], bytes_accessed[k] = 0.0, all_bytes(inputs, outputs, {})
+            category[k] = CATEGORY_INDEX["other"]
+        else:
+            flops[k], bytes_accessed[k] = cost.flops, cost.bytes_accessed
+            category[k] = CATEGORY_INDEX[cost.category]
+
+    if no_formula:
+        warnings.warn(
+            f"graph {name!r}: no cost formula for op types {sorted(no_formula)}; these ops are costed by "
+            "their bytes only (0 FLOPs, category 'other')",
+            stacklevel=2,
+        )
+    is_output = np.array([t in output_set for t in tensor_names], dtype=bool)
+    return OpGraph(
+        name=name,
+        op_names=tuple(op_names[p] for p in order),
+        op_types=tuple(ops[p].op_type for p in order),
+        category=category,
+        flops=flops,
+        bytes_accessed=bytes_accessed,
+        param_bytes=param_bytes,
+        tensor_names=tuple(tensor_names),
+        tensor_producer=np.asarray(tensor_producer, dtype=np.int32),
+        tensor_bytes=np.asarray(tensor_bytes, dtype=np.float64),
+        tensor_is_parameter=np.asarray(tensor_is_parameter, dtype=bool),
+        tensor_is_output=is_output,
+        edge_tensor=np.asarray(edge_tensor, dtype=np.int32),
+        edge_dst=np.asarray(edge_dst, dtype=np.int32),
+        sha256=sha256,
+        data_inputs=tuple(data_inputs),
+    )
+

@@ -1,0 +1,83 @@
+"""Synthetic op graphs for tests and benchmarks: random DAGs and layered networks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placement_gym.graph.opgraph import CATEGORIES, OpGraph
+
+
+def random_graph(
+    n_ops: int,
+    seed: int = 0,
+    max_inputs: int = 3,
+    window: int | None = None,
+    n_data_inputs: int = 1,
+    shared_parameter_prob: float = 0.1,
+    name: str | None = None,
+) -> OpGraph:
+    """A random DAG of ``n_ops`` ops in topological order.
+
+    Op ``i`` reads 1..``max_inputs`` tensors chosen among the outputs of the previous ``window``
+    ops (all previous ops when None) and the data inputs; some ops have parameters, a few read a
+    parameter shared with an earlier op. Ops with no reader produce a graph output. Byte counts
+    are whole numbers, as real tensor sizes are."""
+    if n_ops < 1:
+        raise ValueError(f"n_ops must be >= 1, got {n_ops}")
+    rng = np.random.default_rng(seed)
+    flops = rng.choice([0.0, 1e6, 1e8, 1e9, 1e10], size=n_ops) * rng.uniform(0.5, 2.0, size=n_ops)
+    flops = np.round(flops)
+    out_bytes = np.round(rng.choice([4e3, 1e5, 1e6, 2e7, 1e8], size=n_ops) * rng.uniform(0.5, 2.0, size=n_ops))
+    has_params = rng.random(n_ops) < 0.3
+    param_bytes = np.where(has_params, np.round(rng.choice([1e4, 1e6, 4e7], size=n_ops)), 0.0)
+    category = rng.integers(0, len(CATEGORIES), size=n_ops)
+    producer = list(range(n_ops)) + [-1] * n_data_inputs
+    tensor_bytes = list(out_bytes) + [float(np.round(rng.uniform(1e5, 1e7)))] * n_data_inputs
+    is_param = [False] * (n_ops + n_data_inputs)
+    edge_tensor: list[int] = []
+    edge_dst: list[int] = []
+    for i in range(n_ops):
+        low = 0 if window is None else max(0, i - window)
+        candidates = list(range(low, i)) + list(range(n_ops, n_ops + n_data_inputs))
+        k = int(rng.integers(1, max_inputs + 1))
+        chosen = rng.choice(candidates, size=min(k, len(candidates)), replace=False)
+        for t in sorted(int(c) for c in chosen):
+            edge_tensor.append(t)
+            edge_dst.append(i)
+        owners = np.flatnonzero(has_params[:i])
+        if len(owners) and rng.random() < shared_parameter_prob:
+            owner = int(rng.choice(owners))
+            producer.append(owner)
+            tensor_bytes.append(float(param_bytes[owner]))
+            is_param.append(True)
+            edge_tensor.append(len(producer) - 1)
+            edge_dst.append(i)
+    consumed = np.zeros(len(producer), dtype=bool)
+    consumed[edge_tensor] = True
+    is_output = ~consumed
+    is_output[n_ops:] = False
+    keep = consumed | is_output
+    remap = np.cumsum(keep) - 1
+    producer_array = np.array(producer)[keep]
+    return OpGraph(
+        name=name or f"random{n_ops}_s{seed}",
+        op_names=tuple(f"op{i}" for i in range(n_ops)),
+        op_types=tuple(CATEGORIES[c] for c in category),
+        category=category,
+        flops=flops,
+        bytes_accessed=np.round(out_bytes * rng.uniform(1.0, 3.0, size=n_ops)),
+        param_bytes=param_bytes,
+        tensor_names=tuple(f"t{i}" for i in range(int(keep.sum()))),
+        tensor_producer=producer_array,
+        tensor_bytes=np.array(tensor_bytes)[keep],
+        tensor_is_parameter=np.array(is_param)[keep],
+        tensor_is_output=is_output[keep],
+        edge_tensor=remap[np.array(edge_tensor)],
+        edge_dst=np.array(edge_dst),
+    )
+
+
+def layered_graph(n_ops: int, width: int = 8, seed: int = 0) -> OpGraph:
+    """A layered network of about ``n_ops`` ops: ``width`` ops per layer, each reading 2 ops of
+    the previous layer (a benchmark shape whose size can grow to 100k ops)."""
+    return random_graph(n_ops, seed=seed, max_inputs=2, window=2 * width, name=f"layered{n_ops}")

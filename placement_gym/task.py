@@ -1,0 +1,267 @@
+"""`Task` = OpGraph + Cluster + Objective, compiled once into the flat arrays the simulators read.
+
+For ``train_step`` the forward graph is extended, as DESIGN.md says:
+
+* a backward op ``f.grad`` for every forward op ``f``, on ``f``'s device, at index ``2n - 1 - f`` (so
+  backward ops follow the reverse topological order and every index stays topological);
+* gradient tensors reversed along every forward edge: ``c.grad -> p.grad`` with the bytes of the
+  tensor ``p -> c``; a shared parameter's gradient goes from ``c.grad`` to the owner's update op;
+* saved activations: ``f.grad`` also consumes every input and every output tensor of ``f``, so
+  forward activations stay alive until the backward ops that need them;
+* an update op ``f.update`` for every op that owns parameters, consuming ``f.grad``'s parameter
+  gradient (indices ``2n ...`` in forward order).
+
+Costs of the added ops (documented choices, not paper facts): a backward op does 2x the forward
+FLOPs for matmul and conv ops (gradients of both operands) and 1x for the others, and moves 2x the
+forward bytes. An update op reads and writes parameters, gradients and optimizer state:
+Adam 12 FLOPs and 7 x 4 bytes per parameter element (read p, g, m, v; write p, m, v), SGD 2 FLOPs
+and 3 x 4 bytes. Static memory of an op with parameters P bytes: P for inference; for training
+P (weights) + P (gradients) + the optimizer's state (Adam 2P, momentum P, SGD 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
+
+OBJECTIVES: dict[str, str] = {"train_step": "train", "inference": "inference"}
+# optimizer -> (state copies of the parameters, FLOPs per parameter element, bytes moved per parameter byte)
+OPTIMIZERS: dict[str, tuple[int, float, float]] = {
+    "adam": (2, 12.0, 7.0),
+    "momentum": (1, 4.0, 5.0),
+    "sgd": (0, 2.0, 3.0),
+}
+OP_KINDS: tuple[str, ...] = ("forward", "backward", "update")
+_DOUBLE_BACKWARD = np.array(
+    [name in ("matmul", "conv") for name in sorted(CATEGORY_INDEX, key=CATEGORY_INDEX.get)]
+)
+
+
+def _csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group ``values`` by ``keys`` (stable, values sorted within a key) as (pointer, values) arrays."""
+    order = np.lexsort((values, keys))
+    pointer = np.zeros(n_keys + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n_keys), out=pointer[1:])
+    return pointer, np.ascontiguousarray(values[order], dtype=np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class Task:
+    """A compiled placement problem. Build it with `make_task`.
+
+    Ops (length ``n_ops``): forward ops ``0..n_forward-1`` (the graph's), then for ``train_step``
+    their backward ops and the update ops. ``op_kind`` (0 forward, 1 backward, 2 update),
+    ``op_forward`` (the forward op whose device the op follows), ``duration[op, device]`` (seconds).
+    Tensors: ``tensor_producer`` (-1: a graph data input, present on every device at time 0),
+    ``tensor_bytes``, ``tensor_static`` (its producer-side memory is already counted in the static
+    memory: a parameter read or a parameter gradient), ``tensor_persistent`` (a graph output: alive
+    until the end of the step). CSR adjacency: ``op_output_pointer/op_outputs`` (tensors an op
+    produces), ``tensor_consumer_pointer/tensor_consumers`` (ops that read a tensor),
+    ``op_input_count`` (number of produced tensors an op waits for). ``static_bytes`` per forward op.
+    """
+
+    graph: OpGraph
+    cluster: Cluster
+    objective: str
+    optimizer: str
+    id: str
+    op_kind: np.ndarray
+    op_forward: np.ndarray
+    duration: np.ndarray
+    tensor_producer: np.ndarray
+    tensor_bytes: np.ndarray
+    tensor_static: np.ndarray
+    tensor_persistent: np.ndarray
+    op_output_pointer: np.ndarray
+    op_outputs: np.ndarray
+    tensor_consumer_pointer: np.ndarray
+    tensor_consumers: np.ndarray
+    op_input_count: np.ndarray
+    static_bytes: np.ndarray
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def n_forward(self) -> int:
+        return self.graph.n_ops
+
+    @property
+    def n_ops(self) -> int:
+        return len(self.op_kind)
+
+    @property
+    def n_devices(self) -> int:
+        return self.cluster.n_devices
+
+    @property
+    def n_tensors(self) -> int:
+        return len(self.tensor_bytes)
+
+    @cached_property
+    def op_names(self) -> tuple[str, ...]:
+        suffix = ("", ".grad", ".update")
+        names = self.graph.op_names
+        return tuple(names[f] + suffix[k] for f, k in zip(self.op_forward.tolist(), self.op_kind.tolist()))
+
+    def check_placement(self, placement, batch: bool = False) -> np.ndarray:
+        """Return ``placement`` as an int64 array of device indices, or raise a clear ValueError.
+
+        A placement has one device index per forward op (shape ``(n_forward,)``, or
+        ``(batch, n_forward)`` with ``batch=True``); backward and update ops follow their forward op."""
+        array = np.asarray(placement)
+        shape = ("batch, " if batch else "") + f"{self.n_forward},"
+        if array.ndim != 1 + batch or array.shape[-1] != self.n_forward:
+            raise ValueError(
+                f"placement for task {self.id} must have shape ({shape}): one device index per "
+                f"forward op; got shape {array.shape}"
+            )
+        if array.dtype.kind not in "iu":
+            if array.dtype.kind != "f" or not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
+                raise ValueError(
+                    f"placement for task {self.id} must hold integer device indices, got dtype {array.dtype}"
+                )
+        array = array.astype(np.int64)
+        bad = np.argwhere((array < 0) | (array >= self.n_devices))
+        if len(bad):
+            i = int(bad[0][-1])
+            raise ValueError(
+                f"placement for task {self.id}: device index {int(array[tuple(bad[0])])} at op {i} "
+                f"({self.graph.op_names[i]!r}) is out of range; allowed 0..{self.n_devices - 1} "
+                f"({', '.join(self.cluster.device_names)})"
+            )
+        return array
+
+    def expand(self, placement) -> np.ndarray:
+        """Device (int32) of every task op for a placement of the forward ops."""
+        return self.check_placement(placement)[self.op_forward].astype(np.int32)
+
+    def static_memory(self, placement) -> np.ndarray:
+        """Bytes of parameters (and for training, gradients and optimizer state) per device."""
+        array = self.check_placement(placement)
+        return np.bincount(array, weights=self.static_bytes, minlength=self.n_devices)
+
+
+def _op_durations(flops, bytes_moved, category, cluster: Cluster) -> np.ndarray:
+    """Op time on every device: max(FLOPs / (peak x efficiency), bytes / bandwidth) + overhead."""
+    rate = cluster.peak_flops[None, :] * cluster.efficiency.T[category]  # (ops, devices)
+    compute = flops[:, None] / rate
+    memory = bytes_moved[:, None] / cluster.memory_bandwidth[None, :]
+    return np.ascontiguousarray(np.maximum(compute, memory) + cluster.launch_overhead[None, :])
+
+
+def make_task(
+    graph: OpGraph, cluster: Cluster, objective: str = "train_step", optimizer: str = "adam"
+) -> Task:
+    """Compile a task. ``objective``: ``"train_step"`` or ``"inference"``; ``optimizer`` (training
+    only): ``"adam"``, ``"momentum"`` or ``"sgd"``."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    g = graph
+    n = g.n_ops
+    category = g.category.astype(np.int64)
+    edge_src = g.edge_src.astype(np.int64)
+    edge_dst = g.edge_dst.astype(np.int64)
+    edge_tensor = g.edge_tensor.astype(np.int64)
+    task_id = f"{g.name}/{cluster.name}/{OBJECTIVES[objective]}"
+    if objective == "inference":
+        op_kind = np.zeros(n, dtype=np.int8)
+        op_forward = np.arange(n, dtype=np.int32)
+        flops, bytes_moved, op_category = g.flops, g.bytes_accessed, category
+        tensor_producer = g.tensor_producer.astype(np.int64)
+        tensor_bytes = g.tensor_bytes
+        tensor_static = g.tensor_is_parameter.copy()
+        tensor_persistent = g.tensor_is_output.copy()
+        consumer_tensor, consumer_op = edge_tensor, edge_dst
+        static_bytes = g.param_bytes.copy()
+    else:
+        states, update_flops, update_bytes = OPTIMIZERS[optimizer]
+        owners = np.flatnonzero(g.param_bytes > 0)
+        n_update = len(owners)
+        n_total = 2 * n + n_update
+        backward = lambda f: 2 * n - 1 - f  # noqa: E731 - index of f's backward op
+        update_of = np.full(n, -1, dtype=np.int64)
+        update_of[owners] = 2 * n + np.arange(n_update)
+        op_kind = np.concatenate([np.zeros(n), np.ones(n), np.full(n_update, 2)]).astype(np.int8)
+        op_forward = np.concatenate([np.arange(n), np.arange(n)[::-1], owners]).astype(np.int32)
+        param_elements = g.param_bytes[owners] / 4.0
+        flops = np.concatenate(
+            [g.flops, (g.flops * np.where(_DOUBLE_BACKWARD[category], 2.0, 1.0))[::-1],
+             param_elements * update_flops]
+        )
+        bytes_moved = np.concatenate(
+            [g.bytes_accessed, 2.0 * g.bytes_accessed[::-1], g.param_bytes[owners] * update_bytes]
+        )
+        op_category = np.concatenate(
+            [category, category[::-1], np.full(n_update, CATEGORY_INDEX["elementwise"])]
+        )
+        t0 = g.n_tensors
+        # Forward tensors keep their ids; each is also read by the backward op of each consumer
+        # (saved input) and of its producer (saved output).
+        producers = g.tensor_producer.astype(np.int64)
+        has_producer = np.flatnonzero(producers >= 0)
+        tensors, consumers = [edge_tensor, edge_tensor, has_producer], [
+            edge_dst, backward(edge_dst), backward(producers[has_producer])]
+        new_producer, new_bytes, new_static = [], [], []
+        # Gradient tensors, one per forward edge from an op: c.grad -> p.grad, or for a shared
+        # parameter c.grad -> owner.update.
+        from_op = np.flatnonzero(edge_src >= 0)
+        is_param = g.tensor_is_parameter[edge_tensor[from_op]]
+        grad_ids = t0 + np.arange(len(from_op))
+        new_producer.append(backward(edge_dst[from_op]))
+        new_bytes.append(g.tensor_bytes[edge_tensor[from_op]])
+        new_static.append(np.zeros(len(from_op), dtype=bool))
+        tensors.append(grad_ids)
+        consumers.append(np.where(is_param, update_of[edge_src[from_op]], backward(edge_src[from_op])))
+        next_id = t0 + len(from_op)
+        # Ops with no output tensor still have to run before their backward op: a 0-byte tensor.
+        silent = np.setdiff1d(np.arange(n), producers[has_producer])
+        ids = next_id + np.arange(len(silent))
+        new_producer.append(silent)
+        new_bytes.append(np.zeros(len(silent)))
+        new_static.append(np.zeros(len(silent), dtype=bool))
+        tensors.append(ids)
+        consumers.append(backward(silent))
+        next_id += len(silent)
+        # Parameter gradients of each owner: owner.grad -> owner.update (memory is static).
+        ids = next_id + np.arange(n_update)
+        new_producer.append(backward(owners))
+        new_bytes.append(g.param_bytes[owners])
+        new_static.append(np.ones(n_update, dtype=bool))
+        tensors.append(ids)
+        consumers.append(update_of[owners])
+        tensor_producer = np.concatenate([producers, *new_producer])
+        tensor_bytes = np.concatenate([g.tensor_bytes, *new_bytes])
+        tensor_static = np.concatenate([g.tensor_is_parameter, *new_static])
+        tensor_persistent = np.concatenate(
+            [g.tensor_is_output, np.zeros(len(tensor_bytes) - t0, dtype=bool)])
+        consumer_tensor = np.concatenate(tensors)
+        consumer_op = np.concatenate(consumers)
+        pairs = np.unique(consumer_tensor * n_total + consumer_op)
+        consumer_tensor, consumer_op = pairs // n_total, pairs % n_total
+        static_bytes = g.param_bytes * (2 + states)
+        n = n_total
+    n_tensors = len(tensor_bytes)
+    produced = np.flatnonzero(tensor_producer >= 0)
+    op_output_pointer, op_outputs = _csr(tensor_producer[produced], produced, n)
+    tensor_consumer_pointer, tensor_consumers = _csr(consumer_tensor, consumer_op, n_tensors)
+    op_input_count = np.bincount(
+        consumer_op[tensor_producer[consumer_tensor] >= 0], minlength=n).astype(np.int32)
+    duration = _op_durations(np.asarray(flops, dtype=np.float64), np.asarray(bytes_moved, dtype=np.float64),
+                             np.asarray(op_category, dtype=np.int64), cluster)
+    arrays = dict(
+        op_kind=op_kind, op_forward=op_forward, duration=duration,
+        tensor_producer=tensor_producer.astype(np.int32), tensor_bytes=np.asarray(tensor_bytes, np.float64),
+        tensor_static=np.asarray(tensor_static, bool), tensor_persistent=np.asarray(tensor_persistent, bool),
+        op_output_pointer=op_output_pointer, op_outputs=op_outputs,
+        tensor_consumer_pointer=tensor_consumer_pointer, tensor_consumers=tensor_consumers,
+        op_input_count=op_input_count, static_bytes=np.asarray(static_bytes, np.float64),
+    )
+    for value in arrays.values():
+        value.setflags(write=False)
+    return Task(graph=g, cluster=cluster, objective=objective, optimizer=optimizer, id=task_id, **arrays)

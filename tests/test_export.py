@@ -1,0 +1,215 @@
+"""The bundled weight-free graphs (graphs/*.onnx + manifest.json) and their regeneration.
+
+Expected parameter counts are the papers' figures (or, for the small models, sums worked out by hand
+from the layer sizes each model's docstring documents), never numbers read back from the export code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from placement_gym.export import GRAPH_NAMES, MISSING_EXTRA_MESSAGE, PARAMETERS_KEY, SOURCE_KEY, export_graphs
+
+REPO = Path(__file__).resolve().parents[1]
+GRAPHS = REPO / "graphs"
+FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+               onnx.TensorProto.BFLOAT16}
+EXPECTED_NAMES = {"cifar10_cnn", "cifar10_resnet56", "resnet50", "inception_v3", "bert_base", "bert_large",
+                  "rnnlm", "gnmt4"}
+
+# Published trainable-parameter figures (BatchNorm running statistics are not parameters there).
+PAPER_PARAMETERS = {
+    "resnet50": 25.6e6,          # He et al. 2016 ResNet-50, the commonly quoted 25.6M
+    "bert_base": 110e6,          # Devlin et al. 2019, section 3: 110M
+    "bert_large": 340e6,         # Devlin et al. 2019, section 3: 340M
+    "cifar10_resnet56": 0.85e6,  # He et al. 2016, Table 6: 0.85M
+    "inception_v3": 23.8e6,      # Inception-V3 without the auxiliary head
+}
+
+
+@cache
+def manifest() -> dict:
+    return json.loads((GRAPHS / "manifest.json").read_text())
+
+
+@cache
+def load(name: str) -> onnx.ModelProto:
+    return onnx.load(GRAPHS / f"{name}.onnx")
+
+
+def metadata(model: onnx.ModelProto) -> dict[str, str]:
+    return {prop.key: prop.value for prop in model.metadata_props}
+
+
+def parameter_inputs(model: onnx.ModelProto) -> dict[str, list[int]]:
+    names = set(json.loads(metadata(model)[PARAMETERS_KEY]))
+    return {value.name: [dim.dim_value for dim in value.type.tensor_type.shape.dim]
+            for value in model.graph.input if value.name in names}
+
+
+def trainable_count(model: onnx.ModelProto) -> int:
+    return sum(int(np.prod(shape)) for name, shape in parameter_inputs(model).items()
+               if not name.endswith(("running_mean", "running_var")))
+
+
+def consumers(model: onnx.ModelProto, value_name: str) -> list[onnx.NodeProto]:
+    return [node for node in model.graph.node if value_name in node.input]
+
+
+def test_graph_names_and_manifest_list_the_eight_graphs():
+    assert set(GRAPH_NAMES) == EXPECTED_NAMES
+    assert list(manifest()["graphs"]) == sorted(EXPECTED_NAMES)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_bundled_file_matches_manifest(name):
+    entry = manifest()["graphs"][name]
+    data = (GRAPHS / entry["file"]).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == entry["sha256"]
+    assert len(data) < 2_000_000, "weight-free files are small"
+    model = load(name)
+    assert entry["nodes"] == len(model.graph.node)
+    assert entry["source"] == metadata(model)[SOURCE_KEY]
+    assert entry["parameters"] == sum(int(np.prod(s)) for s in parameter_inputs(model).values())
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_bundled_file_is_valid_and_weight_free(name):
+    model = load(name)
+    onnx.checker.check_model(model, full_check=True)
+    assert not [init.name for init in model.graph.initializer if init.data_type in FLOAT_TYPES]
+    meta = metadata(model)
+    assert meta[SOURCE_KEY] and "\n" not in meta[SOURCE_KEY]
+    parameters = json.loads(meta[PARAMETERS_KEY])
+    input_names = [value.name for value in model.graph.input]
+    assert parameters and set(parameters) <= set(input_names)
+    assert len(set(parameters)) == len(parameters)
+    assert all(model.graph.input[input_names.index(p)].type.tensor_type.elem_type in FLOAT_TYPES
+               for p in parameters)
+    # What is not a parameter is the data the manifest lists, batch first.
+    entry = manifest()["graphs"][name]
+    data_inputs = {value.name: [dim.dim_value for dim in value.type.tensor_type.shape.dim]
+                   for value in model.graph.input if value.name not in set(parameters)}
+    assert data_inputs == entry["inputs"]
+    assert all(shape[0] == entry["batch"] for shape in data_inputs.values())
+    node_names = [node.name for node in model.graph.node]
+    assert all(node_names) and len(set(node_names)) == len(node_names)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_every_value_has_a_static_shape_after_inference(name):
+    model = onnx.ModelProto()
+    model.CopyFrom(load(name))
+    del model.graph.value_info[:]  # re-derive, do not trust what the file carries
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    shapes = {value.name: value.type.tensor_type for value in
+              list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output)}
+    shapes.update({init.name: None for init in inferred.graph.initializer})
+    for node in inferred.graph.node:
+        for output in node.output:
+            assert output in shapes, f"{name}: no shape for {output}"
+            tensor_type = shapes[output]
+            if tensor_type is not None:
+                dims = tensor_type.shape.dim
+                assert all(dim.HasField("dim_value") and dim.dim_value > 0 for dim in dims), output
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_PARAMETERS))
+def test_parameter_count_is_close_to_the_published_figure(name):
+    published = PAPER_PARAMETERS[name]
+    assert abs(trainable_count(load(name)) - published) / published < 0.03
+
+
+def test_cifar10_cnn_parameters_by_hand():
+    # TF tutorial layers on 32x32 input: conv5x5 3->64, conv5x5 64->64, fc 8*8*64->384, 384->192, 192->10.
+    expected = (5 * 5 * 3 * 64 + 64) + (5 * 5 * 64 * 64 + 64) + (8 * 8 * 64 * 384 + 384) \
+        + (384 * 192 + 192) + (192 * 10 + 10)
+    assert trainable_count(load("cifar10_cnn")) == expected
+
+
+def lstm_layer(d_in: int, hidden: int) -> int:
+    return 4 * hidden * d_in + 4 * hidden + 4 * hidden * hidden  # input proj (with bias), recurrent proj
+
+
+def test_unrolled_lstm_weights_are_shared_across_steps():
+    # Parameter counts independent of the 20 unrolled steps: one copy of each weight, not one per step.
+    vocab, hidden = 40_000, 2048
+    rnnlm = load("rnnlm")
+    assert trainable_count(rnnlm) == vocab * hidden + 2 * lstm_layer(hidden, hidden) + hidden * vocab + vocab
+    steps = manifest()["graphs"]["rnnlm"]["inputs"]["token_ids"][1]
+    assert steps == 20
+    for layer in (0, 1):
+        assert len(consumers(rnnlm, f"cells.{layer}.input_proj.weight")) == steps
+        assert len(consumers(rnnlm, f"cells.{layer}.recurrent_proj.weight")) == steps - 1  # zero state first
+    assert sum(node.op_type == "LogSoftmax" for node in rnnlm.graph.node) == steps
+    assert not any(node.op_type in {"LSTM", "Loop", "Scan"} for node in rnnlm.graph.node)
+
+    gnmt = load("gnmt4")
+    hidden, vocab = 1024, 32_000
+    attention = 2 * hidden * hidden + hidden + hidden  # key proj, query proj + bias, score vector
+    expected = 2 * vocab * hidden + 4 * lstm_layer(hidden, hidden) + lstm_layer(hidden, hidden) \
+        + 3 * lstm_layer(2 * hidden, hidden) + attention + hidden * vocab + vocab
+    assert trainable_count(gnmt) == expected
+    tgt_steps = manifest()["graphs"]["gnmt4"]["inputs"]["tgt_ids"][1]
+    assert len(consumers(gnmt, "decoder.3.input_proj.weight")) == tgt_steps
+    assert len(gnmt.graph.node) < 5000
+
+
+@pytest.mark.parametrize("name", ["cifar10_resnet56", "resnet50", "inception_v3"])
+def test_batchnorm_is_not_folded_into_convolutions(name):
+    model = load(name)
+    convs = [node for node in model.graph.node if node.op_type == "Conv"]
+    assert convs
+    for conv in convs:
+        assert [node.op_type for node in consumers(model, conv.output[0])] == ["BatchNormalization"]
+
+
+def test_bert_large_attention_scores_exceed_one_12gb_gpu():
+    model = onnx.shape_inference.infer_shapes(load("bert_large"))
+    shapes = {value.name: [d.dim_value for d in value.type.tensor_type.shape.dim]
+              for value in model.graph.value_info}
+    softmax = [node for node in model.graph.node if node.op_type == "Softmax"]
+    assert len(softmax) == 24
+    assert shapes[softmax[0].output[0]] == [16, 16, 512, 512]
+    # Scores and their softmax, both kept for the backward pass, in float32.
+    saved = sum(4 * np.prod(shapes[node.input[0]]) + 4 * np.prod(shapes[node.output[0]]) for node in softmax)
+    assert saved > 12e9
+
+
+def test_importing_export_package_does_not_import_torch():
+    code = "import sys, placement_gym.export; assert 'torch' not in sys.modules, 'torch imported'"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_unknown_graph_name_is_a_value_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown graph.*resnet51.*known graphs"):
+        export_graphs(["resnet51"], out_dir=tmp_path, progress=False)
+
+
+def test_missing_torch_gives_the_install_hint(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    with pytest.raises(ImportError, match="export extra"):
+        export_graphs(["cifar10_cnn"], out_dir=tmp_path, progress=False)
+    assert "pip install 'placement-gym[export]'" in MISSING_EXTRA_MESSAGE
+
+
+def test_reexport_is_byte_identical(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    result = export_graphs(["cifar10_cnn"], out_dir=tmp_path, progress=False)
+    bundled = manifest()["graphs"]["cifar10_cnn"]
+    assert result["graphs"]["cifar10_cnn"] == bundled
+    assert hashlib.sha256((tmp_path / "cifar10_cnn.onnx").read_bytes()).hexdigest() == bundled["sha256"]
+    assert json.loads((tmp_path / "manifest.json").read_text()) == {"graphs": {"cifar10_cnn": bundled}}
