@@ -30,7 +30,8 @@ def round_robin_placement(task: Task, devices: str = "gpu") -> np.ndarray:
     """Ops dealt to devices in topological order, one after the other (over the GPUs when the
     cluster has any, as the papers' round-robin baselines do, else over all devices)."""
     pool = [i for i, kind in enumerate(task.cluster.device_kinds) if kind == devices] or list(
-        range(task.n_devices))
+        range(task.n_devices)
+    )
     return np.asarray(pool, dtype=np.int64)[np.arange(task.n_forward) % len(pool)]
 
 
@@ -67,12 +68,16 @@ def placement_from_dict(task: Task, mapping: dict[str, str]) -> np.ndarray:
     ops = task.graph.op_names
     unknown = sorted(set(mapping) - set(ops))
     if unknown:
-        raise ValueError(f"placement names ops not in graph {task.graph.name!r}: {', '.join(unknown[:5])}"
-                         + (" ..." if len(unknown) > 5 else ""))
+        raise ValueError(
+            f"placement names ops not in graph {task.graph.name!r}: {', '.join(unknown[:5])}"
+            + (" ..." if len(unknown) > 5 else "")
+        )
     missing = [op for op in ops if op not in mapping]
     if missing:
-        raise ValueError(f"placement misses {len(missing)} ops of graph {task.graph.name!r}, "
-                         f"such as {', '.join(missing[:5])}")
+        raise ValueError(
+            f"placement misses {len(missing)} ops of graph {task.graph.name!r}, "
+            f"such as {', '.join(missing[:5])}"
+        )
     return np.array([task.cluster.device_index(mapping[op]) for op in ops], dtype=np.int64)
 
 

@@ -191,8 +191,11 @@ def make_task(
         op_forward = np.concatenate([np.arange(n), np.arange(n)[::-1], owners]).astype(np.int32)
         param_elements = g.param_bytes[owners] / 4.0
         flops = np.concatenate(
-            [g.flops, (g.flops * np.where(_DOUBLE_BACKWARD[category], 2.0, 1.0))[::-1],
-             param_elements * update_flops]
+            [
+                g.flops,
+                (g.flops * np.where(_DOUBLE_BACKWARD[category], 2.0, 1.0))[::-1],
+                param_elements * update_flops,
+            ]
         )
         bytes_moved = np.concatenate(
             [g.bytes_accessed, 2.0 * g.bytes_accessed[::-1], g.param_bytes[owners] * update_bytes]
@@ -205,8 +208,10 @@ def make_task(
         # (saved input) and of its producer (saved output).
         producers = g.tensor_producer.astype(np.int64)
         has_producer = np.flatnonzero(producers >= 0)
-        tensors, consumers = [edge_tensor, edge_tensor, has_producer], [
-            edge_dst, backward(edge_dst), backward(producers[has_producer])]
+        tensors, consumers = (
+            [edge_tensor, edge_tensor, has_producer],
+            [edge_dst, backward(edge_dst), backward(producers[has_producer])],
+        )
         new_producer, new_bytes, new_static = [], [], []
         # Gradient tensors, one per forward edge from an op: c.grad -> p.grad, or for a shared
         # parameter c.grad -> owner.update.
@@ -238,8 +243,7 @@ def make_task(
         tensor_producer = np.concatenate([producers, *new_producer])
         tensor_bytes = np.concatenate([g.tensor_bytes, *new_bytes])
         tensor_static = np.concatenate([g.tensor_is_parameter, *new_static])
-        tensor_persistent = np.concatenate(
-            [g.tensor_is_output, np.zeros(len(tensor_bytes) - t0, dtype=bool)])
+        tensor_persistent = np.concatenate([g.tensor_is_output, np.zeros(len(tensor_bytes) - t0, dtype=bool)])
         consumer_tensor = np.concatenate(tensors)
         consumer_op = np.concatenate(consumers)
         pairs = np.unique(consumer_tensor * n_total + consumer_op)
@@ -250,17 +254,29 @@ def make_task(
     produced = np.flatnonzero(tensor_producer >= 0)
     op_output_pointer, op_outputs = _csr(tensor_producer[produced], produced, n)
     tensor_consumer_pointer, tensor_consumers = _csr(consumer_tensor, consumer_op, n_tensors)
-    op_input_count = np.bincount(
-        consumer_op[tensor_producer[consumer_tensor] >= 0], minlength=n).astype(np.int32)
-    duration = _op_durations(np.asarray(flops, dtype=np.float64), np.asarray(bytes_moved, dtype=np.float64),
-                             np.asarray(op_category, dtype=np.int64), cluster)
+    op_input_count = np.bincount(consumer_op[tensor_producer[consumer_tensor] >= 0], minlength=n).astype(
+        np.int32
+    )
+    duration = _op_durations(
+        np.asarray(flops, dtype=np.float64),
+        np.asarray(bytes_moved, dtype=np.float64),
+        np.asarray(op_category, dtype=np.int64),
+        cluster,
+    )
     arrays = dict(
-        op_kind=op_kind, op_forward=op_forward, duration=duration,
-        tensor_producer=tensor_producer.astype(np.int32), tensor_bytes=np.asarray(tensor_bytes, np.float64),
-        tensor_static=np.asarray(tensor_static, bool), tensor_persistent=np.asarray(tensor_persistent, bool),
-        op_output_pointer=op_output_pointer, op_outputs=op_outputs,
-        tensor_consumer_pointer=tensor_consumer_pointer, tensor_consumers=tensor_consumers,
-        op_input_count=op_input_count, static_bytes=np.asarray(static_bytes, np.float64),
+        op_kind=op_kind,
+        op_forward=op_forward,
+        duration=duration,
+        tensor_producer=tensor_producer.astype(np.int32),
+        tensor_bytes=np.asarray(tensor_bytes, np.float64),
+        tensor_static=np.asarray(tensor_static, bool),
+        tensor_persistent=np.asarray(tensor_persistent, bool),
+        op_output_pointer=op_output_pointer,
+        op_outputs=op_outputs,
+        tensor_consumer_pointer=tensor_consumer_pointer,
+        tensor_consumers=tensor_consumers,
+        op_input_count=op_input_count,
+        static_bytes=np.asarray(static_bytes, np.float64),
     )
     for value in arrays.values():
         value.setflags(write=False)

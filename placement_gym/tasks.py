@@ -40,5 +40,7 @@ def parse_task_id(task_id: str) -> Task:
     """The task of an id such as ``"inception_v3/k80x4/train"``."""
     parts = task_id.split("/")
     if len(parts) != 3:
-        raise ValueError(f"a task id is graph/cluster/objective, such as inception_v3/k80x4/train; got {task_id!r}")
+        raise ValueError(
+            f"a task id is graph/cluster/objective, such as inception_v3/k80x4/train; got {task_id!r}"
+        )
     return get_task(*parts)

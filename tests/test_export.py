@@ -213,3 +213,61 @@ def test_reexport_is_byte_identical(tmp_path):
     assert result["graphs"]["cifar10_cnn"] == bundled
     assert hashlib.sha256((tmp_path / "cifar10_cnn.onnx").read_bytes()).hexdigest() == bundled["sha256"]
     assert json.loads((tmp_path / "manifest.json").read_text()) == {"graphs": {"cifar10_cnn": bundled}}
+
+
+def _tiny_models():
+    """Small instances of every model family, with (example inputs, input names)."""
+    import torch
+
+    from placement_gym.export.models.bert import Bert, BertConfig
+    from placement_gym.export.models.cifar10_cnn import Cifar10Cnn
+    from placement_gym.export.models.lstm import GNMT, RNNLM
+    from placement_gym.export.models.resnet import ResNet50, ResNetCifar
+
+    generator = torch.Generator().manual_seed(0)
+
+    def ids(vocab, *shape):
+        return torch.randint(0, vocab, shape, generator=generator)
+
+    def images(*shape):
+        return torch.randn(*shape, generator=generator)
+
+    return {
+        "cnn": (Cifar10Cnn(image_size=8), (images(2, 3, 8, 8),), ["images"]),
+        "resnet_cifar8": (ResNetCifar(depth=8), (images(2, 3, 16, 16),), ["images"]),
+        "resnet_bottleneck": (ResNet50(num_classes=5, stages=(1, 1)), (images(2, 3, 32, 32),), ["images"]),
+        "bert": (Bert(BertConfig(layers=2, hidden=16, heads=2, ffn=32, vocab=50, max_positions=8)),
+                 (ids(50, 2, 5),), ["input_ids"]),
+        "rnnlm": (RNNLM(vocab=30, hidden=8, layers=2), (ids(30, 2, 3),), ["token_ids"]),
+        "gnmt": (GNMT(src_vocab=30, tgt_vocab=20, hidden=8, layers=4), (ids(30, 2, 4), ids(20, 2, 3)),
+                 ["src_ids", "tgt_ids"]),
+    }
+
+
+def test_weight_free_graphs_compute_what_the_torch_models_compute():
+    """Feeding the torch weights to the weight-free graph reproduces the torch outputs (small instances)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    from placement_gym.export.export import export_module
+
+    torch.manual_seed(0)
+    for label, (module, inputs, input_names) in _tiny_models().items():
+        with torch.no_grad():
+            for name, tensor in module.state_dict().items():
+                if tensor.is_floating_point():
+                    # Random weights and BatchNorm statistics (variances kept positive).
+                    tensor.copy_(torch.rand_like(tensor) + 0.5 if name.endswith("running_var")
+                                 else torch.randn_like(tensor) * 0.3)
+            module.eval()
+            expected = module(*inputs)
+        model = export_module(module, inputs, input_names, f"test {label}")
+        state = module.state_dict()
+        feeds = {name: state[name].numpy() for name in json.loads(metadata(model)[PARAMETERS_KEY])}
+        feeds.update({name: tensor.numpy() for name, tensor in zip(input_names, inputs)})
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        got = session.run(None, feeds)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        assert len(got) == len(expected), label
+        for actual, reference in zip(got, expected):
+            np.testing.assert_allclose(actual, reference.numpy(), rtol=1e-4, atol=1e-5, err_msg=label)

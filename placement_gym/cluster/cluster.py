@@ -62,9 +62,7 @@ class Cluster:
             raise ValueError(f"cluster {self.name!r}: device_kinds must have {n} entries")
         for kind in self.device_kinds:
             if kind not in DEVICE_KINDS:
-                raise ValueError(
-                    f"cluster {self.name!r}: device kind {kind!r} is not one of {DEVICE_KINDS}"
-                )
+                raise ValueError(f"cluster {self.name!r}: device kind {kind!r} is not one of {DEVICE_KINDS}")
         shapes = {
             "peak_flops": (n,),
             "memory_bandwidth": (n,),
@@ -80,7 +78,9 @@ class Cluster:
                 raise ValueError(f"cluster {self.name!r}: {key} has shape {value.shape}, expected {shape}")
             checked = value[~np.eye(n, dtype=bool)] if key.startswith("link_") else value
             if not np.all(np.isfinite(checked)) or np.any(checked <= 0):
-                raise ValueError(f"cluster {self.name!r}: every {key} figure must be a positive finite number")
+                raise ValueError(
+                    f"cluster {self.name!r}: every {key} figure must be a positive finite number"
+                )
         if np.any(self.efficiency > 1):
             raise ValueError(f"cluster {self.name!r}: efficiency figures must be in (0, 1]")
 

@@ -34,8 +34,13 @@ def lower_bound(task) -> float:
     cached = task._cache.get("lower_bound")
     if cached is None:
         fastest = task.duration.min(axis=1)
-        path = _critical_path(fastest, task.op_output_pointer, task.op_outputs,
-                              task.tensor_consumer_pointer, task.tensor_consumers)
+        path = _critical_path(
+            fastest,
+            task.op_output_pointer,
+            task.op_outputs,
+            task.tensor_consumer_pointer,
+            task.tensor_consumers,
+        )
         cached = task._cache["lower_bound"] = float(max(path, fastest.sum() / task.n_devices))
     return cached
 

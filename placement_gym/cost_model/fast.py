@@ -111,9 +111,21 @@ def _time_order(times, horizon):
 
 @numba.njit(cache=True)
 def _simulate(
-    device, duration, output_pointer, outputs, consumer_pointer, consumers, tensor_producer,
-    tensor_bytes, tensor_static, tensor_persistent, input_count, static_bytes, link_bandwidth,
-    link_latency, n_devices,
+    device,
+    duration,
+    output_pointer,
+    outputs,
+    consumer_pointer,
+    consumers,
+    tensor_producer,
+    tensor_bytes,
+    tensor_static,
+    tensor_persistent,
+    input_count,
+    static_bytes,
+    link_bandwidth,
+    link_latency,
+    n_devices,
 ):
     n_ops = device.shape[0]
     n_tensors = tensor_bytes.shape[0]
@@ -156,8 +168,16 @@ def _simulate(
                     best_start = s
                     best = d
         if best < 0:  # cannot happen for a DAG in topological order
-            return -1.0, start, finish, transfer_tensor[:0], transfer_dst[:0], transfer_start[:0], \
-                transfer_finish[:0], np.zeros(n_devices)
+            return (
+                -1.0,
+                start,
+                finish,
+                transfer_tensor[:0],
+                transfer_dst[:0],
+                transfer_start[:0],
+                transfer_finish[:0],
+                np.zeros(n_devices),
+            )
         d = best
         op = _heap_pop(heap, base[d], size[d], ready)
         size[d] -= 1
@@ -262,24 +282,56 @@ def _simulate(
             peak[e] = usage[e]
     for op in range(n_ops):
         peak[device[op]] += static_bytes[op]
-    return (makespan, start, finish, transfer_tensor[:n_transfers], transfer_dst[:n_transfers],
-            transfer_start[:n_transfers], transfer_finish[:n_transfers], peak)
+    return (
+        makespan,
+        start,
+        finish,
+        transfer_tensor[:n_transfers],
+        transfer_dst[:n_transfers],
+        transfer_start[:n_transfers],
+        transfer_finish[:n_transfers],
+        peak,
+    )
 
 
 @numba.njit(cache=True, parallel=True)
 def _simulate_batch(
-    devices, duration, output_pointer, outputs, consumer_pointer, consumers, tensor_producer,
-    tensor_bytes, tensor_static, tensor_persistent, input_count, static_bytes, link_bandwidth,
-    link_latency, n_devices,
+    devices,
+    duration,
+    output_pointer,
+    outputs,
+    consumer_pointer,
+    consumers,
+    tensor_producer,
+    tensor_bytes,
+    tensor_static,
+    tensor_persistent,
+    input_count,
+    static_bytes,
+    link_bandwidth,
+    link_latency,
+    n_devices,
 ):
     n = devices.shape[0]
     runtimes = np.empty(n)
     peaks = np.empty((n, n_devices))
     for i in numba.prange(n):
         result = _simulate(
-            devices[i], duration, output_pointer, outputs, consumer_pointer, consumers, tensor_producer,
-            tensor_bytes, tensor_static, tensor_persistent, input_count, static_bytes, link_bandwidth,
-            link_latency, n_devices,
+            devices[i],
+            duration,
+            output_pointer,
+            outputs,
+            consumer_pointer,
+            consumers,
+            tensor_producer,
+            tensor_bytes,
+            tensor_static,
+            tensor_persistent,
+            input_count,
+            static_bytes,
+            link_bandwidth,
+            link_latency,
+            n_devices,
         )
         runtimes[i] = result[0]
         peaks[i] = result[7]
@@ -297,10 +349,20 @@ def _static_per_op(task) -> np.ndarray:
 
 def _arguments(task) -> tuple:
     return (
-        task.duration, task.op_output_pointer, task.op_outputs, task.tensor_consumer_pointer,
-        task.tensor_consumers, task.tensor_producer, task.tensor_bytes, task.tensor_static,
-        task.tensor_persistent, task.op_input_count, _static_per_op(task), task.cluster.link_bandwidth,
-        task.cluster.link_latency, task.n_devices,
+        task.duration,
+        task.op_output_pointer,
+        task.op_outputs,
+        task.tensor_consumer_pointer,
+        task.tensor_consumers,
+        task.tensor_producer,
+        task.tensor_bytes,
+        task.tensor_static,
+        task.tensor_persistent,
+        task.op_input_count,
+        _static_per_op(task),
+        task.cluster.link_bandwidth,
+        task.cluster.link_latency,
+        task.n_devices,
     )
 
 
@@ -315,10 +377,14 @@ def simulate(task, placement, schedule: bool = False) -> SimulationResult:
     timeline = None
     if schedule:
         timeline = Schedule(
-            op_device=device.astype(np.int32), op_start=start, op_finish=finish,
+            op_device=device.astype(np.int32),
+            op_start=start,
+            op_finish=finish,
             transfer_tensor=t_tensor.astype(np.int32),
             transfer_src=device[task.tensor_producer[t_tensor]].astype(np.int32),
-            transfer_dst=t_dst.astype(np.int32), transfer_start=t_start, transfer_finish=t_finish,
+            transfer_dst=t_dst.astype(np.int32),
+            transfer_start=t_start,
+            transfer_finish=t_finish,
         )
     return SimulationResult(runtime=float(makespan), feasible=feasible, peak_memory=peak, schedule=timeline)
 

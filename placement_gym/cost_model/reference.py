@@ -25,12 +25,15 @@ def reference_simulate(task, placement) -> SimulationResult:
     duration = task.duration.tolist()
     bandwidth = task.cluster.link_bandwidth.tolist()
     latency = task.cluster.link_latency.tolist()
-    producer = task.tensor_producer.tolist()
     size = task.tensor_bytes.tolist()
-    outputs = [task.op_outputs[task.op_output_pointer[o]:task.op_output_pointer[o + 1]].tolist()
-               for o in range(n_ops)]
-    readers = [task.tensor_consumers[task.tensor_consumer_pointer[t]:task.tensor_consumer_pointer[t + 1]].tolist()
-               for t in range(task.n_tensors)]
+    outputs = [
+        task.op_outputs[task.op_output_pointer[o] : task.op_output_pointer[o + 1]].tolist()
+        for o in range(n_ops)
+    ]
+    readers = [
+        task.tensor_consumers[task.tensor_consumer_pointer[t] : task.tensor_consumer_pointer[t + 1]].tolist()
+        for t in range(task.n_tensors)
+    ]
 
     missing = task.op_input_count.tolist()
     ready_time = [0.0] * n_ops
@@ -112,10 +115,14 @@ def reference_simulate(task, placement) -> SimulationResult:
 def _peak_memory(task, device, start, finish, transfers) -> np.ndarray:
     """Static bytes plus the peak of live buffers per device (frees before allocations at a tie)."""
     n_devices = task.n_devices
-    events: list[list[tuple[float, int, float]]] = [[] for _ in range(n_devices)]  # (time, 0 free/1 alloc, bytes)
+    events: list[list[tuple[float, int, float]]] = [
+        [] for _ in range(n_devices)
+    ]  # (time, 0 free/1 alloc, bytes)
     readers_on: dict[tuple[int, int], float] = {}
     for t in range(task.n_tensors):
-        for op in task.tensor_consumers[task.tensor_consumer_pointer[t]:task.tensor_consumer_pointer[t + 1]]:
+        for op in task.tensor_consumers[
+            task.tensor_consumer_pointer[t] : task.tensor_consumer_pointer[t + 1]
+        ]:
             key = (t, device[op])
             readers_on[key] = max(readers_on.get(key, -1.0), finish[op])
     sent_until: dict[int, float] = {}

@@ -159,13 +159,27 @@ def export_graph(name: str) -> onnx.ModelProto:
     if name not in GRAPH_SPECS:
         raise ValueError(f"unknown graph {name!r}; known graphs: {', '.join(GRAPH_NAMES)}")
     _require_export_extra()
-    import logging
-
     import torch
 
     spec = GRAPH_SPECS[name]
     with torch.device("meta"):
         model = spec.build()
+    return export_module(model, _example_inputs(spec), [input_name for input_name, _, _ in spec.inputs],
+                         spec.source)
+
+
+def export_module(model: Any, example_inputs: tuple[Any, ...], input_names: Sequence[str],
+                  source: str) -> onnx.ModelProto:
+    """Export a torch module (in eval mode) to weight-free ONNX; inputs may be `meta` tensors.
+
+    Shapes are fixed to those of `example_inputs`. The module's parameters and buffers become graph
+    inputs named as in its `state_dict`.
+    """
+    _require_export_extra()
+    import logging
+
+    import torch
+
     model.eval()
     exporter_logger = logging.getLogger("torch.onnx")
     previous_level = exporter_logger.level
@@ -174,12 +188,12 @@ def export_graph(name: str) -> onnx.ModelProto:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             program = torch.onnx.export(
-                model, _example_inputs(spec), dynamo=True, optimize=False, opset_version=OPSET,
-                input_names=[input_name for input_name, _, _ in spec.inputs], verbose=False,
+                model, tuple(example_inputs), dynamo=True, optimize=False, opset_version=OPSET,
+                input_names=list(input_names), verbose=False,
             )
     finally:
         exporter_logger.setLevel(previous_level)
-    return make_weight_free(program.model, spec.source)
+    return make_weight_free(program.model, source)
 
 
 def parameter_count(model: onnx.ModelProto) -> int:

@@ -92,7 +92,7 @@ def _drop_zero_biases(model: onnx_ir.Model) -> None:
 
 
 def _float_initializers_to_constants(model: onnx_ir.Model) -> None:
-    """Float tensors the exporter made (not weights) become Constant nodes: float initializers mean weights."""
+    """Float tensors the exporter made (not weights) become Constant nodes: initializers mean weights."""
     import onnx_ir as ir
 
     graph = model.graph

@@ -27,7 +27,9 @@ def random_graph(
     rng = np.random.default_rng(seed)
     flops = rng.choice([0.0, 1e6, 1e8, 1e9, 1e10], size=n_ops) * rng.uniform(0.5, 2.0, size=n_ops)
     flops = np.round(flops)
-    out_bytes = np.round(rng.choice([4e3, 1e5, 1e6, 2e7, 1e8], size=n_ops) * rng.uniform(0.5, 2.0, size=n_ops))
+    out_bytes = np.round(
+        rng.choice([4e3, 1e5, 1e6, 2e7, 1e8], size=n_ops) * rng.uniform(0.5, 2.0, size=n_ops)
+    )
     has_params = rng.random(n_ops) < 0.3
     param_bytes = np.where(has_params, np.round(rng.choice([1e4, 1e6, 4e7], size=n_ops)), 0.0)
     category = rng.integers(0, len(CATEGORIES), size=n_ops)

@@ -1,0 +1,78 @@
+"""Reward shapes: how a placement's simulated runtime becomes a reward (shared by every env).
+
+Every shape is a strictly decreasing function of the runtime, so a faster placement always earns a
+larger reward. An out-of-memory placement is rewarded as if it ran for a penalty runtime (see
+`penalty_runtime`) instead of its simulated one: the placement could not run at all.
+"""
+
+from __future__ import annotations
+
+import math
+
+REWARDS: tuple[str, ...] = ("log_speedup", "neg_runtime", "neg_sqrt_runtime", "inverse")
+"""The reward shapes:
+
+* ``log_speedup``: ``log(best_single / runtime)``; 0 for the best single-device placement, positive
+  when faster. Scale-free across graphs and clusters (the default).
+* ``neg_runtime``: ``-runtime`` in seconds.
+* ``neg_sqrt_runtime``: ``-sqrt(runtime)`` in seconds (Mirhoseini et al. 2017, REFERENCE.md).
+* ``inverse``: ``best_single / runtime``, the speedup over the best single device. HSDAG (Duan et al.
+  2024) rewards with the execution time; dividing the best single-device time by it keeps the reward
+  scale-free.
+"""
+
+DEFAULT_OOM_RUNTIME_FACTOR = 10.0
+
+
+def check_reward_name(name: str) -> str:
+    """``name`` if it is a known reward shape, else a ValueError naming the allowed ones."""
+    if name not in REWARDS:
+        raise ValueError(f"unknown reward {name!r}; allowed: {', '.join(REWARDS)}")
+    return name
+
+
+def check_oom_settings(oom_runtime: float | None, oom_runtime_factor: float) -> None:
+    """Clear errors for penalty settings that would not make an OOM placement score low."""
+    if oom_runtime is not None and not (isinstance(oom_runtime, (int, float)) and math.isfinite(oom_runtime)
+                                        and oom_runtime > 0):
+        raise ValueError(f"oom_runtime must be a positive finite number of seconds or None, got {oom_runtime!r}")
+    if not (isinstance(oom_runtime_factor, (int, float)) and math.isfinite(oom_runtime_factor)
+            and oom_runtime_factor >= 1):
+        # Below 1 an OOM placement would score better than the best single device.
+        raise ValueError(f"oom_runtime_factor must be a finite number >= 1, got {oom_runtime_factor!r}")
+
+
+def penalty_runtime(
+    best_single: float,
+    oom_runtime: float | None = None,
+    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+) -> float:
+    """The runtime (seconds) an out-of-memory placement is rewarded with: ``oom_runtime`` when given
+    (Mirhoseini et al. 2017 used a fixed 100 s), else ``oom_runtime_factor x best_single``."""
+    return float(oom_runtime) if oom_runtime is not None else float(oom_runtime_factor) * float(best_single)
+
+
+def shape_reward(
+    name: str,
+    runtime: float,
+    feasible: bool,
+    best_single: float,
+    oom_runtime: float | None = None,
+    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+) -> float:
+    """The reward of a placement whose simulated runtime is ``runtime`` seconds (see `REWARDS`).
+
+    ``best_single``: the best single-device runtime of the task (seconds). An infeasible placement
+    (``feasible=False``) gets the reward of `penalty_runtime` instead of its own runtime."""
+    check_reward_name(name)
+    if not feasible:
+        runtime = penalty_runtime(best_single, oom_runtime, oom_runtime_factor)
+    if not (math.isfinite(runtime) and runtime > 0):
+        raise ValueError(f"runtime must be a positive finite number of seconds, got {runtime!r}")
+    if name == "log_speedup":
+        return math.log(best_single / runtime)
+    if name == "neg_runtime":
+        return -runtime
+    if name == "neg_sqrt_runtime":
+        return -math.sqrt(runtime)
+    return best_single / runtime  # inverse

@@ -1,0 +1,61 @@
+"""Small hand-made graphs and clusters shared by the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.graph.opgraph import CATEGORIES, CATEGORY_INDEX, OpGraph
+
+MS = 1e-3
+
+
+def hand_graph(ops, edges, inputs=(), outputs=None, name="hand") -> OpGraph:
+    """An OpGraph from ``ops = [(name, flops, output_bytes, param_bytes)]`` in topological order and
+    ``edges = [(producer name or data input name, consumer name)]``. Each op has one output tensor;
+    ``inputs = [(name, bytes)]`` are data inputs; ``outputs`` (default: ops nobody reads) are graph
+    outputs. Every op is a matmul with no memory traffic, so its time is FLOPs / peak + overhead."""
+    index = {op[0]: i for i, op in enumerate(ops)}
+    tensor_names = [op[0] for op in ops] + [name_ for name_, _ in inputs]
+    producer = list(range(len(ops))) + [-1] * len(inputs)
+    tensor_bytes = [float(op[2]) for op in ops] + [float(b) for _, b in inputs]
+    tensor_of = {n: i for i, n in enumerate(tensor_names)}
+    read = {tensor_of[src] for src, _ in edges}
+    if outputs is None:
+        outputs = [op[0] for op in ops if tensor_of[op[0]] not in read]
+    keep = [i for i, n in enumerate(tensor_names) if i in read or n in outputs]
+    remap = {old: new for new, old in enumerate(keep)}
+    return OpGraph(
+        name=name,
+        op_names=tuple(op[0] for op in ops),
+        op_types=("MatMul",) * len(ops),
+        category=np.full(len(ops), CATEGORY_INDEX["matmul"]),
+        flops=np.array([float(op[1]) for op in ops]),
+        bytes_accessed=np.zeros(len(ops)),
+        param_bytes=np.array([float(op[3]) for op in ops]),
+        tensor_names=tuple(tensor_names[i] for i in keep),
+        tensor_producer=np.array([producer[i] for i in keep]),
+        tensor_bytes=np.array([tensor_bytes[i] for i in keep]),
+        tensor_is_parameter=np.zeros(len(keep), dtype=bool),
+        tensor_is_output=np.array([tensor_names[i] in outputs for i in keep]),
+        edge_tensor=np.array([remap[tensor_of[src]] for src, _ in edges], dtype=np.int64),
+        edge_dst=np.array([index[dst] for _, dst in edges], dtype=np.int64),
+    )
+
+
+def hand_cluster(n_devices=2, flops=1e12, memory=1e12, bandwidth=1e9, latency=1e-4, overhead=1e-6) -> Cluster:
+    """Identical devices at ``flops`` FLOP/s (efficiency 1): an op of 1e9 FLOPs takes 1 ms + overhead;
+    links of ``bandwidth`` bytes/s and ``latency`` s."""
+    n = n_devices
+    return Cluster(
+        name="hand",
+        device_names=tuple(f"gpu:{i}" for i in range(n)),
+        device_kinds=("gpu",) * n,
+        peak_flops=np.full(n, flops),
+        memory_bandwidth=np.full(n, 1e15),
+        memory_capacity=np.full(n, float(memory)),
+        launch_overhead=np.full(n, overhead),
+        efficiency=np.ones((n, len(CATEGORIES))),
+        link_bandwidth=np.full((n, n), bandwidth),
+        link_latency=np.full((n, n), latency),
+    )

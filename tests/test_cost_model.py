@@ -1,0 +1,276 @@
+"""The cost model's semantics: hand-computed cases, the reference oracle, and invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import MS, hand_cluster, hand_graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.cost_model import lower_bound, reference_simulate, simulate, simulate_batch, single_device
+from placement_gym.graph.opgraph import CATEGORIES
+from placement_gym.graph.synthetic import random_graph
+from placement_gym.task import make_task
+
+OVERHEAD = 1e-6
+LATENCY = 1e-4
+
+
+def op_time(gflops):  # hand_cluster: 1e12 FLOP/s
+    return gflops * MS + OVERHEAD
+
+
+def transfer_time(nbytes):  # hand_cluster: 1 GB/s links
+    return LATENCY + nbytes / 1e9
+
+
+def evaluate(graph, placement, cluster=None, schedule=True):
+    task = make_task(graph, cluster or hand_cluster(), "inference")
+    fast = simulate(task, placement, schedule=schedule)
+    slow = reference_simulate(task, placement)
+    assert fast.runtime == slow.runtime
+    np.testing.assert_array_equal(fast.peak_memory, slow.peak_memory)
+    return task, fast
+
+
+CHAIN = hand_graph([("a", 1e9, 1e6, 0), ("b", 2e9, 1e6, 0), ("c", 3e9, 1e6, 0)], [("a", "b"), ("b", "c")])
+
+
+def test_chain_on_one_device_is_the_sum_of_op_times():
+    _, result = evaluate(CHAIN, [0, 0, 0])
+    assert result.runtime == pytest.approx(op_time(1) + op_time(2) + op_time(3), rel=1e-12)
+    assert result.schedule.transfer_tensor.size == 0
+
+
+def test_chain_split_pays_one_transfer_per_cut():
+    _, result = evaluate(CHAIN, [0, 1, 1])
+    assert result.runtime == pytest.approx(
+        op_time(1) + transfer_time(1e6) + op_time(2) + op_time(3), rel=1e-12
+    )
+    _, result = evaluate(CHAIN, [0, 1, 0])
+    assert result.runtime == pytest.approx(
+        op_time(1) + op_time(2) + op_time(3) + 2 * transfer_time(1e6), rel=1e-12
+    )
+
+
+FORK_JOIN = hand_graph(
+    [("src", 1e9, 1e6, 0), ("x", 10e9, 1e6, 0), ("y", 10e9, 1e6, 0), ("join", 1e9, 1e6, 0)],
+    [("src", "x"), ("src", "y"), ("x", "join"), ("y", "join")],
+)
+
+
+def test_fork_join_split_wins_when_branches_are_heavy():
+    _, together = evaluate(FORK_JOIN, [0, 0, 0, 0])
+    _, split = evaluate(FORK_JOIN, [0, 0, 1, 0])
+    assert together.runtime == pytest.approx(op_time(1) * 2 + op_time(10) * 2, rel=1e-12)
+    # y waits for src's output on gpu:1, then its output comes back; x runs meanwhile on gpu:0
+    branch = max(op_time(10), transfer_time(1e6) + op_time(10) + transfer_time(1e6))
+    assert split.runtime == pytest.approx(op_time(1) + branch + op_time(1), rel=1e-12)
+    assert split.runtime < together.runtime
+
+
+def test_chain_split_loses_to_one_device():
+    _, together = evaluate(CHAIN, [1, 1, 1])
+    _, split = evaluate(CHAIN, [0, 1, 0])
+    assert split.runtime > together.runtime
+
+
+def test_tensor_is_sent_once_per_destination_device():
+    graph = hand_graph([("a", 1e9, 5e6, 0), ("b", 1e9, 1e3, 0), ("c", 1e9, 1e3, 0)], [("a", "b"), ("a", "c")])
+    _, result = evaluate(graph, [0, 1, 1])
+    assert result.schedule.transfer_tensor.size == 1
+    # b and c both wait for the one transfer, then run one after the other on gpu:1
+    assert result.runtime == pytest.approx(op_time(1) + transfer_time(5e6) + 2 * op_time(1), rel=1e-12)
+
+
+def test_transfers_on_one_link_are_serialised_in_order():
+    # a and b run back to back on gpu:0, both outputs go to gpu:1 over one link: b's output waits
+    # for a's transfer (large) to finish.
+    graph = hand_graph(
+        [("a", 1e9, 1e9, 0), ("b", 1e9, 1e3, 0), ("c", 1e9, 1e3, 0)],
+        [("a", "c"), ("b", "c")],
+    )
+    _, result = evaluate(graph, [0, 0, 1])
+    s = result.schedule
+    assert s.transfer_tensor.size == 2
+    a_arrives = op_time(1) + transfer_time(1e9)
+    b_start = max(a_arrives, 2 * op_time(1))
+    assert s.transfer_start[1] == pytest.approx(b_start, rel=1e-12)
+    assert result.runtime == pytest.approx(b_start + transfer_time(1e3) + op_time(1), rel=1e-12)
+
+
+def test_device_takes_the_earliest_ready_op_then_the_lowest_index():
+    # On gpu:1, "late" (index 1) becomes ready only after a transfer; "early" (index 2) and "tie"
+    # (index 3) are ready at time 0. gpu:1 runs early, then tie, then late.
+    graph = hand_graph(
+        [("head", 1e9, 1e6, 0), ("late", 1e9, 1e3, 0), ("early", 5e9, 1e3, 0), ("tie", 1e9, 1e3, 0)],
+        [("head", "late")],
+        inputs=[],
+    )
+    task, result = evaluate(graph, [0, 1, 1, 1])
+    start = dict(zip(task.op_names, result.schedule.op_start))
+    assert start["early"] == 0.0
+    assert start["tie"] == pytest.approx(op_time(5), rel=1e-12)
+    assert start["late"] == pytest.approx(op_time(5) + op_time(1), rel=1e-12)
+
+
+def test_peak_memory_of_a_chain_by_hand():
+    # data input X (4 MB) -> a (1 MB out) -> b (2 MB out) -> c (3 MB, graph output), params on b.
+    graph = hand_graph(
+        [("a", 1e9, 1e6, 0), ("b", 1e9, 2e6, 5e5), ("c", 1e9, 3e6, 0)],
+        [("X", "a"), ("a", "b"), ("b", "c")],
+        inputs=[("X", 4e6)],
+    )
+    _, result = evaluate(graph, [0, 0, 0])
+    # at a: X + a; at b: X freed at a's finish, a + b; at c: a freed, b + c (c lives to the end)
+    assert result.peak_memory[0] == max(4e6 + 1e6, 1e6 + 2e6, 2e6 + 3e6) + 5e5
+    assert result.peak_memory[1] == 0.0
+
+
+def test_received_copies_count_on_the_destination():
+    graph = hand_graph([("a", 1e9, 7e6, 0), ("b", 1e9, 1e3, 0)], [("a", "b")])
+    _, result = evaluate(graph, [0, 1])
+    # gpu:1 holds the received 7 MB while b runs, plus b's output
+    assert result.peak_memory[1] == 7e6 + 1e3
+    assert result.peak_memory[0] == 7e6
+
+
+def test_out_of_memory_is_an_infeasible_result_not_a_crash():
+    graph = hand_graph([("big", 1e9, 1e6, 8e9), ("small", 1e9, 1e6, 0)], [("big", "small")])
+    cluster = hand_cluster(memory=4e9)
+    _, result = evaluate(graph, [0, 1], cluster)
+    assert not result.feasible
+    assert result.runtime > 0
+    assert result.peak_memory[0] > 4e9
+    training = make_task(graph, cluster, "train_step", optimizer="sgd")
+    assert not simulate(training, [0, 0]).feasible
+    fits = make_task(hand_graph([("w", 1e9, 1e6, 1e9)], []), cluster, "train_step", optimizer="adam")
+    # Adam: weights + gradients + 2 states = 4 GB of static memory, plus the 1 MB output
+    assert simulate(fits, [0]).peak_memory[0] == 4e9 + 1e6
+    assert not simulate(fits, [0]).feasible
+
+
+def test_train_step_adds_backward_and_update_ops_on_the_same_device():
+    graph = hand_graph([("a", 1e9, 1e6, 1e6), ("b", 2e9, 1e6, 0)], [("a", "b")])
+    task = make_task(graph, hand_cluster(), "train_step", optimizer="sgd")
+    assert task.op_names == ("a", "b", "b.grad", "a.grad", "a.update")
+    np.testing.assert_array_equal(task.expand([1, 0]), [1, 0, 0, 1, 1])
+    result = simulate(task, [0, 0])
+    # one device: every op back to back; backward doubles matmul FLOPs; SGD update: 2 FLOPs/param
+    expected = op_time(1) + op_time(2) + op_time(4) + op_time(2) + (2 * 1e6 / 4) / 1e12 + OVERHEAD
+    assert result.runtime == pytest.approx(expected, rel=1e-12)
+
+
+def random_cluster(n_devices: int, seed: int) -> Cluster:
+    rng = np.random.default_rng(seed)
+    n = n_devices
+    return Cluster(
+        name=f"random{n}",
+        device_names=tuple(f"d{i}" for i in range(n)),
+        device_kinds=tuple("cpu" if i == 0 else "gpu" for i in range(n)),
+        peak_flops=rng.uniform(5e11, 1e13, n),
+        memory_bandwidth=rng.uniform(5e10, 1e12, n),
+        memory_capacity=np.round(rng.uniform(1e8, 1e10, n)),
+        launch_overhead=rng.uniform(1e-6, 2e-5, n),
+        efficiency=rng.uniform(0.2, 1.0, (n, len(CATEGORIES))),
+        link_bandwidth=rng.uniform(5e9, 3e11, (n, n)),
+        link_latency=rng.uniform(1e-6, 3e-5, (n, n)),
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_ops=st.integers(1, 40),
+    n_devices=st.integers(1, 5),
+    seed=st.integers(0, 2**31 - 1),
+    window=st.one_of(st.none(), st.integers(1, 6)),
+    objective=st.sampled_from(["inference", "train_step"]),
+)
+def test_fast_simulator_equals_the_reference_exactly(n_ops, n_devices, seed, window, objective):
+    graph = random_graph(n_ops, seed=seed, window=window)
+    task = make_task(graph, random_cluster(n_devices, seed), objective)
+    rng = np.random.default_rng(seed)
+    for placement in (rng.integers(0, n_devices, n_ops), np.zeros(n_ops, dtype=int)):
+        fast, slow = simulate(task, placement), reference_simulate(task, placement)
+        assert fast.runtime == slow.runtime
+        np.testing.assert_array_equal(fast.peak_memory, slow.peak_memory)
+        assert fast.feasible == slow.feasible
+
+
+@pytest.mark.parametrize("objective", ["inference", "train_step"])
+def test_schedule_respects_dependencies_devices_and_links(objective):
+    graph = random_graph(300, seed=7, window=12)
+    task = make_task(graph, random_cluster(4, 7), objective)
+    placement = np.random.default_rng(7).integers(0, 4, graph.n_ops)
+    s = simulate(task, placement, schedule=True).schedule
+    for d in range(4):  # one op at a time per device
+        on = np.flatnonzero(s.op_device == d)
+        order = on[np.argsort(s.op_start[on])]
+        assert np.all(s.op_start[order][1:] >= s.op_finish[order][:-1])
+    arrival = {}
+    for k in range(s.transfer_tensor.size):
+        t, src, dst = s.transfer_tensor[k], s.transfer_src[k], s.transfer_dst[k]
+        assert s.transfer_start[k] >= s.op_finish[task.tensor_producer[t]]
+        arrival[(t, dst)] = s.transfer_finish[k]
+    for src in range(4):  # one transfer at a time per link
+        for dst in range(4):
+            on = np.flatnonzero((s.transfer_src == src) & (s.transfer_dst == dst))
+            assert np.all(s.transfer_start[on][1:] >= s.transfer_finish[on][:-1])
+    for t in range(task.n_tensors):  # every input present when its consumer starts
+        p = task.tensor_producer[t]
+        for c in task.tensor_consumers[task.tensor_consumer_pointer[t] : task.tensor_consumer_pointer[t + 1]]:
+            if p >= 0:
+                ready = s.op_finish[p] if s.op_device[p] == s.op_device[c] else arrival[(t, s.op_device[c])]
+                assert s.op_start[c] >= ready
+
+
+@pytest.mark.parametrize("objective", ["inference", "train_step"])
+def test_single_device_runtime_is_the_sum_of_op_times_and_bounds_hold(objective):
+    graph = random_graph(200, seed=3, window=10)
+    task = make_task(graph, random_cluster(3, 3), objective)
+    singles = single_device(task)
+    for d in range(3):
+        assert singles.runtimes[d] == pytest.approx(task.duration[:, d].sum(), rel=1e-9)
+    bound = lower_bound(task)
+    placements = np.random.default_rng(0).integers(0, 3, (32, graph.n_ops))
+    runtimes, feasible, peaks = simulate_batch(task, placements)
+    assert np.all(runtimes >= bound * (1 - 1e-12))
+    assert np.all(singles.runtimes >= bound * (1 - 1e-12))
+    for row, runtime, peak in zip(placements, runtimes, peaks):  # the batch equals one at a time
+        single = simulate(task, row)
+        assert single.runtime == runtime
+        np.testing.assert_array_equal(single.peak_memory, peak)
+
+
+def test_same_inputs_same_result():
+    graph = random_graph(150, seed=11, window=8)
+    task = make_task(graph, random_cluster(5, 11), "train_step")
+    placement = np.random.default_rng(1).integers(0, 5, graph.n_ops)
+    first, second = simulate(task, placement), simulate(make_task(graph, random_cluster(5, 11)), placement)
+    assert first.runtime == second.runtime
+    np.testing.assert_array_equal(first.peak_memory, second.peak_memory)
+
+
+@pytest.mark.parametrize(
+    "placement, message",
+    [
+        (np.zeros(2, dtype=int), "shape"),
+        (np.zeros((3, 1), dtype=int), "shape"),
+        (np.array([0, 1, 2]), "out of range"),
+        (np.array([0, -1, 0]), "out of range"),
+        (np.array([0.5, 0, 0]), "integer"),
+    ],
+)
+def test_bad_placements_get_a_clear_error(placement, message):
+    task = make_task(CHAIN, hand_cluster(), "inference")
+    with pytest.raises(ValueError, match=message):
+        simulate(task, placement)
+
+
+def test_unknown_objective_and_optimizer_are_named():
+    with pytest.raises(ValueError, match="train_step"):
+        make_task(CHAIN, hand_cluster(), "training")
+    with pytest.raises(ValueError, match="adam"):
+        make_task(CHAIN, hand_cluster(), "train_step", optimizer="lamb")
