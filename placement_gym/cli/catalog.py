@@ -105,7 +105,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                                    description="List the bundled graphs (forward graph statistics).")
     graphs.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     graphs.set_defaults(run=run_graphs)
-    clusters = subparsers.add_parser("clusters", help="list the cluster presets",
-                                     description="List the cluster presets: devices and where the figures come from.")
+    clusters = subparsers.add_parser(
+        "clusters", help="list the cluster presets",
+        description="List the cluster presets: devices and where the figures come from.")
     clusters.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     clusters.set_defaults(run=run_clusters)

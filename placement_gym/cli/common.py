@@ -21,7 +21,7 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graph", default=DEFAULT_GRAPH,
                         help=f"bundled graph name or path to an ONNX file (default: {DEFAULT_GRAPH})")
     parser.add_argument("--cluster", default=DEFAULT_CLUSTER,
-                        help=f"cluster preset name or path to a cluster JSON file (default: {DEFAULT_CLUSTER})")
+                        help=f"cluster preset or path to a cluster JSON file (default: {DEFAULT_CLUSTER})")
     parser.add_argument("--objective", default="train_step",
                         help=f"{' or '.join(OBJECTIVES)} (default: train_step)")
 
@@ -31,7 +31,7 @@ def add_placement_arguments(parser: argparse.ArgumentParser, required: bool) -> 
     group = parser.add_mutually_exclusive_group(required=required)
     group.add_argument("--agent", help=f"agent that places the ops: {', '.join(SIMPLE_AGENTS)}, "
                                        "or an agent of the baselines package")
-    group.add_argument("--placement", metavar="FILE", help="evaluate a saved placement file instead of an agent")
+    group.add_argument("--placement", metavar="FILE", help="use a saved placement file instead of an agent")
     parser.add_argument("--seed", type=int, default=0, help="seed of the agent's random choices (default: 0)")
 
 

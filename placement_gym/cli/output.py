@@ -25,11 +25,13 @@ def print_table(
     rows: Sequence[Sequence[Any]],
     title: str | None = None,
     numeric: Sequence[bool] | None = None,
+    header: bool = True,
     stream: TextIO | None = None,
 ) -> None:
     """Print ``rows`` (already formatted as strings or numbers) under ``columns``.
 
-    ``numeric`` says which columns are right-aligned (default: those whose cells are all numbers)."""
+    ``numeric`` says which columns are right-aligned (default: those whose cells are all numbers);
+    ``header=False`` hides the column names (key-value tables)."""
     stream = sys.stdout if stream is None else stream
     cells = [[str(cell) for cell in row] for row in rows]
     if numeric is None:
@@ -39,7 +41,7 @@ def print_table(
     if console is not None:
         from rich.table import Table
 
-        table = Table(title=title, title_justify="left")
+        table = Table(title=title, title_justify="left", show_header=header)
         for name, right in zip(columns, numeric):
             table.add_column(name, justify="right" if right else "left", overflow="fold")
         for row in cells:
@@ -54,8 +56,9 @@ def print_table(
 
     if title:
         print(title, file=stream)
-    print(line(list(columns)), file=stream)
-    print("  ".join("-" * w for w in widths), file=stream)
+    if header:
+        print(line(list(columns)), file=stream)
+        print("  ".join("-" * w for w in widths).rstrip(), file=stream)
     for row in cells:
         print(line(row), file=stream)
 

@@ -94,7 +94,8 @@ class Cluster:
             return self.device_names.index(name)
         except ValueError:
             raise ValueError(
-                f"unknown device {name!r} in cluster {self.name!r}; devices are: {', '.join(self.device_names)}"
+                f"unknown device {name!r} in cluster {self.name!r}; "
+                f"devices are: {', '.join(self.device_names)}"
             ) from None
 
     def __repr__(self) -> str:

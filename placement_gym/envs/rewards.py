@@ -33,9 +33,12 @@ def check_reward_name(name: str) -> str:
 
 def check_oom_settings(oom_runtime: float | None, oom_runtime_factor: float) -> None:
     """Clear errors for penalty settings that would not make an OOM placement score low."""
-    if oom_runtime is not None and not (isinstance(oom_runtime, (int, float)) and math.isfinite(oom_runtime)
-                                        and oom_runtime > 0):
-        raise ValueError(f"oom_runtime must be a positive finite number of seconds or None, got {oom_runtime!r}")
+    if oom_runtime is not None and not (
+        isinstance(oom_runtime, (int, float)) and math.isfinite(oom_runtime) and oom_runtime > 0
+    ):
+        raise ValueError(
+            f"oom_runtime must be a positive finite number of seconds or None, got {oom_runtime!r}"
+        )
     if not (isinstance(oom_runtime_factor, (int, float)) and math.isfinite(oom_runtime_factor)
             and oom_runtime_factor >= 1):
         # Below 1 an OOM placement would score better than the best single device.

@@ -1,0 +1,154 @@
+"""Benchmark of the cost model: the fast simulator, its batched call and the reference, side by side.
+
+Each row is one task (``train_step`` on ``k80x4``): a bundled graph, or a synthetic layered graph of
+``n`` ops (`layered_graph`), so that the time per op can be compared from 1k to 100k ops. Before
+timing, the row checks that the fast simulator, the batched call and the reference give the same
+runtime (bit for bit, as DESIGN.md requires) on the placement they time.
+
+Rates are throughputs: calls made / seconds spent (`time.perf_counter`). Each measurement runs for at
+least ``seconds``; the fast and batched calls at least ``repeats`` times, the reference at least once
+(its first, checking call is timed too, so a 100k-op row spends one reference call only).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from placement_gym.cluster import load_cluster
+from placement_gym.cost_model import reference_simulate, simulate, simulate_batch
+from placement_gym.graph import bundled_graph_names
+from placement_gym.graph.synthetic import layered_graph
+from placement_gym.task import Task, make_task
+from placement_gym.tasks import get_task
+
+BENCH_CLUSTER = "k80x4"  # the papers' usual machine: a CPU + 4 K80 dies
+BENCH_OBJECTIVE = "train_step"
+DEFAULT_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000)
+DEFAULT_BATCH = 64
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """Timings of one task. ``ops``: task ops (forward, backward, update); ``forward_ops``: the
+    graph's ops, the length of a placement. Rates are evaluations per second."""
+
+    graph: str
+    task: str
+    ops: int
+    forward_ops: int
+    agree: bool
+    runtime: float
+    fast_evals_per_s: float
+    batch_evals_per_s: float
+    reference_evals_per_s: float
+    ratio: float
+    fast_us_per_op: float
+    batch: int
+    reference_calls: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _rate(
+    call: Callable[[], Any], min_calls: int, seconds: float, first_s: float | None = None
+) -> tuple[float, int]:
+    """Calls per second of ``call`` over at least ``min_calls`` calls and ``seconds`` seconds.
+
+    ``first_s``: the duration of a call already made (counted as the first)."""
+    calls, elapsed = (0, 0.0) if first_s is None else (1, first_s)
+    while calls < min_calls or elapsed < seconds:
+        start = time.perf_counter()
+        call()
+        elapsed += time.perf_counter() - start
+        calls += 1
+    return calls / elapsed, calls
+
+
+def bench_task(
+    task: Task, label: str, repeats: int = 3, seconds: float = 1.0, batch: int = DEFAULT_BATCH, seed: int = 0
+) -> BenchRow:
+    """Time one task's fast, batched and reference evaluations of random placements (seeded)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    rng = np.random.default_rng(seed)
+    placements = rng.integers(0, task.n_devices, size=(batch, task.n_forward))
+    placement = placements[0]
+    # Warm-up: numba compiles (or loads its cache) on the first call of each function.
+    fast = simulate(task, placement)
+    batch_runtimes, _, _ = simulate_batch(task, placements)
+    start = time.perf_counter()
+    reference = reference_simulate(task, placement)
+    reference_first_s = time.perf_counter() - start
+    agree = fast.runtime == reference.runtime == float(batch_runtimes[0]) and bool(
+        np.array_equal(fast.peak_memory, reference.peak_memory))
+
+    fast_rate, _ = _rate(lambda: simulate(task, placement), repeats, seconds)
+    batch_calls_rate, _ = _rate(lambda: simulate_batch(task, placements), repeats, seconds)
+    reference_rate, reference_calls = _rate(lambda: reference_simulate(task, placement), 1, seconds,
+                                            first_s=reference_first_s)
+    return BenchRow(
+        graph=label,
+        task=task.id,
+        ops=task.n_ops,
+        forward_ops=task.n_forward,
+        agree=agree,
+        runtime=fast.runtime,
+        fast_evals_per_s=fast_rate,
+        batch_evals_per_s=batch_calls_rate * batch,
+        reference_evals_per_s=reference_rate,
+        ratio=fast_rate / reference_rate,
+        fast_us_per_op=1e6 / fast_rate / task.n_ops,
+        batch=batch,
+        reference_calls=reference_calls,
+    )
+
+
+def bench_cases(graphs: Sequence[str] | None, sizes: Sequence[int]) -> list[tuple[str, Callable[[], Task]]]:
+    """(label, task builder) for each bundled graph named (None: all) and each synthetic size."""
+    known = bundled_graph_names()
+    names = known if graphs is None else list(graphs)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"unknown bundled graph(s) {', '.join(unknown)}; allowed: all, "
+                         f"{', '.join(known) or '(no bundled graphs found)'}")
+    bad = [n for n in sizes if n < 1]
+    if bad:
+        raise ValueError(f"synthetic graph sizes must be positive op counts, got {bad}")
+    cases: list[tuple[str, Callable[[], Task]]] = [
+        (name, lambda name=name: get_task(name, BENCH_CLUSTER, BENCH_OBJECTIVE)) for name in names]
+    cases += [
+        (f"layered{n}", lambda n=n: make_task(layered_graph(n), load_cluster(BENCH_CLUSTER), BENCH_OBJECTIVE))
+        for n in sizes]
+    return cases
+
+
+def run_bench(
+    graphs: Sequence[str] | None = None,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    repeats: int = 3,
+    seconds: float = 1.0,
+    batch: int = DEFAULT_BATCH,
+    seed: int = 0,
+    progress: Callable[[int, int, str, BenchRow | None], None] | None = None,
+) -> list[BenchRow]:
+    """Benchmark the bundled ``graphs`` (None: all) and synthetic layered graphs of ``sizes`` ops.
+
+    ``progress(i, total, label, row)`` is called before each row (row None) and after it."""
+    cases = bench_cases(graphs, sizes)
+    rows = []
+    for i, (label, build) in enumerate(cases):
+        if progress is not None:
+            progress(i, len(cases), label, None)
+        row = bench_task(build(), label, repeats=repeats, seconds=seconds, batch=batch, seed=seed)
+        rows.append(row)
+        if progress is not None:
+            progress(i, len(cases), label, row)
+    return rows

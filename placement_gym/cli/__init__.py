@@ -1,0 +1,66 @@
+"""The ``placement-gym`` console script: ``main(argv) -> exit code``.
+
+One module per group of subcommands; each adds its parser and sets ``run(args) -> int``. Bad input
+(unknown names, bad files, missing extras) ends with exit code 2 and one line
+``placement-gym: error: ...`` on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from placement_gym.cli import bench_command, catalog, demo_command, evaluate, export_command
+
+PROG = "placement-gym"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (no usage block), as the library's errors are."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = f"; see '{self.prog} --help'"
+        fail(message + hint)
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``placement-gym: error: <message>`` as one line on stderr and exit with code 2."""
+    print(f"{PROG}: error: {' '.join(str(message).split())}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from placement_gym import __version__
+
+    parser = _Parser(prog=PROG, description=(
+        "Device placement as a fast, honest benchmark: list the bundled graphs and clusters, evaluate "
+        "and draw placements, time the cost model."))
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    demo_command.add_parser(subparsers)
+    catalog.add_parsers(subparsers)
+    evaluate.add_parsers(subparsers)
+    bench_command.add_parser(subparsers)
+    export_command.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+        try:
+            return args.run(args)
+        except (ValueError, FileNotFoundError, ImportError) as error:
+            # ClusterError is a ValueError; ImportError carries the "pip install ..." hint of an extra.
+            fail(str(error))
+    except SystemExit as exit_:  # --help, --version and errors: return the code instead of exiting
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,112 @@
+"""`placement-gym bench`: fast simulator vs reference, on bundled and synthetic graphs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from placement_gym.bench import BENCH_CLUSTER, DEFAULT_BATCH, DEFAULT_SIZES, BenchRow, run_bench
+from placement_gym.cli.output import print_json, print_table
+
+
+def _names(text: str) -> list[str] | None:
+    """``all`` -> None (every bundled graph), ``none`` -> [], else comma-separated names."""
+    if text.strip() == "all":
+        return None
+    if text.strip() in ("", "none"):
+        return []
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _sizes(text: str) -> list[int]:
+    if text.strip() in ("", "none"):
+        return []
+    try:
+        return [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated op counts such as 1000,10000 (or none), got {text!r}") from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+class _Progress:
+    """One line on stderr per row, so that stdout stays a clean table or JSON."""
+
+    def __init__(self) -> None:
+        self.start = 0.0
+
+    def __call__(self, i: int, total: int, label: str, row: BenchRow | None) -> None:
+        if row is None:
+            self.start = time.perf_counter()
+            print(f"[{i + 1}/{total}] {label} ...", file=sys.stderr, flush=True)
+        else:
+            print(f"[{i + 1}/{total}] {label}: {row.ops:,} ops, {time.perf_counter() - self.start:.1f} s",
+                  file=sys.stderr, flush=True)
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.2f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = run_bench(_names(args.graphs), args.sizes, repeats=args.repeats, seconds=args.seconds,
+                     batch=args.batch, seed=args.seed, progress=_Progress())
+    if args.json:
+        print_json([row.to_dict() for row in rows])
+        return 0
+    print_table(
+        ["graph", "task ops", "fwd ops", "agree", "fast eval/s", f"batch{args.batch} eval/s",
+         "reference eval/s", "fast/ref", "fast us/op"],
+        [[r.graph, f"{r.ops:,}", f"{r.forward_ops:,}", "yes" if r.agree else "NO", _rate(r.fast_evals_per_s),
+          _rate(r.batch_evals_per_s), _rate(r.reference_evals_per_s), f"{r.ratio:,.1f}x",
+          f"{r.fast_us_per_op:.3f}"] for r in rows],
+        numeric=[False, True, True, False, True, True, True, True, True],
+        title=f"cost model speed: train_step on {BENCH_CLUSTER}, random placements (seed {args.seed})",
+    )
+    if not all(row.agree for row in rows):
+        print("warning: the fast simulator and the reference disagree on a row marked NO", file=sys.stderr)
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="time the fast simulator against the reference",
+        description=(
+            "Time the fast simulator (one call and batched) and the reference simulator on the bundled "
+            f"graphs and on synthetic layered graphs (train_step on {BENCH_CLUSTER}, random placements). "
+            "Each row first checks that they agree."))
+    parser.add_argument("--graphs", default="all",
+                        help="bundled graphs to time: all, none, or comma-separated names (default: all)")
+    parser.add_argument("--sizes", type=_sizes, default=list(DEFAULT_SIZES),
+                        help="op counts of the synthetic layered graphs, comma-separated, or none "
+                             "(default: 1000,10000,100000)")
+    parser.add_argument("--repeats", type=_positive_int, default=3,
+                        help="least number of fast and batched calls per row (default: 3)")
+    parser.add_argument("--seconds", type=_positive_float, default=1.0,
+                        help="least seconds spent on each measurement; the reference runs at least once "
+                             "(default: 1.0)")
+    parser.add_argument("--batch", type=_positive_int, default=DEFAULT_BATCH,
+                        help=f"placements per batched call (default: {DEFAULT_BATCH})")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random placements (default: 0)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list of rows instead of a table")
+    parser.set_defaults(run=run)

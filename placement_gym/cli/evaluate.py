@@ -1,0 +1,130 @@
+"""`placement-gym evaluate` (score a placement) and `placement-gym show` (draw its timeline)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from placement_gym.cli.common import (
+    add_placement_arguments,
+    add_task_arguments,
+    find_placement,
+    task_from_args,
+)
+from placement_gym.cli.output import fmt_bytes, fmt_seconds, print_json, print_table
+from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.placements import placement_to_dict, save_placement
+
+
+def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
+    """Find the placement, evaluate it, and gather everything `evaluate` prints."""
+    task = task_from_args(args)
+    found = find_placement(task, args)
+    start = time.perf_counter()
+    result = simulate(task, found.placement)
+    evaluate_s = time.perf_counter() - start
+    bound = lower_bound(task)
+    single = single_device(task)
+    names = task.cluster.device_names
+    if args.save:
+        save_placement(task, found.placement, args.save)
+    return {
+        "task": task.id,
+        "agent": args.agent,
+        "placement_file": args.placement,
+        "seed": args.seed,
+        "runtime": result.runtime,
+        "feasible": result.feasible,
+        "peak_memory": dict(zip(names, result.peak_memory.tolist())),
+        "memory_capacity": dict(zip(names, task.cluster.memory_capacity.tolist())),
+        "lower_bound": bound,
+        "best_single_device": names[single.best],
+        "best_single_runtime": single.runtime,
+        "best_single_feasible": single.best_feasible,
+        "speedup": single.runtime / result.runtime,
+        "gap_to_lower_bound": result.runtime / bound - 1.0,
+        "evaluations": found.evaluations,
+        # The agent's search plus the one evaluation of its placement.
+        "wall_s": found.wall_s + evaluate_s,
+        "devices_used": sorted({names[d] for d in found.placement.tolist()}, key=names.index),
+        "saved_to": args.save,
+        "placement": placement_to_dict(task, found.placement),
+    }
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    report = evaluation_report(args)
+    if args.json:
+        print_json(report)
+        return 0
+    over = [d for d, peak in report["peak_memory"].items() if peak > report["memory_capacity"][d]]
+    feasible = "yes" if report["feasible"] else f"NO: out of memory on {', '.join(over)}"
+    single_note = "" if report["best_single_feasible"] else " (no single device holds the task)"
+    print_table(
+        ["", ""],
+        [
+            ["task", report["task"]],
+            ["placement", report["placement_file"] or f"agent {report['agent']} (seed {report['seed']})"],
+            ["runtime", fmt_seconds(report["runtime"])],
+            ["feasible", feasible],
+            ["lower bound", fmt_seconds(report["lower_bound"])],
+            ["best single device", f"{fmt_seconds(report['best_single_runtime'])} on "
+                                   f"{report['best_single_device']}{single_note}"],
+            ["speedup over best single", f"{report['speedup']:.3f}x"],
+            ["gap to lower bound", f"{report['gap_to_lower_bound'] * 100:.1f}%"],
+            ["evaluations used", str(report["evaluations"])],
+            ["wall time", f"{report['wall_s']:.3f} s"],
+        ],
+        numeric=[False, False],
+        header=False,
+        title=f"evaluate {report['task']}",
+    )
+    print_table(
+        ["device", "peak memory", "capacity", "use", "status"],
+        [[d, fmt_bytes(peak), fmt_bytes(report["memory_capacity"][d]),
+          f"{peak / report['memory_capacity'][d] * 100:.1f}%",
+          "OOM" if d in over else "ok"] for d, peak in report["peak_memory"].items()],
+        numeric=[False, True, True, True, False],
+    )
+    if report["saved_to"]:
+        print(f"placement saved to {report['saved_to']}")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from placement_gym.timeline import draw_timeline
+
+    task = task_from_args(args)
+    found = find_placement(task, args)
+    result = simulate(task, found.placement, schedule=True)
+    draw_timeline(task, result.schedule, args.out)
+    if args.json:
+        print_json({"task": task.id, "path": str(args.out), "runtime": result.runtime,
+                    "feasible": result.feasible})
+    else:
+        print(f"{args.out}: timeline of {task.id}, runtime {fmt_seconds(result.runtime)}"
+              + ("" if result.feasible else " (infeasible: out of memory)"))
+    return 0
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    evaluate = subparsers.add_parser(
+        "evaluate", help="evaluate a placement with the cost model",
+        description="Evaluate an agent's placement (or a saved placement file) with the cost model: runtime, "
+                    "feasibility, peak memory per device, lower bound and the best single device.")
+    add_task_arguments(evaluate)
+    add_placement_arguments(evaluate, required=True)
+    evaluate.add_argument("--save", metavar="FILE", help="write the placement to this JSON file")
+    evaluate.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
+    evaluate.set_defaults(run=run_evaluate)
+
+    show = subparsers.add_parser(
+        "show", help="draw the timeline (Gantt chart) of a placement",
+        description="Simulate a placement and draw its timeline: one row per device, one per used link "
+                    "(needs matplotlib, the viz extra).")
+    add_task_arguments(show)
+    add_placement_arguments(show, required=True)
+    show.add_argument("--out", required=True, metavar="PNG", help="path of the PNG file to write")
+    show.add_argument("--json", action="store_true", help="print a JSON object instead of a line")
+    show.set_defaults(run=run_show)
