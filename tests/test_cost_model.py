@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import lower_bound, reference_simulate, simulate, simulate_batch, single_device
 from placement_gym.graph.opgraph import CATEGORIES
-from placement_gym.graph.synthetic import random_graph
+from placement_gym.graph.synthetic import layered_graph, random_graph
 from placement_gym.task import make_task
 
 OVERHEAD = 1e-6
@@ -274,3 +274,15 @@ def test_unknown_objective_and_optimizer_are_named():
         make_task(CHAIN, hand_cluster(), "training")
     with pytest.raises(ValueError, match="adam"):
         make_task(CHAIN, hand_cluster(), "train_step", optimizer="lamb")
+
+
+@pytest.mark.parametrize("width", [2, 5, 16])
+def test_layered_benchmark_graphs_agree_with_the_reference(width):
+    graph = layered_graph(240, width=width, seed=width)
+    assert graph.n_ops == 240 and np.all(graph.depth == np.arange(240) // width)
+    for objective in ("inference", "train_step"):
+        task = make_task(graph, random_cluster(4, width), objective)
+        placement = np.random.default_rng(width).integers(0, 4, graph.n_ops)
+        fast, slow = simulate(task, placement), reference_simulate(task, placement)
+        assert fast.runtime == slow.runtime
+        np.testing.assert_array_equal(fast.peak_memory, slow.peak_memory)

@@ -30,108 +30,154 @@ import numpy as np
 from placement_gym.cost_model.result import Schedule, SimulationResult
 
 
-@numba.njit(cache=True, inline="always")
-def _before(a: int, b: int, ready: np.ndarray) -> bool:
-    return ready[a] < ready[b] or (ready[a] == ready[b] and a < b)
-
-
 @numba.njit(cache=True)
-def _heap_push(heap, base, size, op, ready):
-    i = size
-    while i > 0:
-        parent = (i - 1) // 2
-        above = heap[base + parent]
-        if _before(above, op, ready):
-            break
-        heap[base + i] = above
-        i = parent
-    heap[base + i] = op
+def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, horizon, peak):
+    """Add to ``peak`` the most bytes live at once on each device.
 
+    One event per allocation (+bytes) and per free (-bytes; a buffer freed at ``inf`` never is,
+    an empty buffer changes nothing), swept in time order with frees first at equal times, the
+    peak taken after every event (a free never raises it). Byte counts are whole numbers, so the
+    sums do not depend on the order of events at equal times.
 
-@numba.njit(cache=True)
-def _heap_pop(heap, base, size, ready):
-    top = heap[base]
-    size -= 1
-    if size == 0:
-        return top
-    last = heap[base + size]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        candidate = heap[base + child]
-        if child + 1 < size:
-            right = heap[base + child + 1]
-            if _before(right, candidate, ready):
-                child += 1
-                candidate = right
-        if _before(last, candidate, ready):
-            break
-        heap[base + i] = candidate
-        i = child
-    heap[base + i] = last
-    return top
-
-
-@numba.njit(cache=True)
-def _time_order(times, horizon):
-    """Indices that sort ``times`` (values in [0, horizon] or inf): a bucket sort, linear in the
-    number of events because event times spread over the step, with insertion sort inside a bucket."""
-    n = times.shape[0]
-    n_buckets = n + 1
-    bucket = np.empty(n, dtype=np.int64)
-    first = np.zeros(n_buckets + 1, dtype=np.int64)
-    scale = (n - 1) / horizon if horizon > 0.0 else 0.0
-    for i in range(n):
-        t = times[i]
-        b = n if t == np.inf else min(int(t * scale), n - 1)
-        bucket[i] = b
-        first[b + 1] += 1
-    for b in range(n_buckets):
-        first[b + 1] += first[b]
-    order = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        b = bucket[i]
-        order[first[b]] = i
-        first[b] += 1
-    low = 0
-    for b in range(n_buckets):  # first[b] is now the end of bucket b
-        high = first[b]
-        for k in range(low + 1, high):
-            item = order[k]
-            j = k - 1
-            while j >= low and times[order[j]] > times[item]:
-                order[j + 1] = order[j]
+    The sort is a bucket sort over [0, horizon], linear because event times spread over the step:
+    events are copied into their buckets, all frees before all allocations, then one insertion
+    sort (stable, so frees stay first at equal times) finishes each bucket. Buffers are made
+    roughly in time order, so the copies are nearly sequential and few events move."""
+    n_buffers = buffer_device.shape[0]
+    n_events = 0
+    for b in range(n_buffers):
+        if buffer_bytes[b] > 0.0:
+            n_events += 2 if buffer_free[b] < np.inf else 1
+    n_buckets = n_events + 1
+    scale = (n_buckets - 1) / horizon if horizon > 0.0 else 0.0
+    end = np.zeros(n_buckets + 1, dtype=np.int64)  # end[k + 1]: events in buckets <= k, then ends
+    for b in range(n_buffers):
+        if buffer_bytes[b] > 0.0:
+            end[min(int(buffer_alloc[b] * scale), n_buckets - 1) + 1] += 1
+            if buffer_free[b] < np.inf:
+                end[min(int(buffer_free[b] * scale), n_buckets - 1) + 1] += 1
+    for k in range(n_buckets):
+        end[k + 1] += end[k]
+    time = np.empty(n_events)
+    change = np.empty(n_events)
+    device = np.empty(n_events, dtype=np.int32)
+    for b in range(n_buffers):
+        if buffer_bytes[b] > 0.0 and buffer_free[b] < np.inf:
+            k = min(int(buffer_free[b] * scale), n_buckets - 1)
+            i = end[k]
+            end[k] = i + 1
+            time[i] = buffer_free[b]
+            change[i] = -buffer_bytes[b]
+            device[i] = buffer_device[b]
+    for b in range(n_buffers):
+        if buffer_bytes[b] > 0.0:
+            k = min(int(buffer_alloc[b] * scale), n_buckets - 1)
+            i = end[k]
+            end[k] = i + 1
+            time[i] = buffer_alloc[b]
+            change[i] = buffer_bytes[b]
+            device[i] = buffer_device[b]
+    # One pass over the whole array: an event never moves past a bucket boundary (the bucket index
+    # grows with time), so this sorts every bucket without walking the many empty ones.
+    for i in range(1, n_events):
+        t = time[i]
+        if time[i - 1] > t:
+            c, e = change[i], device[i]
+            j = i - 1
+            while j >= 0 and time[j] > t:
+                time[j + 1] = time[j]
+                change[j + 1] = change[j]
+                device[j + 1] = device[j]
                 j -= 1
-            order[j + 1] = item
-        low = high
-    return order
+            time[j + 1] = t
+            change[j + 1] = c
+            device[j + 1] = e
+    usage = np.zeros(peak.shape[0])
+    for i in range(n_events):
+        e = device[i]
+        usage[e] += change[i]
+        peak[e] = max(peak[e], usage[e])
+
+
+# Status codes of `_run` (returned in place of the makespan, which is always positive).
+_BAD_DEVICE = -2.0  # a placement entry is not a device index: `Task.check_placement` names it
+_STALLED = -1.0  # no device can start an op: the graph is not a DAG in topological order
 
 
 @numba.njit(cache=True)
-def _simulate(
-    device,
+def _run(
+    placement,
+    op_forward,
     duration,
     output_pointer,
     outputs,
     consumer_pointer,
     consumers,
-    tensor_producer,
+    reader_pointer,
+    edge_slot,
+    data_inputs,
     tensor_bytes,
     tensor_static,
     tensor_persistent,
-    input_count,
     static_bytes,
     link_bandwidth,
     link_latency,
-    n_devices,
+    input_count,
+    record,
 ):
-    n_ops = device.shape[0]
-    n_tensors = tensor_bytes.shape[0]
+    """Simulate one placement of the forward ops. Returns ``(makespan or status, peak, device,
+    start, finish, transfer_tensor, transfer_dst, transfer_start, transfer_finish)``; the arrays
+    after ``device`` are empty unless ``record`` (the `Schedule` is asked for)."""
+    n_ops = op_forward.shape[0]
+    n_devices = duration.shape[1]
+    n_edges = consumers.shape[0]
+    n_records = n_ops if record else 0
+    start = np.empty(n_records)
+    finish = np.empty(n_records)
+    peak = np.zeros(n_devices)
+    # Backward and update ops follow their forward op. The range is checked here so that the
+    # common call (an int64 array) needs no validation in Python. Each op's time on its device is
+    # gathered in this sequential pass: in the schedule loop a row of `duration` would be a cache
+    # miss per op on large graphs.
+    device = np.empty(n_ops, dtype=np.int32)
+    op_time = np.empty(n_ops)
+    for op in range(n_ops):
+        d = placement[op_forward[op]]
+        if d < 0 or d >= n_devices:
+            return _BAD_DEVICE, peak, device, start, finish, device[:0], device[:0], start[:0], start[:0]
+        device[op] = d
+        op_time[op] = duration[op, d]
+
+    # Live buffers (memory): one per (tensor, device holding it), made as soon as its allocation
+    # time is known; its free time grows to the finish of each reader as readers are scheduled.
+    # At most one per produced tensor plus one per consumer edge (a received or data-input copy).
+    # `reader_buffer` holds, for each consumer edge in reader order (`reader_pointer` ranges),
+    # the buffer the reader reads; `edge_slot` maps a consumer edge to that position.
+    capacity = tensor_bytes.shape[0] + n_edges
+    buffer_device = np.empty(capacity, dtype=np.int32)
+    buffer_bytes = np.empty(capacity)
+    buffer_alloc = np.empty(capacity)
+    buffer_free = np.empty(capacity)
+    reader_buffer = np.empty(n_edges, dtype=np.int64)  # -1: none (a static tensor's own copy)
+    holder = np.full(n_devices, -1, dtype=np.int64)  # the tensor whose copy on a device is in `copy`
+    copy = np.empty(n_devices, dtype=np.int64)  # that copy's buffer (or -1)
+    arrival = np.empty(n_devices)  # when that copy is present
+    n_buffers = 0
+    # Graph data inputs are present at time 0 on every device that reads them.
+    for t in data_inputs:
+        for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+            e = device[consumers[j]]
+            if holder[e] != t:
+                holder[e] = t
+                copy[e] = n_buffers
+                buffer_device[n_buffers] = e
+                buffer_bytes[n_buffers] = tensor_bytes[t]
+                buffer_alloc[n_buffers] = 0.0
+                buffer_free[n_buffers] = 0.0
+                n_buffers += 1
+            reader_buffer[edge_slot[j]] = copy[e]
+
     ready = np.zeros(n_ops)
-    start = np.empty(n_ops)
-    finish = np.empty(n_ops)
     pending = input_count.copy()
     base = np.zeros(n_devices, dtype=np.int64)
     size = np.zeros(n_devices, dtype=np.int64)
@@ -140,22 +186,25 @@ def _simulate(
     for d in range(1, n_devices):
         base[d] = base[d - 1] + size[d - 1]
     size[:] = 0
-    heap = np.empty(n_ops, dtype=np.int64)
+    # Each device's ready ops: a binary min-heap ordered by (ready time, op index) in the slice
+    # ``[base[d], base[d] + size[d])``. The key is stored next to the op (a ready time is final when
+    # an op enters its heap), so comparisons read adjacent memory. The heap code is written out in
+    # the loop below: as functions taking the arrays, numba counts references on every call.
+    # The ops ready at time 0, appended in index order, are already a valid heap.
+    heap_key = np.zeros(n_ops)
+    heap_op = np.empty(n_ops, dtype=np.int64)
     for op in range(n_ops):
         if pending[op] == 0:
             d = device[op]
-            _heap_push(heap, base[d], size[d], op, ready)
+            heap_op[base[d] + size[d]] = op
             size[d] += 1
     device_free = np.zeros(n_devices)
     link_free = np.zeros((n_devices, n_devices))
-    arrival = np.empty(n_devices)
-    needed = np.zeros(n_devices, dtype=np.bool_)
-    max_transfers = consumers.shape[0]
-    transfer_tensor = np.empty(max_transfers, dtype=np.int64)
-    transfer_dst = np.empty(max_transfers, dtype=np.int64)
-    transfer_start = np.empty(max_transfers)
-    transfer_finish = np.empty(max_transfers)
-    first_transfer = np.zeros(n_tensors + 1, dtype=np.int64)  # filled per tensor as it is sent
+    n_transfer_records = n_edges if record else 0
+    transfer_tensor = np.empty(n_transfer_records, dtype=np.int32)
+    transfer_dst = np.empty(n_transfer_records, dtype=np.int32)
+    transfer_start = np.empty(n_transfer_records)
+    transfer_finish = np.empty(n_transfer_records)
     n_transfers = 0
     makespan = 0.0
     for _ in range(n_ops):
@@ -163,207 +212,227 @@ def _simulate(
         best_start = np.inf
         for d in range(n_devices):
             if size[d] > 0:
-                s = max(device_free[d], ready[heap[base[d]]])
+                s = max(device_free[d], heap_key[base[d]])
                 if s < best_start:
                     best_start = s
                     best = d
-        if best < 0:  # cannot happen for a DAG in topological order
-            return (
-                -1.0,
-                start,
-                finish,
-                transfer_tensor[:0],
-                transfer_dst[:0],
-                transfer_start[:0],
-                transfer_finish[:0],
-                np.zeros(n_devices),
-            )
+        if best < 0:
+            return _STALLED, peak, device, start, finish, device[:0], device[:0], start[:0], start[:0]
         d = best
-        op = _heap_pop(heap, base[d], size[d], ready)
+        # Pop the top of device d's heap: move the last entry down from the root.
+        root = base[d]
+        op = heap_op[root]
         size[d] -= 1
+        n = size[d]
+        if n > 0:
+            key = heap_key[root + n]
+            last = heap_op[root + n]
+            i = 0
+            while True:
+                child = 2 * i + 1
+                if child >= n:
+                    break
+                child_key = heap_key[root + child]
+                child_op = heap_op[root + child]
+                if child + 1 < n:
+                    right_key = heap_key[root + child + 1]
+                    right_op = heap_op[root + child + 1]
+                    if right_key < child_key or (right_key == child_key and right_op < child_op):
+                        child += 1
+                        child_key = right_key
+                        child_op = right_op
+                if key < child_key or (key == child_key and last < child_op):
+                    break
+                heap_key[root + i] = child_key
+                heap_op[root + i] = child_op
+                i = child
+            heap_key[root + i] = key
+            heap_op[root + i] = last
         s = best_start
-        f = s + duration[op, d]
-        start[op] = s
-        finish[op] = f
+        f = s + op_time[op]
+        if record:
+            start[op] = s
+            finish[op] = f
         device_free[d] = f
         if f > makespan:
             makespan = f
+        # Ops on one device finish in the order they start, so the last reader to run sets the free
+        # time of each copy it reads (the max keeps a producer's copy alive for its transfers).
+        for k in range(reader_pointer[op], reader_pointer[op + 1]):
+            b = reader_buffer[k]
+            if b >= 0 and f > buffer_free[b]:
+                buffer_free[b] = f
         for k in range(output_pointer[op], output_pointer[op + 1]):
             t = outputs[k]
-            first_transfer[t] = n_transfers
-            for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
-                needed[device[consumers[j]]] = True
-            for e in range(n_devices):
-                if needed[e]:
-                    needed[e] = False
-                    if e == d:
-                        arrival[e] = f
-                    else:
-                        begin = max(link_free[d, e], f)
-                        end = begin + (link_latency[d, e] + tensor_bytes[t] / link_bandwidth[d, e])
-                        link_free[d, e] = end
-                        arrival[e] = end
-                        transfer_tensor[n_transfers] = t
-                        transfer_dst[n_transfers] = e
-                        transfer_start[n_transfers] = begin
-                        transfer_finish[n_transfers] = end
-                        n_transfers += 1
+            nbytes = tensor_bytes[t]
+            own = -1
+            if not tensor_static[t]:  # a static tensor's producer-side memory is in static_bytes
+                own = n_buffers
+                buffer_device[own] = d
+                buffer_bytes[own] = nbytes
+                buffer_alloc[own] = s
+                buffer_free[own] = np.inf if tensor_persistent[t] else f
+                n_buffers += 1
+            first_transfer = n_transfers
             for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
                 c = consumers[j]
-                a = arrival[device[c]]
+                e = device[c]
+                if holder[e] != t:  # first reader on device e: the tensor is there at `arrival[e]`
+                    holder[e] = t
+                    if e == d:
+                        arrival[e] = f
+                        copy[e] = own
+                    else:
+                        # Each destination has its own link, so the order they are sent in does
+                        # not change the times; the records are sorted by destination below.
+                        begin = max(link_free[d, e], f)
+                        end = begin + (link_latency[d, e] + nbytes / link_bandwidth[d, e])
+                        link_free[d, e] = end
+                        arrival[e] = end
+                        copy[e] = n_buffers
+                        buffer_device[n_buffers] = e
+                        buffer_bytes[n_buffers] = nbytes
+                        buffer_alloc[n_buffers] = begin
+                        buffer_free[n_buffers] = begin
+                        n_buffers += 1
+                        if own >= 0 and end > buffer_free[own]:
+                            buffer_free[own] = end
+                        if record:
+                            i = n_transfers
+                            while i > first_transfer and transfer_dst[i - 1] > e:
+                                transfer_tensor[i] = transfer_tensor[i - 1]
+                                transfer_dst[i] = transfer_dst[i - 1]
+                                transfer_start[i] = transfer_start[i - 1]
+                                transfer_finish[i] = transfer_finish[i - 1]
+                                i -= 1
+                            transfer_tensor[i] = t
+                            transfer_dst[i] = e
+                            transfer_start[i] = begin
+                            transfer_finish[i] = end
+                            n_transfers += 1
+                reader_buffer[edge_slot[j]] = copy[e]
+                a = arrival[e]
                 if a > ready[c]:
                     ready[c] = a
                 pending[c] -= 1
                 if pending[c] == 0:
-                    e = device[c]
-                    _heap_push(heap, base[e], size[e], c, ready)
+                    # Push c on device e's heap: move it up from the end.
+                    root = base[e]
+                    key = ready[c]
+                    i = size[e]
                     size[e] += 1
-    # Memory: one allocation and one free per live buffer, swept per device in time order.
-    n_inputs = 0
-    for t in range(n_tensors):
-        if tensor_producer[t] < 0:
-            n_inputs += 1
-    n_buffers = n_tensors + n_transfers + n_inputs * n_devices
-    buffer_device = np.empty(n_buffers, dtype=np.int64)
-    buffer_bytes = np.empty(n_buffers)
-    buffer_alloc = np.empty(n_buffers)
-    buffer_free = np.empty(n_buffers)
-    n_buffers = 0
-    last_use = np.empty(n_devices)
-    for t in range(n_tensors):
-        last_use[:] = -1.0
-        for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
-            c = consumers[j]
-            e = device[c]
-            if finish[c] > last_use[e]:
-                last_use[e] = finish[c]
-        p = tensor_producer[t]
-        if p < 0:
-            for e in range(n_devices):
-                if last_use[e] >= 0.0:
-                    buffer_device[n_buffers] = e
-                    buffer_bytes[n_buffers] = tensor_bytes[t]
-                    buffer_alloc[n_buffers] = 0.0
-                    buffer_free[n_buffers] = last_use[e]
-                    n_buffers += 1
-            continue
-        d = device[p]
-        release = last_use[d] if last_use[d] >= 0.0 else finish[p]
-        for k in range(first_transfer[t], n_transfers):
-            if transfer_tensor[k] != t:
-                break
-            if transfer_finish[k] > release:
-                release = transfer_finish[k]
-            e = transfer_dst[k]
-            buffer_device[n_buffers] = e
-            buffer_bytes[n_buffers] = tensor_bytes[t]
-            buffer_alloc[n_buffers] = transfer_start[k]
-            buffer_free[n_buffers] = last_use[e]
-            n_buffers += 1
-        if not tensor_static[t]:
-            buffer_device[n_buffers] = d
-            buffer_bytes[n_buffers] = tensor_bytes[t]
-            buffer_alloc[n_buffers] = start[p]
-            buffer_free[n_buffers] = np.inf if tensor_persistent[t] else release
-            n_buffers += 1
-    alloc_order = _time_order(buffer_alloc[:n_buffers], makespan)
-    free_order = _time_order(buffer_free[:n_buffers], makespan)
-    usage = np.zeros(n_devices)
-    peak = np.zeros(n_devices)
-    j = 0
-    for i in range(n_buffers):
-        b = alloc_order[i]
-        while j < n_buffers and buffer_free[free_order[j]] <= buffer_alloc[b]:
-            usage[buffer_device[free_order[j]]] -= buffer_bytes[free_order[j]]
-            j += 1
-        e = buffer_device[b]
-        usage[e] += buffer_bytes[b]
-        if usage[e] > peak[e]:
-            peak[e] = usage[e]
+                    while i > 0:
+                        parent = (i - 1) // 2
+                        parent_key = heap_key[root + parent]
+                        if parent_key < key or (parent_key == key and heap_op[root + parent] < c):
+                            break
+                        heap_key[root + i] = parent_key
+                        heap_op[root + i] = heap_op[root + parent]
+                        i = parent
+                    heap_key[root + i] = key
+                    heap_op[root + i] = c
+
+    _peak_live_bytes(
+        buffer_device[:n_buffers],
+        buffer_bytes[:n_buffers],
+        buffer_alloc[:n_buffers],
+        buffer_free[:n_buffers],
+        makespan,
+        peak,
+    )
     for op in range(n_ops):
         peak[device[op]] += static_bytes[op]
     return (
         makespan,
+        peak,
+        device,
         start,
         finish,
         transfer_tensor[:n_transfers],
         transfer_dst[:n_transfers],
         transfer_start[:n_transfers],
         transfer_finish[:n_transfers],
-        peak,
     )
+
+
+@numba.njit(cache=True)
+def _simulate_one(placement, arrays, memory_capacity):
+    """Makespan (or a status), peak memory and feasibility of one placement (`_arrays` order)."""
+    result = _run(placement, *arrays, False)
+    peak = result[1]
+    feasible = True
+    for d in range(peak.shape[0]):
+        if not peak[d] <= memory_capacity[d]:
+            feasible = False
+    return result[0], peak, feasible
 
 
 @numba.njit(cache=True, parallel=True)
-def _simulate_batch(
-    devices,
-    duration,
-    output_pointer,
-    outputs,
-    consumer_pointer,
-    consumers,
-    tensor_producer,
-    tensor_bytes,
-    tensor_static,
-    tensor_persistent,
-    input_count,
-    static_bytes,
-    link_bandwidth,
-    link_latency,
-    n_devices,
-):
-    n = devices.shape[0]
+def _simulate_batch(placements, arrays):
+    n = placements.shape[0]
     runtimes = np.empty(n)
-    peaks = np.empty((n, n_devices))
+    peaks = np.empty((n, arrays[1].shape[1]))
     for i in numba.prange(n):
-        result = _simulate(
-            devices[i],
-            duration,
-            output_pointer,
-            outputs,
-            consumer_pointer,
-            consumers,
-            tensor_producer,
-            tensor_bytes,
-            tensor_static,
-            tensor_persistent,
-            input_count,
-            static_bytes,
-            link_bandwidth,
-            link_latency,
-            n_devices,
-        )
+        result = _run(placements[i], *arrays, False)
         runtimes[i] = result[0]
-        peaks[i] = result[7]
+        peaks[i] = result[1]
     return runtimes, peaks
 
 
-def _static_per_op(task) -> np.ndarray:
-    cached = task._cache.get("static_per_op")
+def _arrays(task) -> tuple:
+    """The task's arrays in `_run`'s order, with the per-task ones it needs built once and cached."""
+    cached = task._cache.get("fast_arrays")
     if cached is None:
-        cached = np.zeros(task.n_ops)
-        cached[: task.n_forward] = task.static_bytes
-        task._cache["static_per_op"] = cached
+        static_per_op = np.zeros(task.n_ops)
+        static_per_op[: task.n_forward] = task.static_bytes
+        # Consumer edges in reader order: a scheduled op reads the buffers of its inputs from one
+        # contiguous range (see `_run`).
+        by_reader = np.argsort(task.tensor_consumers, kind="stable")
+        edge_slot = np.empty(len(by_reader), dtype=np.int64)
+        edge_slot[by_reader] = np.arange(len(by_reader))
+        reader_pointer = np.zeros(task.n_ops + 1, dtype=np.int64)
+        np.cumsum(np.bincount(task.tensor_consumers, minlength=task.n_ops), out=reader_pointer[1:])
+        cached = (
+            np.ascontiguousarray(task.op_forward, dtype=np.int64),
+            task.duration,
+            task.op_output_pointer,
+            task.op_outputs,
+            task.tensor_consumer_pointer,
+            task.tensor_consumers,
+            reader_pointer,
+            edge_slot,
+            np.flatnonzero(task.tensor_producer < 0),
+            task.tensor_bytes,
+            task.tensor_static,
+            task.tensor_persistent,
+            static_per_op,
+            task.cluster.link_bandwidth,
+            task.cluster.link_latency,
+            task.op_input_count,
+        )
+        task._cache["fast_arrays"] = cached
     return cached
 
 
-def _arguments(task) -> tuple:
-    return (
-        task.duration,
-        task.op_output_pointer,
-        task.op_outputs,
-        task.tensor_consumer_pointer,
-        task.tensor_consumers,
-        task.tensor_producer,
-        task.tensor_bytes,
-        task.tensor_static,
-        task.tensor_persistent,
-        task.op_input_count,
-        _static_per_op(task),
-        task.cluster.link_bandwidth,
-        task.cluster.link_latency,
-        task.n_devices,
-    )
+def _placement_array(task, placement) -> np.ndarray:
+    """``placement`` as an int64 array of the right shape; the common case needs no conversion (the
+    device range is checked in the kernel), anything else goes through `Task.check_placement`."""
+    if (
+        type(placement) is np.ndarray
+        and placement.dtype == np.int64
+        and placement.shape == (task.n_forward,)
+        and placement.flags.c_contiguous
+    ):
+        return placement
+    return task.check_placement(placement)
+
+
+def _check_status(task, placement, status: float, batch: bool = False) -> None:
+    """Raise the error a negative status of `_run` stands for."""
+    if status == _BAD_DEVICE:
+        task.check_placement(placement, batch=batch)  # raises the clear error naming op and device
+    if status < 0.0:
+        raise RuntimeError(f"task {task.id}: the simulation stalled; its graph is not in topological order")
 
 
 def simulate(task, placement, schedule: bool = False) -> SimulationResult:
@@ -371,21 +440,26 @@ def simulate(task, placement, schedule: bool = False) -> SimulationResult:
 
     Returns runtime (makespan, seconds), feasibility (no device over its memory capacity), peak
     memory per device (bytes) and, with ``schedule=True``, the full `Schedule`."""
-    device = task.expand(placement).astype(np.int64)
-    makespan, start, finish, t_tensor, t_dst, t_start, t_finish, peak = _simulate(device, *_arguments(task))
-    feasible = bool(np.all(peak <= task.cluster.memory_capacity))
+    array = _placement_array(task, placement)
+    arrays = _arrays(task)
     timeline = None
     if schedule:
+        makespan, peak, device, start, finish, t_tensor, t_dst, t_start, t_finish = _run(array, *arrays, True)
+        _check_status(task, placement, makespan)
         timeline = Schedule(
-            op_device=device.astype(np.int32),
+            op_device=device,
             op_start=start,
             op_finish=finish,
-            transfer_tensor=t_tensor.astype(np.int32),
-            transfer_src=device[task.tensor_producer[t_tensor]].astype(np.int32),
-            transfer_dst=t_dst.astype(np.int32),
+            transfer_tensor=t_tensor,
+            transfer_src=device[task.tensor_producer[t_tensor]],
+            transfer_dst=t_dst,
             transfer_start=t_start,
             transfer_finish=t_finish,
         )
+        feasible = bool(np.all(peak <= task.cluster.memory_capacity))
+    else:
+        makespan, peak, feasible = _simulate_one(array, arrays, task.cluster.memory_capacity)
+        _check_status(task, placement, makespan)
     return SimulationResult(runtime=float(makespan), feasible=feasible, peak_memory=peak, schedule=timeline)
 
 
@@ -394,8 +468,8 @@ def simulate_batch(task, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
     ``placements``: int array ``(batch, n_forward)``. Returns ``(runtimes, feasible, peak_memory)``
     with shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``."""
-    rows = task.check_placement(placements, batch=True)
-    devices = np.ascontiguousarray(rows[:, task.op_forward], dtype=np.int64)
-    runtimes, peaks = _simulate_batch(devices, *_arguments(task))
+    rows = np.ascontiguousarray(task.check_placement(placements, batch=True))
+    runtimes, peaks = _simulate_batch(rows, _arrays(task))
+    _check_status(task, rows, float(runtimes.min(initial=1.0)), batch=True)
     feasible = np.all(peaks <= task.cluster.memory_capacity[None, :], axis=1)
     return runtimes, feasible, peaks

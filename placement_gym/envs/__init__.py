@@ -1,10 +1,20 @@
-"""Gymnasium environments. `register_envs` runs on ``import placement_gym``."""
+"""Gymnasium environments. `register_envs` runs on ``import placement_gym``.
+
+* ``DevicePlacement-v0`` (`single_shot.DevicePlacementEnv`): one step places every op or group.
+* ``DevicePlacementStaged-v0`` (`staged.DevicePlacementStagedEnv`): Spotlight's one node per stage.
+* ``DevicePlacementRefine-v0`` (`refine.DevicePlacementRefineEnv`): Placeto's refinement of a full
+  placement, node by node.
+"""
 
 from __future__ import annotations
 
 import gymnasium as gym
 
-ENV_IDS = {"DevicePlacement-v0": "placement_gym.envs.single_shot:DevicePlacementEnv"}
+ENV_IDS: dict[str, str] = {
+    "DevicePlacement-v0": "placement_gym.envs.single_shot:DevicePlacementEnv",
+    "DevicePlacementStaged-v0": "placement_gym.envs.staged:DevicePlacementStagedEnv",
+    "DevicePlacementRefine-v0": "placement_gym.envs.refine:DevicePlacementRefineEnv",
+}
 
 
 def register_envs() -> None:

@@ -80,6 +80,39 @@ def random_graph(
 
 
 def layered_graph(n_ops: int, width: int = 8, seed: int = 0) -> OpGraph:
-    """A layered network of about ``n_ops`` ops: ``width`` ops per layer, each reading 2 ops of
-    the previous layer (a benchmark shape whose size can grow to 100k ops)."""
-    return random_graph(n_ops, seed=seed, max_inputs=2, window=2 * width, name=f"layered{n_ops}")
+    """A layered network of ``n_ops`` ops, ``width`` per layer: the first layer reads the data
+    input, every later op reads 2 random ops of the layer before; ops nobody reads are graph
+    outputs. Built with numpy alone, so 100k-op benchmark graphs take well under a second."""
+    if n_ops < 1 or width < 2:
+        raise ValueError(f"need n_ops >= 1 and width >= 2, got n_ops={n_ops}, width={width}")
+    rng = np.random.default_rng(seed)
+    ops = np.arange(n_ops)
+    layer = ops // width
+    later = ops[layer > 0]
+    previous_start = (layer[later] - 1) * width
+    first = rng.integers(0, width, size=len(later))
+    second = (first + rng.integers(1, width, size=len(later))) % width  # a different op
+    edge_src = np.concatenate([np.full(min(width, n_ops), -1), previous_start + first, previous_start + second])
+    edge_dst = np.concatenate([ops[layer == 0], later, later])
+    read = np.zeros(n_ops, dtype=bool)
+    read[edge_src[edge_src >= 0]] = True
+    # tensors: one per op (its output), then the data input
+    edge_tensor = np.where(edge_src >= 0, edge_src, n_ops)
+    order = np.lexsort((edge_tensor, edge_dst))
+    out_bytes = np.round(rng.choice([4e3, 1e5, 1e6, 2e7], size=n_ops) * rng.uniform(0.5, 2.0, size=n_ops))
+    return OpGraph(
+        name=f"layered{n_ops}",
+        op_names=tuple(f"op{i}" for i in range(n_ops)),
+        op_types=("MatMul",) * n_ops,
+        category=np.zeros(n_ops, dtype=np.int8),
+        flops=np.round(rng.choice([1e6, 1e8, 1e9, 1e10], size=n_ops) * rng.uniform(0.5, 2.0, size=n_ops)),
+        bytes_accessed=np.round(out_bytes * rng.uniform(1.0, 3.0, size=n_ops)),
+        param_bytes=np.where(rng.random(n_ops) < 0.3, np.round(rng.choice([1e4, 1e6, 4e7], size=n_ops)), 0.0),
+        tensor_names=tuple(f"t{i}" for i in range(n_ops)) + ("input",),
+        tensor_producer=np.append(ops, -1),
+        tensor_bytes=np.append(out_bytes, 1e6),
+        tensor_is_parameter=np.zeros(n_ops + 1, dtype=bool),
+        tensor_is_output=np.append(~read, False),
+        edge_tensor=edge_tensor[order],
+        edge_dst=edge_dst[order],
+    )

@@ -1,0 +1,217 @@
+"""What the three placement envs share: task, grouping, observation, reference runtimes, OOM penalty,
+memory masks and rendering. Each env subclasses `PlacementEnvBase` and adds its MDP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.cost_model import SimulationResult, lower_bound, simulate, single_device
+from placement_gym.envs.observation import NodeObservation, check_obs_mode
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_oom_settings, penalty_runtime
+from placement_gym.graph.opgraph import OpGraph
+from placement_gym.groups import make_grouping, quotient_edges
+from placement_gym.tasks import get_task
+
+RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
+
+
+class PlacementEnvBase(gym.Env):
+    """Shared set-up of the placement envs (not registered itself).
+
+    A *node* is a forward op, or with ``groups=`` a group of forward ops (`placement_gym.groups`);
+    nodes are numbered in topological order of their first op. Attributes every env has:
+    ``task``, ``grouping``, ``n_nodes``, ``node_of_op`` (int64 per forward op), ``node_static_bytes``
+    (parameters, gradients and optimizer state per node), ``best_single_runtime`` and
+    ``best_single_device``, ``lower_bound``, ``penalty_runtime`` (the runtime an out-of-memory
+    placement is rewarded with), ``device_features`` (also in the dict observation)."""
+
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
+
+    def __init__(
+        self,
+        graph: str | Path | OpGraph,
+        cluster: str | Path | Cluster,
+        objective: str,
+        optimizer: str,
+        groups: Any,
+        obs_mode: str,
+        max_ops: int | None,
+        max_edges: int | None,
+        render_mode: str | None,
+        oom_runtime: float | None,
+        oom_runtime_factor: float,
+    ) -> None:
+        check_oom_settings(oom_runtime, oom_runtime_factor)
+        check_obs_mode(obs_mode)
+        if render_mode is not None and render_mode not in RENDER_MODES:
+            raise ValueError(f"unknown render_mode {render_mode!r}; allowed: None, {', '.join(RENDER_MODES)}")
+        self.task = task = get_task(graph, cluster, objective, optimizer)
+        self.render_mode = render_mode
+        self.obs_mode = obs_mode
+        self.oom_runtime = oom_runtime
+        self.oom_runtime_factor = float(oom_runtime_factor)
+        self.grouping = make_grouping(task.graph, groups)
+        self.n_nodes = self.grouping.n_groups
+        # Groups are numbered by first op, so n_groups == n_ops means one group per op, in op order.
+        self._identity = self.n_nodes == task.n_forward
+        self.node_of_op = self.grouping.group_of_op
+        self.node_static_bytes = np.bincount(self.node_of_op, weights=task.static_bytes, minlength=self.n_nodes)
+        if self._identity:
+            self._observation = NodeObservation(task, obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges)
+        else:
+            self._observation = NodeObservation(
+                task, self.node_of_op, self.n_nodes, quotient_edges(task.graph, self.grouping),
+                obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges,
+            )
+        self.observation_space = self._observation.space
+        self.device_features = self._observation.device_features
+        reference = single_device(task)
+        self.best_single_runtime = reference.runtime
+        self.best_single_device = reference.best
+        self.lower_bound = lower_bound(task)
+        self.penalty_runtime = penalty_runtime(self.best_single_runtime, oom_runtime, self.oom_runtime_factor)
+        self._capacity = task.cluster.memory_capacity
+
+    # --- placements and evaluation ----------------------------------------------------------------
+
+    def op_placement(self, node_devices: np.ndarray) -> np.ndarray:
+        """The per-forward-op placement (int64) of one device per node."""
+        return node_devices if self._identity else node_devices[self.node_of_op]
+
+    def _check_node_placement(self, action) -> np.ndarray:
+        """``action`` (one device per node) as int64, or a clear ValueError."""
+        if self._identity:
+            return self.task.check_placement(action)  # its messages name the op
+        array = np.asarray(action)
+        if array.ndim != 1 or array.shape[0] != self.n_nodes:
+            raise ValueError(
+                f"action for task {self.task.id} with {self.n_nodes} groups ({self.grouping.name}) must have "
+                f"shape ({self.n_nodes},): one device index per group; got shape {array.shape}"
+            )
+        if array.dtype.kind not in "iu":
+            if array.dtype.kind != "f" or not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
+                raise ValueError(f"action must hold integer device indices, got dtype {array.dtype}")
+        array = array.astype(np.int64)
+        bad = np.flatnonzero((array < 0) | (array >= self.task.n_devices))
+        if len(bad):
+            g = int(bad[0])
+            raise ValueError(
+                f"device index {int(array[g])} at group {g} (first op {self.node_name(g)!r}) is out of range; "
+                f"allowed 0..{self.task.n_devices - 1} ({', '.join(self.task.cluster.device_names)})"
+            )
+        return array
+
+    def _check_device(self, action) -> int:
+        """A `Discrete` action as an int device index, or a clear ValueError."""
+        n = self.task.n_devices
+        value = action.item() if isinstance(action, np.ndarray) and action.size == 1 else action
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+            raise ValueError(
+                f"action must be one device index in 0..{n - 1} ({', '.join(self.task.cluster.device_names)}), "
+                f"got {action!r}"
+            )
+        return int(value)
+
+    def node_name(self, node: int) -> str:
+        """The name of a node: its op's, or for a group its first op's."""
+        return self.task.graph.op_names[int(self.grouping.first_op[node])]
+
+    def _evaluate(self, node_devices: np.ndarray, schedule: bool = False) -> tuple[SimulationResult, float]:
+        """The cost model's result for a full node placement, and the runtime the reward uses (the
+        penalty runtime for an out-of-memory placement)."""
+        result = simulate(self.task, self.op_placement(node_devices), schedule=schedule)
+        return result, (result.runtime if result.feasible else self.penalty_runtime)
+
+    def _reference_info(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task.id,
+            "lower_bound": self.lower_bound,
+            "best_single_runtime": self.best_single_runtime,
+        }
+
+    def _result_info(self, result: SimulationResult, reward_runtime: float) -> dict[str, Any]:
+        return {
+            "runtime": result.runtime,
+            "feasible": result.feasible,
+            "peak_memory": result.peak_memory.copy(),
+            "speedup": self.best_single_runtime / result.runtime,
+            "reward_runtime": reward_runtime,
+        }
+
+    # --- masks ------------------------------------------------------------------------------------
+
+    def _static_masks(self) -> np.ndarray:
+        """``(n_nodes, n_devices)``: devices whose memory holds a node's static bytes alone; a node
+        that fits nowhere keeps every device (every choice is as bad)."""
+        fits = self.node_static_bytes[:, None] <= self._capacity[None, :]
+        fits[~fits.any(axis=1)] = True
+        return fits
+
+    def _used_static(self, node_devices: np.ndarray, nodes: np.ndarray | slice) -> np.ndarray:
+        """Static bytes per device of the nodes ``nodes`` (indices or a slice) of ``node_devices``."""
+        return np.bincount(node_devices[nodes], weights=self.node_static_bytes[nodes],
+                           minlength=self.task.n_devices)
+
+    def _fit_mask(self, node: int, used: np.ndarray) -> np.ndarray:
+        """``(n_devices,)``: devices where ``used`` static bytes plus ``node``'s fit the capacity;
+        every device if none does (the mask never masks every device)."""
+        fits = used + self.node_static_bytes[node] <= self._capacity
+        if not fits.any():
+            fits[:] = True
+        return fits
+
+    # --- rendering --------------------------------------------------------------------------------
+
+    def _render_placement(self, node_devices: np.ndarray, label: str, placed: int | None = None,
+                          result: SimulationResult | None = None):
+        """Text table or timeline image of ``node_devices``; ``placed``: how many nodes (in order)
+        the agent has placed, the others holding the completion device."""
+        if self.render_mode == "rgb_array":
+            from placement_gym.timeline import draw_timeline
+
+            result, _ = self._evaluate(node_devices, schedule=True)
+            return draw_timeline(self.task, result.schedule, title=f"{self.task.id} ({label})")
+        if result is None:
+            result, _ = self._evaluate(node_devices)
+        return self._text_table(node_devices, result, label, placed)
+
+    def _text_table(self, node_devices: np.ndarray, result: SimulationResult, label: str,
+                    placed: int | None) -> str:
+        task, cluster = self.task, self.task.cluster
+        placement = self.op_placement(node_devices)
+        devices = task.expand(placement)
+        busy = np.bincount(devices, weights=task.duration[np.arange(task.n_ops), devices],
+                           minlength=task.n_devices)
+        ops = np.bincount(placement, minlength=task.n_devices)
+        status = "feasible" if result.feasible else "OUT OF MEMORY"
+        node_word = "ops" if self._identity else f"groups ({self.grouping.name})"
+        lines = [f"{task.id} ({label})"]
+        if placed is not None and placed < self.n_nodes:
+            lines.append(f"{placed} of {self.n_nodes} {node_word} placed; the others counted on "
+                         f"{cluster.device_names[self.best_single_device]}")
+        lines += [
+            f"runtime {result.runtime * 1e3:.3f} ms, {status}, speedup "
+            f"{self.best_single_runtime / result.runtime:.3f}x over the best single device "
+            f"({cluster.device_names[self.best_single_device]}, {self.best_single_runtime * 1e3:.3f} ms); "
+            f"lower bound {self.lower_bound * 1e3:.3f} ms",
+        ]
+        header = f"{'device':<12}{'kind':<6}"
+        if not self._identity:
+            header += f"{'groups':>8}"
+        lines.append(header + f"{'ops':>7}{'busy ms':>12}{'peak GB':>10}{'capacity GB':>13}")
+        groups = np.bincount(node_devices, minlength=task.n_devices)
+        for d in range(task.n_devices):
+            over = " OOM" if result.peak_memory[d] > cluster.memory_capacity[d] else ""
+            row = f"{cluster.device_names[d]:<12}{cluster.device_kinds[d]:<6}"
+            if not self._identity:
+                row += f"{groups[d]:>8}"
+            lines.append(
+                row + f"{ops[d]:>7}{busy[d] * 1e3:>12.3f}"
+                f"{result.peak_memory[d] / 1e9:>10.3f}{cluster.memory_capacity[d] / 1e9:>13.3f}{over}"
+            )
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,218 @@
+"""`DevicePlacementRefine-v0`: Placeto's MDP, revisiting every op (or group) of a full placement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.envs.base import PlacementEnvBase
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR
+from placement_gym.graph.opgraph import OpGraph
+from placement_gym.placements import load_placement
+
+INITIAL_NAMES: tuple[str, ...] = ("random", "best-single")
+
+
+class DevicePlacementRefineEnv(PlacementEnvBase):
+    """Placement refinement: start from a full placement and move one op (or group) per step.
+
+    ## Description
+    Placeto's MDP (Addanki et al., NeurIPS 2019): an episode starts from a full placement
+    (``initial``) and visits every node (a forward op, or with ``groups=`` a group of ops,
+    `placement_gym.groups`) once in topological order, ``sweeps`` times over. At each step the agent
+    picks the new device of the current node (keeping it where it is is allowed) and is rewarded by
+    how much faster the placement became, according to the cost model (`placement_gym.simulate`).
+
+    Two pitfalls of Park's public version of this env (REFERENCE.md) are avoided: the last node of
+    the episode is placed too (Park's ends one step early), and a faster placement gives a positive
+    reward (Park's returns ``new - previous``, the wrong sign).
+
+    ## Action Space
+    `Discrete(n_devices)`: the new device of the current node. `action_masks()` returns the
+    ``(n_devices,)`` bool array of allowed devices (sb3-contrib's MaskablePPO): a device is masked
+    out when the static memory (parameters, and for training their gradients and optimizer state) of
+    the other nodes on it plus the current node's exceeds its capacity. Activation memory depends on
+    the schedule, so an unmasked move can still run out of memory. When every device would
+    overflow, every device is allowed.
+
+    ## Observation Space
+    ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box`es (``MultiInputPolicy``) padded to
+    ``max_ops`` nodes and ``max_edges`` edges: ``node_features``, ``node_mask``, ``edge_index``,
+    ``edge_features``, ``edge_mask``, ``device_features``, ``placement`` (one-hot of every node's
+    current device) and ``current`` (one-hot of the node the next action moves; all zero after the
+    last step). ``obs_mode="graph"``: a Gymnasium `Graph` whose node rows are the node features
+    followed by the placement one-hot and the current flag. Columns:
+    `placement_gym.envs.observation`.
+
+    ## Rewards
+    At every step, ``(R_before - R_after) / best_single_runtime``: the runtime saved by the move,
+    normalised by the best single-device runtime (so it is scale-free). ``R`` is the simulated
+    runtime, or for a placement that runs out of memory the penalty runtime of `DevicePlacement-v0`
+    (``oom_runtime``, else ``oom_runtime_factor`` x the best single-device runtime), so the reward
+    stays defined when a move overflows memory (and moving out of an overflow is rewarded). The
+    rewards of an episode sum to ``(R_initial - R_final) / best_single_runtime``.
+
+    ## Starting Placement
+    ``initial``:
+
+    - ``"random"`` (default, as Placeto): every node on a uniformly drawn device, from the env's
+      generator (seeded by ``reset(seed=...)``; a new draw each episode).
+    - ``"best-single"``: every node on the best single device.
+    - a device name of the cluster (such as ``"gpu:0"``): every node there.
+    - a placement file (`placement_gym.placements.save_placement`'s JSON) or an array of one device
+      index per op (``n_forward``) or per node (``n_nodes``). With groups, a per-op placement is
+      reduced to one device per group: the device of the group's first op (`Grouping.reduce`).
+
+    ## Episode End
+    After ``sweeps x n_nodes`` steps (``terminated=True``), the last node placed by the last step;
+    never truncated. Stepping before `reset` or after the end raises a RuntimeError.
+
+    ## Arguments
+    ``graph``, ``cluster``, ``objective``, ``optimizer``, ``oom_runtime``, ``oom_runtime_factor``,
+    ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``, ``render_mode`` as in `DevicePlacement-v0`
+    (there is no ``reward`` shape: the reward is the normalised improvement), plus ``initial`` (see
+    Starting Placement) and ``sweeps`` (int >= 1, default 1: how often every node is visited).
+    ``render_mode="ansi"`` shows the current placement per device, ``"rgb_array"`` its timeline.
+
+    ## Info
+    `reset` and every step: ``task_id``, ``lower_bound``, ``best_single_runtime``,
+    ``initial_runtime`` (the episode's starting placement), and of the current placement
+    ``runtime``, ``feasible``, ``peak_memory``, ``speedup``, ``reward_runtime`` (as in
+    `DevicePlacement-v0`). Steps add ``node`` (the node just moved) and ``sweep`` (0-based).
+    """
+
+    def __init__(
+        self,
+        graph: str | Path | OpGraph = "inception_v3",
+        cluster: str | Path | Cluster = "k80x4",
+        objective: str = "train_step",
+        initial: str | Path | np.ndarray = "random",
+        sweeps: int = 1,
+        oom_runtime: float | None = None,
+        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+        max_ops: int | None = None,
+        max_edges: int | None = None,
+        render_mode: str | None = None,
+        optimizer: str = "adam",
+        groups: Any = None,
+        obs_mode: str = "dict",
+    ) -> None:
+        if isinstance(sweeps, (bool, np.bool_)) or not isinstance(sweeps, (int, np.integer)) or sweeps < 1:
+            raise ValueError(f"sweeps must be an integer >= 1 (visits of every node per episode), got {sweeps!r}")
+        super().__init__(graph, cluster, objective, optimizer, groups, obs_mode, max_ops, max_edges,
+                         render_mode, oom_runtime, oom_runtime_factor)
+        self.sweeps = int(sweeps)
+        self.episode_length = self.sweeps * self.n_nodes
+        self._fixed_initial = self._resolve_initial(initial)  # None: random
+        self.initial = initial if isinstance(initial, str) else "given"
+        self.action_space = spaces.Discrete(self.task.n_devices)
+        self._nodes = np.zeros(self.n_nodes, dtype=np.int64)
+        self._steps = 0
+        self._needs_reset = True
+        self._initial_runtime = float("nan")
+        self._reward_runtime = float("nan")
+        self._result = None
+
+    def _resolve_initial(self, initial) -> np.ndarray | None:
+        task = self.task
+        names = task.cluster.device_names
+        allowed = (
+            f"'random', 'best-single', a device name of cluster {task.cluster.name!r} ({', '.join(names)}), "
+            f"a placement file, or an array of {task.n_forward} device indices (one per op)"
+            + ("" if self._identity else f" or {self.n_nodes} (one per group)")
+        )
+        if isinstance(initial, str) and initial == "random":
+            return None
+        if isinstance(initial, str) and initial == "best-single":
+            return np.full(self.n_nodes, self.best_single_device, dtype=np.int64)
+        if isinstance(initial, str) and initial in names:
+            return np.full(self.n_nodes, names.index(initial), dtype=np.int64)
+        if isinstance(initial, (str, Path)):
+            path = Path(initial)
+            if not path.is_file():
+                raise ValueError(f"unknown initial {str(initial)!r}; allowed: {allowed}")
+            return self.grouping.reduce(load_placement(task, path))
+        array = np.asarray(initial)
+        if array.ndim == 1 and len(array) == self.n_nodes and array.dtype.kind in "iuf":
+            return self._check_node_placement(array).copy()
+        if array.ndim == 1 and len(array) == task.n_forward and array.dtype.kind in "iuf":
+            return self.grouping.reduce(task.check_placement(array))
+        raise ValueError(f"unknown initial {initial!r}; allowed: {allowed}")
+
+    @property
+    def current_node(self) -> int | None:
+        """The node the next action moves (None after the episode's last step)."""
+        return None if self._steps >= self.episode_length else self._steps % self.n_nodes
+
+    def placement(self) -> np.ndarray:
+        """A copy of the current node placement."""
+        return self._nodes.copy()
+
+    def _info(self) -> dict[str, Any]:
+        info = self._reference_info()
+        info["initial_runtime"] = self._initial_runtime
+        info.update(self._result_info(self._result, self._reward_runtime))
+        return info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode from the initial placement; returns ``(observation, info)``. ``options``
+        are not used."""
+        super().reset(seed=seed)
+        if self._fixed_initial is None:
+            self._nodes[:] = self.np_random.integers(0, self.task.n_devices, size=self.n_nodes)
+        else:
+            self._nodes[:] = self._fixed_initial
+        self._steps = 0
+        self._needs_reset = False
+        self._result, self._reward_runtime = self._evaluate(self._nodes)
+        self._initial_runtime = self._result.runtime
+        self._observation.set_placement(self._nodes)
+        self._observation.set_current(0)
+        return self._observation.observation(), self._info()
+
+    def step(self, action):
+        """Move the current node to device ``action``; rewarded by the runtime saved."""
+        if self._needs_reset:
+            raise RuntimeError(
+                "DevicePlacementRefineEnv.step called before reset() or after the episode ended; "
+                "call reset() first"
+            )
+        device = self._check_device(action)
+        node = self._steps % self.n_nodes
+        sweep = self._steps // self.n_nodes
+        self._nodes[node] = device
+        self._observation.place(node, device)
+        self._steps += 1
+        previous = self._reward_runtime
+        self._result, self._reward_runtime = self._evaluate(self._nodes)
+        reward = (previous - self._reward_runtime) / self.best_single_runtime
+        terminated = self._steps == self.episode_length
+        self._needs_reset = terminated
+        self._observation.set_current(self.current_node)
+        info = self._info()
+        info.update(node=node, sweep=sweep)
+        return self._observation.observation(), float(reward), terminated, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Allowed devices for the current node, bool ``(n_devices,)`` (see Action Space); every
+        device once the episode has ended or before the first reset."""
+        node = self.current_node
+        if node is None or self._needs_reset:
+            return np.ones(self.task.n_devices, dtype=bool)
+        others = np.arange(self.n_nodes) != node
+        return self._fit_mask(node, self._used_static(self._nodes, others))
+
+    def render(self):
+        """The current placement as text (``"ansi"``) or as a timeline image (``"rgb_array"``);
+        before the first reset, the best single-device placement. None without a render mode."""
+        if self.render_mode is None:
+            return None
+        if self._result is None:
+            nodes = np.full(self.n_nodes, self.best_single_device, dtype=np.int64)
+            return self._render_placement(nodes, "no episode yet; reference: best single device")
+        label = f"step {self._steps} of {self.episode_length}"
+        return self._render_placement(self._nodes, label, result=self._result)

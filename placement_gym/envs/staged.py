@@ -1,0 +1,183 @@
+"""`DevicePlacementStaged-v0`: Spotlight's multi-stage MDP, one op (or group) per step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.envs.base import PlacementEnvBase
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward_name, shape_reward
+from placement_gym.graph.opgraph import OpGraph
+
+
+class DevicePlacementStagedEnv(PlacementEnvBase):
+    """Multi-stage device placement: one stage per op (or group), in topological order.
+
+    ## Description
+    Spotlight's MDP (Gao, Chen and Li, ICML 2018): an episode has one stage per node (a forward op,
+    or with ``groups=`` a group of ops, `placement_gym.groups`), visited in topological order (node
+    ``t`` at stage ``t``; groups are numbered by their first op). At each stage the agent picks the
+    device of the current node, seeing the graph, the placement so far and which node is next. The
+    full placement is evaluated by the cost model (`placement_gym.simulate`) after the last stage.
+
+    ## Action Space
+    `Discrete(n_devices)`: the device of the current node. `action_masks()` returns the
+    ``(n_devices,)`` bool array of allowed devices (sb3-contrib's MaskablePPO): a device is masked
+    out when the static memory (parameters, and for training their gradients and optimizer state) of
+    the nodes already placed on it plus the current node's exceeds its capacity. Activation memory
+    depends on the schedule and is not known before the end, so an unmasked placement can still run
+    out of memory. When every device would overflow, every device is allowed.
+
+    ## Observation Space
+    ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box`es (``MultiInputPolicy``) padded to
+    ``max_ops`` nodes and ``max_edges`` edges: ``node_features``, ``node_mask``, ``edge_index``,
+    ``edge_features``, ``edge_mask``, ``device_features``, ``placement`` (one-hot device of each
+    node placed so far, zero rows for the others) and ``current`` (one-hot of the node this stage
+    places; all zero after the last stage). ``obs_mode="graph"``: a Gymnasium `Graph` whose node
+    rows are the node features followed by the placement one-hot and the current flag. Columns:
+    `placement_gym.envs.observation`.
+
+    ## Rewards
+    ``dense=False`` (default, Spotlight's): 0 at every stage but the last, which gets the reward of
+    `DevicePlacement-v0` for the full placement (``reward`` picks the shape: ``"log_speedup"``,
+    ``"neg_runtime"``, ``"neg_sqrt_runtime"``, ``"inverse"``; an out-of-memory placement is rewarded
+    with the penalty runtime, ``oom_runtime`` or ``oom_runtime_factor`` x the best single-device
+    runtime).
+
+    ``dense=True``: the nodes not placed yet are counted on the *completion device*, the best single
+    device (the fastest device that holds the whole task), so every partial placement has a runtime
+    ``R_t`` (the penalty runtime when it runs out of memory; ``R_0`` is the best single-device
+    runtime when that device holds the task). Stage ``t`` is rewarded with
+    ``(R_{t-1} - R_t) / best_single_runtime``: positive when the choice made the completed
+    placement faster. The rewards telescope: an episode's sum is
+    ``(best_single_runtime - R_final) / best_single_runtime``, where ``R_final`` is the final
+    placement's runtime (or its penalty runtime). ``reward`` is not used in this mode. Each dense
+    stage costs one simulation.
+
+    ## Episode End
+    After ``n_nodes`` steps (``terminated=True``); never truncated. Stepping before `reset` or after
+    the end raises a RuntimeError.
+
+    ## Arguments
+    As `DevicePlacement-v0` (``graph``, ``cluster``, ``objective``, ``optimizer``, ``reward``,
+    ``oom_runtime``, ``oom_runtime_factor``, ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``,
+    ``render_mode``), plus ``dense`` (bool, default False; see Rewards). ``render_mode="ansi"``
+    shows the placement so far (unplaced nodes counted on the completion device), ``"rgb_array"``
+    the timeline of that completed placement.
+
+    ## Info
+    Every step and `reset`: ``task_id``, ``lower_bound``, ``best_single_runtime``, ``stage`` (nodes
+    placed so far). Where a simulation ran (every stage with ``dense=True``, else the last):
+    ``runtime``, ``feasible``, ``peak_memory``, ``speedup`` and ``reward_runtime`` of the (completed)
+    placement, as in `DevicePlacement-v0`.
+    """
+
+    def __init__(
+        self,
+        graph: str | Path | OpGraph = "inception_v3",
+        cluster: str | Path | Cluster = "k80x4",
+        objective: str = "train_step",
+        reward: str = "log_speedup",
+        dense: bool = False,
+        oom_runtime: float | None = None,
+        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+        max_ops: int | None = None,
+        max_edges: int | None = None,
+        render_mode: str | None = None,
+        optimizer: str = "adam",
+        groups: Any = None,
+        obs_mode: str = "dict",
+    ) -> None:
+        check_reward_name(reward)
+        if not isinstance(dense, (bool, np.bool_)):
+            raise ValueError(f"dense must be True or False, got {dense!r}")
+        super().__init__(graph, cluster, objective, optimizer, groups, obs_mode, max_ops, max_edges,
+                         render_mode, oom_runtime, oom_runtime_factor)
+        self.reward_name = reward
+        self.dense = bool(dense)
+        self.completion_device = self.best_single_device
+        self.action_space = spaces.Discrete(self.task.n_devices)
+        # Unplaced nodes hold the completion device, so the array is always a full placement.
+        self._nodes = np.full(self.n_nodes, self.completion_device, dtype=np.int64)
+        self._stage = 0
+        self._needs_reset = True
+        self._last_result = None
+        result, self._initial_reward_runtime = self._evaluate(self._nodes)
+        self._previous_runtime = self._initial_reward_runtime
+
+    @property
+    def stage(self) -> int:
+        """Number of nodes placed in this episode (the index of the node the next action places)."""
+        return self._stage
+
+    def placement(self) -> np.ndarray:
+        """A copy of the node placement so far, -1 for the nodes not placed yet."""
+        nodes = self._nodes.copy()
+        nodes[self._stage:] = -1
+        return nodes
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode at stage 0; returns ``(observation, info)``. ``options`` are not used."""
+        super().reset(seed=seed)
+        self._nodes[:] = self.completion_device
+        self._stage = 0
+        self._needs_reset = False
+        self._last_result = None
+        self._previous_runtime = self._initial_reward_runtime
+        self._observation.clear_placement()
+        self._observation.set_current(0)
+        info = self._reference_info()
+        info["stage"] = 0
+        return self._observation.observation(), info
+
+    def step(self, action):
+        """Place the current node on device ``action``; moves to the next stage."""
+        if self._needs_reset:
+            raise RuntimeError(
+                "DevicePlacementStagedEnv.step called before reset() or after the episode ended; "
+                "call reset() first"
+            )
+        device = self._check_device(action)
+        node = self._stage
+        self._nodes[node] = device
+        self._observation.place(node, device)
+        self._stage = node + 1
+        terminated = self._stage == self.n_nodes
+        self._observation.set_current(None if terminated else self._stage)
+        info = self._reference_info()
+        info["stage"] = self._stage
+        reward = 0.0
+        self._last_result = None
+        if self.dense or terminated:
+            result, reward_runtime = self._evaluate(self._nodes)
+            info.update(self._result_info(result, reward_runtime))
+            self._last_result = result
+            if self.dense:
+                reward = (self._previous_runtime - reward_runtime) / self.best_single_runtime
+                self._previous_runtime = reward_runtime
+            else:
+                reward = shape_reward(self.reward_name, result.runtime, result.feasible,
+                                      self.best_single_runtime, self.oom_runtime, self.oom_runtime_factor)
+        if terminated:
+            self._needs_reset = True
+        return self._observation.observation(), float(reward), terminated, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Allowed devices for the current node, bool ``(n_devices,)`` (see Action Space); every
+        device once the episode has ended."""
+        if self._stage >= self.n_nodes:
+            return np.ones(self.task.n_devices, dtype=bool)
+        used = self._used_static(self._nodes, slice(0, self._stage))
+        return self._fit_mask(self._stage, used)
+
+    def render(self):
+        """The placement so far (unplaced nodes on the completion device) as text (``"ansi"``) or as
+        a timeline image (``"rgb_array"``). None without a render mode."""
+        if self.render_mode is None:
+            return None
+        label = f"stage {self._stage} of {self.n_nodes}"
+        return self._render_placement(self._nodes, label, placed=self._stage, result=self._last_result)
