@@ -1,4 +1,29 @@
 """Baselines: placement agents built on `placement_gym` (the dependency never goes the other way).
 
 The expert, partitioning, scheduling, search and learned agents arrive with the baseline issues.
+
+`baselines.policies` (needs torch and stable-baselines3, the ``baselines`` extra) holds
+`FactorizedPlacementPolicy`, a fast SB3 policy for per-op placement actions. Its names are
+re-exported here lazily, so ``import baselines`` works without torch.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "FactorizedPlacementPolicy": "baselines.policies",
+    "MaskableFactorizedPlacementPolicy": "baselines.policies",
+    "FactorizedCategoricalDistribution": "baselines.policies",
+    "PlacementGraphNet": "baselines.policies",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: torch and stable-baselines3 are an optional extra.
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

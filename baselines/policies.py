@@ -268,7 +268,18 @@ class PlacementGraphNet(nn.Module):
         return h
 
     def forward(self, obs: PyTorchObs) -> tuple[th.Tensor, th.Tensor]:
-        """``(logits (batch, n_ops, n_choices), values (batch, 1))``."""
+        """``(logits (batch, n_ops, n_choices), values (batch, 1))``.
+
+        A batch whose observations are all the same (PPO's minibatches on the single-shot env, whose
+        observation never changes) is encoded once and the result broadcast: the same numbers and
+        gradients, for a fraction of the work."""
+        batch = obs[NODE_FEATURES_KEY].shape[0]
+        if batch > 1 and all(th.equal(value, value[:1].expand_as(value)) for value in obs.values()):
+            logits, values = self._encode({key: value[:1] for key, value in obs.items()})
+            return logits.expand(batch, -1, -1), values.expand(batch, -1)
+        return self._encode(obs)
+
+    def _encode(self, obs: PyTorchObs) -> tuple[th.Tensor, th.Tensor]:
         node_features = obs[NODE_FEATURES_KEY].float()
         batch, n_nodes = node_features.shape[:2]
         parts = [node_features] + [obs[k].float().reshape(batch, n_nodes, -1) for k in self.node_keys]
@@ -444,3 +455,9 @@ if MaskableActorCriticPolicy is not None:
         def predict_values(self, obs: PyTorchObs) -> th.Tensor:
             """The critic's values ``(batch, 1)``."""
             return self._logits_and_values(obs)[1]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MaskableFactorizedPlacementPolicy":  # only reached when sb3-contrib is missing
+        raise ImportError("MaskableFactorizedPlacementPolicy needs sb3-contrib: pip install sb3-contrib")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

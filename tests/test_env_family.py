@@ -167,6 +167,7 @@ def test_single_shot_with_groups_places_every_op_of_a_group_on_its_device():
     _, expected, _, _, expected_info = plain.step(np.array([1, 0, 1]))
     assert reward == expected and info["runtime"] == expected_info["runtime"]
     np.testing.assert_array_equal(obs["placement"], [[0, 1], [1, 0]])
+    grouped.reset()
     with pytest.raises(ValueError, match=r"shape \(2,\): one device index per group; got shape \(3,\)"):
         grouped.step(np.array([1, 0, 1]))
     with pytest.raises(ValueError, match=r"device index 5 at group 1 \(first op 'b'\) is out of range"):

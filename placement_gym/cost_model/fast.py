@@ -369,6 +369,8 @@ def _simulate_one(placement, arrays, memory_capacity):
 
 @numba.njit(cache=True, parallel=True)
 def _simulate_batch(placements, arrays):
+    """Makespans and peak memory of many placements, rows in parallel (each call of `_run` has its
+    own scratch arrays)."""
     n = placements.shape[0]
     runtimes = np.empty(n)
     peaks = np.empty((n, arrays[1].shape[1]))

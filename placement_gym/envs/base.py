@@ -12,7 +12,7 @@ import numpy as np
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import SimulationResult, lower_bound, simulate, single_device
 from placement_gym.envs.observation import NodeObservation, check_obs_mode
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_oom_settings, penalty_runtime
+from placement_gym.envs.rewards import check_oom_settings, penalty_runtime
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.groups import make_grouping, quotient_edges
 from placement_gym.tasks import get_task
@@ -60,7 +60,8 @@ class PlacementEnvBase(gym.Env):
         # Groups are numbered by first op, so n_groups == n_ops means one group per op, in op order.
         self._identity = self.n_nodes == task.n_forward
         self.node_of_op = self.grouping.group_of_op
-        self.node_static_bytes = np.bincount(self.node_of_op, weights=task.static_bytes, minlength=self.n_nodes)
+        self.node_static_bytes = np.bincount(self.node_of_op, weights=task.static_bytes,
+                                             minlength=self.n_nodes)
         if self._identity:
             self._observation = NodeObservation(task, obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges)
         else:
@@ -101,8 +102,8 @@ class PlacementEnvBase(gym.Env):
         if len(bad):
             g = int(bad[0])
             raise ValueError(
-                f"device index {int(array[g])} at group {g} (first op {self.node_name(g)!r}) is out of range; "
-                f"allowed 0..{self.task.n_devices - 1} ({', '.join(self.task.cluster.device_names)})"
+                f"device index {int(array[g])} at group {g} (first op {self.node_name(g)!r}) is out of "
+                f"range; allowed 0..{self.task.n_devices - 1} ({', '.join(self.task.cluster.device_names)})"
             )
         return array
 
@@ -110,11 +111,10 @@ class PlacementEnvBase(gym.Env):
         """A `Discrete` action as an int device index, or a clear ValueError."""
         n = self.task.n_devices
         value = action.item() if isinstance(action, np.ndarray) and action.size == 1 else action
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
-            raise ValueError(
-                f"action must be one device index in 0..{n - 1} ({', '.join(self.task.cluster.device_names)}), "
-                f"got {action!r}"
-            )
+        is_index = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+        if not (is_index and 0 <= value < n):
+            names = ", ".join(self.task.cluster.device_names)
+            raise ValueError(f"action must be one device index in 0..{n - 1} ({names}), got {action!r}")
         return int(value)
 
     def node_name(self, node: int) -> str:

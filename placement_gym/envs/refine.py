@@ -102,7 +102,9 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         obs_mode: str = "dict",
     ) -> None:
         if isinstance(sweeps, (bool, np.bool_)) or not isinstance(sweeps, (int, np.integer)) or sweeps < 1:
-            raise ValueError(f"sweeps must be an integer >= 1 (visits of every node per episode), got {sweeps!r}")
+            raise ValueError(
+                f"sweeps must be an integer >= 1 (visits of every node per episode), got {sweeps!r}"
+            )
         super().__init__(graph, cluster, objective, optimizer, groups, obs_mode, max_ops, max_edges,
                          render_mode, oom_runtime, oom_runtime_factor)
         self.sweeps = int(sweeps)

@@ -92,7 +92,9 @@ def layered_graph(n_ops: int, width: int = 8, seed: int = 0) -> OpGraph:
     previous_start = (layer[later] - 1) * width
     first = rng.integers(0, width, size=len(later))
     second = (first + rng.integers(1, width, size=len(later))) % width  # a different op
-    edge_src = np.concatenate([np.full(min(width, n_ops), -1), previous_start + first, previous_start + second])
+    edge_src = np.concatenate(
+        [np.full(min(width, n_ops), -1), previous_start + first, previous_start + second]
+    )
     edge_dst = np.concatenate([ops[layer == 0], later, later])
     read = np.zeros(n_ops, dtype=bool)
     read[edge_src[edge_src >= 0]] = True

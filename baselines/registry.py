@@ -1,0 +1,179 @@
+"""The agent protocol and the registry every baseline registers in.
+
+An agent is a callable ``agent(task, seed=0, budget=None) -> AgentResult``: it places the forward
+ops of a `Task` and says how many cost-model evaluations it used (each `simulate` call and each row
+of a `simulate_batch` call counts one). ``budget`` caps those evaluations for agents that search;
+agents that construct a placement directly ignore it.
+
+Register one with the decorator::
+
+    @register("heft", "HEFT list scheduling (Topcuoglu et al. 2002)")
+    def heft(task, seed=0, budget=None) -> AgentResult: ...
+
+`get_agent(name)` finds an agent by name (``single:<device>`` names any device of the task's
+cluster), `agent_names()` lists them all (importing every baselines module first so that each has
+registered), and `evaluate_agent` runs one and scores its placement once more with `simulate`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.placements import simple_placement
+from placement_gym.task import Task
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """What an agent returns.
+
+    placement: int64 ``(n_forward,)``, a device index per forward op.
+    evaluations: cost-model evaluations the agent used (`simulate` calls, `simulate_batch` rows).
+    info: agent-specific extras (a solver bound, the agent's own schedule length...), JSON-able.
+    """
+
+    placement: np.ndarray
+    evaluations: int
+    info: dict = field(default_factory=dict)
+
+
+Agent = Callable[..., AgentResult]  # agent(task, seed: int = 0, budget: int | None = None) -> AgentResult
+
+# The modules of the baselines package whose agents register on import. A module that has not been
+# written yet (or whose optional dependency is missing) is skipped.
+AGENT_MODULES: tuple[str, ...] = (
+    "baselines.experts",
+    "baselines.partition",
+    "baselines.scheduling",
+    "baselines.baechi",
+    "baselines.search",
+    "baselines.exact",
+)
+SINGLE_PREFIX = "single:"
+
+_AGENTS: dict[str, Agent] = {}
+_DESCRIPTIONS: dict[str, str] = {}
+
+
+def register(name: str, description: str) -> Callable[[Agent], Agent]:
+    """Decorator: register ``agent`` under ``name`` (re-registering a name replaces the agent, so
+    that reloading a module in a session does not fail)."""
+    if not name or name == "all" or name.startswith(SINGLE_PREFIX):
+        raise ValueError(f"agent name {name!r} is reserved or empty")
+
+    def decorate(agent: Agent) -> Agent:
+        _AGENTS[name] = agent
+        _DESCRIPTIONS[name] = description
+        return agent
+
+    return decorate
+
+
+def _load_all() -> None:
+    for module in AGENT_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            # A module not written yet, or one whose optional third-party dependency is missing, is
+            # skipped; a missing module of this project inside a module that exists is a bug.
+            missing = error.name or ""
+            if missing != module and missing.split(".")[0] in ("baselines", "placement_gym"):
+                raise
+
+
+def agent_names() -> list[str]:
+    """Every registered agent name (after importing every baselines module), in registration order,
+    with ``single:<device>`` standing for the single-device agents."""
+    _load_all()
+    return [f"{SINGLE_PREFIX}<device>", *_AGENTS]
+
+
+def agent_descriptions() -> dict[str, str]:
+    """Name -> one-line description of every registered agent."""
+    _load_all()
+    return {f"{SINGLE_PREFIX}<device>": "every op on the named device", **_DESCRIPTIONS}
+
+
+def get_agent(name: str) -> Agent:
+    """The agent registered as ``name``; ``single:<device>`` places every op on that device (a name
+    or index of the task's cluster, checked when it runs). ValueError names the known agents."""
+    if isinstance(name, str) and name.startswith(SINGLE_PREFIX):
+        device = name[len(SINGLE_PREFIX):]
+        if not device:
+            raise ValueError("agent 'single:<device>' needs a device name, such as single:gpu:0")
+
+        def single(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
+            return AgentResult(simple_placement(task, name, seed), 0)
+
+        return single
+    if name not in _AGENTS:
+        _load_all()
+    if name not in _AGENTS:
+        raise ValueError(f"unknown agent {name!r}; allowed: {', '.join(agent_names())}")
+    return _AGENTS[name]
+
+
+def run_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> AgentResult:
+    """Run agent ``name`` and check what it returns (a valid placement, a count of evaluations)."""
+    result = get_agent(name)(task, seed=seed, budget=budget)
+    if not isinstance(result, AgentResult):
+        raise TypeError(f"agent {name!r} returned {type(result).__name__}, not an AgentResult")
+    placement = task.check_placement(result.placement)
+    return AgentResult(placement, int(result.evaluations), dict(result.info))
+
+
+def evaluate_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> dict[str, Any]:
+    """Run agent ``name`` on ``task`` and simulate its placement once more (not counted in
+    ``evaluations``, which are the agent's own). Returns a JSON-able dict: agent, runtime (s),
+    feasible, peak_memory (bytes per device), lower_bound, best_single_runtime, speedup (best single
+    device runtime / runtime), gap (runtime / lower bound - 1), evaluations, wall_s (the agent's
+    wall-clock seconds), info, placement (device index per forward op)."""
+    start = time.perf_counter()
+    result = run_agent(task, name, seed, budget)
+    wall_s = time.perf_counter() - start
+    simulated = simulate(task, result.placement)
+    bound = lower_bound(task)
+    single = single_device(task)
+    return {
+        "agent": name,
+        "task": task.id,
+        "seed": seed,
+        "runtime": simulated.runtime,
+        "feasible": simulated.feasible,
+        "peak_memory": simulated.peak_memory.tolist(),
+        "lower_bound": bound,
+        "best_single_runtime": single.runtime,
+        "speedup": single.runtime / simulated.runtime,
+        "gap": simulated.runtime / bound - 1.0,
+        "evaluations": result.evaluations,
+        "wall_s": wall_s,
+        "info": result.info,
+        "placement": result.placement.tolist(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# The simple agents of `placement_gym.placements`, so that one registry knows every name.
+
+
+@register("best-single", "every op on the fastest device that holds the task in memory")
+def best_single(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
+    # single_device simulates the task once on every device (cached on the task).
+    return AgentResult(simple_placement(task, "best-single", seed), task.n_devices)
+
+
+@register("round-robin", "ops dealt to the GPUs in topological order, one after the other")
+def round_robin(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
+    return AgentResult(simple_placement(task, "round-robin", seed), 0)
+
+
+@register("random", "each op on a device drawn uniformly (seeded)")
+def random_agent(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
+    return AgentResult(simple_placement(task, "random", seed), 0)

@@ -1,0 +1,435 @@
+"""Search baselines: simulated annealing (`anneal`) and the cross-entropy method (`cem`).
+
+Both search placements with the cost model itself, under a budget of evaluations (each `simulate`
+call and each row of a `simulate_batch` call counts one, as `baselines.registry` defines), and both
+return the best placement they evaluated, so neither is ever worse than its start.
+
+Start. By default both start from the best of the cheap constructive baselines (`START_AGENTS`: the
+expert, partition, scheduling and Baechi heuristics that are registered, plus best-single). Their own
+evaluations and the one evaluation of each start placement are counted in the budget; the remaining
+evaluations go to the search. ``start=`` gives an explicit start placement (or a list of agent names)
+instead.
+
+Objective (memory-aware). Placements are ranked feasible first; feasible ones by runtime, infeasible
+ones by their memory overflow (the sum over devices of bytes above capacity / capacity), then by
+runtime. An infeasible placement therefore never replaces a feasible best, and a search that starts
+infeasible is pulled towards feasibility first.
+
+Evaluations are memoised per run: a placement proposed a second time is not simulated (nor counted)
+again, which matters for hill climbing on small graphs, where the same rejected moves come back.
+
+`anneal`: simulated annealing over single-op moves (an op to another device: half of the time a device
+that one of its graph neighbours is on, since a random device mostly adds transfers) and group moves
+(every op of a chain, or of a co-location group, to one device). Acceptance is Metropolis on the
+runtime relative to the start's: a move ``delta`` (fraction of the start runtime) worse is accepted
+with probability ``exp(-delta / T)``; ``T`` falls geometrically from ``t_start`` to ``t_end`` over the
+budget. ``t_start=0`` is plain hill climbing. ``batch`` moves are proposed from the current placement
+at once, evaluated with one `simulate_batch` call, and the best of them goes through the acceptance
+test. Measured on inception_v3/k80x4 and cifar10_cnn train_step (budget 2,000, seeds 0-2):
+``batch=1`` (classic propose-accept) reached the best runtimes; see `ANNEAL_BATCH`.
+
+`cem`: the cross-entropy method, the search half of Post (Gao et al., NeurIPS 2018; REFERENCE.md):
+independent categorical distributions over devices, one per op (or per group with ``groups=``);
+each generation samples ``population`` placements, evaluates them in one `simulate_batch` call,
+keeps the elite fraction (ranked as above; the best placement seen so far always joins the elite),
+and moves the probabilities towards the elite's device frequencies with smoothing ``smoothing``, with a
+floor so that no device is ever ruled out. Initialisation: around the start placement, with mass
+``1 - min(0.5, CEM_START_CHANGES / units)`` on each unit's start device and the rest spread
+evenly, so that a sample moves about `CEM_START_CHANGES` units on average (at least half the mass
+stays on the start device, as for 8 or fewer units). Uniform initialisation (Post's choice, with
+thousands of samples) wastes a 2,000-evaluation budget on placements far worse than any heuristic:
+on inception_v3/k80x4 a uniform sample is several times slower than best-single.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from baselines.registry import AgentResult, get_agent, register
+from placement_gym.cost_model import simulate_batch
+from placement_gym.groups import make_grouping
+from placement_gym.placements import best_single_placement
+from placement_gym.task import Task
+
+DEFAULT_BUDGET = 2_000
+# The constructive baselines the searches start from (those registered are run; each is cheap).
+START_AGENTS: tuple[str, ...] = (
+    "best-single", "expert", "partition", "heft", "cpop", "m-topo", "m-etf", "m-sct",
+)
+ANNEAL_BATCH = 1  # moves evaluated per acceptance step (measured best; see the module docstring)
+ANNEAL_T_START = 0.01  # a move 1% of the start runtime worse is accepted with probability 1/e at first
+ANNEAL_T_END = 1e-4
+ANNEAL_GROUP_MOVE_PROB = 0.3  # share of moves that move a whole chain or co-location group
+ANNEAL_NEIGHBOUR_PROB = 0.5  # share of single-op moves to a device a graph neighbour is on
+# A search stops early ("converged") when this many steps (generations) in a row found nothing new to
+# evaluate: every proposal was a placement already evaluated (a local optimum of a small graph, or a
+# distribution that has collapsed onto one placement).
+ANNEAL_STALE_STEPS = 1_000
+CEM_STALE_GENERATIONS = 20
+CEM_POPULATION = 100
+CEM_ELITE_FRACTION = 0.1
+CEM_SMOOTHING = 0.3
+CEM_START_CHANGES = 4.0  # units a first-generation sample moves away from the start, on average
+CEM_FLOOR = 1e-3  # least probability of any device, before renormalising
+
+
+# ---------------------------------------------------------------------------------------------------
+# Ranking and budgeted, memoised evaluation
+
+
+@dataclass(frozen=True)
+class Score:
+    """One evaluated placement: runtime (s), feasible, overflow (0 when feasible), and which devices
+    are over their memory capacity (bool per device)."""
+
+    runtime: float
+    feasible: bool
+    overflow: float
+    over: np.ndarray
+
+    @property
+    def key(self) -> tuple[int, float, float]:
+        """Sort key: feasible first, then less overflow, then shorter runtime."""
+        return (0 if self.feasible else 1, self.overflow, self.runtime)
+
+
+def _overflow(task: Task, peaks: np.ndarray) -> np.ndarray:
+    """Memory above capacity, summed over devices as fractions of each capacity (rows of ``peaks``)."""
+    capacity = task.cluster.memory_capacity
+    return (np.maximum(peaks - capacity, 0.0) / capacity).sum(axis=-1)
+
+
+class BudgetExhausted(Exception):
+    """Raised inside a search when its evaluation budget is spent."""
+
+
+class _Evaluator:
+    """Evaluates placements under a budget, memoises them, and keeps the best seen."""
+
+    def __init__(self, task: Task, budget: int, used: int = 0) -> None:
+        self.task = task
+        self.budget = budget
+        self.used = used
+        self.memo: dict[bytes, Score] = {}
+        self.best: np.ndarray | None = None
+        self.best_score: Score | None = None
+
+    @property
+    def left(self) -> int:
+        return self.budget - self.used
+
+    def evaluate(self, placements: np.ndarray) -> list[Score]:
+        """Scores of the rows of ``placements`` (int64 ``(batch, n_forward)``). New rows are simulated in
+        one `simulate_batch` call and counted; if fewer evaluations are left than new rows, the first
+        ones that fit are evaluated and `BudgetExhausted` is raised after the best is updated."""
+        keys = [row.tobytes() for row in placements]
+        new = list(dict.fromkeys(k for k in keys if k not in self.memo))
+        fits = new[: max(self.left, 0)]
+        if fits:
+            index = {k: i for i, k in enumerate(keys)}
+            rows = placements[[index[k] for k in fits]]
+            runtimes, feasible, peaks = simulate_batch(self.task, rows)
+            overflow = _overflow(self.task, peaks)
+            self.used += len(fits)
+            over = peaks > self.task.cluster.memory_capacity[None, :]
+            for k, row, r, f, o, v in zip(fits, rows, runtimes, feasible, overflow, over):
+                score = Score(float(r), bool(f), 0.0 if f else float(o), v)
+                self.memo[k] = score
+                if self.best_score is None or score.key < self.best_score.key:
+                    self.best, self.best_score = row.copy(), score
+        if len(fits) < len(new):
+            raise BudgetExhausted
+        return [self.memo[k] for k in keys]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Start placements
+
+
+@dataclass(frozen=True)
+class Start:
+    """The start of a search: its placement and score, where it came from, and the evaluations the
+    start agents used (their own, plus one per start placement evaluated)."""
+
+    placement: np.ndarray
+    score: Score
+    source: str
+    evaluations: int
+    candidates: dict
+
+
+def _start_candidates(task: Task, start, seed: int) -> tuple[list[tuple[str, np.ndarray]], int]:
+    """(name, placement) pairs to start from and the evaluations it took to construct them."""
+    if start is None:
+        start = START_AGENTS
+    if isinstance(start, str):
+        start = [start]
+    if not (isinstance(start, Sequence) and start and all(isinstance(x, str) for x in start)):
+        return [("given", task.check_placement(start))], 0
+    names = list(start)
+    candidates, used = [], 0
+    for name in names:
+        try:
+            agent = get_agent(name)
+        except ValueError:
+            if name in START_AGENTS:  # a default start agent that is not written (or installed) yet
+                continue
+            raise
+        result = agent(task, seed=seed, budget=None)
+        candidates.append((name, task.check_placement(result.placement)))
+        used += int(result.evaluations)
+    if not candidates:
+        candidates, used = [("best-single", best_single_placement(task))], task.n_devices
+    return candidates, used
+
+
+def find_start(task: Task, evaluator: _Evaluator, start, seed: int) -> Start:
+    """Construct the start candidates, evaluate them (counted in ``evaluator``), and pick the best."""
+    candidates, used = _start_candidates(task, start, seed)
+    evaluator.used += used
+    if evaluator.left < len(candidates):
+        raise ValueError(
+            f"budget {evaluator.budget} is too small: the start placements "
+            f"({', '.join(n for n, _ in candidates)}) take {used + len(candidates)} evaluations; "
+            "give a larger budget or start=<placement>"
+        )
+    scores = evaluator.evaluate(np.stack([p for _, p in candidates]))
+    best = min(range(len(candidates)), key=lambda i: scores[i].key)
+    table = {
+        name: {"runtime": s.runtime, "feasible": s.feasible} for (name, _), s in zip(candidates, scores)
+    }
+    return Start(candidates[best][1], scores[best], candidates[best][0], evaluator.used, table)
+
+
+def _check_budget(budget: int | None) -> int:
+    budget = DEFAULT_BUDGET if budget is None else budget
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+        raise ValueError(f"budget must be a positive number of evaluations, got {budget!r}")
+    return int(budget)
+
+
+def _result(evaluator: _Evaluator, start: Start, extra: dict) -> AgentResult:
+    best = evaluator.best_score
+    info = {
+        "start": start.source,
+        "start_runtime": start.score.runtime,
+        "start_feasible": start.score.feasible,
+        "start_evaluations": start.evaluations,
+        "start_candidates": start.candidates,
+        "runtime": best.runtime,
+        "feasible": best.feasible,
+        **extra,
+    }
+    return AgentResult(evaluator.best.astype(np.int64), evaluator.used, info)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Simulated annealing
+
+
+def _neighbours(task: Task) -> list[np.ndarray]:
+    """Forward ops adjacent to each forward op (producer or consumer of a tensor it reads or makes)."""
+    graph = task.graph
+    src = np.asarray(graph.tensor_producer)[graph.edge_tensor].astype(np.int64)
+    dst = np.asarray(graph.edge_dst, dtype=np.int64)
+    keep = src >= 0
+    a = np.concatenate([src[keep], dst[keep]])
+    b = np.concatenate([dst[keep], src[keep]])
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    pointer = np.searchsorted(a, np.arange(task.n_forward + 1))
+    return [np.unique(b[pointer[i] : pointer[i + 1]]) for i in range(task.n_forward)]
+
+
+class _MoveProposer:
+    """Random single-op and group moves from a placement (each changes at least one op)."""
+
+    def __init__(self, task: Task, rng: np.random.Generator, group_move_prob: float) -> None:
+        self.task = task
+        self.rng = rng
+        self.n_devices = task.n_devices
+        self.neighbours = _neighbours(task)
+        groups = []
+        for mode in ("chains", "colocate"):
+            grouping = make_grouping(task.graph, mode)
+            groups += [grouping.members(g) for g in range(grouping.n_groups) if grouping.sizes[g] > 1]
+        # Equal groups from the two groupings are kept once.
+        self.groups = list({g.tobytes(): g for g in groups}.values())
+        self.group_move_prob = group_move_prob if self.groups else 0.0
+
+    def propose(self, placement: np.ndarray, over: np.ndarray | None) -> np.ndarray:
+        """A neighbour of ``placement``; ``over`` (devices over their memory) biases moves off them."""
+        rng = self.rng
+        candidate = placement.copy()
+        if self.n_devices == 1:
+            return candidate
+        for _ in range(16):  # a group move may change nothing (the group is already there): retry
+            if rng.random() < self.group_move_prob:
+                ops = self.groups[int(rng.integers(len(self.groups)))]
+                device = int(rng.integers(self.n_devices))
+            else:
+                if over is not None and over.any() and rng.random() < 0.5:
+                    pool = np.flatnonzero(over[placement])
+                    pool = pool if len(pool) else np.arange(len(placement))
+                    op = int(pool[rng.integers(len(pool))])
+                else:
+                    op = int(rng.integers(len(placement)))
+                ops = np.array([op])
+                here = int(placement[op])
+                near = self.neighbours[op]
+                near_devices = np.unique(placement[near]) if len(near) else near
+                near_devices = near_devices[near_devices != here]
+                if len(near_devices) and rng.random() < ANNEAL_NEIGHBOUR_PROB:
+                    device = int(near_devices[rng.integers(len(near_devices))])
+                else:
+                    device = int(rng.integers(self.n_devices - 1))
+                    device += device >= here
+            if np.any(candidate[ops] != device):
+                candidate[ops] = device
+                return candidate
+        return candidate
+
+
+@register("anneal", "simulated annealing over op and group moves from the best heuristic (budget: evals)")
+def anneal(
+    task: Task,
+    seed: int = 0,
+    budget: int | None = None,
+    *,
+    start=None,
+    batch: int = ANNEAL_BATCH,
+    t_start: float = ANNEAL_T_START,
+    t_end: float = ANNEAL_T_END,
+    group_move_prob: float = ANNEAL_GROUP_MOVE_PROB,
+) -> AgentResult:
+    """Simulated annealing (see the module docstring). ``budget``: evaluations in all, the start's
+    included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
+    `START_AGENTS`. ``batch``: moves per acceptance step. ``t_start``/``t_end``: temperatures as
+    fractions of the start runtime (``t_start=0``: hill climbing). Deterministic for ``seed``."""
+    budget = _check_budget(budget)
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    if t_start < 0 or t_end <= 0 or (t_start > 0 and t_end > t_start):
+        raise ValueError(f"need t_start >= 0 and 0 < t_end <= t_start, got t_start={t_start}, t_end={t_end}")
+    if not 0.0 <= group_move_prob <= 1.0:
+        raise ValueError(f"group_move_prob must be in [0, 1], got {group_move_prob}")
+    rng = np.random.default_rng(seed)
+    evaluator = _Evaluator(task, budget)
+    begin = find_start(task, evaluator, start, seed)
+    proposer = _MoveProposer(task, rng, group_move_prob)
+    current, current_score = begin.placement.copy(), begin.score
+    scale = begin.score.runtime
+    search_budget = max(evaluator.left, 1)
+    accepted = steps = stale = 0
+    stopped = "budget"
+    try:
+        while evaluator.left > 0:
+            progress = (evaluator.used - begin.evaluations) / search_budget
+            temperature = t_start * (t_end / t_start) ** progress if t_start > 0 else 0.0
+            over = None if current_score.feasible else current_score.over
+            moves = np.stack([proposer.propose(current, over) for _ in range(batch)])
+            used = evaluator.used
+            scores = evaluator.evaluate(moves)
+            steps += 1
+            stale = 0 if evaluator.used > used else stale + 1
+            if stale > ANNEAL_STALE_STEPS:
+                stopped = "converged"
+                break
+            pick = min(range(batch), key=lambda i: scores[i].key)
+            score = scores[pick]
+            if _accept(score, current_score, temperature, scale, rng):
+                current, current_score = moves[pick], score
+                accepted += 1
+    except BudgetExhausted:
+        pass
+    return _result(
+        evaluator, begin, {"steps": steps, "accepted": accepted, "batch": batch, "stopped": stopped}
+    )
+
+
+def _accept(score: Score, current: Score, temperature: float, scale: float, rng: np.random.Generator) -> bool:
+    """Metropolis between feasible placements; lexicographic (feasibility, overflow) otherwise."""
+    if score.feasible != current.feasible or not score.feasible:
+        return score.key < current.key
+    delta = (score.runtime - current.runtime) / scale
+    if delta <= 0:
+        return True
+    return temperature > 0 and rng.random() < np.exp(-delta / temperature)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The cross-entropy method
+
+
+@register("cem", "cross-entropy method over per-op device distributions, Post's search (budget: evaluations)")
+def cem(
+    task: Task,
+    seed: int = 0,
+    budget: int | None = None,
+    *,
+    start=None,
+    groups=None,
+    population: int = CEM_POPULATION,
+    elite_fraction: float = CEM_ELITE_FRACTION,
+    smoothing: float = CEM_SMOOTHING,
+    start_changes: float = CEM_START_CHANGES,
+) -> AgentResult:
+    """The cross-entropy method (see the module docstring). ``budget``: evaluations in all, the start's
+    included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
+    `START_AGENTS`. ``groups``: one distribution per group (`make_grouping` modes) instead of per op.
+    ``start_changes``: units a first-generation sample moves off the start on average (None: uniform
+    initialisation, as Post). Deterministic for ``seed``."""
+    budget = _check_budget(budget)
+    if population < 2:
+        raise ValueError(f"population must be >= 2, got {population}")
+    if not 0.0 < elite_fraction <= 1.0:
+        raise ValueError(f"elite_fraction must be in (0, 1], got {elite_fraction}")
+    if not 0.0 < smoothing <= 1.0:
+        raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
+    rng = np.random.default_rng(seed)
+    grouping = make_grouping(task.graph, groups)
+    units, n_devices = grouping.n_groups, task.n_devices
+    evaluator = _Evaluator(task, budget)
+    begin = find_start(task, evaluator, start, seed)
+    if start_changes is None:
+        probs = np.full((units, n_devices), 1.0 / n_devices)
+    else:
+        keep = 1.0 - min(0.5, float(start_changes) / units)
+        probs = np.full((units, n_devices), (1.0 - keep) / max(n_devices - 1, 1))
+        probs[np.arange(units), grouping.reduce(begin.placement)] = keep if n_devices > 1 else 1.0
+    n_elite = max(1, int(round(elite_fraction * population)))
+    generations = stale = 0
+    stopped = "budget"
+    try:
+        while evaluator.left > 0:
+            cumulative = np.cumsum(probs, axis=1)
+            draws = rng.random((population, units, 1))
+            samples = np.minimum((draws > cumulative[None]).sum(axis=2), n_devices - 1)
+            placements = grouping.expand(samples)
+            used = evaluator.used
+            scores = evaluator.evaluate(placements)
+            generations += 1
+            stale = 0 if evaluator.used > used else stale + 1
+            if stale > CEM_STALE_GENERATIONS:
+                stopped = "converged"
+                break
+            # The elite: this generation's best plus the best seen so far (elitism keeps the
+            # distribution from drifting away from it).
+            order = sorted(range(population), key=lambda i: scores[i].key)[:n_elite]
+            elite = np.concatenate([samples[order], grouping.reduce(evaluator.best)[None]])
+            frequency = np.zeros((units, n_devices))
+            np.add.at(frequency, (np.tile(np.arange(units), len(elite)), elite.ravel()), 1.0)
+            frequency /= len(elite)
+            probs = (1.0 - smoothing) * probs + smoothing * frequency
+            probs = np.maximum(probs, CEM_FLOOR)
+            probs /= probs.sum(axis=1, keepdims=True)
+    except BudgetExhausted:
+        pass
+    return _result(
+        evaluator,
+        begin,
+        {"generations": generations, "population": population, "groups": grouping.name, "stopped": stopped},
+    )
