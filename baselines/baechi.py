@@ -72,8 +72,9 @@ def etf_schedule(
     to the device's timeline (no insertion). A forward op considers the GPUs with memory room (Baechi
     places on GPUs; ETF, which looks at start times only, would otherwise start the first op on
     the CPU and keep the graph there), or, when no GPU has room, any device with room (host
-    memory), else where the most memory is left; a backward or update op its forward op's device. With ``favourite_parent`` (m-SCT), an op whose
-    favourite parent is placed considers only that parent's device while it has room."""
+    memory), else where the most memory is left; a backward or update op its forward op's device.
+    With ``favourite_parent`` (m-SCT), an op whose favourite parent is placed considers only that
+    parent's device while it has room."""
     schedule = ListSchedule(task, capacity)
     dag = task_dag(task)
     n, n_dev = task.n_ops, task.n_devices

@@ -58,19 +58,31 @@ AGENT_MODULES: tuple[str, ...] = (
 )
 SINGLE_PREFIX = "single:"
 
+# `--agent all` runs `exact` (when it does not say otherwise through ``in_all``) only on graphs of at
+# most this many forward ops, where an exact search can finish quickly.
+EXACT_ALL_MAX_OPS = 40
+
 _AGENTS: dict[str, Agent] = {}
 _DESCRIPTIONS: dict[str, str] = {}
+_IN_ALL: dict[str, Callable[[Task], bool]] = {}
 
 
-def register(name: str, description: str) -> Callable[[Agent], Agent]:
+def register(
+    name: str, description: str, in_all: Callable[[Task], bool] | None = None
+) -> Callable[[Agent], Agent]:
     """Decorator: register ``agent`` under ``name`` (re-registering a name replaces the agent, so
-    that reloading a module in a session does not fail)."""
+    that reloading a module in a session does not fail). ``in_all(task)`` says whether
+    ``--agent all`` runs it on ``task`` (default: always; `exact` only on small graphs)."""
     if not name or name == "all" or name.startswith(SINGLE_PREFIX):
         raise ValueError(f"agent name {name!r} is reserved or empty")
 
     def decorate(agent: Agent) -> Agent:
         _AGENTS[name] = agent
         _DESCRIPTIONS[name] = description
+        if in_all is not None:
+            _IN_ALL[name] = in_all
+        else:
+            _IN_ALL.pop(name, None)
         return agent
 
     return decorate
@@ -99,6 +111,20 @@ def agent_descriptions() -> dict[str, str]:
     """Name -> one-line description of every registered agent."""
     _load_all()
     return {f"{SINGLE_PREFIX}<device>": "every op on the named device", **_DESCRIPTIONS}
+
+
+def agents_for_all(task: Task) -> list[str]:
+    """The agents ``--agent all`` runs on ``task``: every registered agent (not the
+    ``single:<device>`` variants), except those whose ``in_all`` predicate declines the task; an
+    `exact` agent without one runs only on graphs of at most `EXACT_ALL_MAX_OPS` forward ops."""
+    _load_all()
+    default = {"exact": lambda t: t.n_forward <= EXACT_ALL_MAX_OPS}
+    chosen = []
+    for name in _AGENTS:
+        accept = _IN_ALL.get(name, default.get(name))
+        if accept is None or accept(task):
+            chosen.append(name)
+    return chosen
 
 
 def get_agent(name: str) -> Agent:

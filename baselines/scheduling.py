@@ -32,10 +32,11 @@ from placement_gym.task import Task
 # Priorities closer than this (relative) count as equal when CPOP walks its critical path.
 _CRITICAL_TOLERANCE = 1e-9
 # Memory retries: when the simulator finds a device over its memory (the estimate misses received
-# copies and gradients in flight), the schedule is rebuilt with that device's usable memory shrunk
-# by capacity / simulated peak and this margin, at most `MEMORY_RETRIES` more times.
-MEMORY_RETRIES = 4
-_RETRY_MARGIN = 0.97
+# copies and gradients in flight), the schedule is rebuilt with that device's usable memory (in
+# estimate terms) set to the estimate it held minus the overflow times this margin, at most
+# `MEMORY_RETRIES` more times.
+MEMORY_RETRIES = 6
+_RETRY_MARGIN = 1.05
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,7 +230,8 @@ class ListSchedule:
             candidates = [pinned]
         else:
             room = devices[self.has_room(op, devices)]
-            candidates = room.tolist() if len(room) else [self.fallback_device(np.arange(self.task.n_devices))]
+            everywhere = np.arange(self.task.n_devices)
+            candidates = room.tolist() if len(room) else [self.fallback_device(everywhere)]
         best = None
         for d in candidates:
             start, gap = self.insertion_slot(d, ready[d], float(self.task.duration[op, d]))
@@ -282,8 +284,10 @@ def memory_aware(task: Task, build: Callable[[np.ndarray], tuple[np.ndarray, dic
         if simulated.feasible:
             break
         over = simulated.peak_memory > real
+        estimate = np.bincount(placement, weights=op_memory(task), minlength=task.n_devices)
+        overflow = (simulated.peak_memory - real) * _RETRY_MARGIN
         capacity = capacity.copy()
-        capacity[over] *= real[over] / simulated.peak_memory[over] * _RETRY_MARGIN
+        capacity[over] = np.maximum(np.minimum(capacity, estimate)[over] - overflow[over], 0.0)
     _, placement, info = best
     return AgentResult(placement, evaluations, {**info, "memory_retries": evaluations - 1})
 

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -145,23 +144,20 @@ def test_evaluate_table_output(capsys):
 
 
 def test_evaluate_uses_a_baselines_agent(capsys, monkeypatch):
+    from baselines import registry
+
     calls = []
 
-    def get_agent(name):
-        if name != "all-on-cpu":
-            raise KeyError(name)
+    def agent(task, seed=0, budget=None):
+        calls.append((seed, budget))
+        return registry.AgentResult(np.zeros(task.n_forward, dtype=int), 7, {"note": "fake"})
 
-        def agent(task, seed=0):
-            calls.append(seed)
-            return types.SimpleNamespace(placement=np.zeros(task.n_forward, dtype=int), evaluations=7)
-        return agent
-
-    fake = types.ModuleType("baselines")
-    fake.get_agent, fake.AGENT_NAMES = get_agent, ["all-on-cpu"]
-    monkeypatch.setitem(sys.modules, "baselines", fake)
-    report = evaluate_json(capsys, "--agent", "all-on-cpu", "--seed", "4")
-    assert calls == [4]
-    assert report["evaluations"] == 7
+    registry.agent_names()  # load every module first, so that the fake is the last one registered
+    monkeypatch.setitem(registry._AGENTS, "all-on-cpu", agent)
+    monkeypatch.setitem(registry._DESCRIPTIONS, "all-on-cpu", "every op on the CPU")
+    report = evaluate_json(capsys, "--agent", "all-on-cpu", "--seed", "4", "--budget", "9")
+    assert calls == [(4, 9)]
+    assert report["evaluations"] == 7 and report["info"] == {"note": "fake"}
     assert set(report["placement"].values()) == {"cpu:0"}
     line = error_line(capsys, ["evaluate", "--graph", GRAPH, "--agent", "nope"])
     assert "all-on-cpu" in line and "round-robin" in line
@@ -255,3 +251,24 @@ def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_evaluate_all_lists_every_baseline_sorted(capsys):
+    from baselines.registry import agents_for_all
+
+    rows = evaluate_json(capsys, "--agent", "all")
+    task = get_task(GRAPH, CLUSTER)
+    assert sorted(row["agent"] for row in rows) == sorted(agents_for_all(task))
+    keys = [(not row["feasible"], row["runtime"]) for row in rows]
+    assert keys == sorted(keys)
+    for row in rows:
+        placement = placement_from_dict(task, row["placement"])
+        assert simulate(task, placement).runtime == pytest.approx(row["runtime"])
+    assert main(["evaluate", "--graph", GRAPH, "--cluster", CLUSTER, "--agent", "all"]) == 0
+    out = capsys.readouterr().out
+    assert all(row["agent"] in out for row in rows)
+
+
+def test_budget_must_be_positive(capsys):
+    argv = ["evaluate", "--graph", GRAPH, "--agent", "random", "--budget", "0"]
+    assert "--budget" in error_line(capsys, argv)

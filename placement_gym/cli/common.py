@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,13 +26,26 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"{' or '.join(OBJECTIVES)} (default: train_step)")
 
 
-def add_placement_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
-    """--agent / --placement (one of them), --seed."""
+def add_placement_arguments(parser: argparse.ArgumentParser, required: bool, allow_all: bool = False) -> None:
+    """--agent / --placement (one of them), --seed, --budget."""
     group = parser.add_mutually_exclusive_group(required=required)
     group.add_argument("--agent", help=f"agent that places the ops: {', '.join(SIMPLE_AGENTS)}, "
-                                       "or an agent of the baselines package")
+                                       "or an agent of the baselines package (heft, expert, ...)"
+                                       + (", or 'all' for every baseline" if allow_all else ""))
     group.add_argument("--placement", metavar="FILE", help="use a saved placement file instead of an agent")
     parser.add_argument("--seed", type=int, default=0, help="seed of the agent's random choices (default: 0)")
+    parser.add_argument("--budget", type=_budget, default=None, metavar="N",
+                        help="cost-model evaluations a searching agent may use (default: the agent's own)")
+
+
+def _budget(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--budget must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--budget must be a positive integer, got {value}")
+    return value
 
 
 def task_from_args(args: argparse.Namespace) -> Task:
@@ -41,53 +54,50 @@ def task_from_args(args: argparse.Namespace) -> Task:
 
 @dataclass(frozen=True)
 class Found:
-    """A placement and what it cost to find: cost-model evaluations the agent made, wall seconds."""
+    """A placement and what it cost to find: cost-model evaluations the agent made, wall seconds,
+    and the agent's extras (`baselines.registry.AgentResult.info`)."""
 
     placement: np.ndarray
     evaluations: int
     wall_s: float
     source: str
+    info: dict = field(default_factory=dict)
 
 
-def _baseline_agent(name: str):
-    """The agent ``name`` of the optional `baselines` package, or None when it has none by that name."""
+def baselines_registry():
+    """The agent registry of the optional `baselines` package (imported lazily: the core never
+    needs it), or None when the package is not installed."""
     try:
-        import baselines
+        from baselines import registry
     except ImportError:
-        return None, []
-    get_agent = getattr(baselines, "get_agent", None)
-    names = list(getattr(baselines, "AGENT_NAMES", ()))
-    if get_agent is None:
-        return None, names
-    try:
-        return get_agent(name), names
-    except (KeyError, ValueError):
-        return None, names
+        return None
+    return registry
+
+
+def _known_agents() -> list[str]:
+    registry = baselines_registry()
+    names = list(SIMPLE_AGENTS) + (registry.agent_names() if registry is not None else [])
+    return list(dict.fromkeys(names))
 
 
 def _is_simple(agent: str) -> bool:
     return agent.startswith("single:") or agent in SIMPLE_AGENTS
 
 
-def run_agent(task: Task, agent: str, seed: int) -> Found:
-    """Place ``task`` with a simple agent or a baselines agent.
-
-    A baselines agent is a callable ``agent(task, seed=seed)`` returning a placement array, or an
-    object with ``placement`` and (optionally) ``evaluations`` attributes."""
+def run_agent(task: Task, agent: str, seed: int, budget: int | None = None) -> Found:
+    """Place ``task`` with a simple agent or an agent of the `baselines` registry (which returns an
+    `AgentResult`: placement, evaluations, info)."""
     start = time.perf_counter()
     if _is_simple(agent):
         placement = simple_placement(task, agent, seed)
         # best-single simulates every device once (single_device); the others evaluate nothing.
         evaluations = task.n_devices if agent == "best-single" else 0
         return Found(task.check_placement(placement), evaluations, time.perf_counter() - start, agent)
-    baseline, names = _baseline_agent(agent)
-    if baseline is None:
-        allowed = ", ".join(list(SIMPLE_AGENTS) + names)
-        raise ValueError(f"unknown agent {agent!r}; allowed: {allowed}")
-    result = baseline(task, seed=seed)
-    placement = getattr(result, "placement", result)
-    evaluations = int(getattr(result, "evaluations", 0))
-    return Found(task.check_placement(placement), evaluations, time.perf_counter() - start, agent)
+    registry = baselines_registry()
+    if registry is None or agent == "all":
+        raise ValueError(f"unknown agent {agent!r}; allowed: {', '.join(_known_agents())}")
+    result = registry.run_agent(task, agent, seed, budget)  # ValueError naming the agents if unknown
+    return Found(result.placement, result.evaluations, time.perf_counter() - start, agent, result.info)
 
 
 def find_placement(task: Task, args: argparse.Namespace) -> Found:
@@ -95,4 +105,4 @@ def find_placement(task: Task, args: argparse.Namespace) -> Found:
     if args.placement is not None:
         start = time.perf_counter()
         return Found(load_placement(task, args.placement), 0, time.perf_counter() - start, args.placement)
-    return run_agent(task, args.agent, args.seed)
+    return run_agent(task, args.agent, args.seed, getattr(args, "budget", None))

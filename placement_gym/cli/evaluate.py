@@ -9,6 +9,7 @@ from typing import Any
 from placement_gym.cli.common import (
     add_placement_arguments,
     add_task_arguments,
+    baselines_registry,
     find_placement,
     task_from_args,
 )
@@ -45,6 +46,7 @@ def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
         "speedup": single.runtime / result.runtime,
         "gap_to_lower_bound": result.runtime / bound - 1.0,
         "evaluations": found.evaluations,
+        "info": found.info,
         # The agent's search plus the one evaluation of its placement.
         "wall_s": found.wall_s + evaluate_s,
         "devices_used": sorted({names[d] for d in found.placement.tolist()}, key=names.index),
@@ -53,7 +55,47 @@ def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def all_agents_report(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run every baseline (`baselines.registry.agents_for_all`) and evaluate each placement; rows
+    sorted by runtime, infeasible ones last."""
+    registry = baselines_registry()
+    if registry is None:
+        raise ValueError("--agent all needs the baselines package (pip install placement-gym[baselines])")
+    task = task_from_args(args)
+    names = task.cluster.device_names
+    rows = []
+    for agent in registry.agents_for_all(task):
+        row = registry.evaluate_agent(task, agent, args.seed, args.budget)
+        row["placement"] = dict(zip(task.graph.op_names, (names[d] for d in row["placement"])))
+        row["peak_memory"] = dict(zip(names, row["peak_memory"]))
+        rows.append(row)
+    rows.sort(key=lambda row: (not row["feasible"], row["runtime"]))
+    return rows
+
+
+def run_all(args: argparse.Namespace) -> int:
+    rows = all_agents_report(args)
+    if args.json:
+        print_json(rows)
+        return 0
+    task_id = rows[0]["task"] if rows else task_from_args(args).id
+    print_table(
+        ["agent", "runtime", "speedup", "gap to bound", "feasible", "evaluations", "wall s"],
+        [[row["agent"], fmt_seconds(row["runtime"]), f"{row['speedup']:.3f}x", f"{row['gap'] * 100:.1f}%",
+          "yes" if row["feasible"] else "NO (OOM)", str(row["evaluations"]), f"{row['wall_s']:.2f}"]
+         for row in rows],
+        numeric=[False, True, True, True, False, True, True],
+        title=f"every baseline on {task_id} (seed {args.seed}"
+              + (f", budget {args.budget})" if args.budget else ")"),
+    )
+    return 0
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
+    if args.agent == "all":
+        if args.save:
+            raise ValueError("--save takes one placement; it cannot be used with --agent all")
+        return run_all(args)
     report = evaluation_report(args)
     if args.json:
         print_json(report)
@@ -112,9 +154,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     evaluate = subparsers.add_parser(
         "evaluate", help="evaluate a placement with the cost model",
         description="Evaluate an agent's placement (or a saved placement file) with the cost model: runtime, "
-                    "feasibility, peak memory per device, lower bound and the best single device.")
+                    "feasibility, peak memory per device, lower bound and the best single device. "
+                    "--agent all runs every baseline and prints one table sorted by runtime.")
     add_task_arguments(evaluate)
-    add_placement_arguments(evaluate, required=True)
+    add_placement_arguments(evaluate, required=True, allow_all=True)
     evaluate.add_argument("--save", metavar="FILE", help="write the placement to this JSON file")
     evaluate.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
     evaluate.set_defaults(run=run_evaluate)
