@@ -55,6 +55,7 @@ AGENT_MODULES: tuple[str, ...] = (
     "baselines.baechi",
     "baselines.search",
     "baselines.exact",
+    "baselines.learning.random_search",
 )
 SINGLE_PREFIX = "single:"
 

@@ -42,8 +42,9 @@ evenly, so that a sample moves about `CEM_START_CHANGES` units on average (at le
 stays on the start device, as for 8 or fewer units). Population 20 with smoothing 0.5 did best
 for a 2,000-evaluation budget (inception_v3/k80x4 from best-single: 0.76-0.79 of the start runtime
 against 0.78-0.82 with population 50; gnmt4/k80x4: 0.68-0.75 against 0.71-0.72). Uniform
-initialisation (Post's choice, with thousands of samples) wastes a 2,000-evaluation budget on
-placements far worse than any heuristic (``start_changes=None`` gives it).
+initialisation (Post's choice, with thousands of samples; ``start_changes=None``) did slightly worse
+with this budget (inception_v3/k80x4 from best-single, 3 seeds: 0.78-0.79 against 0.76-0.77; gnmt4:
+0.72-0.76 against 0.67-0.77), and needs the elitism to come back to a good start at all.
 """
 
 from __future__ import annotations

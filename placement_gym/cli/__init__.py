@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from placement_gym.cli import bench_command, catalog, demo_command, evaluate, export_command
+from placement_gym.cli import bench_command, catalog, demo_command, evaluate, export_command, train_command
 
 PROG = "placement-gym"
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_command.add_parser(subparsers)
     catalog.add_parsers(subparsers)
     evaluate.add_parsers(subparsers)
+    train_command.add_parser(subparsers)
     bench_command.add_parser(subparsers)
     export_command.add_parser(subparsers)
     return parser

@@ -1,0 +1,356 @@
+"""`exact`: a constraint-programming model of the cost model, solved with OR-Tools CP-SAT.
+
+For graphs of up to `MAX_UNITS` ops, or the grouped form of larger ones (``groups=``, one device per
+group), the solver chooses a device for every unit and a start time for every task op (forward,
+backward and update ops; the latter two follow their forward op's device) and minimises the makespan.
+
+The model
+---------
+* Device choice: booleans ``x[unit, device]``, exactly one per unit.
+* Ops: start and end integer variables; ``end = start + sum_d duration[op, d] * x[unit, d]``; one
+  optional interval per (op, device), present when the op is on that device; `NoOverlap` per device.
+* Tensors: a consumer on the producer's device starts after the producer ends. A tensor needed on
+  another device ``b`` is sent once to ``b`` (as the simulator does: one transfer per (tensor,
+  destination device), shared by every reader on ``b``), over the directed link from the producer's
+  device ``a``: an optional interval of ``latency[a, b] + bytes / bandwidth[a, b]`` that starts after
+  the producer ends, present when the producer is on ``a`` and a reader is on ``b``; readers on ``b``
+  start after it ends. Each directed link carries one transfer at a time (`NoOverlap` per link),
+  as in the simulator. With ``links=False`` transfers are plain delays on the edges (no link
+  contention): a smaller model that may solve faster.
+* Graph data inputs are present on every device at time 0 (no constraint), as in the simulator.
+* Memory: per device, the static bytes of its units (parameters; for train_step also gradients and
+  optimizer state) plus the largest working set of any op on it (the bytes of the op's non-static
+  input and output tensors, all of which are live while it runs in the simulator) must fit the
+  device's capacity. This is a necessary condition of the simulator's feasibility, not a sufficient
+  one: activations kept for backward ops and received copies add to the simulator's peak, so a
+  solver placement can still be out of memory in the simulator (``info["feasible"]`` says).
+* Interchangeable devices (same speeds, capacity and links, such as the GPUs of a preset) are
+  ordered to break symmetry: the first unit on the k-th of them comes after the first unit on the
+  (k-1)-th. This removes only solutions that are relabellings of others.
+* Time is in integer units of `TIME_UNIT` (0.1 us); durations and transfer times are rounded
+  down (after a 1e-6-unit allowance for floating-point noise), so that the model never charges more
+  than the simulator.
+
+How the model differs from the simulator
+----------------------------------------
+* Order: the simulator is list scheduling (a free device runs the earliest-ready op; links send in
+  the order tensors were produced); the solver may run ops and transfers in any order and may leave
+  a device idle. Every simulator schedule is a schedule of the model, not the reverse.
+* Memory: only the necessary condition above.
+* Rounding: the model's durations are the simulator's rounded down to 0.1 us.
+
+What the numbers mean
+---------------------
+Because every simulator schedule of a memory-feasible placement is a schedule of the model (with
+durations no longer), the model is a relaxation: the solver's best bound (``info["bound_s"]``) is
+a lower bound on the simulated runtime of every memory-feasible placement of the same units, and
+so is the objective when the status is OPTIMAL. The solver's objective (``info["objective_s"]``) for
+its own placement is neither an upper nor a lower bound of that placement's simulated runtime in
+general: the solver's order can beat list scheduling (objective below the simulated runtime, as
+when the earliest-ready rule delays a critical op) and, when the search stopped at the time limit
+(FEASIBLE), its schedule for that placement can be worse than the list schedule (objective above).
+The agent's placement, like every agent's, is scored by `simulate` (``info["runtime"]``).
+
+``budget`` is the solver's time limit in wall-clock seconds (default `DEFAULT_TIME_LIMIT`), not
+evaluations; the agent reports 2 evaluations (the hint's and the result's). CP-SAT runs with
+``num_workers`` = 2 threads and ``seed`` as its random seed; a run that stops at the time limit may
+differ from one run to the next (``deterministic=True`` makes ``budget`` a deterministic time limit
+with interleaved search, reproducible but slower in wall time).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from baselines.registry import AgentResult, register
+from placement_gym.cost_model import simulate
+from placement_gym.groups import Grouping, make_grouping
+from placement_gym.placements import best_single_placement
+from placement_gym.task import Task
+
+MAX_UNITS = 60  # units (ops or groups) above which the model is refused: CP-SAT rarely proves it
+DEFAULT_TIME_LIMIT = 30.0  # seconds
+TIME_UNIT = 1e-7  # seconds per integer time unit
+_ROUNDING_SLACK = 1e-6  # units: floating-point noise allowed before rounding down
+NUM_WORKERS = 2
+_AUTO_PARTITION = 40
+
+
+def default_grouping(task: Task, groups="auto") -> Grouping:
+    """The grouping `exact` uses: ``groups`` as given (`make_grouping` modes); ``"auto"``: one unit per
+    op up to `MAX_UNITS` ops, else chains if they give at most `MAX_UNITS` groups, else a
+    40-way partition."""
+    if isinstance(groups, str) and groups == "auto":
+        if task.n_forward <= MAX_UNITS:
+            return make_grouping(task.graph, None)
+        chains = make_grouping(task.graph, "chains")
+        if chains.n_groups <= MAX_UNITS:
+            return chains
+        return make_grouping(task.graph, _AUTO_PARTITION)
+    return make_grouping(task.graph, groups)
+
+
+def _units(task: Task, groups, max_units: int) -> Grouping:
+    grouping = default_grouping(task, groups)
+    if grouping.n_groups > max_units:
+        chains = make_grouping(task.graph, "chains").n_groups
+        raise ValueError(
+            f"exact: task {task.id} has {grouping.n_groups} units to place ({task.n_forward} forward "
+            f"ops, grouping {grouping.name!r}); the CP-SAT model takes at most {max_units}. Pass groups= "
+            f"('chains' gives {chains} groups here; an int k gives a k-way partition, such as "
+            f"groups={_AUTO_PARTITION}; 'auto' picks one) or raise max_units"
+        )
+    return grouping
+
+
+def _ticks(seconds: np.ndarray) -> np.ndarray:
+    """Seconds as integer time units, rounded down (never more than the simulator charges)."""
+    return np.floor(np.asarray(seconds) / TIME_UNIT + _ROUNDING_SLACK).astype(np.int64)
+
+
+def _interchangeable_classes(task: Task) -> list[list[int]]:
+    """Classes of devices that any permutation within leaves the task unchanged."""
+    c = task.cluster
+    n = task.n_devices
+
+    def swap_invariant(i: int, j: int) -> bool:
+        perm = np.arange(n)
+        perm[[i, j]] = [j, i]
+        return (
+            np.array_equal(task.duration[:, i], task.duration[:, j])
+            and c.memory_capacity[i] == c.memory_capacity[j]
+            and np.array_equal(c.link_bandwidth[np.ix_(perm, perm)], c.link_bandwidth)
+            and np.array_equal(c.link_latency[np.ix_(perm, perm)], c.link_latency)
+        )
+
+    classes: list[list[int]] = []
+    for d in range(n):
+        for cls in classes:
+            if swap_invariant(cls[0], d):
+                cls.append(d)
+                break
+        else:
+            classes.append([d])
+    return classes
+
+
+def _working_set(task: Task) -> np.ndarray:
+    """Per task op: bytes of its distinct non-static input and output tensors (live while it runs)."""
+    live = ~task.tensor_static & (task.tensor_bytes > 0)
+    ws = np.zeros(task.n_ops)
+    for t in np.flatnonzero(live):
+        pointer = task.tensor_consumer_pointer
+        readers = np.unique(task.tensor_consumers[pointer[t] : pointer[t + 1]])
+        ws[readers] += task.tensor_bytes[t]
+        if task.tensor_producer[t] >= 0:
+            ws[task.tensor_producer[t]] += task.tensor_bytes[t]
+    return ws
+
+
+class _Model:
+    """The CP-SAT model of one task and grouping (see the module docstring)."""
+
+    def __init__(self, task: Task, grouping: Grouping, links: bool, memory: bool) -> None:
+        self.task = task
+        self.grouping = grouping
+        m = self.model = cp_model.CpModel()
+        n_units, n_dev = grouping.n_groups, task.n_devices
+        unit = grouping.group_of_op[task.op_forward]  # unit of every task op
+        duration = _ticks(task.duration)
+        bandwidth, latency = task.cluster.link_bandwidth, task.cluster.link_latency
+        # Horizon: every op and every possible transfer one after the other (a valid schedule).
+        transfer_max = np.zeros(task.n_tensors, dtype=np.int64)
+        off = ~np.eye(n_dev, dtype=bool)
+        for t in range(task.n_tensors):
+            if task.tensor_producer[t] >= 0:
+                delay = latency[off] + task.tensor_bytes[t] / bandwidth[off]
+                transfer_max[t] = int(_ticks(delay).max()) if n_dev > 1 else 0
+        horizon = int(duration.max(axis=1).sum() + transfer_max.sum() * max(n_dev - 1, 1)) + 1
+        self.horizon = horizon
+
+        x = [[m.new_bool_var(f"x{u}_{d}") for d in range(n_dev)] for u in range(n_units)]
+        for u in range(n_units):
+            m.add_exactly_one(x[u])
+        self.x = x
+        start = [m.new_int_var(0, horizon, f"s{o}") for o in range(task.n_ops)]
+        end = [m.new_int_var(0, horizon, f"e{o}") for o in range(task.n_ops)]
+        device_intervals: list[list] = [[] for _ in range(n_dev)]
+        for o in range(task.n_ops):
+            u = unit[o]
+            m.add(end[o] == start[o] + sum(int(duration[o, d]) * x[u][d] for d in range(n_dev)))
+            for d in range(n_dev):
+                device_intervals[d].append(
+                    m.new_optional_fixed_size_interval_var(
+                        start[o], int(duration[o, d]), x[u][d], f"i{o}_{d}"
+                    )
+                )
+        for d in range(n_dev):
+            m.add_no_overlap(device_intervals[d])
+
+        link_intervals: dict[tuple[int, int], list] = {}
+        for t in range(task.n_tensors):
+            p = int(task.tensor_producer[t])
+            if p < 0:
+                continue  # a graph data input: on every device at time 0
+            readers = np.unique(
+                task.tensor_consumers[task.tensor_consumer_pointer[t] : task.tensor_consumer_pointer[t + 1]]
+            )
+            up = unit[p]
+            for c in readers:
+                m.add(start[c] >= end[p])
+            remote = [int(c) for c in readers if unit[c] != up]  # readers that may sit elsewhere
+            if not remote or n_dev == 1:
+                continue
+            delay = _ticks(latency + task.tensor_bytes[t] / np.where(off, bandwidth, 1.0))
+            if not links:
+                for c in remote:
+                    for a in range(n_dev):
+                        for b in range(n_dev):
+                            if a != b:
+                                m.add(start[c] >= end[p] + int(delay[a, b])).only_enforce_if(
+                                    [x[up][a], x[unit[c]][b]]
+                                )
+                continue
+            for b in range(n_dev):
+                # needed: some remote reader is on b (the producer then is not, or no transfer).
+                needed = m.new_bool_var(f"y{t}_{b}")
+                on_b = [x[unit[c]][b] for c in remote]
+                for v in on_b:
+                    m.add_implication(v, needed)
+                m.add_bool_or(on_b).only_enforce_if(needed)
+                sent = m.new_int_var(0, horizon, f"ts{t}_{b}")
+                arrived = m.new_int_var(0, horizon, f"te{t}_{b}")
+                m.add(sent >= end[p])
+                for a in range(n_dev):
+                    if a == b:
+                        continue
+                    present = m.new_bool_var(f"z{t}_{a}_{b}")
+                    m.add_bool_and([x[up][a], needed]).only_enforce_if(present)
+                    m.add_bool_or([x[up][a].Not(), needed.Not(), present])
+                    interval = m.new_optional_interval_var(
+                        sent, int(delay[a, b]), arrived, present, f"l{t}_{a}_{b}"
+                    )
+                    link_intervals.setdefault((a, b), []).append(interval)
+                for c in remote:
+                    m.add(start[c] >= arrived).only_enforce_if([x[unit[c]][b], x[up][b].Not()])
+        for intervals in link_intervals.values():
+            m.add_no_overlap(intervals)
+
+        if memory:
+            static = np.zeros(n_units)
+            np.add.at(static, grouping.group_of_op, task.static_bytes)
+            working = np.zeros(n_units)
+            np.maximum.at(working, unit, _working_set(task))
+            capacity = task.cluster.memory_capacity
+            for d in range(n_dev):
+                cap = int(math.floor(capacity[d]))
+                holders = [u for u in range(n_units) if static[u] > 0]
+                used = cp_model.LinearExpr.weighted_sum(
+                    [x[u][d] for u in holders], [int(static[u]) for u in holders]
+                )
+                m.add(used <= cap)
+                for u in range(n_units):
+                    m.add(used + int(working[u]) <= cap).only_enforce_if(x[u][d])
+
+        for cls in _interchangeable_classes(task):
+            for k in range(1, len(cls)):
+                earlier, later = cls[k - 1], cls[k]
+                m.add(x[0][later] == 0)
+                for u in range(1, n_units):
+                    m.add(x[u][later] <= sum(x[v][earlier] for v in range(u)))
+
+        self.makespan = m.new_int_var(0, horizon, "makespan")
+        m.add_max_equality(self.makespan, end)
+        m.minimize(self.makespan)
+
+    def hint(self, unit_placement: np.ndarray) -> None:
+        for u, device in enumerate(unit_placement.tolist()):
+            for d, var in enumerate(self.x[u]):
+                self.model.add_hint(var, d == device)
+
+    def placement(self, solver: cp_model.CpSolver) -> np.ndarray:
+        units = np.array([[solver.boolean_value(v) for v in row] for row in self.x]).argmax(axis=1)
+        return self.grouping.expand(units).astype(np.int64)
+
+
+def _canonical_hint(task: Task, grouping: Grouping, hint: np.ndarray) -> np.ndarray:
+    """The hint's unit placement with interchangeable devices relabelled in order of first use, so that
+    it satisfies the symmetry-breaking constraints (a relabelling does not change its runtime)."""
+    units = grouping.reduce(hint).copy()
+    for cls in _interchangeable_classes(task):
+        if len(cls) < 2:
+            continue
+        used = [d for d in dict.fromkeys(units.tolist()) if d in cls]
+        unused = [d for d in cls if d not in used]
+        relabel = dict(zip(used + unused, cls))
+        units = np.array([relabel.get(d, d) for d in units.tolist()])
+    return units
+
+
+@register("exact", "CP-SAT model of the cost model, <= 60 ops or groups (budget: time limit in seconds)")
+def exact(
+    task: Task,
+    seed: int = 0,
+    budget: float | None = None,
+    *,
+    groups=None,
+    hint=None,
+    links: bool = True,
+    memory: bool = True,
+    max_units: int = MAX_UNITS,
+    num_workers: int = NUM_WORKERS,
+    deterministic: bool = False,
+) -> AgentResult:
+    """Solve the CP-SAT model of ``task`` (see the module docstring).
+
+    ``budget``: time limit in seconds (default `DEFAULT_TIME_LIMIT`). ``groups``: the units to place
+    (`make_grouping` modes, or ``"auto"``: ops, else chains, else a 40-way partition, whichever
+    first has at most `MAX_UNITS` units); the default (None) places single ops and refuses
+    (ValueError) a graph of more than ``max_units`` ops. ``hint``: a placement to start the search from
+    (default best-single). ``links``: model link contention. ``memory``: the memory constraints.
+    Returns the solver's placement; ``info`` has status, objective_s, bound_s, runtime (simulated),
+    feasible, hint_runtime, units, wall_s."""
+    limit = DEFAULT_TIME_LIMIT if budget is None else float(budget)
+    if not limit > 0:
+        raise ValueError(f"exact: budget is a time limit in seconds and must be > 0, got {budget!r}")
+    grouping = _units(task, groups, max_units)
+    began = time.perf_counter()
+    hint = best_single_placement(task) if hint is None else task.check_placement(hint)
+    model = _Model(task, grouping, links, memory)
+    model.hint(_canonical_hint(task, grouping, hint))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = num_workers
+    solver.parameters.random_seed = int(seed)
+    if deterministic:
+        solver.parameters.interleave_search = True
+        solver.parameters.max_deterministic_time = limit
+    else:
+        solver.parameters.max_time_in_seconds = limit
+    status = solver.solve(model.model)
+    status_name = solver.status_name(status)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise RuntimeError(
+            f"exact: CP-SAT found no placement of task {task.id} within {limit} s "
+            f"(status {status_name}); raise budget, or pass groups= to shrink the model"
+        )
+    placement = model.placement(solver)
+    result = simulate(task, placement)
+    hint_result = simulate(task, hint)
+    info = {
+        "status": status_name,
+        "objective_s": solver.objective_value * TIME_UNIT,
+        "bound_s": solver.best_objective_bound * TIME_UNIT,
+        "runtime": result.runtime,
+        "feasible": result.feasible,
+        "hint_runtime": hint_result.runtime,
+        "units": grouping.n_groups,
+        "grouping": grouping.name,
+        "links": links,
+        "time_limit_s": limit,
+        "wall_s": time.perf_counter() - began,
+    }
+    return AgentResult(placement, 2, info)

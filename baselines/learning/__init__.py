@@ -1,0 +1,24 @@
+"""Learned placement agents and the machinery that trains them on an evaluation budget."""
+
+from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
+from baselines.learning.trainer import (
+    DEFAULT_BUDGET,
+    LEARNED_AGENTS,
+    LearnedAgent,
+    TrainResult,
+    get_learned,
+    register_learned,
+    train,
+)
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "LEARNED_AGENTS",
+    "BudgetExhausted",
+    "BudgetedEvaluator",
+    "LearnedAgent",
+    "TrainResult",
+    "get_learned",
+    "register_learned",
+    "train",
+]
