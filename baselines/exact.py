@@ -178,6 +178,9 @@ class _Model:
         self.x = x
         start = [m.new_int_var(0, horizon, f"s{o}") for o in range(task.n_ops)]
         end = [m.new_int_var(0, horizon, f"e{o}") for o in range(task.n_ops)]
+        self.start, self.end, self.duration = start, end, duration
+        # (tensor, destination) -> (needed, sent, arrived, {source: (present, delay)})
+        self.transfers: dict[tuple[int, int], tuple] = {}
         device_intervals: list[list] = [[] for _ in range(n_dev)]
         for o in range(task.n_ops):
             u = unit[o]
@@ -225,12 +228,15 @@ class _Model:
                 sent = m.new_int_var(0, horizon, f"ts{t}_{b}")
                 arrived = m.new_int_var(0, horizon, f"te{t}_{b}")
                 m.add(sent >= end[p])
+                presence = {}
+                self.transfers[(t, b)] = (needed, sent, arrived, presence)
                 for a in range(n_dev):
                     if a == b:
                         continue
                     present = m.new_bool_var(f"z{t}_{a}_{b}")
                     m.add_bool_and([x[up][a], needed]).only_enforce_if(present)
                     m.add_bool_or([x[up][a].Not(), needed.Not(), present])
+                    presence[a] = (present, int(delay[a, b]))
                     interval = m.new_optional_interval_var(
                         sent, int(delay[a, b]), arrived, present, f"l{t}_{a}_{b}"
                     )
@@ -268,9 +274,37 @@ class _Model:
         m.minimize(self.makespan)
 
     def hint(self, unit_placement: np.ndarray) -> None:
+        """Hint a whole solution: the placement and the simulator's schedule of it (rounded down as
+        the model's times are), which is a schedule of the model (see the module docstring)."""
+        m = self.model
         for u, device in enumerate(unit_placement.tolist()):
             for d, var in enumerate(self.x[u]):
-                self.model.add_hint(var, d == device)
+                m.add_hint(var, d == device)
+        placement = self.grouping.expand(unit_placement).astype(np.int64)
+        schedule = simulate(self.task, placement, schedule=True).schedule
+        begin = _ticks(schedule.op_start)
+        device = schedule.op_device
+        ends = []
+        for o in range(self.task.n_ops):
+            m.add_hint(self.start[o], int(begin[o]))
+            ends.append(int(begin[o] + self.duration[o, device[o]]))
+            m.add_hint(self.end[o], ends[-1])
+        m.add_hint(self.makespan, max(ends))
+        sent_at = {
+            (int(t), int(b)): (int(a), int(s))
+            for t, a, b, s in zip(
+                schedule.transfer_tensor, schedule.transfer_src, schedule.transfer_dst,
+                _ticks(schedule.transfer_start),
+            )
+        }
+        for key, (needed, sent, arrived, presence) in self.transfers.items():
+            record = sent_at.get(key)
+            m.add_hint(needed, record is not None)
+            for a, (present, _) in presence.items():
+                m.add_hint(present, record is not None and record[0] == a)
+            if record is not None:
+                m.add_hint(sent, record[1])
+                m.add_hint(arrived, record[1] + presence[record[0]][1])
 
     def placement(self, solver: cp_model.CpSolver) -> np.ndarray:
         units = np.array([[solver.boolean_value(v) for v in row] for row in self.x]).argmax(axis=1)

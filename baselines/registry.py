@@ -56,6 +56,11 @@ AGENT_MODULES: tuple[str, ...] = (
     "baselines.search",
     "baselines.exact",
     "baselines.learning.random_search",
+    "baselines.learning.pg",
+    "baselines.learning.spotlight",
+    "baselines.learning.hierarchical",
+    "baselines.learning.placeto",
+    "baselines.learning.hsdag",
 )
 SINGLE_PREFIX = "single:"
 

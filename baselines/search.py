@@ -20,15 +20,21 @@ again, which matters for hill climbing on small graphs, where the same rejected 
 
 `anneal`: simulated annealing over single-op moves (an op to another device: half of the time a device
 that one of its graph neighbours is on, since a random device mostly adds transfers) and group moves
-(every op of a chain, or of a co-location group, to one device). Acceptance is Metropolis on the
+(every op of a chain, or of a co-location group, to one device), and a few swaps (two ops exchange
+devices, which keeps every device's load: on a balanced fork-join the single moves alone stopped one
+transfer short of the optimum). Acceptance is Metropolis on the
 runtime relative to the start's: a move ``delta`` (fraction of the start runtime) worse is accepted
 with probability ``exp(-delta / T)``; ``T`` falls geometrically from ``t_start`` to ``t_end`` over the
-budget. ``t_start=0`` is plain hill climbing. ``batch`` moves are proposed from the current placement
+budget. ``t_start=0`` is plain hill climbing. When `ANNEAL_KICK_STEPS` steps in a row find nothing
+new to evaluate (a small graph's local optimum), the search restarts from the best placement moved by
+`ANNEAL_KICK_MOVES` random moves (iterated local search); it stops early only when even that finds
+nothing new for `ANNEAL_STALE_STEPS` steps. ``batch`` moves are proposed from the current placement
 at once, evaluated with one `simulate_batch` call, and the best of them goes through the acceptance
 test. Measured (budget 2,000, from best-single, 2-4 seeds; mean runtime / start runtime): gnmt4/k80x4
 batch 1: 0.54-0.58, 8: 0.49-0.50, 16: 0.47, 32: 0.49; inception_v3/k80x2 batch 8: 0.74, 16: 0.73,
 32: 0.73; inception_v3/k80x4 0.69-0.70 for every batch size. Temperatures 0 to 1e-3 were within
-noise of each other, 1e-2 worse (a random walk). Hence ``batch=16`` and ``t_start=1e-3``
+noise of each other, 1e-2 worse (a random walk); 20% swaps cost 1-3% on these graphs, 10% about
+nothing. Hence ``batch=16`` and ``t_start=1e-3``
 (`ANNEAL_BATCH`, `ANNEAL_T_START`).
 
 `cem`: the cross-entropy method, the search half of Post (Gao et al., NeurIPS 2018; REFERENCE.md):
@@ -70,6 +76,9 @@ ANNEAL_T_START = 1e-3  # a move 0.1% of the start runtime worse passes with prob
 ANNEAL_T_END = 1e-5
 ANNEAL_GROUP_MOVE_PROB = 0.3  # share of moves that move a whole chain or co-location group
 ANNEAL_NEIGHBOUR_PROB = 0.5  # share of single-op moves to a device a graph neighbour is on
+ANNEAL_SWAP_PROB = 0.1  # share of moves that swap the devices of two ops
+ANNEAL_KICK_STEPS = 20  # steps in a row with nothing new to evaluate before a kick
+ANNEAL_KICK_MOVES = 3  # random moves in a kick
 # A search stops early ("converged") when this many steps (generations) in a row found nothing new to
 # evaluate: every proposal was a placement already evaluated (a local optimum of a small graph, or a
 # distribution that has collapsed onto one placement).
@@ -284,6 +293,15 @@ class _MoveProposer:
         if self.n_devices == 1:
             return candidate
         for _ in range(16):  # a group move may change nothing (the group is already there): retry
+            if rng.random() < ANNEAL_SWAP_PROB:
+                # Swap the devices of two ops: keeps each device's load, which single moves upset.
+                op = int(rng.integers(len(placement)))
+                others = np.flatnonzero(placement != placement[op])
+                if len(others):
+                    other = int(others[rng.integers(len(others))])
+                    candidate[op], candidate[other] = placement[other], placement[op]
+                    return candidate
+                continue
             if rng.random() < self.group_move_prob:
                 ops = self.groups[int(rng.integers(len(self.groups)))]
                 device = int(rng.integers(self.n_devices))
@@ -340,7 +358,7 @@ def anneal(
     current, current_score = begin.placement.copy(), begin.score
     scale = begin.score.runtime
     search_budget = max(evaluator.left, 1)
-    accepted = steps = stale = 0
+    accepted = steps = stale = kicks = 0
     stopped = "budget"
     try:
         while evaluator.left > 0:
@@ -355,6 +373,15 @@ def anneal(
             if stale > ANNEAL_STALE_STEPS:
                 stopped = "converged"
                 break
+            if stale and stale % ANNEAL_KICK_STEPS == 0:
+                # The neighbourhood is (nearly) all evaluated: a local optimum. Restart from the
+                # best with a few random moves (iterated local search).
+                kicked = evaluator.best.copy()
+                for _ in range(ANNEAL_KICK_MOVES):
+                    kicked = proposer.propose(kicked, None)
+                current, current_score = kicked, evaluator.evaluate(kicked[None])[0]
+                kicks += 1
+                continue
             pick = min(range(batch), key=lambda i: scores[i].key)
             score = scores[pick]
             if _accept(score, current_score, temperature, scale, rng):
@@ -363,7 +390,9 @@ def anneal(
     except BudgetExhausted:
         pass
     return _result(
-        evaluator, begin, {"steps": steps, "accepted": accepted, "batch": batch, "stopped": stopped}
+        evaluator,
+        begin,
+        {"steps": steps, "accepted": accepted, "kicks": kicks, "batch": batch, "stopped": stopped},
     )
 
 

@@ -107,3 +107,22 @@ def test_train_command_bad_arguments(argv, message, capsys):
     assert main(argv) == 2
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1
+
+
+def test_an_env_evaluates_through_a_budgeted_evaluator(task):
+    import gymnasium as gym
+
+    env = gym.make("DevicePlacement-v0", graph="cifar10_cnn", cluster="k80x2", render_mode="ansi")
+    evaluator = BudgetedEvaluator(task, budget=2)
+    env.unwrapped.evaluator = evaluator
+    env.reset(seed=0)
+    action = np.zeros(task.n_forward, dtype=np.int64)
+    _, _, _, _, info = env.step(action)
+    env.render()  # rendering is not an evaluation an agent pays for
+    assert evaluator.used == 1 and env.unwrapped.evaluations == 1
+    assert evaluator.best_runtime == info["runtime"] == simulate(task, action).runtime
+    env.reset()
+    env.step(action)
+    env.reset()
+    with pytest.raises(BudgetExhausted):
+        env.step(action)

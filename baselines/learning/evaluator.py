@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement_gym.cost_model import simulate_batch, single_device
+from placement_gym.cost_model import SimulationResult, simulate, simulate_batch, single_device
 from placement_gym.task import Task
 
 
@@ -59,14 +59,23 @@ class BudgetedEvaluator:
             )
         runtimes, feasible, _ = simulate_batch(self.task, rows)
         for row, runtime, ok in zip(rows, runtimes.tolist(), feasible.tolist()):
-            self.used += 1
-            # feasible beats infeasible; then the shorter runtime
-            if (ok, -runtime) > (self.best_feasible, -self.best_runtime) or self.best_placement is None:
-                self.best_runtime, self.best_feasible, self.best_placement = runtime, ok, row.copy()
-            self.curve.append(
-                (self.used, runtime, ok, self.best_runtime if self.best_feasible else float("nan"))
-            )
+            self._record(row, runtime, ok)
         return (runtimes[0:1], feasible[0:1]) if single else (runtimes, feasible)
+
+    def simulate(self, placement, schedule: bool = False) -> SimulationResult:
+        """One counted evaluation with the full result (what an env's ``evaluator`` hook calls)."""
+        if self.remaining < 1:
+            raise BudgetExhausted(f"no evaluation left of {self.budget}")
+        result = simulate(self.task, placement, schedule=schedule)
+        self._record(self.task.check_placement(placement), result.runtime, result.feasible)
+        return result
+
+    def _record(self, row: np.ndarray, runtime: float, ok: bool) -> None:
+        self.used += 1
+        # feasible beats infeasible; then the shorter runtime
+        if self.best_placement is None or (ok, -runtime) > (self.best_feasible, -self.best_runtime):
+            self.best_runtime, self.best_feasible, self.best_placement = runtime, ok, row.copy()
+        self.curve.append((self.used, runtime, ok, self.best_runtime if self.best_feasible else float("nan")))
 
     def state_dict(self) -> dict:
         return {

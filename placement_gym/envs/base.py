@@ -60,14 +60,20 @@ class PlacementEnvBase(gym.Env):
         # Groups are numbered by first op, so n_groups == n_ops means one group per op, in op order.
         self._identity = self.n_nodes == task.n_forward
         self.node_of_op = self.grouping.group_of_op
-        self.node_static_bytes = np.bincount(self.node_of_op, weights=task.static_bytes,
-                                             minlength=self.n_nodes)
+        self.node_static_bytes = np.bincount(
+            self.node_of_op, weights=task.static_bytes, minlength=self.n_nodes
+        )
         if self._identity:
             self._observation = NodeObservation(task, obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges)
         else:
             self._observation = NodeObservation(
-                task, self.node_of_op, self.n_nodes, quotient_edges(task.graph, self.grouping),
-                obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges,
+                task,
+                self.node_of_op,
+                self.n_nodes,
+                quotient_edges(task.graph, self.grouping),
+                obs_mode=obs_mode,
+                max_ops=max_ops,
+                max_edges=max_edges,
             )
         self.observation_space = self._observation.space
         self.device_features = self._observation.device_features
@@ -77,6 +83,12 @@ class PlacementEnvBase(gym.Env):
         self.lower_bound = lower_bound(task)
         self.penalty_runtime = penalty_runtime(self.best_single_runtime, oom_runtime, self.oom_runtime_factor)
         self._capacity = task.cluster.memory_capacity
+        # Who evaluates placements: None is the cost model; an object with
+        # ``simulate(placement, schedule=False) -> SimulationResult`` (such as a learning agent's
+        # budgeted evaluator) replaces it. ``evaluations`` counts the evaluations made for steps
+        # and resets (not for rendering).
+        self.evaluator = None
+        self.evaluations = 0
 
     # --- placements and evaluation ----------------------------------------------------------------
 
@@ -121,10 +133,19 @@ class PlacementEnvBase(gym.Env):
         """The name of a node: its op's, or for a group its first op's."""
         return self.task.graph.op_names[int(self.grouping.first_op[node])]
 
-    def _evaluate(self, node_devices: np.ndarray, schedule: bool = False) -> tuple[SimulationResult, float]:
-        """The cost model's result for a full node placement, and the runtime the reward uses (the
-        penalty runtime for an out-of-memory placement)."""
-        result = simulate(self.task, self.op_placement(node_devices), schedule=schedule)
+    def _evaluate(
+        self, node_devices: np.ndarray, schedule: bool = False, counted: bool = True
+    ) -> tuple[SimulationResult, float]:
+        """The result for a full node placement, and the runtime the reward uses (the penalty
+        runtime for an out-of-memory placement). A ``counted`` evaluation (one an agent pays for:
+        not rendering) goes through ``self.evaluator`` when one is set and adds to
+        ``self.evaluations``."""
+        placement = self.op_placement(node_devices)
+        if counted and self.evaluator is not None:
+            result = self.evaluator.simulate(placement, schedule=schedule)
+        else:
+            result = simulate(self.task, placement, schedule=schedule)
+        self.evaluations += counted
         return result, (result.runtime if result.feasible else self.penalty_runtime)
 
     def _reference_info(self) -> dict[str, Any]:
@@ -154,8 +175,9 @@ class PlacementEnvBase(gym.Env):
 
     def _used_static(self, node_devices: np.ndarray, nodes: np.ndarray | slice) -> np.ndarray:
         """Static bytes per device of the nodes ``nodes`` (indices or a slice) of ``node_devices``."""
-        return np.bincount(node_devices[nodes], weights=self.node_static_bytes[nodes],
-                           minlength=self.task.n_devices)
+        return np.bincount(
+            node_devices[nodes], weights=self.node_static_bytes[nodes], minlength=self.task.n_devices
+        )
 
     def _fit_mask(self, node: int, used: np.ndarray) -> np.ndarray:
         """``(n_devices,)``: devices where ``used`` static bytes plus ``node``'s fit the capacity;
@@ -167,33 +189,42 @@ class PlacementEnvBase(gym.Env):
 
     # --- rendering --------------------------------------------------------------------------------
 
-    def _render_placement(self, node_devices: np.ndarray, label: str, placed: int | None = None,
-                          result: SimulationResult | None = None):
+    def _render_placement(
+        self,
+        node_devices: np.ndarray,
+        label: str,
+        placed: int | None = None,
+        result: SimulationResult | None = None,
+    ):
         """Text table or timeline image of ``node_devices``; ``placed``: how many nodes (in order)
         the agent has placed, the others holding the completion device."""
         if self.render_mode == "rgb_array":
             from placement_gym.timeline import draw_timeline
 
-            result, _ = self._evaluate(node_devices, schedule=True)
+            result, _ = self._evaluate(node_devices, schedule=True, counted=False)
             return draw_timeline(self.task, result.schedule, title=f"{self.task.id} ({label})")
         if result is None:
-            result, _ = self._evaluate(node_devices)
+            result, _ = self._evaluate(node_devices, counted=False)
         return self._text_table(node_devices, result, label, placed)
 
-    def _text_table(self, node_devices: np.ndarray, result: SimulationResult, label: str,
-                    placed: int | None) -> str:
+    def _text_table(
+        self, node_devices: np.ndarray, result: SimulationResult, label: str, placed: int | None
+    ) -> str:
         task, cluster = self.task, self.task.cluster
         placement = self.op_placement(node_devices)
         devices = task.expand(placement)
-        busy = np.bincount(devices, weights=task.duration[np.arange(task.n_ops), devices],
-                           minlength=task.n_devices)
+        busy = np.bincount(
+            devices, weights=task.duration[np.arange(task.n_ops), devices], minlength=task.n_devices
+        )
         ops = np.bincount(placement, minlength=task.n_devices)
         status = "feasible" if result.feasible else "OUT OF MEMORY"
         node_word = "ops" if self._identity else f"groups ({self.grouping.name})"
         lines = [f"{task.id} ({label})"]
         if placed is not None and placed < self.n_nodes:
-            lines.append(f"{placed} of {self.n_nodes} {node_word} placed; the others counted on "
-                         f"{cluster.device_names[self.best_single_device]}")
+            lines.append(
+                f"{placed} of {self.n_nodes} {node_word} placed; the others counted on "
+                f"{cluster.device_names[self.best_single_device]}"
+            )
         lines += [
             f"runtime {result.runtime * 1e3:.3f} ms, {status}, speedup "
             f"{self.best_single_runtime / result.runtime:.3f}x over the best single device "

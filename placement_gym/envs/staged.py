@@ -106,7 +106,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         self._stage = 0
         self._needs_reset = True
         self._last_result = None
-        result, self._initial_reward_runtime = self._evaluate(self._nodes)
+        result, self._initial_reward_runtime = self._evaluate(self._nodes, counted=False)
         self._previous_runtime = self._initial_reward_runtime
 
     @property

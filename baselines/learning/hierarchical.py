@@ -1,0 +1,189 @@
+"""`hierarchical`: Mirhoseini et al. (ICLR 2018), "A Hierarchical Model for Device Placement".
+
+Two networks trained jointly with policy gradient (REFERENCE.md):
+
+* *Grouper*: a feed-forward network (two layers, tanh) over each forward op's input row
+  (`baselines.learning.seq2seq.node_inputs`: op features, mean neighbour features) with a softmax
+  over ``n_groups`` groups; one group is sampled per op.
+* *Placer*: the seq2seq LSTM with attention of `pg` (`Seq2SeqPlacer`) over the group embeddings,
+  in group-index order; a group's input row is the mean input row of its member ops and
+  log1p(members) / log1p(forward ops). An empty group gets a zero row (its device is irrelevant).
+
+Training: one iteration draws ``grouper_samples`` groupings and ``placer_samples`` placements per
+grouping (the paper's unit is 1 grouping x 4 placements; several units per update batch the
+encoder and decoder, and give the grouper a gradient: see below); every op's device is its group's.
+Reward ``-sqrt(runtime / best single-device runtime)`` as `pg` (Mirhoseini et al. 2017's reward,
+made task-free; out of memory counts as ``oom_factor`` = 10 x the best single device). Baseline per
+batch: each placement's advantage is its reward minus the batch's mean reward, and the loss is
+REINFORCE on the joint action, ``-advantage x (log p(grouping) + log p(placement | grouping))``,
+averaged over the batch. With one grouping per batch its log-probability would get a zero
+gradient (the advantages sum to zero), so ``grouper_samples`` must be at least 2. The gradients of
+the grouper and of the placer are clipped separately (their log-probabilities sum over very
+different numbers of terms: ops vs groups); one Adam optimiser.
+
+Group count (a choice): the paper uses up to min(256, 20 x devices) groups on graphs of 80,000
+ops; on 2 CPU cores the default is ``n_groups`` = 32 (never more than the forward ops), enough to
+express 2-8-way placements of the bundled graphs while a decoding stays short.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from baselines.learning.evaluator import BudgetedEvaluator
+from baselines.learning.seq2seq import (
+    MAX_GRAD_NORM,
+    Seq2SeqPlacer,
+    check_positive,
+    input_width,
+    node_inputs,
+    normalised_runtimes,
+    sample_categorical,
+)
+from baselines.learning.trainer import LearnedAgent, register_learned
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR
+from placement_gym.task import Task
+
+DEFAULT_GROUPS = 32
+
+
+class Grouper(nn.Module):
+    """Feed-forward grouper: op input rows ``(n_ops, width)`` -> group logits ``(n_ops, n_groups)``."""
+
+    def __init__(self, width: int, n_groups: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, n_groups)
+        )
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.net(inputs)
+
+
+def group_inputs(op_inputs: torch.Tensor, groups: np.ndarray, n_groups: int) -> torch.Tensor:
+    """Placer input rows of sampled groupings: ``groups`` ``(samples, n_ops)`` (a group per op)
+    -> ``(samples, n_groups, width + 1)``: the mean op row of each group's members, then
+    log1p(members) / log1p(n_ops); zero rows for empty groups."""
+    samples, n_ops = groups.shape
+    flat = torch.from_numpy((groups + n_groups * np.arange(samples)[:, None]).reshape(-1))
+    sums = torch.zeros(samples * n_groups, op_inputs.shape[1]).index_add_(0, flat, op_inputs.repeat(samples, 1))
+    counts = torch.bincount(flat, minlength=samples * n_groups).to(sums.dtype)[:, None]
+    means = sums / counts.clamp(min=1)
+    size = torch.log1p(counts) / float(np.log1p(n_ops))
+    return torch.cat([means, size], dim=1).reshape(samples, n_groups, -1)
+
+
+@register_learned
+class HierarchicalPlacer(LearnedAgent):
+    """Grouper + seq2seq placer trained jointly with REINFORCE (see the module docstring).
+
+    Options: ``n_groups`` (None: min(32, forward ops)); ``hidden`` (64) placer LSTM width;
+    ``grouper_hidden`` (64); ``grouper_samples`` (4, >= 2) groupings per iteration;
+    ``placer_samples`` (4) placements per grouping; ``lr`` (1e-3) Adam step; ``entropy_coef``
+    (0.0) bonus on the placer's mean per-step entropy; ``oom_factor`` (10.0)."""
+
+    name = "hierarchical"
+    description = "feed-forward grouper + seq2seq placer trained jointly with REINFORCE (Mirhoseini et al. 2018)"
+
+    def __init__(
+        self,
+        task: Task,
+        seed: int = 0,
+        n_groups: int | None = None,
+        hidden: int = 64,
+        grouper_hidden: int = 64,
+        grouper_samples: int = 4,
+        placer_samples: int = 4,
+        lr: float = 1e-3,
+        entropy_coef: float = 0.0,
+        oom_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+        **config: Any,
+    ) -> None:
+        super().__init__(task, seed, **config)
+        n_groups = min(DEFAULT_GROUPS, task.n_forward) if n_groups is None else n_groups
+        check_positive("n_groups", n_groups, integer=True)
+        for key, value in (("hidden", hidden), ("grouper_hidden", grouper_hidden),
+                           ("placer_samples", placer_samples)):
+            check_positive(key, value, integer=True)
+        check_positive("grouper_samples", grouper_samples, integer=True)
+        if grouper_samples < 2:
+            raise ValueError(
+                f"grouper_samples must be >= 2 (with one grouping per batch the batch-mean baseline gives "
+                f"the grouper no gradient), got {grouper_samples!r}"
+            )
+        check_positive("lr", lr)
+        check_positive("entropy_coef", entropy_coef, allow_zero=True)
+        check_positive("oom_factor", oom_factor)
+        self.n_groups = int(n_groups)
+        self.grouper_samples, self.placer_samples = int(grouper_samples), int(placer_samples)
+        self.entropy_coef, self.oom_factor = float(entropy_coef), float(oom_factor)
+        self.op_inputs = torch.from_numpy(node_inputs(task))
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            self.grouper = Grouper(input_width(), self.n_groups, int(grouper_hidden))
+            self.placer = Seq2SeqPlacer(input_width() + 1, task.n_devices, int(hidden))
+        parameters = list(self.grouper.parameters()) + list(self.placer.parameters())
+        self.optimizer = torch.optim.Adam(parameters, lr=float(lr))
+        from placement_gym.cost_model import single_device
+
+        # the task's fixed reference runtime (the evaluator's best_single_runtime), not a search step
+        self.best_single = float(single_device(task).runtime)
+
+    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+        size = min(self.grouper_samples * self.placer_samples, evaluator.remaining)
+        n_groupings = -(-size // self.placer_samples)
+        grouping_of_row = np.arange(size) // self.placer_samples
+        # sample: groupings (a group per op), then placements of each grouping's groups
+        with torch.no_grad():
+            probs = torch.softmax(self.grouper(self.op_inputs), dim=-1)
+        n_ops = self.task.n_forward
+        uniforms = torch.from_numpy(self.rng.random(n_groupings * n_ops).astype(np.float32))
+        groups = sample_categorical(probs.repeat(n_groupings, 1), uniforms).numpy().reshape(n_groupings, n_ops)
+        inputs = group_inputs(self.op_inputs, groups, self.n_groups)
+        row_index = torch.from_numpy(grouping_of_row)
+        with torch.no_grad():
+            encoded, (h, c) = self.placer.encode(inputs)
+            actions = self.placer.sample(
+                encoded[row_index], (h[:, row_index], c[:, row_index]), self.rng.random((size, self.n_groups))
+            )
+        placements = np.take_along_axis(actions, groups[grouping_of_row], axis=1)
+        runtimes, feasible = evaluator.evaluate(placements)
+        rewards = -np.sqrt(normalised_runtimes(runtimes, feasible, self.best_single, self.oom_factor))
+        advantages = torch.from_numpy((rewards - rewards.mean()).astype(np.float32))
+        # log-probabilities with gradients
+        op_log_probs = torch.log_softmax(self.grouper(self.op_inputs), dim=-1)
+        grouping_log_prob = op_log_probs.gather(1, torch.from_numpy(groups.T)).sum(dim=0)  # (n_groupings,)
+        encoded, (h, c) = self.placer.encode(inputs)
+        placer_log_probs, entropy, _ = self.placer.evaluate_actions(
+            encoded[row_index], (h[:, row_index], c[:, row_index]), torch.from_numpy(actions)
+        )
+        joint = grouping_log_prob[row_index] + placer_log_probs.sum(dim=1)
+        loss = -(advantages * joint).mean() - self.entropy_coef * entropy.mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.grouper.parameters(), MAX_GRAD_NORM)
+        nn.utils.clip_grad_norm_(self.placer.parameters(), MAX_GRAD_NORM)
+        self.optimizer.step()
+        used = np.bincount(groups.reshape(-1) + self.n_groups * np.repeat(np.arange(n_groupings), n_ops))
+        return {
+            "loss": float(loss.detach()),
+            "mean_reward": float(rewards.mean()),
+            "groups_used": float(np.count_nonzero(used) / n_groupings),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return super().state_dict() | {
+            "grouper": self.grouper.state_dict(),
+            "placer": self.placer.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.grouper.load_state_dict(state["grouper"])
+        self.placer.load_state_dict(state["placer"])
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,98 @@
+"""`pg`: Mirhoseini et al. (ICML 2017), "Device Placement Optimization with Reinforcement Learning".
+
+A seq2seq LSTM with attention (`baselines.learning.seq2seq.Seq2SeqPlacer`) reads the op groups in
+topological order and emits one device per group; it is trained with REINFORCE (REFERENCE.md):
+
+* Groups: the co-location groups (``groups="colocate"``), merged further into at most
+  ``max_groups`` = min(256, 20 x devices) groups, the paper's group count, by a balanced
+  partition when there are more (`baselines.learning.seq2seq.placer_grouping`).
+* Reward ``-sqrt(runtime / best single-device runtime)``: the paper's -sqrt(runtime), with the
+  runtime divided by the best single device's so that one learning rate fits every task. An
+  out-of-memory placement counts as ``oom_factor`` (10) x the best single-device runtime (the
+  paper's fixed 100 s, made task-free).
+* Baseline: a moving average of the batch-mean reward, decay 0.9 (the paper's), subtracted before
+  it is updated with the batch; it starts at the first batch's mean.
+* Each iteration samples ``batch`` placements (one decoder pass for the whole batch), evaluates them
+  at once and takes one Adam step on ``-(reward - baseline) x log p(placement)`` averaged over the
+  batch, minus ``entropy_coef`` x the mean per-step entropy (0 by default, as the paper).
+
+Single-shot MDP (`DevicePlacement-v0` with the same grouping): one placement per sample.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from baselines.learning.evaluator import BudgetedEvaluator
+from baselines.learning.seq2seq import Seq2SeqAgent, check_positive, normalised_runtimes
+from baselines.learning.trainer import register_learned
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR
+from placement_gym.task import Task
+
+# Mirhoseini et al. 2017 (REFERENCE.md): moving-average baseline with decay 0.9.
+BASELINE_DECAY = 0.9
+
+
+@register_learned
+class PolicyGradientPlacer(Seq2SeqAgent):
+    """REINFORCE on a seq2seq placer (see the module docstring).
+
+    Options: ``hidden`` (64) LSTM width; ``batch`` (16) placements per iteration; ``lr`` (1e-3)
+    Adam step; ``baseline_decay`` (0.9); ``entropy_coef`` (0.0); ``groups`` ("colocate", any
+    ``groups=`` value of the envs); ``max_groups`` (None: min(256, 20 x devices)); ``oom_factor``
+    (10.0) the penalty runtime of an out-of-memory placement in best-single-device runtimes."""
+
+    name = "pg"
+    description = "seq2seq LSTM placer trained with REINFORCE (Mirhoseini et al. 2017)"
+
+    def __init__(
+        self,
+        task: Task,
+        seed: int = 0,
+        hidden: int = 64,
+        batch: int = 16,
+        lr: float = 1e-3,
+        baseline_decay: float = BASELINE_DECAY,
+        entropy_coef: float = 0.0,
+        groups: Any = "colocate",
+        max_groups: int | None = None,
+        oom_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+        **config: Any,
+    ) -> None:
+        super().__init__(task, seed, **config)
+        check_positive("batch", batch, integer=True)
+        check_positive("entropy_coef", entropy_coef, allow_zero=True)
+        check_positive("oom_factor", oom_factor)
+        if not (isinstance(baseline_decay, (int, float)) and 0 <= baseline_decay < 1):
+            raise ValueError(f"baseline_decay must be a number in [0, 1), got {baseline_decay!r}")
+        self.batch = int(batch)
+        self.baseline_decay = float(baseline_decay)
+        self.entropy_coef = float(entropy_coef)
+        self.oom_factor = float(oom_factor)
+        self.baseline: float | None = None
+        self._build(hidden, lr, groups, max_groups, value_head=False)
+
+    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+        size = min(self.batch, evaluator.remaining)
+        actions = self.sample_groups(size)
+        runtimes, feasible = evaluator.evaluate(self.grouping.expand(actions))
+        rewards = -np.sqrt(normalised_runtimes(runtimes, feasible, self.best_single, self.oom_factor))
+        mean_reward = float(rewards.mean())
+        if self.baseline is None:
+            self.baseline = mean_reward
+        advantages = torch.from_numpy((rewards - self.baseline).astype(np.float32))
+        self.baseline = self.baseline_decay * self.baseline + (1 - self.baseline_decay) * mean_reward
+        log_probs, entropy, _ = self.evaluate_groups(actions)
+        loss = -(advantages * log_probs.sum(dim=1)).mean() - self.entropy_coef * entropy.mean()
+        self.step_optimizer(loss)
+        return {"loss": float(loss.detach()), "mean_reward": mean_reward, "baseline": self.baseline}
+
+    def state_dict(self) -> dict[str, Any]:
+        return super().state_dict() | {"baseline": self.baseline}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.baseline = state["baseline"]
