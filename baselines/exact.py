@@ -27,6 +27,9 @@ The model
 * Interchangeable devices (same speeds, capacity and links, such as the GPUs of a preset) are
   ordered to break symmetry: the first unit on the k-th of them comes after the first unit on the
   (k-1)-th. This removes only solutions that are relabellings of others.
+* Hint: a whole solution, the hint placement (default best-single) with its list schedule replayed
+  in integer time, so the solver holds a solution from its first second. Above `_PROBING_MAX_OPS`
+  task ops presolve probing is off (it used the whole 30 s on grouped inception_v3 here).
 * Time is in integer units of `TIME_UNIT` (0.1 us); durations and transfer times are rounded
   down (after a 1e-6-unit allowance for floating-point noise), so that the model never charges more
   than the simulator.
@@ -78,6 +81,7 @@ TIME_UNIT = 1e-7  # seconds per integer time unit
 _ROUNDING_SLACK = 1e-6  # units: floating-point noise allowed before rounding down
 NUM_WORKERS = 2
 _AUTO_PARTITION = 40
+_PROBING_MAX_OPS = 300  # task ops above which presolve probing is switched off (see `exact`)
 
 
 def default_grouping(task: Task, groups="auto") -> Grouping:
@@ -179,7 +183,7 @@ class _Model:
         start = [m.new_int_var(0, horizon, f"s{o}") for o in range(task.n_ops)]
         end = [m.new_int_var(0, horizon, f"e{o}") for o in range(task.n_ops)]
         self.start, self.end, self.duration = start, end, duration
-        # (tensor, destination) -> (needed, sent, arrived, {source: (present, delay)})
+        # (tensor, destination) -> (needed, sent, arrived, {source: (present, delay)}, remote readers)
         self.transfers: dict[tuple[int, int], tuple] = {}
         device_intervals: list[list] = [[] for _ in range(n_dev)]
         for o in range(task.n_ops):
@@ -229,7 +233,7 @@ class _Model:
                 arrived = m.new_int_var(0, horizon, f"te{t}_{b}")
                 m.add(sent >= end[p])
                 presence = {}
-                self.transfers[(t, b)] = (needed, sent, arrived, presence)
+                self.transfers[(t, b)] = (needed, sent, arrived, presence, remote)
                 for a in range(n_dev):
                     if a == b:
                         continue
@@ -274,37 +278,60 @@ class _Model:
         m.minimize(self.makespan)
 
     def hint(self, unit_placement: np.ndarray) -> None:
-        """Hint a whole solution: the placement and the simulator's schedule of it (rounded down as
-        the model's times are), which is a schedule of the model (see the module docstring)."""
-        m = self.model
+        """Hint a whole solution: the placement and a schedule of it in the model's integer times,
+        replayed in the simulator's order (ops by simulated start; each transfer when its first
+        reader needs it), so that every constraint of the model holds."""
+        m, task = self.model, self.task
         for u, device in enumerate(unit_placement.tolist()):
             for d, var in enumerate(self.x[u]):
                 m.add_hint(var, d == device)
         placement = self.grouping.expand(unit_placement).astype(np.int64)
-        schedule = simulate(self.task, placement, schedule=True).schedule
-        begin = _ticks(schedule.op_start)
+        schedule = simulate(task, placement, schedule=True).schedule
         device = schedule.op_device
-        ends = []
-        for o in range(self.task.n_ops):
+        begin = np.zeros(task.n_ops, dtype=np.int64)
+        finish = np.zeros(task.n_ops, dtype=np.int64)
+        device_free = np.zeros(task.n_devices, dtype=np.int64)
+        link_free = np.zeros((task.n_devices, task.n_devices), dtype=np.int64)
+        sent_at: dict[tuple[int, int], tuple[int, int, int]] = {}  # (tensor, dst) -> (src, sent, arrived)
+        readers_of: dict[int, list[int]] = {}
+        pointer = task.tensor_consumer_pointer
+        for t in range(task.n_tensors):
+            for c in task.tensor_consumers[pointer[t] : pointer[t + 1]].tolist():
+                readers_of.setdefault(c, []).append(t)
+        for o in np.lexsort((np.arange(task.n_ops), schedule.op_start)).tolist():
+            d = int(device[o])
+            ready = int(device_free[d])
+            for t in readers_of.get(o, ()):
+                p = int(task.tensor_producer[t])
+                if p < 0:
+                    continue
+                a = int(device[p])
+                if a == d:
+                    ready = max(ready, int(finish[p]))
+                    continue
+                if (t, d) not in sent_at:
+                    sent = max(int(link_free[a, d]), int(finish[p]))
+                    arrived = sent + self.transfers[(t, d)][3][a][1]
+                    link_free[a, d] = arrived
+                    sent_at[(t, d)] = (a, sent, arrived)
+                ready = max(ready, sent_at[(t, d)][2])
+            begin[o] = ready
+            finish[o] = ready + int(self.duration[o, d])
+            device_free[d] = finish[o]
             m.add_hint(self.start[o], int(begin[o]))
-            ends.append(int(begin[o] + self.duration[o, device[o]]))
-            m.add_hint(self.end[o], ends[-1])
-        m.add_hint(self.makespan, max(ends))
-        sent_at = {
-            (int(t), int(b)): (int(a), int(s))
-            for t, a, b, s in zip(
-                schedule.transfer_tensor, schedule.transfer_src, schedule.transfer_dst,
-                _ticks(schedule.transfer_start),
-            )
-        }
-        for key, (needed, sent, arrived, presence) in self.transfers.items():
+            m.add_hint(self.end[o], int(finish[o]))
+        m.add_hint(self.makespan, int(finish.max()))
+        for key, (needed, sent, arrived, presence, remote) in self.transfers.items():
             record = sent_at.get(key)
-            m.add_hint(needed, record is not None)
+            # "needed": a reader in another unit is on the destination (the producer may be too)
+            m.add_hint(needed, any(int(device[c]) == key[1] for c in remote))
             for a, (present, _) in presence.items():
                 m.add_hint(present, record is not None and record[0] == a)
-            if record is not None:
-                m.add_hint(sent, record[1])
-                m.add_hint(arrived, record[1] + presence[record[0]][1])
+            # an unused transfer's times are free: hint them at the producer's end (a complete
+            # hint is checked as a whole solution at once)
+            idle = int(finish[task.tensor_producer[key[0]]])
+            m.add_hint(sent, record[1] if record else idle)
+            m.add_hint(arrived, record[2] if record else idle)
 
     def placement(self, solver: cp_model.CpSolver) -> np.ndarray:
         units = np.array([[solver.boolean_value(v) for v in row] for row in self.x]).argmax(axis=1)
@@ -359,6 +386,10 @@ def exact(
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = num_workers
     solver.parameters.random_seed = int(seed)
+    if task.n_ops > _PROBING_MAX_OPS:
+        # CP-SAT's presolve probing took the whole 30 s on inception_v3 (807 task ops) on 2 shared
+        # cores, before the search could use the hint; without it the search starts within seconds.
+        solver.parameters.cp_model_probing_level = 0
     if deterministic:
         solver.parameters.interleave_search = True
         solver.parameters.max_deterministic_time = limit

@@ -61,6 +61,7 @@ AGENT_MODULES: tuple[str, ...] = (
     "baselines.learning.hierarchical",
     "baselines.learning.placeto",
     "baselines.learning.hsdag",
+    "baselines.learning.sb3_agents",
 )
 SINGLE_PREFIX = "single:"
 

@@ -1,0 +1,168 @@
+"""Generalisation of the GNN placers (`placeto`, `hsdag`): train on some graphs, place an unseen one.
+
+`train_generalize` trains one agent on a list of tasks (round-robin, ``switch_every`` evaluations at a
+time, each task with its own budget), moves it to the held-out task with `set_task` and reports:
+
+* zero-shot: ``zero_shot_samples`` placements of the trained policy (`propose`: the first greedy, the
+  others sampled), evaluated; these evaluations are counted;
+* fine-tuned: the same policy trained further on the held-out task for ``finetune_budget``
+  evaluations; its best is over the zero-shot and the fine-tuning evaluations together;
+* from scratch: a fresh agent (same seed and config) trained on the held-out task alone with the same
+  number of held-out evaluations (``zero_shot_samples + finetune_budget``), for comparison.
+
+Every evaluation goes through a `BudgetedEvaluator`. Run it from the shell::
+
+    python -m baselines.learning.generalize --agent hsdag --train cifar10_cnn,resnet50,bert_base \\
+        --test inception_v3 --cluster k80x4 --budget 2000 --finetune 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
+from baselines.learning.trainer import LearnedAgent, get_learned
+from placement_gym.task import Task
+
+
+def _check_budget(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive number of evaluations, got {value!r}")
+    return value
+
+
+def _run(model: LearnedAgent, evaluator: BudgetedEvaluator, until: int | None = None) -> None:
+    """Iterations of ``model`` until ``evaluator`` has used ``until`` evaluations (default: all)."""
+    until = evaluator.budget if until is None else min(until, evaluator.budget)
+    while evaluator.used < until:
+        before = evaluator.used
+        try:
+            model.iteration(evaluator)
+        except BudgetExhausted:
+            break
+        if evaluator.used == before:
+            raise RuntimeError(f"agent {model.name!r} made an iteration without evaluating anything")
+
+
+def _summary(evaluator: BudgetedEvaluator) -> dict[str, Any]:
+    single = evaluator.best_single_runtime
+    return {
+        "evaluations": evaluator.used,
+        "best_runtime": evaluator.best_runtime,
+        "best_feasible": evaluator.best_feasible,
+        "speedup": single / evaluator.best_runtime if evaluator.best_feasible else 0.0,
+    }
+
+
+def train_generalize(
+    agent: str,
+    train_tasks: Sequence[Task],
+    test_task: Task,
+    budget_per_task: int,
+    finetune_budget: int,
+    seed: int = 0,
+    zero_shot_samples: int = 16,
+    switch_every: int = 1000,
+    **config: Any,
+) -> dict[str, Any]:
+    """Train ``agent`` (a learned agent with `set_task` and `propose`: ``"placeto"`` or ``"hsdag"``)
+    on ``train_tasks`` with ``budget_per_task`` evaluations each (round-robin, ``switch_every`` at a
+    time; `placeto` drops its unfinished episodes at a switch), then measure it on ``test_task``
+    (see the module docstring). ``config``: the agent's hyper-parameters. Returns a JSON-able dict:
+    agent, seed, config, train (per task: task, evaluations, best_runtime, best_feasible, speedup),
+    test_task, best_single_runtime, zero_shot (evaluations, greedy_runtime, greedy_feasible,
+    best_runtime, best_feasible, speedup), finetuned and scratch (evaluations, best_runtime,
+    best_feasible, speedup; both over the same number of held-out evaluations), wall_s. Speedups are
+    over the held-out task's best single device (0 when nothing feasible was found)."""
+    cls = get_learned(agent)
+    if not (hasattr(cls, "propose") and cls.set_task is not LearnedAgent.set_task):
+        raise ValueError(f"agent {agent!r} cannot move between graphs; use a GNN agent such as placeto or hsdag")
+    train_tasks = list(train_tasks)
+    if not train_tasks:
+        raise ValueError("train_tasks is empty: give at least one task to train on")
+    if test_task.id in {task.id for task in train_tasks}:
+        raise ValueError(f"test task {test_task.id} is among the training tasks; hold it out")
+    devices = {task.n_devices for task in [*train_tasks, test_task]}
+    if len(devices) != 1:
+        raise ValueError(f"every task must have the same number of devices, got {sorted(devices)}")
+    for name, value in (
+        ("budget_per_task", budget_per_task),
+        ("finetune_budget", finetune_budget),
+        ("zero_shot_samples", zero_shot_samples),
+        ("switch_every", switch_every),
+    ):
+        _check_budget(name, value)
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    model = cls(train_tasks[0], seed=seed, **config)
+    evaluators = [BudgetedEvaluator(task, budget_per_task) for task in train_tasks]
+    current = 0
+    while any(e.remaining > 0 for e in evaluators):
+        for index, evaluator in enumerate(evaluators):
+            if evaluator.remaining == 0:
+                continue
+            if index != current:
+                model.set_task(evaluator.task)
+                current = index
+            _run(model, evaluator, evaluator.used + switch_every)
+    model.set_task(test_task)
+    held_out = BudgetedEvaluator(test_task, zero_shot_samples + finetune_budget)
+    runtimes, feasible = held_out.evaluate(model.propose(zero_shot_samples))
+    zero_shot = _summary(held_out) | {
+        "greedy_runtime": float(runtimes[0]),
+        "greedy_feasible": bool(feasible[0]),
+    }
+    _run(model, held_out)
+    torch.manual_seed(seed)
+    scratch_model = cls(test_task, seed=seed, **config)
+    scratch = BudgetedEvaluator(test_task, zero_shot_samples + finetune_budget)
+    _run(scratch_model, scratch)
+    return {
+        "agent": agent,
+        "seed": seed,
+        "config": {key: value for key, value in config.items()},
+        "train": [{"task": e.task.id} | _summary(e) for e in evaluators],
+        "test_task": test_task.id,
+        "best_single_runtime": held_out.best_single_runtime,
+        "zero_shot": zero_shot,
+        "finetuned": _summary(held_out),
+        "scratch": _summary(scratch),
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from placement_gym.tasks import get_task
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agent", default="hsdag")
+    parser.add_argument("--train", required=True, help="comma-separated graph names")
+    parser.add_argument("--test", required=True, help="the held-out graph")
+    parser.add_argument("--cluster", default="k80x4")
+    parser.add_argument("--objective", default="train_step")
+    parser.add_argument("--budget", type=int, default=2000, help="evaluations per training graph")
+    parser.add_argument("--finetune", type=int, default=500, help="fine-tuning evaluations on the held-out graph")
+    parser.add_argument("--zero-shot", type=int, default=16, help="zero-shot placements evaluated")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    train_tasks = [get_task(name, args.cluster, args.objective) for name in args.train.split(",") if name]
+    result = train_generalize(
+        args.agent,
+        train_tasks,
+        get_task(args.test, args.cluster, args.objective),
+        args.budget,
+        args.finetune,
+        seed=args.seed,
+        zero_shot_samples=args.zero_shot,
+    )
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
