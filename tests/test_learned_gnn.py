@@ -96,17 +96,17 @@ def test_sample_categorical_follows_the_probabilities():
 @pytest.mark.parametrize("agent", AGENTS)
 def test_training_improves_over_the_first_batch(cifar, agent):
     # one node per op: with chains, cifar10_cnn has 5 nodes and a first batch may already hold the optimum
-    result = train(agent, cifar, 200, seed=0, progress=False, groups=None, **SMALL[agent])
+    result = train(agent, cifar, 120, seed=0, progress=False, groups=None, **SMALL[agent])
     first_batch = SMALL[agent]["batch"]
     first_best = min(runtime for _, runtime, ok, _ in result.curve[:first_batch] if ok)
     assert result.best_feasible and result.best_runtime < first_best
-    assert result.evaluations == 200
+    assert result.evaluations == 120
 
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_budget_is_spent_exactly_when_not_a_multiple_of_the_batch(cifar, agent):
-    result = train(agent, cifar, 103, seed=3, progress=False, **SMALL[agent])
-    assert result.evaluations == 103 and len(result.curve) == 103
+    result = train(agent, cifar, 23, seed=3, progress=False, **SMALL[agent])
+    assert result.evaluations == 23 and len(result.curve) == 23
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -114,8 +114,8 @@ def test_resumed_training_matches_an_uninterrupted_run(cifar, agent, tmp_path):
     """A run stopped after a checkpoint and resumed makes the same evaluations as one never stopped
     (the trainer keeps the budget of the checkpoint, so the stop is an interruption)."""
     config = SMALL[agent] | {"batch": 3}
-    whole = train(agent, cifar, 80, seed=5, progress=False, **config)
-    interrupted = _train_interrupted(agent, cifar, 80, 40, 5, tmp_path, config)
+    whole = train(agent, cifar, 40, seed=5, progress=False, **config)
+    interrupted = _train_interrupted(agent, cifar, 40, 20, 5, tmp_path, config)
     assert interrupted.best_runtime == whole.best_runtime
     assert interrupted.curve == whole.curve
 
@@ -139,13 +139,15 @@ def _train_interrupted(agent, task, budget, stop_at, seed, out_dir, config):
                           **config)
     finally:
         cls.iteration = original
-    return trainer.train(agent, task, budget, seed=seed, out_dir=out_dir, resume=True, progress=False, **config)
+    return trainer.train(
+        agent, task, budget, seed=seed, out_dir=out_dir, resume=True, progress=False, **config
+    )
 
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_same_seed_same_run(cifar, agent):
-    a = train(agent, cifar, 60, seed=2, progress=False, **SMALL[agent])
-    b = train(agent, cifar, 60, seed=2, progress=False, **SMALL[agent])
+    a = train(agent, cifar, 30, seed=2, progress=False, **SMALL[agent])
+    b = train(agent, cifar, 30, seed=2, progress=False, **SMALL[agent])
     assert a.curve == b.curve
 
 

@@ -88,12 +88,13 @@ class BudgetedEvaluator:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        if state["budget"] != self.budget:
-            raise ValueError(f"checkpoint was made with budget {state['budget']}, not {self.budget}")
-        self.used, self.best_runtime, self.best_feasible = (
-            state["used"],
-            state["best_runtime"],
-            state["best_feasible"],
-        )
+        """Restore a saved evaluator; the budget may grow (to continue a run further), not shrink
+        below what was already spent."""
+        if state["used"] > self.budget:
+            raise ValueError(
+                f"checkpoint already spent {state['used']} evaluations, more than budget {self.budget}"
+            )
+        self.used, self.best_runtime = state["used"], state["best_runtime"]
+        self.best_feasible = state["best_feasible"]
         self.best_placement = None if state["best_placement"] is None else np.asarray(state["best_placement"])
         self.curve = [tuple(row) for row in state["curve"]]

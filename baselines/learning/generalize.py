@@ -82,7 +82,9 @@ def train_generalize(
     over the held-out task's best single device (0 when nothing feasible was found)."""
     cls = get_learned(agent)
     if not (hasattr(cls, "propose") and cls.set_task is not LearnedAgent.set_task):
-        raise ValueError(f"agent {agent!r} cannot move between graphs; use a GNN agent such as placeto or hsdag")
+        raise ValueError(
+            f"agent {agent!r} cannot move between graphs; use a GNN agent such as placeto or hsdag"
+        )
     train_tasks = list(train_tasks)
     if not train_tasks:
         raise ValueError("train_tasks is empty: give at least one task to train on")
@@ -147,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cluster", default="k80x4")
     parser.add_argument("--objective", default="train_step")
     parser.add_argument("--budget", type=int, default=2000, help="evaluations per training graph")
-    parser.add_argument("--finetune", type=int, default=500, help="fine-tuning evaluations on the held-out graph")
+    parser.add_argument("--finetune", type=int, default=500, help="fine-tuning evaluations, held-out graph")
     parser.add_argument("--zero-shot", type=int, default=16, help="zero-shot placements evaluated")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -18,13 +18,14 @@ Every weight has a size independent of the number of nodes, so one encoder runs 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
-from placement_gym.envs.observation import BYTE_SCALE, NODE_FEATURES, _log_scaled, device_features, node_features
+from placement_gym.envs.observation import BYTE_SCALE, NODE_FEATURES, device_features, node_features
 from placement_gym.groups import Grouping, make_grouping, quotient_edges
 from placement_gym.task import Task
 
@@ -86,7 +87,8 @@ def graph_inputs(task: Task, groups=None) -> GraphInputs:
         features=tensor(features),
         src=tensor(src, torch.int64),
         dst=tensor(dst, torch.int64),
-        edge_features=tensor(_log_scaled(volume, BYTE_SCALE)[:, None]),
+        # the env's EDGE_FEATURES scaling: log1p(bytes) / log1p(BYTE_SCALE), clipped to [0, 1]
+        edge_features=tensor(np.clip(np.log1p(volume) / math.log1p(BYTE_SCALE), 0.0, 1.0)[:, None]),
         in_scale=tensor(1.0 / np.maximum(in_degree, 1)[:, None]),
         out_scale=tensor(1.0 / np.maximum(out_degree, 1)[:, None]),
         work_share=tensor(features[:, _WORK_SHARE]),
@@ -115,7 +117,9 @@ class DagEncoder(nn.Module):
     def __init__(self, in_dim: int, hidden: int = 32, rounds: int = 2) -> None:
         super().__init__()
         if hidden < 1 or rounds < 0:
-            raise ValueError(f"DagEncoder needs hidden >= 1 and rounds >= 0, got hidden={hidden}, rounds={rounds}")
+            raise ValueError(
+                f"DagEncoder needs hidden >= 1 and rounds >= 0, got hidden={hidden}, rounds={rounds}"
+            )
         self.hidden = hidden
         self.embed = nn.Linear(in_dim, hidden)
         self.down = nn.ModuleList(nn.Linear(hidden + 1, hidden) for _ in range(rounds))

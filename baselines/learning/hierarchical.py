@@ -21,6 +21,14 @@ gradient (the advantages sum to zero), so ``grouper_samples`` must be at least 2
 the grouper and of the placer are clipped separately (their log-probabilities sum over very
 different numbers of terms: ops vs groups); one Adam optimiser.
 
+Choices that are not the paper's, measured on one seed of inception_v3/k80x4 at 3,000 evaluations:
+the grouper's logits are its network's output plus a fixed prior, ``-position_prior x (n_groups x
+topological position - group - 1/2)^2`` (`position_logits`), so that an untrained grouper makes
+groups of contiguous stretches of the topological order rather than random sets of ops (whose
+mean features all look alike, leaving the placer nothing to tell groups apart by: it settled on
+one device, 0.97 x the best single device, against 0.90 with the prior); the placer gets an
+entropy bonus (``entropy_coef`` 0.1) as `pg`; ``lr`` 3e-3.
+
 Group count (a choice): the paper uses up to min(256, 20 x devices) groups on graphs of 80,000
 ops; on 2 CPU cores the default is ``n_groups`` = 32 (never more than the forward ops), enough to
 express 2-8-way placements of the bundled graphs while a decoding stays short.
@@ -57,7 +65,9 @@ class Grouper(nn.Module):
     def __init__(self, width: int, n_groups: int, hidden: int = 64) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, n_groups)
+            nn.Linear(width, hidden), nn.Tanh(),
+            nn.Linear(hidden, hidden), nn.Tanh(),
+            nn.Linear(hidden, n_groups),
         )
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
@@ -70,11 +80,21 @@ def group_inputs(op_inputs: torch.Tensor, groups: np.ndarray, n_groups: int) -> 
     log1p(members) / log1p(n_ops); zero rows for empty groups."""
     samples, n_ops = groups.shape
     flat = torch.from_numpy((groups + n_groups * np.arange(samples)[:, None]).reshape(-1))
-    sums = torch.zeros(samples * n_groups, op_inputs.shape[1]).index_add_(0, flat, op_inputs.repeat(samples, 1))
+    sums = torch.zeros(samples * n_groups, op_inputs.shape[1])
+    sums.index_add_(0, flat, op_inputs.repeat(samples, 1))
     counts = torch.bincount(flat, minlength=samples * n_groups).to(sums.dtype)[:, None]
     means = sums / counts.clamp(min=1)
     size = torch.log1p(counts) / float(np.log1p(n_ops))
     return torch.cat([means, size], dim=1).reshape(samples, n_groups, -1)
+
+
+def position_logits(n_ops: int, n_groups: int, strength: float) -> np.ndarray:
+    """The grouper's fixed prior ``(n_ops, n_groups)`` float32: ``-strength x (n_groups x
+    position - group - 1/2)^2``, position = (topological index + 1/2) / n_ops, so that with an untrained
+    grouper an op most likely joins the group of its stretch of the topological order."""
+    position = (np.arange(n_ops)[:, None] + 0.5) / n_ops  # op centres: no ties at stretch edges
+    distance = n_groups * position - np.arange(n_groups)[None, :] - 0.5
+    return (-strength * distance**2).astype(np.float32)
 
 
 @register_learned
@@ -83,11 +103,12 @@ class HierarchicalPlacer(LearnedAgent):
 
     Options: ``n_groups`` (None: min(32, forward ops)); ``hidden`` (64) placer LSTM width;
     ``grouper_hidden`` (64); ``grouper_samples`` (4, >= 2) groupings per iteration;
-    ``placer_samples`` (4) placements per grouping; ``lr`` (1e-3) Adam step; ``entropy_coef``
-    (0.0) bonus on the placer's mean per-step entropy; ``oom_factor`` (10.0)."""
+    ``placer_samples`` (4) placements per grouping; ``lr`` (3e-3) Adam step; ``entropy_coef``
+    (0.1) bonus on the placer's mean per-step entropy; ``position_prior`` (2.0) strength of the
+    grouper's fixed positional prior (0: none); ``oom_factor`` (10.0)."""
 
     name = "hierarchical"
-    description = "feed-forward grouper + seq2seq placer trained jointly with REINFORCE (Mirhoseini et al. 2018)"
+    description = "feed-forward grouper + seq2seq placer with joint REINFORCE (Mirhoseini et al. 2018)"
 
     def __init__(
         self,
@@ -98,8 +119,9 @@ class HierarchicalPlacer(LearnedAgent):
         grouper_hidden: int = 64,
         grouper_samples: int = 4,
         placer_samples: int = 4,
-        lr: float = 1e-3,
-        entropy_coef: float = 0.0,
+        lr: float = 3e-3,
+        entropy_coef: float = 0.1,
+        position_prior: float = 2.0,
         oom_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
         **config: Any,
     ) -> None:
@@ -121,7 +143,9 @@ class HierarchicalPlacer(LearnedAgent):
         self.n_groups = int(n_groups)
         self.grouper_samples, self.placer_samples = int(grouper_samples), int(placer_samples)
         self.entropy_coef, self.oom_factor = float(entropy_coef), float(oom_factor)
+        check_positive("position_prior", position_prior, allow_zero=True)
         self.op_inputs = torch.from_numpy(node_inputs(task))
+        self.prior = torch.from_numpy(position_logits(task.n_forward, self.n_groups, float(position_prior)))
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             self.grouper = Grouper(input_width(), self.n_groups, int(grouper_hidden))
@@ -139,10 +163,11 @@ class HierarchicalPlacer(LearnedAgent):
         grouping_of_row = np.arange(size) // self.placer_samples
         # sample: groupings (a group per op), then placements of each grouping's groups
         with torch.no_grad():
-            probs = torch.softmax(self.grouper(self.op_inputs), dim=-1)
+            probs = torch.softmax(self.group_logits(), dim=-1)
         n_ops = self.task.n_forward
         uniforms = torch.from_numpy(self.rng.random(n_groupings * n_ops).astype(np.float32))
-        groups = sample_categorical(probs.repeat(n_groupings, 1), uniforms).numpy().reshape(n_groupings, n_ops)
+        groups = sample_categorical(probs.repeat(n_groupings, 1), uniforms).numpy()
+        groups = groups.reshape(n_groupings, n_ops)
         inputs = group_inputs(self.op_inputs, groups, self.n_groups)
         row_index = torch.from_numpy(grouping_of_row)
         with torch.no_grad():
@@ -155,7 +180,7 @@ class HierarchicalPlacer(LearnedAgent):
         rewards = -np.sqrt(normalised_runtimes(runtimes, feasible, self.best_single, self.oom_factor))
         advantages = torch.from_numpy((rewards - rewards.mean()).astype(np.float32))
         # log-probabilities with gradients
-        op_log_probs = torch.log_softmax(self.grouper(self.op_inputs), dim=-1)
+        op_log_probs = torch.log_softmax(self.group_logits(), dim=-1)
         grouping_log_prob = op_log_probs.gather(1, torch.from_numpy(groups.T)).sum(dim=0)  # (n_groupings,)
         encoded, (h, c) = self.placer.encode(inputs)
         placer_log_probs, entropy, _ = self.placer.evaluate_actions(
@@ -174,6 +199,11 @@ class HierarchicalPlacer(LearnedAgent):
             "mean_reward": float(rewards.mean()),
             "groups_used": float(np.count_nonzero(used) / n_groupings),
         }
+
+    def group_logits(self) -> torch.Tensor:
+        """Group logits of every op ``(n_ops, n_groups)``: the grouper's output plus the fixed
+        positional prior."""
+        return self.grouper(self.op_inputs) + self.prior
 
     def state_dict(self) -> dict[str, Any]:
         return super().state_dict() | {

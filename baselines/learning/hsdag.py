@@ -65,7 +65,8 @@ class GroupPlacer(nn.Module):
         pooled = (assign.T @ h) * scale[:, None]
         work = assign.T @ graph.work_share
         memory = assign.T @ graph.memory_share
-        log_device = torch.log_softmax(self.placer(torch.cat([pooled, work[:, None], memory[:, None]], -1)), -1)
+        group_inputs = torch.cat([pooled, work[:, None], memory[:, None]], dim=-1)
+        log_device = torch.log_softmax(self.placer(group_inputs), dim=-1)
         return log_assign, log_device, mass
 
 
@@ -107,7 +108,8 @@ class HSDAG(LearnedAgent):
         self.policy = GroupPlacer(
             task.n_devices, _check_int("hidden", hidden, 1), _check_int("rounds", rounds, 0), self.max_groups
         )
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=_check_float("lr", lr, 0.0, open_low=True))
+        lr = _check_float("lr", lr, 0.0, open_low=True)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr)
 
     def set_task(self, task: Task) -> None:
         """Move to another graph (same number of devices), keeping the weights and the optimiser."""
@@ -175,7 +177,8 @@ class HSDAG(LearnedAgent):
         return self.graph.grouping.expand(np.take_along_axis(devices, groups, axis=1))
 
     def state_dict(self) -> dict[str, Any]:
-        return super().state_dict() | {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()}
+        networks = {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()}
+        return super().state_dict() | networks
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)

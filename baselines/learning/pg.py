@@ -14,7 +14,10 @@ topological order and emits one device per group; it is trained with REINFORCE (
   it is updated with the batch; it starts at the first batch's mean.
 * Each iteration samples ``batch`` placements (one decoder pass for the whole batch), evaluates them
   at once and takes one Adam step on ``-(reward - baseline) x log p(placement)`` averaged over the
-  batch, minus ``entropy_coef`` x the mean per-step entropy (0 by default, as the paper).
+  batch, minus ``entropy_coef`` x the mean per-step entropy. The paper has no entropy term; without
+  one the policy settled early (on inception_v3/k80x4, best 0.94 x the best single device after
+  5,000 evaluations, against 0.85 after 10,000 with 0.1), so the default is 0.1. ``batch`` 32 and
+  ``lr`` 3e-3 were chosen the same way (one seed, inception_v3/k80x4).
 
 Single-shot MDP (`DevicePlacement-v0` with the same grouping): one placement per sample.
 """
@@ -40,8 +43,8 @@ BASELINE_DECAY = 0.9
 class PolicyGradientPlacer(Seq2SeqAgent):
     """REINFORCE on a seq2seq placer (see the module docstring).
 
-    Options: ``hidden`` (64) LSTM width; ``batch`` (16) placements per iteration; ``lr`` (1e-3)
-    Adam step; ``baseline_decay`` (0.9); ``entropy_coef`` (0.0); ``groups`` ("colocate", any
+    Options: ``hidden`` (64) LSTM width; ``batch`` (32) placements per iteration; ``lr`` (3e-3)
+    Adam step; ``baseline_decay`` (0.9); ``entropy_coef`` (0.1); ``groups`` ("colocate", any
     ``groups=`` value of the envs); ``max_groups`` (None: min(256, 20 x devices)); ``oom_factor``
     (10.0) the penalty runtime of an out-of-memory placement in best-single-device runtimes."""
 
@@ -53,10 +56,10 @@ class PolicyGradientPlacer(Seq2SeqAgent):
         task: Task,
         seed: int = 0,
         hidden: int = 64,
-        batch: int = 16,
-        lr: float = 1e-3,
+        batch: int = 32,
+        lr: float = 3e-3,
         baseline_decay: float = BASELINE_DECAY,
-        entropy_coef: float = 0.0,
+        entropy_coef: float = 0.1,
         groups: Any = "colocate",
         max_groups: int | None = None,
         oom_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,

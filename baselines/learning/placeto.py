@@ -32,8 +32,9 @@ Policy (choices where the paper leaves a detail open, or where we simplify it):
   every ``steps_per_update`` steps (and at the end of an episode): Placeto updates once per episode,
   but a gnmt4 episode is 2,182 steps x ``batch`` evaluations, more than a 10,000 budget, so updating
   only at the end would never learn there (frequent small updates also learned fastest in our
-  1,000-evaluation runs on inception_v3/k80x4: windows of 4 steps beat 8 and 32). Log-probabilities are recomputed at update time, in chunks,
-  rather than kept from the rollout (a kept autograd graph of many steps over 2,000 nodes would take gigabytes).
+  1,000-evaluation runs on inception_v3/k80x4: windows of 4 steps beat 8 and 32). Log-probabilities
+  are recomputed at update time, in chunks, rather than kept from the rollout (a kept autograd graph
+  of many steps over 2,000 nodes would take gigabytes).
   Adam, gradient norm clipped to ``max_grad_norm``, an entropy bonus of weight ``entropy``.
 
 Budget: every step of every episode is one evaluation (the reward needs the new runtime), plus one
@@ -162,8 +163,10 @@ class Placeto(LearnedAgent):
         self.oom_factor = _check_float("oom_factor", oom_factor, 1.0)
         self.max_grad_norm = _check_float("max_grad_norm", max_grad_norm, 0.0, open_low=True)
         self.graph = graph_inputs(task, groups)
-        self.policy = RefinePolicy(task.n_devices, _check_int("hidden", hidden, 1), _check_int("rounds", rounds, 0))
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=_check_float("lr", lr, 0.0, open_low=True))
+        hidden, rounds = _check_int("hidden", hidden, 1), _check_int("rounds", rounds, 0)
+        self.policy = RefinePolicy(task.n_devices, hidden, rounds)
+        lr = _check_float("lr", lr, 0.0, open_low=True)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr)
         self._reset_episodes()
 
     # -- episodes ---------------------------------------------------------------------------------
@@ -234,7 +237,9 @@ class Placeto(LearnedAgent):
         loss = self._update(np.stack(states), np.array(currents), np.stack(actions), np.stack(rewards))
         return {"loss": loss, "mean_reward": float(np.mean(rewards)), "mean_runtime": float(previous.mean())}
 
-    def _update(self, states: np.ndarray, currents: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> float:
+    def _update(
+        self, states: np.ndarray, currents: np.ndarray, actions: np.ndarray, rewards: np.ndarray
+    ) -> float:
         """One REINFORCE step on a window: states ``(T, E, n_nodes)``, currents ``(T,)``, actions and
         rewards ``(T, E)``."""
         steps, episodes = rewards.shape

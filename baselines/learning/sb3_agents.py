@@ -217,7 +217,9 @@ class _SB3Agent(LearnedAgent):
                 self._learn()
             else:
                 self._last_step_without_reset()
-        loss = model.logger.name_to_value.get("train/loss", float("nan"))
+        # SB3 records the last update's loss in its logger (there only once `learn` has run).
+        logger = getattr(model, "_logger", None)
+        loss = logger.name_to_value.get("train/loss", float("nan")) if logger is not None else float("nan")
         return {"timesteps": float(model.num_timesteps - before_steps), "loss": float(loss)}
 
     # --- checkpoints --------------------------------------------------------------------------

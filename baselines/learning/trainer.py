@@ -138,13 +138,20 @@ def train(
     resume: bool = False,
     progress: bool = True,
     checkpoint_every: int = 20,
+    threads: int | None = 1,
     **config: Any,
 ) -> TrainResult:
     """Train ``agent`` on ``task`` until ``budget`` evaluations are spent; deterministic for a seed
     on the CPU. With ``out_dir``: a checkpoint every ``checkpoint_every`` iterations and at the end
     (``checkpoint.pt``; ``resume=True`` continues from it), the learning curve (``curve.csv``, and
-    ``curve.png`` when matplotlib is installed) and the best placement (``best_placement.json``)."""
+    ``curve.png`` when matplotlib is installed) and the best placement (``best_placement.json``).
+    A checkpoint may be resumed with a larger ``budget`` to continue the run. ``threads``: torch's
+    intra-op threads for this process (default 1: the policies are small, and one thread is faster
+    and leaves the other cores to simulation or parallel runs; None leaves torch's setting)."""
     import torch
+
+    if threads is not None:
+        torch.set_num_threads(int(threads))
 
     cls = get_learned(agent)
     torch.manual_seed(seed)

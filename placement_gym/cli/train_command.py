@@ -37,6 +37,7 @@ def run_train(args: argparse.Namespace) -> int:
         out_dir=out,
         resume=args.resume,
         progress=not args.json and not args.quiet,
+        threads=args.threads,
     )
     summary = result.to_dict(task)
     if args.json:
@@ -86,7 +87,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="output folder (default: runs/<agent>-<graph>-<cluster>-<objective>-s<seed>)",
     )
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the checkpoint in --out (a larger --budget continues the run)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--json", action="store_true", help="print a JSON object at the end")
     parser.set_defaults(run=run_train)

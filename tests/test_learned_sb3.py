@@ -1,0 +1,154 @@
+"""The stable-baselines3 agents (`baselines.learning.sb3_agents`): learning, exact budgets, checkpoints."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("stable_baselines3")
+
+import torch  # noqa: E402
+
+from baselines.learning import BudgetedEvaluator, get_learned, train  # noqa: E402
+from placement_gym.cli import main  # noqa: E402
+from placement_gym.tasks import get_task  # noqa: E402
+
+# Small rollouts so that a few hundred evaluations make several PPO updates.
+SMALL = {"n_steps": 32, "batch_size": 16}
+
+
+def _has_contrib() -> bool:
+    try:
+        import sb3_contrib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_contrib = pytest.mark.skipif(not _has_contrib(), reason="sb3-contrib is not installed")
+AGENTS = ["sb3-ppo", pytest.param("sb3-maskable-ppo", marks=needs_contrib)]
+
+
+@pytest.fixture(scope="module")
+def task():
+    return get_task("cifar10_cnn", "k80x2", "train_step")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # Tiny networks: one thread is much faster on a shared machine, and results depend on it.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _run_by_hand(task, name: str, budget: int, **config):
+    """`train`'s loop without its safety net: a BudgetExhausted raised inside SB3 would surface."""
+    torch.manual_seed(0)
+    agent = get_learned(name)(task, seed=0, **config)
+    evaluator = BudgetedEvaluator(task, budget)
+    while evaluator.remaining > 0:
+        before = evaluator.used
+        agent.iteration(evaluator)
+        assert evaluator.used > before
+    return agent, evaluator
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_best_placement_improves_over_the_first_rollout(task, name):
+    config = SMALL if name == "sb3-ppo" else {}
+    n_steps = config.get("n_steps", 128)
+    result = train(name, task, 320, seed=0, progress=False, **config)
+    first = min(runtime for _, runtime, feasible, _ in result.curve[:n_steps] if feasible)
+    assert result.evaluations == 320
+    assert result.best_feasible and result.best_runtime < first
+
+
+@pytest.mark.parametrize("budget", [1, 45])
+def test_sb3_ppo_spends_the_budget_exactly(task, budget):
+    agent, evaluator = _run_by_hand(task, "sb3-ppo", budget, n_steps=16, batch_size=8)
+    assert evaluator.used == budget == len(evaluator.curve) == agent.env.evaluations
+
+
+# cifar10_cnn has 5 chains: an episode is a reset and 5 steps, evaluations 1, 7, 13, 19 are resets.
+# Budget 1 is the reset alone (0 steps); 6 ends on the step that ends an episode, whose reset cannot
+# be paid (5 steps); 7 pays that reset too (5 steps); 20 ends one step into the fourth episode after
+# several rollouts of 4 steps (20 - 4 resets = 16 steps).
+@needs_contrib
+@pytest.mark.parametrize("budget, steps", [(1, 0), (6, 5), (7, 5), (20, 16)])
+def test_maskable_ppo_counts_steps_and_resets_and_spends_the_budget_exactly(task, budget, steps):
+    agent, evaluator = _run_by_hand(task, "sb3-maskable-ppo", budget, n_steps=4, batch_size=2)
+    assert agent.env.n_nodes == 5
+    assert evaluator.used == budget == len(evaluator.curve) == agent.env.evaluations
+    assert agent.model.num_timesteps == steps
+
+
+def test_sb3_ppo_checkpoint_resumes_exactly_at_a_rollout_boundary(task, tmp_path):
+    first = train("sb3-ppo", task, 64, seed=4, out_dir=tmp_path, progress=False, **SMALL)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    state["evaluator"]["budget"] = 96  # continue the same run to a larger budget
+    torch.save(state, tmp_path / "checkpoint.pt")
+    resumed = train("sb3-ppo", task, 96, seed=4, out_dir=tmp_path, resume=True, progress=False, **SMALL)
+    straight = train("sb3-ppo", task, 96, seed=4, progress=False, **SMALL)
+    assert resumed.curve[:64] == first.curve
+    assert resumed.curve == straight.curve and resumed.best_runtime == straight.best_runtime
+
+
+@needs_contrib
+def test_maskable_ppo_checkpoint_restores_the_policy_and_training_continues(task, tmp_path):
+    config = {"n_steps": 8, "batch_size": 4}
+    first = train("sb3-maskable-ppo", task, 40, seed=1, out_dir=tmp_path, progress=False, **config)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    agent = get_learned("sb3-maskable-ppo")(task, seed=1, **config)
+    agent.load_state_dict(state["model"])
+    saved = state["model"]["model"]["policy"]
+    loaded = agent.model.policy.state_dict()
+    assert saved.keys() == loaded.keys()
+    assert all(torch.equal(saved[key], loaded[key]) for key in saved)
+    assert agent.model.num_timesteps == state["model"]["model"]["num_timesteps"] > 0
+
+    state["evaluator"]["budget"] = 83
+    torch.save(state, tmp_path / "checkpoint.pt")
+    resumed = train("sb3-maskable-ppo", task, 83, seed=1, out_dir=tmp_path, resume=True, progress=False,
+                    **config)
+    assert resumed.evaluations == 83 and resumed.curve[:40] == first.curve
+    assert resumed.best_runtime <= first.best_runtime
+
+
+def test_same_seed_same_run(task):
+    runs = [train("sb3-ppo", task, 40, seed=2, progress=False, **SMALL).curve for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"n_steps": 8, "batch_size": 16}, "batch_size"),
+        ({"learning_rate": 0.0}, "learning_rate"),
+        ({"n_epochs": 1.5}, "n_epochs"),
+        ({"groups": "nope"}, "groups|grouping|nope"),
+        ({"gamma": 0.9}, "gamma"),
+    ],
+)
+def test_bad_options_are_named(task, config, message):
+    with pytest.raises(ValueError, match=message):
+        get_learned("sb3-ppo")(task, **config)
+
+
+def test_the_numpy_global_generator_is_left_alone(task):
+    np.random.seed(123)
+    expected = np.random.RandomState(123).random_sample(3)
+    train("sb3-ppo", task, 40, seed=0, progress=False, **SMALL)
+    np.testing.assert_array_equal(np.random.random_sample(3), expected)
+
+
+def test_train_command_runs_sb3_ppo(tmp_path, capsys):
+    argv = ["train", "--agent", "sb3-ppo", "--graph", "cifar10_cnn", "--cluster", "k80x2",
+            "--budget", "64", "--out", str(tmp_path / "run"), "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["evaluations"] == 64 and summary["agent"] == "sb3-ppo"
