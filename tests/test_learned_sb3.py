@@ -60,7 +60,8 @@ def _run_by_hand(task, name: str, budget: int, **config):
 
 @pytest.mark.parametrize("name", AGENTS)
 def test_best_placement_improves_over_the_first_rollout(task, name):
-    config = SMALL if name == "sb3-ppo" else {}
+    # sb3-ppo per op (30 ops, 3 devices): its default chains leave only 3^5 placements to find.
+    config = {**SMALL, "groups": None} if name == "sb3-ppo" else {}
     n_steps = config.get("n_steps", 128)
     result = train(name, task, 320, seed=0, progress=False, **config)
     first = min(runtime for _, runtime, feasible, _ in result.curve[:n_steps] if feasible)

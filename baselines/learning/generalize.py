@@ -69,6 +69,7 @@ def train_generalize(
     seed: int = 0,
     zero_shot_samples: int = 16,
     switch_every: int = 1000,
+    threads: int | None = 1,
     **config: Any,
 ) -> dict[str, Any]:
     """Train ``agent`` (a learned agent with `set_task` and `propose`: ``"placeto"`` or ``"hsdag"``)
@@ -79,7 +80,8 @@ def train_generalize(
     test_task, best_single_runtime, zero_shot (evaluations, greedy_runtime, greedy_feasible,
     best_runtime, best_feasible, speedup), finetuned and scratch (evaluations, best_runtime,
     best_feasible, speedup; both over the same number of held-out evaluations), wall_s. Speedups are
-    over the held-out task's best single device (0 when nothing feasible was found)."""
+    over the held-out task's best single device (0 when nothing feasible was found). ``threads``: torch's
+    intra-op threads, as in `train` (default 1; None leaves the setting alone)."""
     cls = get_learned(agent)
     if not (hasattr(cls, "propose") and cls.set_task is not LearnedAgent.set_task):
         raise ValueError(
@@ -100,6 +102,8 @@ def train_generalize(
         ("switch_every", switch_every),
     ):
         _check_budget(name, value)
+    if threads is not None:
+        torch.set_num_threads(int(threads))
     started = time.perf_counter()
     torch.manual_seed(seed)
     model = cls(train_tasks[0], seed=seed, **config)
