@@ -379,3 +379,11 @@ def test_unknown_name_lists_presets_and_mentions_json():
 def test_missing_default_link_field():
     with pytest.raises(ClusterError, match="default_link.*missing field 'latency'"):
         cluster_from_dict(_mutated(_set(["default_link"], {"bandwidth": 1e9})), "small")
+
+
+def test_this_machines_virtual_cpu_devices_load_by_name():
+    cluster = load_cluster("cpu3")
+    assert cluster.device_names == ("cpu:0", "cpu:1", "cpu:2")
+    assert set(cluster.device_kinds) == {"cpu"}
+    with pytest.raises(ValueError, match="cpu<N>"):
+        load_cluster("cpu0")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ import numpy as np
 from placement_gym.cluster.cluster import DEVICE_KINDS, Cluster
 from placement_gym.cluster.presets import DEFAULT_EFFICIENCY, PRESETS
 from placement_gym.graph.opgraph import CATEGORIES
+
+
+REAL_CLUSTER_NAME = re.compile(r"local|cpu[1-9][0-9]*")
 
 
 class ClusterError(ValueError):
@@ -248,11 +252,16 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
     """A preset by name (see `PRESETS`), or a cluster JSON file by path (format: module docstring)."""
     if isinstance(name_or_path, str) and name_or_path in PRESETS:
         return PRESETS[name_or_path]()
+    if isinstance(name_or_path, str) and REAL_CLUSTER_NAME.fullmatch(name_or_path):
+        # The machine's own devices, for the real-hardware mode: "local" or "cpu<N>" virtual CPUs.
+        from placement_gym.real.devices import get_real_cluster
+
+        return get_real_cluster(name_or_path)
     path = Path(name_or_path)
     if not path.is_file():
         raise ClusterError(
-            f"unknown cluster {str(name_or_path)!r}: not a preset ({', '.join(PRESETS)}) and not a file; "
-            "give a preset name or a path to a cluster JSON file"
+            f"unknown cluster {str(name_or_path)!r}: not a preset ({', '.join(PRESETS)}), not 'local' or "
+            "'cpu<N>' (this machine's devices) and not a file; give a preset name or a path to a cluster JSON file"
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

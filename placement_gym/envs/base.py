@@ -28,7 +28,20 @@ class PlacementEnvBase(gym.Env):
     ``task``, ``grouping``, ``n_nodes``, ``node_of_op`` (int64 per forward op), ``node_static_bytes``
     (parameters, gradients and optimizer state per node), ``best_single_runtime`` and
     ``best_single_device``, ``lower_bound``, ``penalty_runtime`` (the runtime an out-of-memory
-    placement is rewarded with), ``device_features`` (also in the dict observation)."""
+    placement is rewarded with), ``device_features`` (also in the dict observation), ``reward_mode``.
+
+    ``reward_mode`` (`placement_gym.real.evaluators`) says what a runtime is:
+
+    - ``"cost_model"`` (default): the analytical cost model.
+    - ``"profiled"``: the cost model with measured op times and links (``profile=``: a profile dict
+      or file; default the cached profile of the task's graph on ``devices=`` or on the cluster's
+      device names). ``task`` *is* the profiled task, so the reference runtimes, the lower bound,
+      the renderings and anything built on ``env.task`` use the measured times.
+    - ``"real"``: the torch executor runs every placement on ``devices=`` (device name -> torch
+      device). ``best_single_device`` is picked by the cost model and its runtime
+      ``best_single_runtime`` measured once at construction (not counted in ``evaluations``);
+      ``lower_bound`` stays the cost model's; timelines (``render_mode="rgb_array"``) are the cost
+      model's schedule. Steps add ``info["real"]``: the executor's summary of the run."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
@@ -45,12 +58,26 @@ class PlacementEnvBase(gym.Env):
         render_mode: str | None,
         oom_runtime: float | None,
         oom_runtime_factor: float,
+        reward_mode: str = "cost_model",
+        profile: Any = None,
+        devices: Any = None,
     ) -> None:
         check_oom_settings(oom_runtime, oom_runtime_factor)
         check_obs_mode(obs_mode)
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"unknown render_mode {render_mode!r}; allowed: None, {', '.join(RENDER_MODES)}")
-        self.task = task = get_task(graph, cluster, objective, optimizer)
+        task = get_task(graph, cluster, objective, optimizer)
+        mode_evaluator = None
+        if reward_mode != "cost_model" or profile is not None or devices is not None:
+            # Imported here: the real-hardware package is only needed (and only loaded) for these modes.
+            from placement_gym.real.evaluators import make_evaluator
+
+            mode_evaluator = make_evaluator(task, reward_mode, profile=profile, devices=devices)
+            if reward_mode == "profiled":
+                task = mode_evaluator.task
+        self.reward_mode = reward_mode
+        self._mode_evaluator = mode_evaluator
+        self.task = task
         self.render_mode = render_mode
         self.obs_mode = obs_mode
         self.oom_runtime = oom_runtime
@@ -80,14 +107,18 @@ class PlacementEnvBase(gym.Env):
         reference = single_device(task)
         self.best_single_runtime = reference.runtime
         self.best_single_device = reference.best
+        if reward_mode == "real":
+            # Rewards compare measured runtimes, so the reference they are normalised by is measured too.
+            single = np.full(task.n_forward, reference.best, dtype=np.int64)
+            self.best_single_runtime = mode_evaluator.simulate(single).runtime
         self.lower_bound = lower_bound(task)
         self.penalty_runtime = penalty_runtime(self.best_single_runtime, oom_runtime, self.oom_runtime_factor)
         self._capacity = task.cluster.memory_capacity
         # Who evaluates placements: None is the cost model; an object with
         # ``simulate(placement, schedule=False) -> SimulationResult`` (such as a learning agent's
         # budgeted evaluator) replaces it. ``evaluations`` counts the evaluations made for steps
-        # and resets (not for rendering).
-        self.evaluator = None
+        # and resets (not for rendering). ``reward_mode`` sets it to its evaluator (None for the cost model).
+        self.evaluator = mode_evaluator
         self.evaluations = 0
 
     # --- placements and evaluation ----------------------------------------------------------------
@@ -139,10 +170,13 @@ class PlacementEnvBase(gym.Env):
         """The result for a full node placement, and the runtime the reward uses (the penalty
         runtime for an out-of-memory placement). A ``counted`` evaluation (one an agent pays for:
         not rendering) goes through ``self.evaluator`` when one is set and adds to
-        ``self.evaluations``."""
+        ``self.evaluations``. In ``reward_mode="real"`` an uncounted evaluation without a schedule
+        is measured too (so every runtime the env reports is), one with a schedule is simulated."""
         placement = self.op_placement(node_devices)
         if counted and self.evaluator is not None:
             result = self.evaluator.simulate(placement, schedule=schedule)
+        elif self.reward_mode == "real" and not schedule:
+            result = self._mode_evaluator.simulate(placement)
         else:
             result = simulate(self.task, placement, schedule=schedule)
         self.evaluations += counted
@@ -162,7 +196,12 @@ class PlacementEnvBase(gym.Env):
             "peak_memory": result.peak_memory.copy(),
             "speedup": self.best_single_runtime / result.runtime,
             "reward_runtime": reward_runtime,
-        }
+        } | self._real_info()
+
+    def _real_info(self) -> dict[str, Any]:
+        """``{"real": summary}`` of the last measured run when the evaluator is the real one."""
+        summary = getattr(self.evaluator, "last_info", None) if self.reward_mode == "real" else None
+        return {} if summary is None else {"real": dict(summary)}
 
     # --- masks ------------------------------------------------------------------------------------
 

@@ -73,7 +73,8 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
 
     ## Arguments
     ``graph``, ``cluster``, ``objective``, ``optimizer``, ``oom_runtime``, ``oom_runtime_factor``,
-    ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``, ``render_mode`` as in `DevicePlacement-v0`
+    ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``, ``render_mode``, ``reward_mode``,
+    ``profile``, ``devices`` as in `DevicePlacement-v0`
     (there is no ``reward`` shape: the reward is the normalised improvement), plus ``initial`` (see
     Starting Placement) and ``sweeps`` (int >= 1, default 1: how often every node is visited).
     ``render_mode="ansi"`` shows the current placement per device, ``"rgb_array"`` its timeline.
@@ -82,7 +83,8 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     `reset` and every step: ``task_id``, ``lower_bound``, ``best_single_runtime``,
     ``initial_runtime`` (the episode's starting placement), and of the current placement
     ``runtime``, ``feasible``, ``peak_memory``, ``speedup``, ``reward_runtime`` (as in
-    `DevicePlacement-v0`). Steps add ``node`` (the node just moved) and ``sweep`` (0-based).
+    `DevicePlacement-v0`; with ``reward_mode="real"`` also ``real``). Steps add ``node`` (the node
+    just moved) and ``sweep`` (0-based).
     """
 
     def __init__(
@@ -100,13 +102,17 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         optimizer: str = "adam",
         groups: Any = None,
         obs_mode: str = "dict",
+        reward_mode: str = "cost_model",
+        profile: Any = None,
+        devices: Any = None,
     ) -> None:
         if isinstance(sweeps, (bool, np.bool_)) or not isinstance(sweeps, (int, np.integer)) or sweeps < 1:
             raise ValueError(
                 f"sweeps must be an integer >= 1 (visits of every node per episode), got {sweeps!r}"
             )
         super().__init__(graph, cluster, objective, optimizer, groups, obs_mode, max_ops, max_edges,
-                         render_mode, oom_runtime, oom_runtime_factor)
+                         render_mode, oom_runtime, oom_runtime_factor,
+                         reward_mode=reward_mode, profile=profile, devices=devices)
         self.sweeps = int(sweeps)
         self.episode_length = self.sweeps * self.n_nodes
         self._fixed_initial = self._resolve_initial(initial)  # None: random

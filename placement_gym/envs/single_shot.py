@@ -84,6 +84,15 @@ class DevicePlacementEnv(PlacementEnvBase):
       (default: the task's own), so that envs of different graphs share one observation space.
     - ``render_mode``: None, ``"ansi"`` (a text table of the placement per device) or
       ``"rgb_array"`` (the Gantt chart of the simulated schedule; needs matplotlib).
+    - ``reward_mode``: where runtimes come from: ``"cost_model"`` (default, the analytical cost
+      model), ``"profiled"`` (the cost model with measured op times and links; ``env.task`` is the
+      profiled task) or ``"real"`` (the torch executor runs each placement). See
+      `placement_gym.envs.base.PlacementEnvBase`.
+    - ``profile``: for ``"profiled"``, a profile dict or file (`placement_gym.real.profile`);
+      default the cached profile of the graph on ``devices`` (an error says to run
+      ``placement-gym profile`` when there is none).
+    - ``devices``: device name -> torch device (such as ``{"cpu:0": "cpu", "gpu:0": "cuda:0"}``),
+      required for ``"real"``; for ``"profiled"`` it selects the cached profile.
 
     ## Info
     `reset`: ``task_id``, ``lower_bound`` (seconds no placement can beat), ``best_single_runtime``
@@ -91,6 +100,7 @@ class DevicePlacementEnv(PlacementEnvBase):
     (simulated seconds, also for an infeasible placement), ``feasible`` (bool), ``peak_memory``
     (bytes per device), ``speedup`` (``best_single_runtime / runtime``) and ``reward_runtime`` (the
     runtime the reward was computed from: the penalty runtime for an out-of-memory placement).
+    With ``reward_mode="real"`` steps add ``real`` (the executor's summary of the run).
     """
 
     def __init__(
@@ -107,10 +117,14 @@ class DevicePlacementEnv(PlacementEnvBase):
         optimizer: str = "adam",
         groups: Any = None,
         obs_mode: str = "dict",
+        reward_mode: str = "cost_model",
+        profile: Any = None,
+        devices: Any = None,
     ) -> None:
         check_reward_name(reward)
         super().__init__(graph, cluster, objective, optimizer, groups, obs_mode, max_ops, max_edges,
-                         render_mode, oom_runtime, oom_runtime_factor)
+                         render_mode, oom_runtime, oom_runtime_factor,
+                         reward_mode=reward_mode, profile=profile, devices=devices)
         self.reward_name = reward
         self.action_space = spaces.MultiDiscrete(np.full(self.n_nodes, self.task.n_devices, dtype=np.int64))
         self._masks = self._static_masks()

@@ -65,7 +65,8 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     ## Arguments
     As `DevicePlacement-v0` (``graph``, ``cluster``, ``objective``, ``optimizer``, ``reward``,
     ``oom_runtime``, ``oom_runtime_factor``, ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``,
-    ``render_mode``), plus ``dense`` (bool, default False; see Rewards). ``render_mode="ansi"``
+    ``render_mode``, ``reward_mode``, ``profile``, ``devices``),
+    plus ``dense`` (bool, default False; see Rewards). ``render_mode="ansi"``
     shows the placement so far (unplaced nodes counted on the completion device), ``"rgb_array"``
     the timeline of that completed placement.
 
@@ -73,7 +74,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     Every step and `reset`: ``task_id``, ``lower_bound``, ``best_single_runtime``, ``stage`` (nodes
     placed so far). Where a simulation ran (every stage with ``dense=True``, else the last):
     ``runtime``, ``feasible``, ``peak_memory``, ``speedup`` and ``reward_runtime`` of the (completed)
-    placement, as in `DevicePlacement-v0`.
+    placement, as in `DevicePlacement-v0` (with ``reward_mode="real"`` also ``real``).
     """
 
     def __init__(
@@ -91,12 +92,16 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         optimizer: str = "adam",
         groups: Any = None,
         obs_mode: str = "dict",
+        reward_mode: str = "cost_model",
+        profile: Any = None,
+        devices: Any = None,
     ) -> None:
         check_reward_name(reward)
         if not isinstance(dense, (bool, np.bool_)):
             raise ValueError(f"dense must be True or False, got {dense!r}")
         super().__init__(graph, cluster, objective, optimizer, groups, obs_mode, max_ops, max_edges,
-                         render_mode, oom_runtime, oom_runtime_factor)
+                         render_mode, oom_runtime, oom_runtime_factor,
+                         reward_mode=reward_mode, profile=profile, devices=devices)
         self.reward_name = reward
         self.dense = bool(dense)
         self.completion_device = self.best_single_device

@@ -1,0 +1,35 @@
+"""Real-hardware mode: run a placement of a task's op graph on torch devices and time it.
+
+* `placement_gym.real.executor`: `Executor` (run a placement: forward, or forward + backward + SGD
+  update, one worker thread per device), `RealResult`, `run_reference_forward`.
+* `placement_gym.real.devices`: `virtual_cpu_cluster` (the CPU split into virtual devices, runs
+  everywhere), `local_cluster` (CPU + CUDA devices, measured), `get_real_cluster` ("local", "cpu<N>").
+* `placement_gym.real.ops`: the ONNX-op -> torch-function table.
+
+torch is an optional extra: importing this package does not import it; the submodules that run
+ops do (executor and ops import it when used).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "Executor": "placement_gym.real.executor",
+    "RealResult": "placement_gym.real.executor",
+    "run_reference_forward": "placement_gym.real.executor",
+    "virtual_cpu_cluster": "placement_gym.real.devices",
+    "local_cluster": "placement_gym.real.devices",
+    "get_real_cluster": "placement_gym.real.devices",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy exports, so that ``import placement_gym.real`` stays cheap and torch-free."""
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'placement_gym.real' has no attribute {name!r}")

@@ -1,0 +1,125 @@
+"""The evaluators behind the envs' ``reward_mode``: who turns a placement into a runtime.
+
+- ``"cost_model"``: the analytical cost model on the task itself; `make_evaluator` returns None
+  (the envs then call `placement_gym.simulate` directly).
+- ``"profiled"``: the same cost model on `profiled_task` (measured op times and links).
+- ``"real"``: the torch executor of `placement_gym.real.executor` runs the placement.
+
+An evaluator has ``simulate(placement, schedule=False) -> SimulationResult``, the interface the envs'
+``evaluator`` attribute takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from placement_gym.cost_model import SimulationResult, simulate
+from placement_gym.real.profile import find_profile, load_profile, profiled_task
+from placement_gym.task import Task
+
+REWARD_MODES: tuple[str, ...] = ("cost_model", "profiled", "real")
+
+
+def check_reward_mode(reward_mode: Any) -> str:
+    """``reward_mode`` if it is one of `REWARD_MODES`, else a ValueError naming them."""
+    if not isinstance(reward_mode, str) or reward_mode not in REWARD_MODES:
+        raise ValueError(f"unknown reward_mode {reward_mode!r}; allowed: {', '.join(REWARD_MODES)}")
+    return reward_mode
+
+
+class ProfiledEvaluator:
+    """Simulates placements on the profiled task (``self.task``: measured op times and links)."""
+
+    def __init__(self, task: Task, profile: Mapping[str, Any] | str | Path) -> None:
+        self.profile = load_profile(profile) if isinstance(profile, (str, Path)) else profile
+        self.task = profiled_task(task, self.profile)
+
+    def simulate(self, placement, schedule: bool = False) -> SimulationResult:
+        return simulate(self.task, placement, schedule=schedule)
+
+
+class RealEvaluator:
+    """Runs placements on real devices with `placement_gym.real.executor.Executor`.
+
+    ``simulate`` returns the measured result as a `SimulationResult` (no schedule: a real run has
+    no simulated timeline); ``last_result`` keeps the executor's full result and ``last_info`` a
+    JSON-able summary of it (repeats, spread, explanation) for the env's ``info``."""
+
+    def __init__(self, task: Task, devices: Mapping[str, str], seed: int = 0, **options: Any) -> None:
+        if not isinstance(devices, Mapping) or not devices:
+            raise ValueError(
+                'reward_mode="real" needs devices=: a mapping from each device name of the cluster '
+                f"({', '.join(task.cluster.device_names)}) to a torch device, such as "
+                "{'cpu:0': 'cpu', 'gpu:0': 'cuda:0'}"
+            )
+        missing = sorted(set(task.cluster.device_names) - set(devices))
+        if missing:
+            raise ValueError(f"devices= lacks a torch device for {', '.join(missing)} of task {task.id}")
+        try:
+            from placement_gym.real.executor import Executor
+        except ImportError as error:
+            raise ValueError(
+                f'reward_mode="real" needs torch and placement_gym.real.executor: {error}'
+            ) from None
+        self.task = task
+        self.executor = Executor(task, devices, seed, **options)
+        self.last_result = None
+        self.last_info: dict[str, Any] | None = None
+
+    def simulate(self, placement, schedule: bool = False) -> SimulationResult:
+        result = self.executor.run(placement)
+        self.last_result = result
+        self.last_info = _summary(result)
+        return result.to_simulation_result()
+
+
+def _summary(result: Any) -> dict[str, Any]:
+    """The plain attributes of a real result (numbers, strings, short lists), for ``info``."""
+    fields = getattr(result, "__dataclass_fields__", None) or vars(result)
+    summary = {}
+    for name in fields:
+        value = getattr(result, name, None)
+        if isinstance(value, (int, float, str, bool)) or value is None:
+            summary[name] = value
+        elif hasattr(value, "tolist") and getattr(value, "size", 1e9) <= 64:
+            summary[name] = value.tolist()
+        elif isinstance(value, (tuple, list)) and len(value) <= 64:
+            summary[name] = list(value)
+    return summary
+
+
+def make_evaluator(
+    task: Task,
+    reward_mode: str,
+    profile: Mapping[str, Any] | str | Path | None = None,
+    devices: Mapping[str, str] | None = None,
+    **options: Any,
+) -> ProfiledEvaluator | RealEvaluator | None:
+    """The evaluator of ``reward_mode`` for ``task``: None for ``"cost_model"``; a
+    `ProfiledEvaluator` for ``"profiled"`` (``profile``: a profile dict or file; default the cached
+    profile of the task's graph on ``devices``, or without ``devices`` on the cluster's device
+    names); a `RealEvaluator` for ``"real"`` (``devices`` required; ``options`` go to the
+    executor, such as ``seed``)."""
+    check_reward_mode(reward_mode)
+    if reward_mode == "cost_model":
+        if profile is not None or devices is not None:
+            raise ValueError(
+                'profile= and devices= are for reward_mode="profiled" or "real", not "cost_model"'
+            )
+        return None
+    if reward_mode == "profiled":
+        if profile is None:
+            profile = find_profile(task.graph, devices if devices is not None else task.cluster.device_names)
+            if profile is None:
+                names = ",".join(task.cluster.device_names)
+                raise ValueError(
+                    f"no cached profile of graph {task.graph.name!r} on devices {names}; run "
+                    f"placement-gym profile --graph {task.graph.name} --devices {names} "
+                    f"(or pass profile=)"
+                )
+        return ProfiledEvaluator(task, profile)
+    if profile is not None:
+        raise ValueError('profile= is for reward_mode="profiled"; reward_mode="real" measures every run')
+    return RealEvaluator(task, devices, **options)

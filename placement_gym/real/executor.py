@@ -1,0 +1,881 @@
+"""Run a placement of a task's op graph on real torch devices and time it.
+
+How one step runs (the cost model's semantics, DESIGN.md, on real devices):
+
+* Jobs are the task's ops: forward op ``f`` (index ``f``), for ``train_step`` its backward op
+  (index ``2n - 1 - f``) and, for an op that owns parameters, its update op (``2n + ...``), each on
+  the device of its forward op.
+* One worker thread per cluster device runs that device's jobs one at a time; among ready jobs it
+  takes the one that became ready first, ties by job index (topological). A job is ready when the
+  jobs it depends on have finished.
+* A tensor needed on another device is sent once per destination device (by the destination's
+  worker, when the first consumer there starts). Between two virtual CPU devices (both "cpu") the
+  send is a real copy (``clone``), so each device holds its own copy as the cost model assumes.
+  Graph data inputs are on every device before the step starts.
+* Forward: each op is its ONNX op's torch function (`placement_gym.real.ops.OP_TABLE`). For
+  training every op's inputs are detached leaves, so each op has its own small autograd graph.
+  Backward op ``f.grad``: ``torch.autograd.grad`` of ``f``'s outputs with respect to its inputs and
+  parameters, seeded by the gradients its consumers sent back (one gradient tensor per forward edge,
+  as in `Task`). The loss is the sum of the means of the float graph outputs, so a graph output's
+  gradient is ``1 / numel`` everywhere. Update op: SGD, ``p -= lr * grad``, on the parameter's device.
+* Inference: forward jobs only, under ``torch.no_grad()`` (grad mode is per thread: set in each worker).
+
+Weights are random, created from ``seed`` on the CPU (one generator, parameters in a fixed order, so
+they do not depend on the placement) and moved to the device of the op that owns them. A failure on
+a device (out of memory, an op the device cannot run, a device that is not there) ends the step and
+returns an infeasible `RealResult` with the explanation; what the step held is released.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import json
+import math
+import statistics
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from placement_gym.cost_model.result import SimulationResult
+from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY
+from placement_gym.graph.opgraph import OpGraph
+from placement_gym.task import Task
+
+# Learning rate of the SGD update of a real train step (the value only matters for the numbers).
+DEFAULT_LEARNING_RATE = 1e-3
+_FLOAT_ONNX_TYPES = {1, 10, 11, 16}
+_TORCH_DEVICE_TYPES = ("cpu", "cuda", "mps")
+
+
+@dataclass(frozen=True, eq=False)
+class RealResult:
+    """What running a placement on real devices gives.
+
+    runtime: median of the timed steps (seconds; ``inf`` when infeasible); runtimes: every timed
+    step; spread: (max - min) / median of the timed steps; feasible / error: whether every step ran,
+    and if not why; peak_memory: bytes per cluster device (CUDA: the allocator's peak in the last
+    step; CPU: the bytes the executor held on the device at the end of the last step, which is its
+    peak because nothing is freed before the step ends; op workspaces not counted); loss: the last
+    train step's loss (None for inference or a failure).
+    """
+
+    runtime: float
+    runtimes: tuple[float, ...]
+    spread: float
+    feasible: bool
+    error: str | None
+    peak_memory: np.ndarray
+    loss: float | None = None
+
+    def to_simulation_result(self) -> SimulationResult:
+        """The result as a `SimulationResult` (no schedule), for envs and evaluators."""
+        return SimulationResult(runtime=self.runtime, feasible=self.feasible, peak_memory=self.peak_memory)
+
+
+# --- the ONNX model behind a graph ------------------------------------------------------------------
+
+
+def _load_model(graph: OpGraph, model: onnx.ModelProto | str | Path | None) -> onnx.ModelProto:
+    """The ONNX model `graph` was imported from: ``model`` if given, else the bundled file."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if model is not None:
+        path = Path(model)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} does not exist or is not a file (expected the graph's .onnx file)"
+            )
+        return onnx.load(str(path))
+    from placement_gym.graph import bundled
+
+    entry = bundled._entries().get(graph.name)
+    if entry is not None:
+        path = bundled._bundled_file(graph.name, entry)
+        if path.is_file() and (not graph.sha256 or graph.sha256 == entry.get("sha256", graph.sha256)):
+            return onnx.load(str(path))
+    raise ValueError(
+        f"graph {graph.name!r} is not a bundled graph (or its sha256 differs from the bundled file): pass "
+        "model= (the ONNX file or ModelProto the graph was imported from) to run it on real devices"
+    )
+
+
+def _op_nodes(graph: OpGraph, model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The node of each op of `graph`, matched by the importer's naming rule.
+
+    `graph_from_onnx` names the non-Constant nodes in file order: the node's name, or
+    ``{op_type}_{index in the file}`` when it has none, made unique with ``_1``, ``_2``, ... suffixes.
+    """
+    by_name: dict[str, onnx.NodeProto] = {}
+    for i, node in enumerate(model.graph.node):
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            continue
+        base = node.name or f"{node.op_type}_{i}"
+        candidate, k = base, 1
+        while candidate in by_name:
+            candidate, k = f"{base}_{k}", k + 1
+        by_name[candidate] = node
+    missing = [name for name in graph.op_names if name not in by_name]
+    if missing or len(by_name) != graph.n_ops:
+        raise ValueError(
+            f"the ONNX model does not match graph {graph.name!r}: {len(by_name)} ops in the model, "
+            f"{graph.n_ops} in the graph, ops not found: {missing[:5]}"
+        )
+    nodes = [by_name[name] for name in graph.op_names]
+    for node, op_type in zip(nodes, graph.op_types, strict=True):
+        if node.op_type != op_type:
+            raise ValueError(f"the ONNX model does not match graph {graph.name!r}: op {node.name!r} has a "
+                             f"different type ({node.op_type} in the model, {op_type} in the graph)")
+    return nodes
+
+
+def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for attr in node.attribute:
+        if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            raise NotImplementedError(f"op {node.name!r} ({node.op_type}) has a subgraph: control flow "
+                                      "is not supported by the torch executor")
+        value = onnx.helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode()
+        attrs[attr.name] = value
+    return attrs
+
+
+@dataclass
+class _Program:
+    """A graph's ops as torch calls: per op its node, attributes and where each input comes from."""
+
+    graph: OpGraph
+    op_types: list[str]
+    attrs: list[dict[str, Any]]
+    sources: list[list[tuple[str, str] | None]]  # per op input: (kind, name); kind data|param|const|tensor
+    outputs: list[list[str]]  # per op: output names ("" for an omitted output)
+    owned: list[list[str]]  # per op: the parameters it owns
+    shared: dict[str, int]  # shared parameter -> owner op
+    parameter_shapes: dict[str, tuple[int, ...]]
+    parameter_order: list[str]
+    data_shapes: dict[str, tuple[int, ...]]
+    data_types: dict[str, int]
+    constants: dict[str, np.ndarray]
+    const_overrides: dict[tuple[int, int], np.ndarray]
+    output_names: list[str]
+    consumers: dict[str, list[int]] = field(default_factory=dict)  # produced tensor -> consumer ops
+    int_bounds: dict[str, int] = field(default_factory=dict)  # integer data input -> exclusive upper bound
+
+
+def _build_program(graph: OpGraph, model: onnx.ModelProto, batch: int | None) -> _Program:
+    """Match the model's nodes to the graph's ops; an op type without a torch function is reported
+    when it runs (a placement with it is infeasible, not a crash)."""
+    nodes = _op_nodes(graph, model)
+    g = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    initializers = {t.name: t for t in g.initializer}
+    inputs = {v.name: v for v in g.input}
+    parameters: set[str] | None = None
+    for prop in model.metadata_props:
+        if prop.key == PARAMETERS_METADATA_KEY:
+            parameters = set(json.loads(prop.value))
+    if parameters is None:  # the importer's rule for other files: float initializers of 2+ elements
+        parameters = {
+            t.name for t in g.initializer if t.data_type in _FLOAT_ONNX_TYPES and math.prod(t.dims) > 1
+        }
+    constants: dict[str, np.ndarray] = {
+        name: numpy_helper.to_array(t) for name, t in initializers.items() if name not in parameters
+    }
+    for node in g.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            from placement_gym.real.ops import _constant
+
+            constants[node.output[0]] = _constant([], _attributes(node)).numpy()
+    data_shapes = {name: tuple(shape) for name, shape in graph.data_inputs}
+    data_types = {name: inputs[name].type.tensor_type.elem_type for name in data_shapes}
+
+    original_batch = None
+    if batch is not None:
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+            raise ValueError(f"batch must be a positive integer or None, got {batch!r}")
+        leading = {shape[0] for shape in data_shapes.values() if shape}
+        if len(leading) != 1:
+            raise ValueError(f"graph {graph.name!r}: cannot change the batch, its data inputs do not "
+                             f"share one leading dimension ({dict(data_shapes)})")
+        original_batch = leading.pop()
+        if batch > original_batch:
+            raise ValueError(f"batch {batch} is larger than the graph's batch {original_batch}: only a "
+                             "smaller batch is supported")
+        data_shapes = {name: (int(batch), *shape[1:]) for name, shape in data_shapes.items()}
+
+    def parameter_shape(name: str) -> tuple[int, ...]:
+        if name in initializers:
+            return tuple(initializers[name].dims)
+        dims = inputs[name].type.tensor_type.shape.dim
+        if not all(d.HasField("dim_value") for d in dims):
+            raise ValueError(f"parameter {name!r} has no static shape")
+        return tuple(int(d.dim_value) for d in dims)
+
+    op_types, attrs, sources, outputs, owned = [], [], [], [], []
+    owner: dict[str, int] = {}
+    shared: dict[str, int] = {}
+    overrides: dict[tuple[int, int], np.ndarray] = {}
+    consumers: dict[str, list[int]] = {}
+    produced: set[str] = set()
+    int_bounds: dict[str, int] = {}
+    parameter_shapes: dict[str, tuple[int, ...]] = {}
+    for k, node in enumerate(nodes):
+        if node.domain not in ("", "ai.onnx"):
+            raise NotImplementedError(f"op {node.name!r} is in domain {node.domain!r}: only default-domain "
+                                      "ONNX ops run on the torch executor")
+        op_attrs = _attributes(node)
+        op_attrs["_opset"] = opset
+        op_attrs["_n_outputs"] = len(node.output)
+        op_types.append(node.op_type)
+        attrs.append(op_attrs)
+        op_sources: list[tuple[str, str] | None] = []
+        op_owned: list[str] = []
+        for i, name in enumerate(node.input):
+            if not name:
+                op_sources.append(None)
+            elif name in data_shapes:
+                op_sources.append(("data", name))
+            elif name in parameters:
+                if name not in owner:
+                    owner[name] = k
+                    op_owned.append(name)
+                    parameter_shapes[name] = parameter_shape(name)
+                if owner[name] == k:
+                    op_sources.append(("param", name))
+                else:
+                    shared[name] = owner[name]
+                    op_sources.append(("tensor", name))
+                    consumers.setdefault(name, []).append(k)
+            elif name in constants:
+                op_sources.append(("const", name))
+                if (original_batch is not None and node.op_type == "Reshape" and i == 1
+                        and constants[name].size and int(constants[name].reshape(-1)[0]) == original_batch):
+                    # A shape that starts with the batch (x.view(batch, ...)) follows the smaller batch.
+                    value = constants[name].copy().reshape(-1)
+                    value[0] = batch
+                    overrides[(k, i)] = value
+            elif name in produced:
+                op_sources.append(("tensor", name))
+                if k not in consumers.setdefault(name, []):
+                    consumers[name].append(k)
+            else:
+                raise ValueError(f"op {node.name!r} reads {name!r}, which is neither produced before it, a "
+                                 "data input, a parameter nor a constant")
+            if node.op_type == "Gather" and i == 1 and name in data_shapes and node.input[0] in parameters:
+                axis = op_attrs.get("axis", 0)
+                size = parameter_shape(node.input[0])[axis]
+                int_bounds[name] = min(int_bounds.get(name, size), size)
+        for name in node.output:
+            if name:
+                produced.add(name)
+        sources.append(op_sources)
+        outputs.append(list(node.output))
+        owned.append(op_owned)
+    order = [name for k in range(len(nodes)) for name in owned[k]]
+    return _Program(
+        graph=graph, op_types=op_types, attrs=attrs, sources=sources, outputs=outputs, owned=owned,
+        shared=shared, parameter_shapes=parameter_shapes, parameter_order=order, data_shapes=data_shapes,
+        data_types=data_types, constants=constants, const_overrides=overrides,
+        output_names=[v.name for v in g.output], consumers=consumers, int_bounds=int_bounds,
+    )
+
+
+# --- weights and inputs -----------------------------------------------------------------------------
+
+
+def _fan_in(op_type: str, attrs: dict[str, Any], index: int, shape: tuple[int, ...]) -> int:
+    if op_type == "Gemm" and index == 1:
+        return shape[1] if attrs.get("transB", 0) else shape[0]
+    if op_type == "MatMul" and len(shape) >= 2:
+        return shape[-2]
+    return max(1, math.prod(shape[1:]))
+
+
+def _make_parameters(program: _Program, seed: int):
+    """Random CPU weights (float32), the same for every placement: one generator, a fixed order.
+
+    Scales keep activations of deep graphs finite: weights ~ N(0, 1/fan_in); biases and shifts
+    N(0, 0.02^2); normalisation scales and variances around 1 (variances positive).
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(int(seed))
+    roles: dict[str, tuple[str, int, dict[str, Any]]] = {}
+    for k, sources in enumerate(program.sources):
+        for i, source in enumerate(sources):
+            if source and source[0] == "param" and source[1] not in roles:
+                roles[source[1]] = (program.op_types[k], i, program.attrs[k])
+    weights: dict[str, torch.Tensor] = {}
+    for name in program.parameter_order:
+        shape = program.parameter_shapes[name]
+        op_type, index, attrs = roles[name]
+        noise = torch.randn(shape, generator=generator)
+        if op_type == "BatchNormalization" and index in (1, 4):
+            value = 1.0 + 0.1 * noise.abs() if index == 4 else 1.0 + 0.1 * noise
+        elif op_type == "LayerNormalization" and index == 1:
+            value = 1.0 + 0.1 * noise
+        elif len(shape) <= 1:
+            value = 0.02 * noise
+        elif op_type == "Gather" and index == 0:
+            value = 0.1 * noise
+        else:
+            value = noise / math.sqrt(_fan_in(op_type, attrs, index, shape))
+        weights[name] = value
+    return weights
+
+
+def _make_inputs(program: _Program, seed: int):
+    """Random CPU data inputs: floats N(0, 1), integers uniform in [0, bound) (bound: the table a
+    Gather indexes with them, else 2)."""
+    import torch
+
+    from placement_gym.real.ops import ONNX_TO_TORCH_DTYPE
+
+    generator = torch.Generator().manual_seed(int(seed) + 1)
+    values: dict[str, torch.Tensor] = {}
+    for name, shape in program.data_shapes.items():
+        dtype = ONNX_TO_TORCH_DTYPE.get(program.data_types[name], torch.float32)
+        if dtype.is_floating_point:
+            values[name] = torch.randn(shape, generator=generator).to(dtype)
+        else:
+            bound = program.int_bounds.get(name, 2)
+            values[name] = torch.randint(0, bound, shape, generator=generator).to(dtype)
+    return values
+
+
+def _call_op(program: _Program, k: int, args: list[Any]) -> tuple[Any, ...]:
+    from placement_gym.real.ops import OP_TABLE
+
+    op_type = program.op_types[k]
+    fn = OP_TABLE.get(op_type)
+    if fn is None:
+        raise NotImplementedError(
+            f"op type {op_type} has no torch function in placement_gym.real.ops.OP_TABLE"
+        )
+    result = fn(args, program.attrs[k])
+    results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    needed = [i for i, name in enumerate(program.outputs[k]) if name and (
+        name in program.consumers or name in program.output_names)]
+    if needed and max(needed) >= len(results):
+        raise NotImplementedError(f"{op_type}: output {max(needed)} is used but the torch function gives "
+                                  f"only {len(results)} output(s)")
+    return results
+
+
+def _constant_tensor(program: _Program, k: int, i: int, name: str, device):
+    """A constant input: integer constants stay on the CPU (see `placement_gym.real.ops`)."""
+    import torch
+
+    value = program.const_overrides.get((k, i), program.constants[name])
+    tensor = torch.from_numpy(np.array(value, copy=True))
+    if tensor.is_floating_point() and device.type != "cpu":
+        tensor = tensor.to(device)
+    return tensor
+
+
+def run_reference_forward(task: Task, seed: int = 0, model: onnx.ModelProto | str | Path | None = None,
+                          batch: int | None = None) -> dict[str, Any]:
+    """Graph outputs (name -> CPU tensor) of a plain single-device, op-by-op forward of the task's graph
+    with the weights and inputs `Executor` uses for the same ``seed`` and ``batch``."""
+    import torch
+
+    program = _build_program(task.graph, _load_model(task.graph, model), batch)
+    weights = _make_parameters(program, seed)
+    data = _make_inputs(program, seed)
+    cpu = torch.device("cpu")
+    values: dict[str, Any] = {}
+    with torch.no_grad():
+        for k, sources in enumerate(program.sources):
+            args = []
+            for i, source in enumerate(sources):
+                if source is None:
+                    args.append(None)
+                elif source[0] == "data":
+                    args.append(data[source[1]])
+                elif source[0] == "param":
+                    args.append(weights[source[1]])
+                elif source[0] == "const":
+                    args.append(_constant_tensor(program, k, i, source[1], cpu))
+                else:
+                    args.append(values[source[1]] if source[1] in values else weights[source[1]])
+            for name, result in zip(program.outputs[k], _call_op(program, k, args), strict=False):
+                if name:
+                    values[name] = result
+    return {name: values[name] for name in program.output_names if name in values}
+
+
+# --- the executor -----------------------------------------------------------------------------------
+
+
+class _StepFailed(Exception):
+    """A job failed: the message says which op, where and why."""
+
+
+class Executor:
+    """Runs placements of a task on torch devices. See the module docstring for the semantics.
+
+    ``devices``: cluster device name -> torch device string (``"cpu"``, ``"cuda:0"``); several
+    cluster devices may map to ``"cpu"`` (virtual CPU devices: each gets its own worker thread, and
+    while a placement uses two or more of them torch runs one intra-op thread). ``None``: ``"cpu"``
+    for every cpu-kind device, ``cuda:i`` for the i-th gpu-kind device (an error if it is missing).
+    ``batch``: a smaller batch than the graph's (data inputs get that leading dimension, Reshape
+    shapes that start with the batch follow it), for quick runs. ``model``: the ONNX file or
+    ModelProto the graph came from, needed unless it is a bundled graph. ``lr``: SGD learning rate.
+    After `run`, ``parameters`` holds the weights (name -> tensor on its device) and ``outputs`` the
+    graph outputs (name -> CPU tensor) of the last step.
+    """
+
+    def __init__(self, task: Task, devices: Mapping[str, str] | None = None, seed: int = 0,
+                 batch: int | None = None, model: onnx.ModelProto | str | Path | None = None,
+                 lr: float = DEFAULT_LEARNING_RATE) -> None:
+        import torch
+
+        self.task = task
+        self.seed = int(seed)
+        self.lr = float(lr)
+        cluster = task.cluster
+        if devices is None:
+            devices = self._default_devices(task)
+        if not isinstance(devices, Mapping):
+            raise TypeError(f"devices must be a mapping from cluster device name to torch device string, "
+                            f"got {type(devices).__name__}")
+        unknown = [name for name in devices if name not in cluster.device_names]
+        missing = [name for name in cluster.device_names if name not in devices]
+        if unknown or missing:
+            raise ValueError(
+                f"devices must map every device of cluster {cluster.name!r} "
+                f"({', '.join(cluster.device_names)}) to a torch device; unknown names: {unknown}, "
+                f"missing: {missing}"
+            )
+        self.torch_devices: list[torch.device] = []
+        for name in cluster.device_names:
+            value = devices[name]
+            try:
+                device = torch.device(value)
+            except (RuntimeError, TypeError):
+                raise ValueError(f"devices[{name!r}] = {value!r} is not a torch device string; allowed: "
+                                 "'cpu', 'cuda', 'cuda:<index>'") from None
+            if device.type not in _TORCH_DEVICE_TYPES:
+                raise ValueError(f"devices[{name!r}] = {value!r}: device type {device.type!r} is not "
+                                 f"supported; allowed: {', '.join(_TORCH_DEVICE_TYPES)}")
+            if device.type == "cpu" and device.index is not None:
+                raise ValueError(f"devices[{name!r}] = {value!r}: torch has one CPU device; map every "
+                                 "virtual CPU device to 'cpu' (each still gets its own worker thread)")
+            if device.type == "cuda" and device.index is None:
+                device = torch.device("cuda", 0)
+            self.torch_devices.append(device)
+        self.program = _build_program(task.graph, _load_model(task.graph, model), batch)
+        self.batch = batch
+        self._jobs = self._plan_jobs()
+        self.parameters: dict[str, Any] = {}
+        self.outputs: dict[str, Any] = {}
+
+    @staticmethod
+    def _default_devices(task: Task) -> dict[str, str]:
+        import torch
+
+        n_cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        mapping: dict[str, str] = {}
+        gpu = 0
+        for name, kind in zip(task.cluster.device_names, task.cluster.device_kinds):
+            if kind == "cpu":
+                mapping[name] = "cpu"
+                continue
+            if gpu >= n_cuda:
+                raise ValueError(
+                    f"cluster {task.cluster.name!r} has gpu device {name!r} but torch sees {n_cuda} CUDA "
+                    "device(s) here; pass devices= to map the cluster's devices to torch devices (or use a "
+                    "virtual CPU cluster: placement_gym.real.devices.virtual_cpu_cluster)"
+                )
+            mapping[name] = f"cuda:{gpu}"
+            gpu += 1
+        return mapping
+
+    # -- job graph ---------------------------------------------------------------------------------
+
+    def _plan_jobs(self) -> dict[str, Any]:
+        """Job kinds, forward ops and dependencies (the task's op order: forward, backward, update)."""
+        p = self.program
+        n = p.graph.n_ops
+        train = self.task.objective == "train_step"
+        kinds: list[tuple[str, int]] = [("forward", k) for k in range(n)]
+        deps: list[set[int]] = []
+        producer = {name: k for k in range(n) for name in p.outputs[k] if name}
+        for k in range(n):
+            deps.append({producer.get(s[1], p.shared.get(s[1], -1)) for s in p.sources[k]
+                         if s and s[0] == "tensor"} - {-1})
+        if train:
+            backward = lambda f: 2 * n - 1 - f  # noqa: E731 - the Task's index of f's backward op
+            kinds += [("backward", f) for f in range(n - 1, -1, -1)]
+            for f in range(n - 1, -1, -1):
+                users = {c for name in p.outputs[f] if name for c in p.consumers.get(name, [])}
+                deps.append({f} | {backward(c) for c in users})
+            for f in range(n):
+                if p.owned[f]:
+                    kinds.append(("update", f))
+                    users = {c for name in p.owned[f] for c in p.consumers.get(name, [])}
+                    deps.append({backward(f)} | {backward(c) for c in users})
+        dependents: list[list[int]] = [[] for _ in kinds]
+        for job, needs in enumerate(deps):
+            for need in needs:
+                dependents[need].append(job)
+        return {"kinds": kinds, "n_deps": [len(d) for d in deps], "dependents": dependents}
+
+    # -- running -----------------------------------------------------------------------------------
+
+    def run(self, placement, warmup: int = 1, repeats: int = 3) -> RealResult:
+        """Run ``warmup`` untimed and ``repeats`` timed steps of the placement; never raises for a
+        failure on a device (the result is infeasible), only for bad arguments."""
+        import torch
+
+        array = self.task.check_placement(placement)
+        if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
+            raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+        if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+            raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+        n_devices = self.task.n_devices
+        used = sorted(set(array.tolist()))
+        problem = self._unavailable(used)
+        if problem:
+            return self._failed(problem)
+        virtual_cpus = sum(1 for d in used if self.torch_devices[d].type == "cpu")
+        threads = torch.get_num_threads()
+        if virtual_cpus > 1:
+            torch.set_num_threads(1)  # one intra-op thread per virtual CPU device (see module docstring)
+        runtimes: list[float] = []
+        state: dict[str, Any] = {}
+        try:
+            self._setup(array, state)
+            for step in range(warmup + repeats):
+                last = step == warmup + repeats - 1
+                if last:
+                    self._reset_peaks(used)
+                runtime = self._step(array, state, keep=last)
+                if step >= warmup:
+                    runtimes.append(runtime)
+            peak = self._peak_memory(used, state)
+            loss = state.get("loss")
+        except _StepFailed as error:
+            state.clear()
+            self.parameters, self.outputs = {}, {}
+            self._release()
+            return self._failed(str(error))
+        finally:
+            torch.set_num_threads(threads)
+        self.parameters = state["weights"]
+        median = statistics.median(runtimes)
+        spread = (max(runtimes) - min(runtimes)) / median if median > 0 else 0.0
+        assert len(peak) == n_devices
+        return RealResult(runtime=median, runtimes=tuple(runtimes), spread=spread, feasible=True, error=None,
+                          peak_memory=peak, loss=loss)
+
+    def _failed(self, error: str) -> RealResult:
+        return RealResult(runtime=math.inf, runtimes=(), spread=math.nan, feasible=False, error=error,
+                          peak_memory=np.zeros(self.task.n_devices))
+
+    def _unavailable(self, used: list[int]) -> str | None:
+        import torch
+
+        for d in used:
+            device = self.torch_devices[d]
+            name = self.task.cluster.device_names[d]
+            if device.type == "cuda":
+                count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+                if device.index >= count:
+                    return (f"device {name!r} maps to {device}, but torch sees {count} CUDA device(s) on "
+                            "this machine")
+            if device.type == "mps" and not torch.backends.mps.is_available():
+                return f"device {name!r} maps to {device}, but MPS is not available on this machine"
+        return None
+
+    def _release(self) -> None:
+        import torch
+
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def _reset_peaks(self, used: list[int]) -> None:
+        import torch
+
+        for d in used:
+            if self.torch_devices[d].type == "cuda":
+                torch.cuda.reset_peak_memory_stats(self.torch_devices[d])
+
+    def _peak_memory(self, used: list[int], state: dict[str, Any]) -> np.ndarray:
+        import torch
+
+        peak = np.zeros(self.task.n_devices)
+        for d in used:
+            if self.torch_devices[d].type == "cuda":
+                peak[d] = torch.cuda.max_memory_allocated(self.torch_devices[d])
+        held = state.get("held_bytes", np.zeros(self.task.n_devices))
+        for d in used:
+            if self.torch_devices[d].type != "cuda":
+                peak[d] = held[d]
+        return peak
+
+    def _setup(self, placement: np.ndarray, state: dict[str, Any]) -> None:
+        """Weights on their owners' devices and data inputs on every used device (not timed)."""
+        p = self.program
+        train = self.task.objective == "train_step"
+        try:
+            weights = _make_parameters(p, self.seed)
+            owner = {name: k for k in range(len(p.owned)) for name in p.owned[k]}
+            for name in list(weights):
+                device = self.torch_devices[placement[owner[name]]]
+                weights[name] = weights[name].to(device).requires_grad_(train)
+            data = _make_inputs(p, self.seed)
+            state["data"] = {(name, d): value.to(self.torch_devices[d])
+                             for name, value in data.items() for d in set(placement.tolist())}
+            state["weights"] = weights
+            state["consts"] = {
+                (k, i): _constant_tensor(p, k, i, s[1], self.torch_devices[placement[k]])
+                for k, sources in enumerate(p.sources) for i, s in enumerate(sources) if s and s[0] == "const"
+            }
+        except Exception as error:
+            raise _StepFailed(
+                f"setting up weights and inputs failed: {type(error).__name__}: {error}"
+            ) from None
+
+    def _step(self, placement: np.ndarray, state: dict[str, Any], keep: bool) -> float:
+        """One step: start a worker per used device, release the ready jobs, wait; seconds taken."""
+        import torch
+
+        jobs = self._jobs
+        kinds = jobs["kinds"]
+        device_of = [int(placement[f]) for _, f in kinds]
+        remaining = list(jobs["n_deps"])
+        used = sorted(set(device_of))
+        heaps: dict[int, list[tuple[int, int]]] = {d: [] for d in used}
+        for job, count in enumerate(remaining):
+            if count == 0:
+                heaps[device_of[job]].append((0, job))
+        for heap in heaps.values():
+            heapq.heapify(heap)
+        condition = threading.Condition()
+        shared: dict[str, Any] = {"done": 0, "error": None, "seq": 0}
+        step = _StepState(self, placement, state)
+        n_jobs = len(kinds)
+        train = self.task.objective == "train_step"
+        barrier = threading.Barrier(len(used) + 1)
+
+        def worker(d: int) -> None:
+            device = self.torch_devices[d]
+            if device.type == "cuda":
+                torch.cuda.set_device(device)
+            barrier.wait()
+            with torch.set_grad_enabled(train):
+                while True:
+                    with condition:
+                        while not heaps[d] and shared["error"] is None and shared["done"] < n_jobs:
+                            condition.wait()
+                        if shared["error"] is not None or not heaps[d]:
+                            return
+                        _, job = heapq.heappop(heaps[d])
+                    try:
+                        step.run_job(job, kinds[job], d)
+                    except BaseException as error:  # noqa: BLE001 - any failure on a device ends the step
+                        kind, f = kinds[job]
+                        op = f"{self.program.graph.op_names[f]!r} ({self.program.op_types[f]})"
+                        where = f"{self.task.cluster.device_names[d]!r} ({device})"
+                        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+                        with condition:
+                            if shared["error"] is None:
+                                shared["error"] = (
+                                    f"{kind} of op {op} on device {where} failed: "
+                                    f"{type(error).__name__}: {first_line}"
+                                )
+                            condition.notify_all()
+                        return
+                    with condition:
+                        shared["seq"] += 1
+                        for nxt in jobs["dependents"][job]:
+                            remaining[nxt] -= 1
+                            if remaining[nxt] == 0:
+                                heapq.heappush(heaps[device_of[nxt]], (shared["seq"], nxt))
+                        shared["done"] += 1
+                        condition.notify_all()
+
+        threads = [threading.Thread(target=worker, args=(d,), name=f"placement-gym-{d}", daemon=True)
+                   for d in used]
+        for thread in threads:
+            thread.start()
+        barrier.wait()
+        start = time.perf_counter()
+        for thread in threads:
+            thread.join()
+        if shared["error"] is None:
+            for d in used:
+                if self.torch_devices[d].type == "cuda":
+                    torch.cuda.synchronize(self.torch_devices[d])
+        elapsed = time.perf_counter() - start
+        if shared["error"] is not None:
+            raise _StepFailed(shared["error"])
+        if shared["done"] != n_jobs:
+            raise _StepFailed(
+                f"the step stopped after {shared['done']} of {n_jobs} jobs (a dependency cycle?)"
+            )
+        if keep:
+            step.finish()
+        return elapsed
+
+
+class _StepState:
+    """Tensors of one step: outputs by name, copies per (tensor, device), gradients sent back."""
+
+    def __init__(self, executor: Executor, placement: np.ndarray, state: dict[str, Any]) -> None:
+        self.ex = executor
+        self.p = executor.program
+        self.placement = placement
+        self.state = state
+        self.train = executor.task.objective == "train_step"
+        self.values: dict[str, tuple[int, Any]] = {}  # produced tensor -> (device, tensor)
+        self.copies: dict[tuple[str, int], Any] = {}  # (tensor, device) -> the input tensor used there
+        self.grads: dict[str, list[Any]] = {}  # tensor -> gradients sent back by its consumers
+        self.param_grads: dict[str, Any] = {}
+        self.leaves: dict[int, list[tuple[str, Any]]] = {}  # op -> (tensor name, leaf) it may need grads of
+
+    def fetch(self, name: str, d: int) -> Any:
+        key = (name, d)
+        if key in self.copies:
+            return self.copies[key]
+        src_device, value = self.values[name]
+        if self.train:
+            value = value.detach()
+        if src_device != d:
+            target = self.ex.torch_devices[d]
+            # A real copy even between virtual CPU devices (same torch device): see the module docstring.
+            value = value.clone() if value.device == target else value.to(target)
+        if self.train and value.is_floating_point():
+            value = value.detach().requires_grad_(True)
+        self.copies[key] = value
+        return value
+
+    def run_job(self, job: int, kind_op: tuple[str, int], d: int) -> None:
+        kind, k = kind_op
+        if kind == "forward":
+            self.forward(k, d)
+        elif kind == "backward":
+            self.backward(k, d)
+        else:
+            self.update(k, d)
+
+    def forward(self, k: int, d: int) -> None:
+        p = self.p
+        args: list[Any] = []
+        leaves: list[tuple[str, Any]] = []
+        for i, source in enumerate(p.sources[k]):
+            if source is None:
+                args.append(None)
+                continue
+            kind, name = source
+            if kind == "data":
+                args.append(self.state["data"][(name, d)])
+            elif kind == "param":
+                weight = self.state["weights"][name]
+                args.append(weight)
+                if name in p.shared:  # consumers on other devices read it like a produced tensor
+                    self.values[name] = (d, weight)
+            elif kind == "const":
+                args.append(self.state["consts"][(k, i)])
+            else:
+                value = self.fetch(name, d)
+                args.append(value)
+                if self.train and value.requires_grad:
+                    leaves.append((name, value))
+        results = _call_op(p, k, args)
+        for name, result in zip(p.outputs[k], results, strict=False):
+            if name:
+                self.values[name] = (d, result)
+        if self.train:
+            self.leaves[k] = leaves
+
+    def backward(self, k: int, d: int) -> None:
+        import torch
+
+        p = self.p
+        device = self.ex.torch_devices[d]
+        outputs, seeds = [], []
+        for name in p.outputs[k]:
+            if not name or name not in self.values:
+                continue
+            _, value = self.values[name]
+            if not isinstance(value, torch.Tensor) or not value.requires_grad:
+                continue
+            contributions = [g.to(device) for g in self.grads.pop(name, [])]
+            if name in p.output_names and value.is_floating_point():
+                contributions.append(torch.full_like(value, 1.0 / max(1, value.numel())))
+            if contributions:
+                outputs.append(value)
+                total = torch.stack(contributions).sum(0) if len(contributions) > 1 else contributions[0]
+                seeds.append(total)
+        own = [(name, self.state["weights"][name]) for name in p.owned[k]]
+        targets = self.leaves.get(k, []) + own
+        if not outputs or not targets:
+            return
+        grads = torch.autograd.grad(outputs, [t for _, t in targets], seeds, allow_unused=True)
+        n_leaves = len(self.leaves.get(k, []))
+        for j, ((name, _), grad) in enumerate(zip(targets, grads, strict=True)):
+            if grad is None:
+                continue
+            if j < n_leaves:
+                self.grads.setdefault(name, []).append(grad)  # list.append is atomic under the GIL
+            else:
+                self.param_grads[name] = grad
+
+    def update(self, k: int, d: int) -> None:
+        import torch
+
+        device = self.ex.torch_devices[d]
+        with torch.no_grad():
+            for name in self.p.owned[k]:
+                parts = [g.to(device) for g in self.grads.pop(name, [])]
+                if name in self.param_grads:
+                    parts.append(self.param_grads.pop(name))
+                if parts:
+                    weight = self.state["weights"][name]
+                    weight.sub_(self.ex.lr * (torch.stack(parts).sum(0) if len(parts) > 1 else parts[0]))
+
+    def finish(self) -> None:
+        """Keep the last step's graph outputs, loss and the bytes held per device."""
+        import torch
+
+        held = np.zeros(self.ex.task.n_devices)
+
+        def count(d: int, value: Any) -> None:
+            if isinstance(value, torch.Tensor):
+                held[d] += value.numel() * value.element_size()
+
+        for d, value in self.values.values():
+            count(d, value)
+        for (_, d), value in self.copies.items():
+            count(d, value)
+        owner = {name: k for k in range(len(self.p.owned)) for name in self.p.owned[k]}
+        for name, weight in self.state["weights"].items():
+            d = int(self.placement[owner[name]])
+            count(d, weight)
+            if self.train:
+                held[d] += weight.numel() * weight.element_size()  # its gradient
+        for (_, d), value in self.state["data"].items():
+            count(d, value)
+        outputs = {}
+        loss = 0.0
+        for name in self.p.output_names:
+            if name in self.values:
+                value = self.values[name][1].detach().to("cpu")
+                outputs[name] = value
+                if value.is_floating_point():
+                    loss += float(value.mean())
+        self.ex.outputs = outputs
+        self.state["held_bytes"] = held
+        self.state["loss"] = loss if self.train else None

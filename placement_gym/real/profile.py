@@ -1,0 +1,505 @@
+"""Measured profiles: per-op times and link figures of real devices, and the Task built from them.
+
+A *profile* is a JSON-able dict (``PROFILE_FORMAT`` in ``"format"``)::
+
+    {
+      "format": "placement-gym-profile/1",
+      "key": "<16 hex digits, see profile_key>",
+      "graph": {"name": "cifar10_cnn", "sha256": "<graph_digest>", "n_ops": 42},
+      "batch": null,                     # null: the graph's own batch
+      "devices": [{"name": "cpu:0", "torch_device": "cpu", "kind": "cpu",
+                   "host": "Linux x86_64 ...", "torch_version": "2.13.0"}, ...],
+      "forward_s":  {"<op name>": {"<device name>": seconds, ...}, ...},   # every forward op
+      "backward_s": {"<op name>": {"<device name>": seconds, ...}, ...},   # optional per op
+      "update_s":   {"<op name>": {"<device name>": seconds, ...}, ...},   # optional per op
+      "link_bandwidth": {"<src>": {"<dst>": bytes per second, ...}, ...},  # every ordered pair
+      "link_latency":   {"<src>": {"<dst>": seconds, ...}, ...},
+      "settings": {"repeats": 5, "warmup": 1, "link_sizes": [...], ...},
+      "created": "2026-11-29T20:30:00+00:00"
+    }
+
+Times are objective-independent (forward and backward of each forward op), so one profile serves
+``train_step`` and ``inference`` tasks. Profiles are cached as JSON files in
+``~/.cache/placement_gym/profiles`` (or ``$PLACEMENT_GYM_CACHE/profiles``), named
+``<graph name>-<key>.json``; the key is a hash of the graph digest, the sorted device descriptions
+and the batch, so a profile measured on other hardware or another torch version is not reused.
+
+torch is imported only by the functions that measure or describe devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.graph.opgraph import OpGraph
+from placement_gym.task import Task, make_task
+
+PROFILE_FORMAT = "placement-gym-profile/1"
+# Sizes (bytes) of the copies a link is timed with: small ones pin the latency, large ones the bandwidth.
+LINK_SIZES: tuple[int, ...] = (1 << 10, 1 << 16, 1 << 20, 1 << 23)
+# Floor for fitted link figures: the Cluster needs positive numbers, and a fit on noisy timings of
+# a fast local copy can give a latency of 0 or below.
+_MIN_LATENCY_S = 1e-9
+
+
+class ProfileError(ValueError):
+    """A profile that is malformed or does not belong to the task it is used with."""
+
+
+# --- identity: graph digest, device descriptions, key ------------------------------------------------
+
+
+def graph_digest(graph: OpGraph) -> str:
+    """The graph's identity for profiles: the sha256 of its ONNX file, or for a graph built in
+    memory (``sha256 == ""``) a sha256 of its op names, op types and edges."""
+    if graph.sha256:
+        return graph.sha256
+    digest = hashlib.sha256()
+    digest.update("\n".join(graph.op_names).encode())
+    digest.update("\n".join(graph.op_types).encode())
+    digest.update(np.ascontiguousarray(graph.edge_tensor, dtype=np.int64).tobytes())
+    digest.update(np.ascontiguousarray(graph.edge_dst, dtype=np.int64).tobytes())
+    digest.update(np.ascontiguousarray(graph.tensor_producer, dtype=np.int64).tobytes())
+    return "mem-" + digest.hexdigest()
+
+
+def _host_description() -> str:
+    cpu = platform.processor() or platform.machine()
+    return f"{platform.system()} {platform.machine()} {cpu}".strip()
+
+
+def describe_devices(devices: Mapping[str, str]) -> list[dict[str, str]]:
+    """Descriptions of the torch devices behind the device names, sorted by name: ``name``,
+    ``torch_device``, ``kind`` (``"cpu"``/``"gpu"``), ``host`` (the OS, machine and CPU, or the GPU
+    model) and ``torch_version``. Imports torch."""
+    _check_device_map(devices)
+    import torch
+
+    described = []
+    for name in sorted(devices):
+        spec = str(devices[name])
+        try:
+            device = torch.device(spec)
+        except (RuntimeError, ValueError) as error:
+            raise ValueError(f"device {name!r}: {spec!r} is not a torch device ({error})") from None
+        host = _host_description()
+        if device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise ValueError(f"device {name!r} is {spec!r} but torch sees no CUDA device on this machine")
+            host = torch.cuda.get_device_name(device)
+        described.append(
+            {
+                "name": name,
+                "torch_device": spec,
+                "kind": "cpu" if device.type == "cpu" else "gpu",
+                "host": host,
+                "torch_version": torch.__version__,
+            }
+        )
+    return described
+
+
+def profile_key(
+    graph_sha256: str, device_descriptions: Sequence[Mapping[str, str]], batch: int | None
+) -> str:
+    """16 hex digits identifying what a profile measured: graph, devices (in any order), batch."""
+    devices = sorted((dict(d) for d in device_descriptions), key=lambda d: d["name"])
+    text = json.dumps({"graph": graph_sha256, "devices": devices, "batch": batch}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _check_device_map(devices: Mapping[str, str]) -> None:
+    if not isinstance(devices, Mapping) or not devices:
+        raise ValueError(
+            "devices must be a non-empty mapping from device name to torch device, "
+            f"such as {{'cpu:0': 'cpu', 'gpu:0': 'cuda:0'}}; got {devices!r}"
+        )
+
+
+# --- cache -----------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    """Where profiles are cached: ``$PLACEMENT_GYM_CACHE/profiles`` or ``~/.cache/placement_gym/profiles``."""
+    root = os.environ.get("PLACEMENT_GYM_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "placement_gym"
+    return base / "profiles"
+
+
+def save_profile(profile: Mapping[str, Any], path: str | Path | None = None) -> Path:
+    """Write ``profile`` as JSON to ``path`` (default: its file in `cache_dir`); returns the path."""
+    check_profile(profile)
+    if path is None:
+        path = cache_dir() / f"{profile['graph']['name']}-{profile['key']}.json"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(profile, indent=1, sort_keys=True))
+    temporary.replace(path)  # atomic: a reader never sees half a profile
+    return path
+
+
+def load_profile(path: str | Path) -> dict[str, Any]:
+    """Read and check a profile file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProfileError(f"profile file {str(path)!r} does not exist")
+    try:
+        profile = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ProfileError(f"profile file {str(path)!r} is not valid JSON: {error}") from None
+    check_profile(profile, source=str(path))
+    return profile
+
+
+def find_profile(
+    graph: OpGraph,
+    devices: Mapping[str, str] | Sequence[str],
+    batch: int | None = None,
+) -> dict[str, Any] | None:
+    """The cached profile of ``graph`` on ``devices``, or None.
+
+    ``devices`` as a mapping (name -> torch device) looks up the exact key (same hardware and torch
+    version; imports torch). As a sequence of device names it takes, without torch, the newest
+    cached profile of the graph whose device names are exactly these (any hardware)."""
+    directory = cache_dir()
+    digest = graph_digest(graph)
+    if isinstance(devices, Mapping):
+        key = profile_key(digest, describe_devices(devices), batch)
+        path = directory / f"{graph.name}-{key}.json"
+        return load_profile(path) if path.is_file() else None
+    names = sorted(devices)
+    best = None
+    for path in sorted(directory.glob(f"{graph.name}-*.json")) if directory.is_dir() else ():
+        try:
+            profile = load_profile(path)
+        except ProfileError:
+            continue  # a broken cache file is skipped, not fatal
+        if (
+            profile["graph"]["sha256"] == digest
+            and sorted(d["name"] for d in profile["devices"]) == names
+            and profile.get("batch") == batch
+            and (best is None or profile.get("created", "") > best.get("created", ""))
+        ):
+            best = profile
+    return best
+
+
+# --- checks and the profiled task --------------------------------------------------------------------
+
+
+def check_profile(profile: Any, source: str = "profile") -> None:
+    """Raise `ProfileError` naming what is missing or malformed."""
+    if not isinstance(profile, Mapping):
+        raise ProfileError(f"{source} must be a dict (a loaded profile), got {type(profile).__name__}")
+    if profile.get("format") != PROFILE_FORMAT:
+        raise ProfileError(f"{source}: format is {profile.get('format')!r}, expected {PROFILE_FORMAT!r}")
+    missing = [k for k in ("key", "graph", "devices", "forward_s", "link_bandwidth", "link_latency")
+               if k not in profile]
+    if missing:
+        raise ProfileError(f"{source} lacks {', '.join(missing)}")
+    graph = profile["graph"]
+    if not isinstance(graph, Mapping) or not {"name", "sha256"} <= set(graph):
+        raise ProfileError(f"{source}: 'graph' must have 'name' and 'sha256'")
+    if not isinstance(profile["devices"], list) or not all(
+        isinstance(d, Mapping) and "name" in d for d in profile["devices"]
+    ):
+        raise ProfileError(f"{source}: 'devices' must be a list of device descriptions with a 'name'")
+
+
+def _device_names(profile: Mapping[str, Any]) -> list[str]:
+    return [d["name"] for d in profile["devices"]]
+
+
+def _check_matches(task: Task, profile: Mapping[str, Any]) -> None:
+    digest = graph_digest(task.graph)
+    if profile["graph"]["sha256"] != digest:
+        theirs = profile["graph"]
+        raise ProfileError(
+            f"the profile is for graph {theirs['name']!r} (sha256 {theirs['sha256'][:16]}...), "
+            f"not task {task.id}'s graph {task.graph.name!r} (sha256 {digest[:16]}...); "
+            f"run placement-gym profile --graph {task.graph.name} ..."
+        )
+    have, want = set(_device_names(profile)), set(task.cluster.device_names)
+    if have != want:
+        raise ProfileError(
+            f"the profile measured devices {sorted(have)}, task {task.id}'s cluster has {sorted(want)}: "
+            f"missing {sorted(want - have)}, extra {sorted(have - want)}"
+        )
+
+
+def _per_op_table(
+    profile: Mapping[str, Any], field: str, names: Sequence[str], devices: Sequence[str], required: bool
+) -> np.ndarray:
+    """``(len(names), len(devices))`` seconds from ``profile[field]``; NaN where not measured (an
+    error instead when ``required``)."""
+    table = profile.get(field) or {}
+    out = np.full((len(names), len(devices)), np.nan)
+    for i, name in enumerate(names):
+        row = table.get(name)
+        if row is None:
+            if required:
+                raise ProfileError(f"profile {field} has no times for op {name!r}")
+            continue
+        for j, device in enumerate(devices):
+            if device not in row:
+                raise ProfileError(f"profile {field}[{name!r}] has no time for device {device!r}")
+            value = float(row[device])
+            if not np.isfinite(value) or value < 0:
+                raise ProfileError(
+                    f"profile {field}[{name!r}][{device!r}] = {row[device]!r} is not a time >= 0"
+                )
+            out[i, j] = value
+    return out
+
+
+def _link_matrix(profile: Mapping[str, Any], field: str, devices: Sequence[str]) -> np.ndarray:
+    table = profile[field]
+    n = len(devices)
+    out = np.zeros((n, n))
+    for i, src in enumerate(devices):
+        for j, dst in enumerate(devices):
+            if i == j:
+                continue
+            try:
+                out[i, j] = float(table[src][dst])
+            except (KeyError, TypeError, ValueError):
+                raise ProfileError(f"profile {field} has no figure for link {src} -> {dst}") from None
+    return out
+
+
+def profiled_cluster(cluster: Cluster, profile: Mapping[str, Any]) -> Cluster:
+    """``cluster`` with its links replaced by the profile's measured bandwidth and latency."""
+    names = cluster.device_names
+    return dataclasses.replace(
+        cluster,
+        name=f"{cluster.name}+profile",
+        link_bandwidth=_link_matrix(profile, "link_bandwidth", names),
+        link_latency=_link_matrix(profile, "link_latency", names),
+        description=(cluster.description + " " if cluster.description else "")
+        + f"(links measured, profile {profile['key']})",
+    )
+
+
+def profiled_task(task: Task, profile: Mapping[str, Any] | str | Path) -> Task:
+    """``task`` with measured op times and links from ``profile`` (a dict or a profile file).
+
+    ``duration[op, device]``: a forward op takes ``forward_s[op][device]``; a backward op the
+    ``backward_s`` of its forward op (an error if the profile has none for an op that a train_step
+    task needs); an update op ``update_s`` of its forward op when measured, else the analytical
+    figure of the cost model (optimizer updates are simple element-wise passes that the analytical
+    formula models well, and the executor's optimizer may differ from the one profiled). Links: the
+    measured ones (`profiled_cluster`). Graph, memory, objective and optimizer are unchanged; the
+    id keeps the task's (so placements and leaderboard entries stay comparable by task)."""
+    if isinstance(profile, (str, Path)):
+        profile = load_profile(profile)
+    check_profile(profile)
+    _check_matches(task, profile)
+    cluster = profiled_cluster(task.cluster, profile)
+    base = make_task(task.graph, cluster, task.objective, task.optimizer)
+    devices = task.cluster.device_names
+    names = task.graph.op_names
+    duration = np.array(base.duration, dtype=np.float64)
+    forward = _per_op_table(profile, "forward_s", names, devices, required=True)
+    kinds, owners = task.op_kind, task.op_forward
+    duration[kinds == 0] = forward[owners[kinds == 0]]
+    if np.any(kinds == 1):
+        backward = _per_op_table(profile, "backward_s", names, devices, required=True)
+        duration[kinds == 1] = backward[owners[kinds == 1]]
+    if np.any(kinds == 2):
+        update = _per_op_table(profile, "update_s", names, devices, required=False)
+        measured = update[owners[kinds == 2]]
+        rows = duration[kinds == 2]
+        duration[kinds == 2] = np.where(np.isnan(measured), rows, measured)
+    duration.setflags(write=False)
+    return dataclasses.replace(base, id=task.id, duration=duration, _cache={})
+
+
+# --- measurement ------------------------------------------------------------------------------------
+
+
+def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> tuple[float, float]:
+    """Least-squares fit of ``seconds = latency + bytes / bandwidth``; returns ``(bandwidth bytes/s,
+    latency s)``, both positive (a latency fitted at or below zero is floored at 1 ns; a slope at
+    or below zero, which only noise gives, falls back to the largest copy's bytes per second)."""
+    x = np.asarray(sizes, dtype=np.float64)
+    y = np.asarray(seconds, dtype=np.float64)
+    if len(x) < 2 or len(x) != len(y):
+        raise ValueError("fit_link needs at least two (size, seconds) pairs of equal length")
+    slope, intercept = np.polyfit(x, y, 1)
+    largest = int(np.argmax(x))
+    bandwidth = 1.0 / slope if slope > 0 else x[largest] / max(y[largest], _MIN_LATENCY_S)
+    return float(bandwidth), float(max(intercept, _MIN_LATENCY_S))
+
+
+def _synchronize(torch, device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_time(torch, devices, call, repeats: int, warmup: int) -> float:
+    for _ in range(warmup):
+        call()
+    for device in devices:
+        _synchronize(torch, device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        for device in devices:
+            _synchronize(torch, device)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def measure_links(
+    devices: Mapping[str, str], sizes: Sequence[int] = LINK_SIZES, repeats: int = 5, warmup: int = 1
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Bandwidth and latency of every ordered device pair: the median time of copying tensors of
+    ``sizes`` bytes from one torch device to the other, fitted by `fit_link`. Two names on the same
+    torch device (virtual devices) are timed with a memory copy on it (``clone``)."""
+    _check_device_map(devices)
+    import torch
+
+    torch_devices = {name: torch.device(spec) for name, spec in devices.items()}
+    bandwidth: dict[str, dict[str, float]] = {name: {} for name in devices}
+    latency: dict[str, dict[str, float]] = {name: {} for name in devices}
+    for src, a in torch_devices.items():
+        for dst, b in torch_devices.items():
+            if src == dst:
+                continue
+            times = []
+            for size in sizes:
+                tensor = torch.empty(max(int(size) // 4, 1), dtype=torch.float32, device=a)
+                copy = (lambda t=tensor: t.clone()) if a == b else (lambda t=tensor, d=b: t.to(d))
+                times.append(_median_time(torch, {a, b}, copy, repeats, warmup))
+            bandwidth[src][dst], latency[src][dst] = fit_link([4 * max(s // 4, 1) for s in sizes], times)
+    return bandwidth, latency
+
+
+def measure_profile(
+    graph: OpGraph,
+    devices: Mapping[str, str],
+    batch: int | None = None,
+    repeats: int = 5,
+    warmup: int = 1,
+    link_sizes: Sequence[int] = LINK_SIZES,
+    model: Any = None,
+) -> dict[str, Any]:
+    """Measure ``graph``'s forward and backward op times on every device and every link; returns a
+    profile (see the module docstring). ``devices``: device name -> torch device (``"cpu"``,
+    ``"cuda:0"``); several names may share a torch device (virtual devices). Each time is the median
+    of ``repeats`` runs after ``warmup`` runs. ``batch``: a smaller batch than the graph's (as
+    `Executor`'s); ``model``: the ONNX file or ModelProto of a graph that is not bundled."""
+    _check_device_map(devices)
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    described = describe_devices(devices)
+    forward_s, backward_s = _measure_ops(graph, devices, batch, repeats, warmup, model)
+    bandwidth, latency = measure_links(devices, link_sizes, repeats, warmup)
+    digest = graph_digest(graph)
+    return {
+        "format": PROFILE_FORMAT,
+        "key": profile_key(digest, described, batch),
+        "graph": {"name": graph.name, "sha256": digest, "n_ops": graph.n_ops},
+        "batch": batch,
+        "devices": described,
+        "forward_s": forward_s,
+        "backward_s": backward_s,
+        "link_bandwidth": bandwidth,
+        "link_latency": latency,
+        "settings": {"repeats": repeats, "warmup": warmup, "link_sizes": [int(s) for s in link_sizes],
+                     "timer": "time.perf_counter, median, device synchronised"},
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _measure_ops(graph, devices, batch, repeats, warmup, model=None):
+    """Per-op forward and backward seconds on each device: ``({op: {device: s}}, {op: {device: s}})``.
+
+    Uses the executor's program of the graph (`placement_gym.real.executor`: the ONNX node, inputs
+    and attributes of each op, the same random weights and data as `Executor` with seed 0). One
+    CPU forward pass gives every op's input values; then each op runs alone on each device with its
+    inputs there: forward under ``no_grad``, and backward as ``torch.autograd.grad`` of its float
+    outputs with respect to its float inputs (the graph kept, so only the gradient pass is timed).
+    An op with no differentiable input or output has backward time 0."""
+    import torch
+
+    from placement_gym.real import executor as ex
+
+    program = ex._build_program(graph, ex._load_model(graph, model), batch)
+    weights = ex._make_parameters(program, seed=0)
+    data = ex._make_inputs(program, seed=0)
+    cpu = torch.device("cpu")
+    values: dict[str, Any] = {}
+    op_args: list[list[Any]] = []
+    with torch.no_grad():
+        for k, sources in enumerate(program.sources):
+            args = []
+            for i, source in enumerate(sources):
+                if source is None:
+                    args.append(None)
+                elif source[0] == "data":
+                    args.append(data[source[1]])
+                elif source[0] == "param":
+                    args.append(weights[source[1]])
+                elif source[0] == "const":
+                    args.append(("const", i, source[1]))  # made per device: integer constants stay on the CPU
+                else:
+                    args.append(values[source[1]] if source[1] in values else weights[source[1]])
+            op_args.append(args)
+            cpu_args = [ex._constant_tensor(program, k, a[1], a[2], cpu) if isinstance(a, tuple) else a
+                        for a in args]
+            for name, result in zip(program.outputs[k], ex._call_op(program, k, cpu_args), strict=False):
+                if name:
+                    values[name] = result
+    forward_s: dict[str, dict[str, float]] = {name: {} for name in graph.op_names}
+    backward_s: dict[str, dict[str, float]] = {name: {} for name in graph.op_names}
+    for device_name, spec in devices.items():
+        device = torch.device(spec)
+        for k, op_name in enumerate(graph.op_names):
+            args = [
+                ex._constant_tensor(program, k, a[1], a[2], device) if isinstance(a, tuple)
+                else a.to(device) if isinstance(a, torch.Tensor)
+                else a
+                for a in op_args[k]
+            ]
+            try:
+                with torch.no_grad():
+                    forward_s[op_name][device_name] = _median_time(
+                        torch, {device}, lambda k=k, args=args: ex._call_op(program, k, args), repeats, warmup
+                    )
+                differentiable = [isinstance(a, torch.Tensor) and a.is_floating_point() for a in args]
+                leaves = [a.detach().requires_grad_(True) if f else a for a, f in zip(args, differentiable)]
+                with torch.enable_grad():
+                    outputs = [r for r in ex._call_op(program, k, leaves)
+                               if isinstance(r, torch.Tensor) and r.requires_grad]
+                inputs = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+                if not outputs or not inputs:
+                    backward_s[op_name][device_name] = 0.0
+                    continue
+                seeds = [torch.ones_like(r) for r in outputs]
+                backward_s[op_name][device_name] = _median_time(
+                    torch, {device},
+                    lambda o=outputs, i=inputs, g=seeds: torch.autograd.grad(o, i, g, retain_graph=True,
+                                                                             allow_unused=True),
+                    repeats, warmup,
+                )
+            except (RuntimeError, NotImplementedError) as error:
+                raise ValueError(
+                    f"measuring op {op_name!r} ({program.op_types[k]}) on {device_name} ({spec}) "
+                    f"failed: {error}"
+                ) from None
+    return forward_s, backward_s

@@ -1,0 +1,317 @@
+"""Measured profiles (`placement_gym.real.profile`) and the envs' ``reward_mode`` plumbing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import MS, hand_cluster, hand_graph
+
+from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.envs.refine import DevicePlacementRefineEnv
+from placement_gym.envs.single_shot import DevicePlacementEnv
+from placement_gym.envs.staged import DevicePlacementStagedEnv
+from placement_gym.graph import load_graph
+from placement_gym.real.evaluators import REWARD_MODES, make_evaluator
+from placement_gym.real.profile import (
+    PROFILE_FORMAT,
+    ProfileError,
+    find_profile,
+    fit_link,
+    graph_digest,
+    load_profile,
+    measure_links,
+    profile_key,
+    profiled_task,
+    save_profile,
+)
+from placement_gym.task import make_task
+
+
+def synthetic_profile(graph, device_names, seed=0, update=False, batch=None, descriptions=None):
+    """A profile with seeded random times (0.01-1 ms) and links, in the file format."""
+    rng = np.random.default_rng(seed)
+    devices = descriptions or [
+        {"name": n, "torch_device": "cpu", "kind": "cpu", "host": "test", "torch_version": "0"}
+        for n in device_names
+    ]
+
+    def table():
+        return {op: {d: float(rng.uniform(1e-5, 1e-3)) for d in device_names} for op in graph.op_names}
+
+    profile = {
+        "format": PROFILE_FORMAT,
+        "key": profile_key(graph_digest(graph), devices, batch),
+        "graph": {"name": graph.name, "sha256": graph_digest(graph), "n_ops": graph.n_ops},
+        "batch": batch,
+        "devices": devices,
+        "forward_s": table(),
+        "backward_s": table(),
+        "link_bandwidth": {s: {d: float(rng.uniform(1e9, 1e10)) for d in device_names if d != s}
+                           for s in device_names},
+        "link_latency": {s: {d: float(rng.uniform(1e-6, 1e-4)) for d in device_names if d != s}
+                         for s in device_names},
+        "settings": {"repeats": 1},
+        "created": f"2026-01-0{seed + 1}T00:00:00+00:00",
+    }
+    if update:
+        profile["update_s"] = table()
+    return profile
+
+
+@pytest.fixture(scope="module")
+def cifar():
+    return load_graph("cifar10_cnn")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLACEMENT_GYM_CACHE", str(tmp_path))
+    return tmp_path / "profiles"
+
+
+def test_profiled_task_takes_measured_times_and_links(cifar):
+    cluster = hand_cluster(2)
+    task = make_task(cifar, cluster, "train_step")
+    profile = synthetic_profile(cifar, cluster.device_names)
+    profiled = profiled_task(task, profile)
+    n = cifar.n_ops
+    for f, name in enumerate(cifar.op_names):
+        for d, device in enumerate(cluster.device_names):
+            assert profiled.duration[f, d] == profile["forward_s"][name][device]
+            # Task's layout: the backward op of forward op f is at index 2n - 1 - f.
+            assert profiled.duration[2 * n - 1 - f, d] == profile["backward_s"][name][device]
+    # No update_s: update ops keep the analytical figure.
+    updates = task.op_kind == 2
+    assert updates.any()
+    np.testing.assert_array_equal(profiled.duration[updates], task.duration[updates])
+    assert profiled.cluster.link_bandwidth[0, 1] == profile["link_bandwidth"]["gpu:0"]["gpu:1"]
+    assert profiled.cluster.link_latency[1, 0] == profile["link_latency"]["gpu:1"]["gpu:0"]
+    # Everything else is the task's.
+    assert profiled.graph is task.graph and profiled.id == task.id
+    np.testing.assert_array_equal(profiled.static_bytes, task.static_bytes)
+    np.testing.assert_array_equal(profiled.tensor_bytes, task.tensor_bytes)
+    np.testing.assert_array_equal(profiled.cluster.memory_capacity, cluster.memory_capacity)
+    assert profiled.cluster.device_names == cluster.device_names
+
+
+def test_measured_update_times_replace_the_analytical_ones(cifar):
+    cluster = hand_cluster(2)
+    task = make_task(cifar, cluster, "train_step")
+    profile = synthetic_profile(cifar, cluster.device_names, update=True)
+    profiled = profiled_task(task, profile)
+    for op in np.flatnonzero(task.op_kind == 2):
+        name = cifar.op_names[task.op_forward[op]]
+        assert profiled.duration[op, 1] == profile["update_s"][name]["gpu:1"]
+
+
+def test_inference_task_needs_no_backward_times(cifar):
+    cluster = hand_cluster(2)
+    profile = synthetic_profile(cifar, cluster.device_names)
+    del profile["backward_s"]
+    profiled = profiled_task(make_task(cifar, cluster, "inference"), profile)
+    assert profiled.duration[0, 0] == profile["forward_s"][cifar.op_names[0]]["gpu:0"]
+    with pytest.raises(ProfileError, match="backward_s"):
+        profiled_task(make_task(cifar, cluster, "train_step"), profile)
+
+
+def test_simulation_uses_measured_times_and_links_hand_computed():
+    # a -> b, a on gpu:0, b on gpu:1: runtime = a's time + latency + bytes / bandwidth + b's time.
+    graph = hand_graph([("a", 1e9, 4e6, 0), ("b", 1e9, 8, 0)], [("a", "b")])
+    cluster = hand_cluster(2)
+    profile = synthetic_profile(graph, cluster.device_names)
+    profile["forward_s"] = {"a": {"gpu:0": 2 * MS, "gpu:1": 9 * MS}, "b": {"gpu:0": 9 * MS, "gpu:1": 3 * MS}}
+    profile["link_bandwidth"]["gpu:0"]["gpu:1"] = 2e9
+    profile["link_latency"]["gpu:0"]["gpu:1"] = 1 * MS
+    task = profiled_task(make_task(graph, cluster, "inference"), profile)
+    result = simulate(task, np.array([0, 1]))
+    assert result.runtime == pytest.approx(2 * MS + 1 * MS + 4e6 / 2e9 + 3 * MS)
+
+
+def test_save_load_round_trip_and_cache_lookup(cifar, cache):
+    names = ("gpu:0", "gpu:1")
+    old = synthetic_profile(cifar, names, seed=0)
+    other_host = [
+        {"name": n, "torch_device": "cpu", "kind": "cpu", "host": "other", "torch_version": "0"}
+        for n in names
+    ]
+    new = synthetic_profile(cifar, names, seed=1, descriptions=other_host)
+    path = save_profile(old)
+    assert path.parent == cache and path.name == f"cifar10_cnn-{old['key']}.json"
+    assert load_profile(path) == json.loads(json.dumps(old))
+    save_profile(new)
+    # By names: the newest profile of this graph on exactly these device names.
+    assert find_profile(cifar, list(names))["key"] == new["key"]
+    assert find_profile(cifar, ["gpu:0", "gpu:2"]) is None
+    assert find_profile(cifar, list(names), batch=64) is None
+    assert find_profile(load_graph("rnnlm"), list(names)) is None
+
+
+def test_cache_lookup_by_device_map_uses_the_exact_key(cifar, cache):
+    pytest.importorskip("torch")
+    from placement_gym.real.profile import describe_devices
+
+    devices = {"gpu:0": "cpu", "gpu:1": "cpu"}
+    described = describe_devices(devices)
+    assert [d["name"] for d in described] == ["gpu:0", "gpu:1"]
+    profile = synthetic_profile(cifar, list(devices), descriptions=described)
+    assert find_profile(cifar, devices) is None
+    save_profile(profile)
+    assert find_profile(cifar, devices)["key"] == profile["key"]
+    # Same names on other torch devices is another key.
+    digest = graph_digest(cifar)
+    assert profile_key(digest, described, None) != profile_key(digest, described, 32)
+
+
+def test_profile_key_ignores_device_order(cifar):
+    described = synthetic_profile(cifar, ("gpu:0", "gpu:1"))["devices"]
+    digest = graph_digest(cifar)
+    assert profile_key(digest, described, None) == profile_key(digest, described[::-1], None)
+
+
+def test_profile_of_another_graph_or_devices_is_refused(cifar):
+    cluster = hand_cluster(2)
+    task = make_task(cifar, cluster)
+    other = load_graph("rnnlm")
+    with pytest.raises(ProfileError, match="rnnlm.*cifar10_cnn"):
+        profiled_task(task, synthetic_profile(other, cluster.device_names))
+    with pytest.raises(ProfileError, match=r"missing \['gpu:1'\], extra \['cpu:0'\]"):
+        profiled_task(task, synthetic_profile(cifar, ("gpu:0", "cpu:0")))
+    broken = synthetic_profile(cifar, cluster.device_names)
+    del broken["forward_s"][cifar.op_names[3]]
+    with pytest.raises(ProfileError, match=cifar.op_names[3]):
+        profiled_task(task, broken)
+    with pytest.raises(ProfileError, match="format"):
+        profiled_task(task, {"format": "something else"})
+
+
+def test_load_profile_errors(tmp_path):
+    with pytest.raises(ProfileError, match="does not exist"):
+        load_profile(tmp_path / "none.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ProfileError, match="not valid JSON"):
+        load_profile(tmp_path / "bad.json")
+
+
+ENV_CLASSES = [DevicePlacementEnv, DevicePlacementStagedEnv, DevicePlacementRefineEnv]
+
+
+@pytest.mark.parametrize("env_class", ENV_CLASSES)
+def test_profiled_env_runtimes_are_the_profiled_task_s(cifar, env_class):
+    cluster = hand_cluster(2)
+    profile = synthetic_profile(cifar, cluster.device_names)
+    expected_task = profiled_task(make_task(cifar, cluster), profile)
+    env = env_class(graph=cifar, cluster=cluster, reward_mode="profiled", profile=profile)
+    assert env.reward_mode == "profiled"
+    np.testing.assert_array_equal(env.task.duration, expected_task.duration)
+    assert env.best_single_runtime == single_device(expected_task).runtime
+    assert env.lower_bound == lower_bound(expected_task)
+    _, info = env.reset(seed=0)
+    assert info["best_single_runtime"] == single_device(expected_task).runtime
+    rng = np.random.default_rng(0)
+    placement = rng.integers(0, 2, size=cifar.n_ops)
+    if env_class is DevicePlacementEnv:
+        _, _, _, _, info = env.step(placement)
+    else:
+        for device in placement:
+            _, _, terminated, _, info = env.step(int(device))
+        assert terminated
+    assert info["runtime"] == simulate(expected_task, placement).runtime
+    # The profile's numbers matter: the analytical task gives another runtime.
+    assert info["runtime"] != simulate(make_task(cifar, cluster), placement).runtime
+
+
+def test_profiled_env_finds_the_cached_profile(cifar, cache):
+    cluster = hand_cluster(2)
+    hint = "run placement-gym profile --graph cifar10_cnn --devices gpu:0,gpu:1"
+    with pytest.raises(ValueError, match=hint):
+        DevicePlacementEnv(graph=cifar, cluster=cluster, reward_mode="profiled")
+    profile = synthetic_profile(cifar, cluster.device_names)
+    save_profile(profile)
+    env = DevicePlacementEnv(graph=cifar, cluster=cluster, reward_mode="profiled")
+    assert env.task.duration[0, 0] == profile["forward_s"][cifar.op_names[0]]["gpu:0"]
+    path_env = DevicePlacementEnv(graph=cifar, cluster=cluster, reward_mode="profiled",
+                                  profile=save_profile(profile, cache / "copy.json"))
+    np.testing.assert_array_equal(path_env.task.duration, env.task.duration)
+
+
+def test_unknown_reward_mode_is_refused(cifar):
+    allowed = "unknown reward_mode 'measured'; allowed: cost_model, profiled, real"
+    with pytest.raises(ValueError, match=allowed):
+        DevicePlacementEnv(graph=cifar, cluster=hand_cluster(2), reward_mode="measured")
+    with pytest.raises(ValueError, match="not \"cost_model\""):
+        DevicePlacementEnv(graph=cifar, cluster=hand_cluster(2), devices={"gpu:0": "cpu"})
+    assert REWARD_MODES == ("cost_model", "profiled", "real")
+    assert make_evaluator(make_task(cifar, hand_cluster(2)), "cost_model") is None
+
+
+def test_real_mode_needs_devices(cifar):
+    with pytest.raises(ValueError, match="needs devices="):
+        DevicePlacementEnv(graph=cifar, cluster=hand_cluster(2), reward_mode="real")
+    with pytest.raises(ValueError, match="lacks a torch device for gpu:1"):
+        DevicePlacementEnv(graph=cifar, cluster=hand_cluster(2), reward_mode="real", devices={"gpu:0": "cpu"})
+
+
+def test_real_mode_smoke_on_two_virtual_cpu_devices(cifar):
+    pytest.importorskip("torch")
+    from placement_gym.real.devices import virtual_cpu_cluster
+
+    cluster = virtual_cpu_cluster(2)
+    devices = {name: "cpu" for name in cluster.device_names}
+    evaluator = make_evaluator(make_task(cifar, cluster, "inference"), "real", devices=devices, batch=2)
+    result = evaluator.simulate(np.arange(cifar.n_ops) % 2)
+    assert result.feasible and result.runtime > 0 and result.schedule is None
+    assert evaluator.last_info["runtime"] == result.runtime and len(evaluator.last_info["runtimes"]) >= 1
+    with pytest.raises(ValueError, match='profile= is for reward_mode="profiled"'):
+        make_evaluator(make_task(cifar, cluster), "real", devices=devices, profile={})
+    env = DevicePlacementEnv(graph=cifar, cluster=cluster, objective="inference", reward_mode="real",
+                             devices=devices)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(np.zeros(cifar.n_ops, dtype=np.int64))
+    # Rewards compare measured runtimes: the reference is a measured run too.
+    assert info["real"]["runtime"] == info["runtime"] and np.isfinite(reward)
+    assert env.best_single_runtime != single_device(env.task).runtime
+
+
+def test_measure_profile_on_two_virtual_cpu_devices(cifar, cache):
+    pytest.importorskip("torch")
+    from placement_gym.real.profile import measure_profile
+
+    devices = {"gpu:0": "cpu", "gpu:1": "cpu"}
+    profile = measure_profile(cifar, devices, batch=2, repeats=1, warmup=0, link_sizes=(1 << 10, 1 << 14))
+    for table in ("forward_s", "backward_s"):
+        assert set(profile[table]) == set(cifar.op_names)
+        assert all(set(row) == set(devices) for row in profile[table].values())
+    assert all(v > 0 for row in profile["forward_s"].values() for v in row.values())
+    save_profile(profile)
+    assert find_profile(cifar, devices, batch=2)["key"] == profile["key"]
+    task = profiled_task(make_task(cifar, hand_cluster(2)), profile)
+    assert task.duration[0, 1] == profile["forward_s"][cifar.op_names[0]]["gpu:1"]
+
+
+def test_fit_link_recovers_a_line():
+    sizes = [1e3, 1e5, 1e6, 1e7]
+    bandwidth, latency = fit_link(sizes, [5e-6 + s / 2e9 for s in sizes])
+    assert bandwidth == pytest.approx(2e9) and latency == pytest.approx(5e-6)
+    # Noise that makes the intercept negative: the latency is floored, still positive.
+    bandwidth, latency = fit_link([1e3, 1e6], [1e-9, 1e-3])
+    assert latency > 0 and bandwidth > 0
+    with pytest.raises(ValueError, match="two"):
+        fit_link([1e3], [1e-6])
+
+
+def test_measure_links_between_virtual_cpu_devices():
+    pytest.importorskip("torch")
+    bandwidth, latency = measure_links({"cpu:0": "cpu", "cpu:1": "cpu"}, sizes=(1 << 10, 1 << 16), repeats=2)
+    for table in (bandwidth, latency):
+        assert set(table) == {"cpu:0", "cpu:1"} and set(table["cpu:0"]) == {"cpu:1"}
+        assert all(np.isfinite(v) and v > 0 for row in table.values() for v in row.values())
+
+
+def test_profile_module_does_not_import_torch():
+    code = ("import sys, placement_gym, placement_gym.real.profile, placement_gym.real.evaluators; "
+            "assert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
