@@ -1,0 +1,281 @@
+"""`placement-gym profile` and `placement-gym fidelity`: measure a graph on real devices, and check
+the cost models against real runs (`placement_gym.real.profile`, `placement_gym.real.fidelity`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from placement_gym.cli.output import fmt_seconds, print_json, print_table
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _graph_and_model(name: str) -> tuple[Any, str | None]:
+    """The graph of ``--graph`` and, for an ONNX file, its path (the executor needs the model)."""
+    from placement_gym.graph import load_graph
+
+    graph = load_graph(name)
+    return graph, (name if Path(name).is_file() else None)
+
+
+def _note(args: argparse.Namespace, message: str) -> None:
+    """Progress for humans: stderr, so that --json output stays one JSON object."""
+    print(message, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+
+def _get_profile(
+    args, graph, model, devices: dict[str, str], force: bool = False, out: str | None = None
+) -> tuple[dict, str, bool]:
+    """The cached profile of ``graph`` on ``devices`` at ``--batch`` (measured and saved, to ``out`` or
+    the cache, when missing or ``force``): ``(profile, path, measured_now)``."""
+    from placement_gym.real.profile import cache_dir, find_profile, measure_profile, save_profile
+
+    if not force:
+        cached = find_profile(graph, devices, args.batch)
+        if cached is not None:
+            return cached, str(cache_dir() / f"{graph.name}-{cached['key']}.json"), False
+    batch = f" at batch {args.batch}" if args.batch else ""
+    _note(args, f"measuring the profile of {graph.name}{batch} on {', '.join(sorted(devices))} ...")
+    threads = _one_thread_for_virtual_cpus(devices)
+    try:
+        profile = measure_profile(
+            graph, devices, batch=args.batch, repeats=args.repeats, warmup=args.warmup, model=model
+        )
+    finally:
+        _restore_threads(threads)
+    path = save_profile(profile, out)
+    return profile, str(path), True
+
+
+def _one_thread_for_virtual_cpus(devices: dict[str, str]) -> int | None:
+    """Two or more virtual CPU devices: one intra-op thread each (as the executor runs them)."""
+    if sum(1 for spec in devices.values() if spec == "cpu") < 2:
+        return None
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    return threads
+
+
+def _restore_threads(threads: int | None) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _check_warmup(args: argparse.Namespace) -> None:
+    if args.warmup < 0:
+        raise ValueError(f"--warmup must be an integer >= 0, got {args.warmup}")
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    from placement_gym.real.fidelity import resolve_devices
+
+    _check_warmup(args)
+    cluster, devices = resolve_devices(args.devices, args.cluster)
+    graph, model = _graph_and_model(args.graph)
+    start = time.perf_counter()
+    profile, path, measured = _get_profile(
+        args, graph, model, devices, force=args.force or args.out is not None, out=args.out
+    )
+    summary = {
+        "graph": graph.name,
+        "sha256": profile["graph"]["sha256"],
+        "batch": profile.get("batch"),
+        "devices": devices,
+        "cluster": cluster.name,
+        "key": profile["key"],
+        "path": path,
+        "measured": measured,
+        "ops": len(profile["forward_s"]),
+        "wall_s": time.perf_counter() - start,
+        "forward_total_s": {d: sum(row[d] for row in profile["forward_s"].values()) for d in devices},
+        "backward_total_s": {
+            d: sum(row[d] for row in (profile.get("backward_s") or {}).values()) for d in devices
+        },
+        "link_bandwidth": profile["link_bandwidth"],
+        "link_latency": profile["link_latency"],
+    }
+    if args.json:
+        print_json(summary)
+        return 0
+    rows = [
+        [
+            "graph",
+            f"{graph.name} ({summary['ops']} ops, batch "
+            f"{profile.get('batch') if profile.get('batch') else 'of the graph'})",
+        ],
+        ["devices", ", ".join(f"{n}={s}" for n, s in devices.items())],
+        ["profile", f"{path} ({'measured now' if measured else 'cached, reused; --force re-measures'})"],
+    ]
+    for d in devices:
+        rows.append(
+            [
+                f"{d} forward / backward sum",
+                f"{fmt_seconds(summary['forward_total_s'][d])} / "
+                f"{fmt_seconds(summary['backward_total_s'][d])}",
+            ]
+        )
+    for src, row in profile["link_bandwidth"].items():
+        for dst, bandwidth in row.items():
+            rows.append(
+                [
+                    f"link {src} -> {dst}",
+                    f"{bandwidth / 1e9:.2f} GB/s, latency {profile['link_latency'][src][dst] * 1e6:.1f} us",
+                ]
+            )
+    print_table(["", ""], rows, header=False, title="profile")
+    return 0
+
+
+def run_fidelity_command(args: argparse.Namespace) -> int:
+    from placement_gym.real.fidelity import (
+        fidelity_placements,
+        rebatched_graph,
+        resolve_devices,
+        run_fidelity,
+        scatter_plot,
+    )
+    from placement_gym.task import OBJECTIVES, make_task
+
+    _check_warmup(args)
+    cluster, devices = resolve_devices(args.devices, args.cluster)
+    graph, model = _graph_and_model(args.graph)
+
+    if args.objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {args.objective!r}; allowed: {', '.join(OBJECTIVES)}")
+    task = make_task(graph, cluster, args.objective)
+    scaled = rebatched_graph(graph, args.batch, model)  # checks --batch before any measuring
+    profile, path, measured_now = _get_profile(args, graph, model, devices)
+    if not measured_now:
+        _note(args, f"using the cached profile {path}")
+    placements = fidelity_placements(make_task(scaled, cluster, args.objective), args.samples, args.seed)
+    start = time.perf_counter()
+    report = run_fidelity(
+        task,
+        devices,
+        profile,
+        placements,
+        batch=args.batch,
+        seed=args.seed,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        model=model,
+        progress=None
+        if args.json
+        else (lambda i, label: _note(args, f"  [{i + 1}/{len(placements)}] {label}")),
+    )
+    out = scatter_plot(report, args.out)
+    summary = {
+        **report.to_dict(),
+        "objective": args.objective,
+        "profile": path,
+        "profile_measured_now": measured_now,
+        "scatter_png": str(out),
+        "repeats": args.repeats,
+        "wall_s": time.perf_counter() - start,
+    }
+    if args.json:
+        print_json(summary)
+        return 0
+    rows = [
+        [
+            r["label"],
+            fmt_seconds(r["measured_s"]) if r["error"] is None else "FAILED",
+            fmt_seconds(r["profiled_s"]),
+            fmt_seconds(r["analytical_s"]),
+        ]
+        for r in summary["placements"]
+    ]
+    batch = f"batch {args.batch} (smaller than the graph's)" if args.batch else "the graph's batch"
+    print_table(
+        ["placement", "measured", "profiled", "analytical"],
+        rows,
+        numeric=[False, True, True, True],
+        title=f"{task.id} at {batch}, {args.repeats} timed steps each",
+    )
+    print_table(
+        ["model", "Spearman", "MAPE"],
+        [
+            [name, f"{summary[f'spearman_{name}']:.3f}", f"{summary[f'mape_{name}']:.1f}%"]
+            for name in ("profiled", "analytical")
+        ],
+        title=f"fidelity over {summary['scored']} of {summary['samples']} placements",
+    )
+    print(f"scatter plot: {out}")
+    return 0
+
+
+def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graph", required=True, help="bundled graph name or path to an ONNX file")
+    parser.add_argument(
+        "--devices",
+        default=None,
+        metavar="MAP",
+        help="cluster device name = torch device, comma separated, such as cpu:0=cpu,cpu:1=cpu "
+        "(two virtual CPU devices) or cpu:0=cpu,gpu:0=cuda:0",
+    )
+    parser.add_argument(
+        "--cluster",
+        default=None,
+        help="cluster of the devices (cpu<N>, local, a preset or a JSON file); alone, its devices "
+        "map to torch devices (cpu -> cpu, gpu:i -> cuda:i). Default with --devices cpu:0..: cpu<N>",
+    )
+    parser.add_argument(
+        "--batch",
+        type=_positive,
+        default=None,
+        help="a smaller batch than the graph's (default: the graph's)",
+    )
+    parser.add_argument(
+        "--repeats", type=_positive, default=3, help="timed runs per measurement (default: 3)"
+    )
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs before them (default: 1)")
+    parser.add_argument("--json", action="store_true", help="print a JSON object")
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    profile = subparsers.add_parser(
+        "profile",
+        help="measure a graph's op times and links on real devices",
+        description="Measure every op's forward and backward time on each device and the bandwidth and "
+        "latency of each link; write a profile (keyed by the graph's sha256, the devices and the batch) that "
+        "the profiled cost model uses. A cached profile is reused unless --force or --out.",
+    )
+    _add_device_arguments(profile)
+    profile.add_argument("--out", default=None, help="profile file to write (default: the profile cache)")
+    profile.add_argument("--force", action="store_true", help="measure again even if a cached profile exists")
+    profile.set_defaults(run=run_profile)
+
+    fidelity = subparsers.add_parser(
+        "fidelity",
+        help="compare both cost models with real runs of many placements",
+        description="Run --samples placements (single-device, heuristic and random ones) on real devices and "
+        "in the analytical and profiled cost models; print Spearman's rank correlation and the mean absolute "
+        "percentage error of each model against the measurements, and write a scatter plot (PNG). The "
+        "profile comes from the cache (measured first when missing).",
+    )
+    _add_device_arguments(fidelity)
+    fidelity.add_argument("--samples", type=_positive, default=20, help="placements to run (default: 20)")
+    fidelity.add_argument(
+        "--objective", default="train_step", help="train_step or inference (default: train_step)"
+    )
+    fidelity.add_argument(
+        "--seed", type=int, default=0, help="seed of placements, weights and data (default: 0)"
+    )
+    fidelity.add_argument("--out", default="fidelity.png", help="scatter plot PNG (default: fidelity.png)")
+    fidelity.set_defaults(run=run_fidelity_command)

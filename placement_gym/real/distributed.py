@@ -1,0 +1,376 @@
+"""Spread placement evaluations over many machines with Ray (the optional ``distributed`` extra).
+
+Measuring placements is the expensive step of real-hardware work (hundreds to thousands of runs).
+`RayEvaluatorPool` starts a pool of measurement actors, one per machine or device set; each builds
+the task from a small picklable `TaskSpec` (names, not arrays) and its own evaluator with
+`placement_gym.real.evaluators.make_evaluator`. The pool has the evaluator interface the envs take
+and the batch interface the search baselines use:
+
+* ``pool.simulate(placement, schedule=False) -> SimulationResult``: one evaluation on a free actor;
+  ``env.unwrapped.evaluator = pool`` makes an env use it.
+* ``pool.evaluate_batch(placements) -> (runtimes, feasible, peak_memory)``: rows spread over the
+  actors, results in row order, the shapes `placement_gym.cost_model.simulate_batch` returns;
+  ``pool.simulate_batch(task, placements)`` is the same with `simulate_batch`'s signature.
+
+Where the actors run (Ray does the cluster work; there is no home-made cluster code here):
+
+* ``address=None``: join the Ray instance this process already started, else start a local one
+  (``num_cpus`` CPUs, no dashboard); a pool that started Ray shuts it down on `close`.
+* ``address="auto"``: join the cluster of this node (``ray start --head`` on one machine,
+  ``ray start --address=<head>:6379`` on the others, then run the script on one of them).
+* ``address="ray://<head>:10001"``: Ray Client, from a machine outside the cluster.
+
+Every node needs ``placement_gym`` importable (installed, or shipped with
+``actor_options={"runtime_env": {"py_modules": [placement_gym]}}``) and, for ``reward_mode="real"``,
+torch. To get one actor per GPU machine or per GPU set, reserve the devices through Ray:
+``actor_options={"num_gpus": 2}`` makes Ray set ``CUDA_VISIBLE_DEVICES`` per actor, so
+``devices={"gpu:0": "cuda:0", "gpu:1": "cuda:1"}`` names each actor's own two GPUs; or give
+``devices`` as one mapping per actor. Actors that share a machine also share its cores and memory
+bus: for honest real measurements give each actor a machine (or disjoint devices) of its own.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placement_gym.cost_model import SimulationResult, simulate, simulate_batch
+from placement_gym.real.evaluators import check_reward_mode, make_evaluator
+from placement_gym.task import Task
+
+# How long `RayEvaluatorPool` waits for its actors to start before it says they cannot be placed
+# (a cluster without the resources the actors ask for would otherwise wait forever).
+DEFAULT_START_TIMEOUT_S = 300.0
+
+
+def _import_ray():
+    """The ``ray`` module, or an ImportError that names the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ImportError(
+            "RayEvaluatorPool needs Ray: install the optional extra with "
+            "pip install 'placement-gym[distributed]' (or pip install 'ray>=2.40')"
+        ) from None
+    return ray
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What an actor needs to build a task on its own machine: names, not arrays.
+
+    ``graph``: a bundled graph name or an ONNX path (the path must exist on every node);
+    ``cluster``: a preset name, ``"cpu<N>"``/``"local"`` (the actor's machine) or a JSON path;
+    ``objective``: ``"train_step"`` or ``"inference"`` (``"train"`` accepted); ``optimizer``: as in
+    `placement_gym.tasks.get_task`."""
+
+    graph: str
+    cluster: str
+    objective: str = "train_step"
+    optimizer: str = "adam"
+
+    def build(self) -> Task:
+        """The task, built (and cached) with `placement_gym.tasks.get_task`."""
+        from placement_gym.tasks import get_task
+
+        return get_task(self.graph, self.cluster, self.objective, self.optimizer)
+
+
+def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> TaskSpec:
+    """``spec`` as a `TaskSpec`: a `TaskSpec`, a task id (``"cifar10_cnn/k80x2/train"``), a mapping
+    with the `TaskSpec` fields, or a sequence ``(graph, cluster[, objective[, optimizer]])``."""
+    if isinstance(spec, TaskSpec):
+        result = spec
+    elif isinstance(spec, str):
+        parts = spec.split("/")
+        if len(parts) != 3:
+            raise ValueError(
+                f"a task id is graph/cluster/objective, such as cifar10_cnn/k80x2/train; got {spec!r}"
+            )
+        result = TaskSpec(*parts)
+    elif isinstance(spec, Mapping):
+        unknown = sorted(set(spec) - {"graph", "cluster", "objective", "optimizer"})
+        if unknown or "graph" not in spec or "cluster" not in spec:
+            raise ValueError(
+                f"a task spec mapping needs graph and cluster (optional: objective, optimizer); got keys "
+                f"{sorted(spec)}"
+            )
+        result = TaskSpec(**spec)
+    elif isinstance(spec, Sequence) and 2 <= len(spec) <= 4:
+        result = TaskSpec(*spec)
+    else:
+        raise ValueError(
+            "task_spec must be a TaskSpec, a task id such as 'cifar10_cnn/k80x2/train', a mapping with "
+            "graph and cluster, or (graph, cluster[, objective[, optimizer]]) names; got "
+            f"{type(spec).__name__}"
+            + (": pass the names a Task was built from, not the Task, so that actors can rebuild it"
+               if isinstance(spec, Task) else "")
+        )
+    fields = {"graph": result.graph, "cluster": result.cluster, "objective": result.objective,
+              "optimizer": result.optimizer}
+    for name, value in fields.items():
+        if isinstance(value, Path):
+            fields[name] = str(value)
+        elif not isinstance(fields[name], str):
+            raise ValueError(
+                f"task spec field {name} must be a name or path string, got {type(value).__name__}"
+            )
+    return TaskSpec(**fields)
+
+
+class MeasurementActor:
+    """The body of one Ray actor: a task and its evaluator, built on the actor's machine.
+
+    ``evaluator`` is None for ``"cost_model"`` (the fast cost model on the task itself). Wrapped with
+    ``ray.remote`` by `RayEvaluatorPool`; plain Python otherwise (usable without Ray)."""
+
+    def __init__(self, spec: TaskSpec, reward_mode: str, devices: Mapping[str, str] | None,
+                 profile: Any, evaluator_options: Mapping[str, Any]) -> None:
+        self.task = spec.build()
+        self.reward_mode = reward_mode
+        self.evaluator = make_evaluator(self.task, reward_mode, profile=profile, devices=devices,
+                                        **dict(evaluator_options))
+        self.evaluations = 0
+
+    def describe(self) -> dict[str, Any]:
+        """Who this actor is and what task it built (checked against the driver's task)."""
+        return {
+            "pid": os.getpid(),
+            "host": os.uname().nodename,
+            "task_id": self.task.id,
+            "n_forward": self.task.n_forward,
+            "device_names": list(self.task.cluster.device_names),
+            "evaluations": self.evaluations,
+        }
+
+    def simulate(self, placement: np.ndarray, schedule: bool = False) -> tuple[SimulationResult, Any]:
+        """One evaluation, and the real evaluator's summary of it (None in the simulated modes)."""
+        self.evaluations += 1
+        if self.evaluator is None:
+            return simulate(self.task, placement, schedule=schedule), None
+        result = self.evaluator.simulate(placement, schedule=schedule)
+        return result, getattr(self.evaluator, "last_info", None)
+
+    def evaluate_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(runtimes, feasible, peak_memory)`` of the rows: one `simulate_batch` call in the
+        simulated modes (parallel over this machine's cores), one run per row in ``"real"``."""
+        self.evaluations += len(rows)
+        if self.reward_mode != "real":
+            task = self.task if self.evaluator is None else self.evaluator.task
+            return simulate_batch(task, rows)
+        results = [self.evaluator.simulate(row) for row in rows]
+        return (
+            np.array([r.runtime for r in results], dtype=np.float64),
+            np.array([r.feasible for r in results], dtype=bool),
+            np.array([r.peak_memory for r in results], dtype=np.float64).reshape(len(rows), -1),
+        )
+
+
+def _ray_error_message(error: BaseException) -> str:
+    """The message of the exception a Ray task or actor raised, without Ray's wrapping."""
+    cause = getattr(error, "cause", None)
+    while cause is not None and getattr(cause, "cause", None) is not None:
+        cause = cause.cause
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(error).strip().splitlines()[-1]
+
+
+class RayEvaluatorPool:
+    """A pool of Ray measurement actors with the evaluator interface (see the module docstring).
+
+    ``task_spec``: see `as_task_spec`. ``n_actors``: actors to start. ``reward_mode``, ``profile``:
+    as in `make_evaluator` (a profile path must exist on every node; a dict travels with the actor).
+    ``devices``: for ``"real"`` (or ``"profiled"``' cache lookup), one mapping for every actor or a
+    sequence of ``n_actors`` mappings (one device set per actor). ``actor_options``: Ray options of
+    each actor, such as ``{"num_gpus": 1}``, ``{"resources": {...}}`` or ``{"runtime_env": {...}}``.
+    ``address``: None (this process's Ray, else a new local instance), ``"auto"``, ``"ray://..."``;
+    used only when this process has not connected to Ray yet (else the pool joins that instance).
+    ``evaluator_options``: extra `make_evaluator` options (for ``"real"``: ``seed``, ``batch``, ...).
+    ``num_cpus``: CPUs of a local instance the pool starts (default: the machine's, at least one
+    per actor). ``start_timeout_s``: how long to wait for the actors to start.
+
+    Not thread-safe: one driver thread uses a pool at a time (as an env does). ``task`` is the task
+    built in the driver; placements are checked against it before they travel."""
+
+    def __init__(
+        self,
+        task_spec: TaskSpec | str | Mapping[str, Any] | Sequence[str],
+        n_actors: int = 2,
+        reward_mode: str = "real",
+        devices: Mapping[str, str] | Sequence[Mapping[str, str]] | None = None,
+        profile: Mapping[str, Any] | str | Path | None = None,
+        actor_options: Mapping[str, Any] | None = None,
+        address: str | None = None,
+        *,
+        evaluator_options: Mapping[str, Any] | None = None,
+        num_cpus: int | None = None,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    ) -> None:
+        self.spec = as_task_spec(task_spec)
+        self.reward_mode = check_reward_mode(reward_mode)
+        if isinstance(n_actors, bool) or not isinstance(n_actors, (int, np.integer)) or n_actors < 1:
+            raise ValueError(f"n_actors must be a positive integer, got {n_actors!r}")
+        self.n_actors = int(n_actors)
+        device_sets = self._device_sets(devices)
+        if isinstance(profile, Path):
+            profile = str(profile)
+        if actor_options is not None and not isinstance(actor_options, Mapping):
+            raise ValueError(
+                f"actor_options must be a mapping of Ray actor options, got {type(actor_options).__name__}"
+            )
+        if evaluator_options is not None and not isinstance(evaluator_options, Mapping):
+            raise ValueError(f"evaluator_options must be a mapping, got {type(evaluator_options).__name__}")
+        if address is not None and not isinstance(address, str):
+            raise ValueError(
+                f"address must be None, 'auto' or a Ray address such as 'ray://head:10001', got {address!r}"
+            )
+        if not (isinstance(start_timeout_s, (int, float)) and start_timeout_s > 0):
+            raise ValueError(f"start_timeout_s must be a positive number of seconds, got {start_timeout_s!r}")
+        self.task = self.spec.build()
+        self.last_info: dict[str, Any] | None = None
+        self._actors: list[Any] = []
+        self._owns_ray = False
+
+        ray = _import_ray()
+        self._ray = ray
+        options = dict(actor_options or {})
+        if address is None and not ray.is_initialized():
+            per_actor = options.get("num_cpus", 1)
+            needed = math.ceil(self.n_actors * per_actor)
+            cpus = num_cpus if num_cpus is not None else max(needed, os.cpu_count() or 1)
+            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+            self._owns_ray = True
+        elif address is not None and not ray.is_initialized():
+            ray.init(address=address, log_to_driver=False)
+            self._owns_ray = True
+        try:
+            self._start_actors(options, device_sets, profile, dict(evaluator_options or {}), start_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+        from ray.util import ActorPool
+
+        self._pool = ActorPool(list(self._actors))
+
+    def _device_sets(self, devices) -> list[Mapping[str, str] | None]:
+        if devices is None or isinstance(devices, Mapping):
+            return [devices] * self.n_actors
+        if isinstance(devices, Sequence) and not isinstance(devices, str) and all(
+                isinstance(d, Mapping) for d in devices):
+            if len(devices) != self.n_actors:
+                raise ValueError(f"devices holds {len(devices)} device sets for {self.n_actors} actors: "
+                                 "give one mapping for every actor, or one per actor")
+            return list(devices)
+        raise ValueError("devices must be None, a mapping from cluster device name to torch device, or a "
+                         f"sequence of such mappings (one per actor); got {type(devices).__name__}")
+
+    def _start_actors(self, options, device_sets, profile, evaluator_options, timeout) -> None:
+        ray = self._ray
+        actor_class = ray.remote(MeasurementActor)
+        if options:
+            actor_class = actor_class.options(**options)
+        self._actors = [
+            actor_class.remote(self.spec, self.reward_mode, device_sets[i], profile, evaluator_options)
+            for i in range(self.n_actors)
+        ]
+        refs = [actor.describe.remote() for actor in self._actors]
+        try:
+            described = ray.get(refs, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError(
+                f"the {self.n_actors} measurement actors did not start within {timeout} s: the Ray "
+                f"cluster ({ray.cluster_resources()}) may lack the resources they ask for "
+                f"({options or 'one CPU each'})"
+            ) from None
+        except ray.exceptions.RayError as error:
+            raise ValueError(f"a measurement actor for {self.spec} failed to start: "
+                             f"{_ray_error_message(error)}") from None
+        names = list(self.task.cluster.device_names)
+        for info in described:
+            if info["n_forward"] != self.task.n_forward or info["device_names"] != names:
+                raise ValueError(
+                    f"actor on {info['host']} built task {info['task_id']} with devices "
+                    f"{info['device_names']}, which differs from this process's {self.task.id} ({names}): "
+                    "name a cluster every node reads the same way"
+                )
+
+    def _get(self, refs):
+        try:
+            return self._ray.get(refs)
+        except self._ray.exceptions.RayError as error:
+            raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
+
+    # --- the evaluator interface --------------------------------------------------------------------
+
+    def simulate(self, placement, schedule: bool = False) -> SimulationResult:
+        """One evaluation of ``placement`` on a free actor (the interface of the envs' ``evaluator``).
+        In ``"real"`` mode ``last_info`` is the executor's summary of the run."""
+        self._check_open()
+        row = self.task.check_placement(placement)
+        self._pool.submit(lambda actor, value: actor.simulate.remote(value, schedule), row)
+        try:
+            result, info = self._pool.get_next()
+        except self._ray.exceptions.RayError as error:
+            raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
+        self.last_info = info
+        return result
+
+    def evaluate_batch(self, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(runtimes, feasible, peak_memory)`` of the rows of ``placements`` (``(batch, n_forward)``),
+        shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``, in row order. Simulated modes: the
+        rows in ``n_actors`` contiguous chunks, one per actor; ``"real"``: one row per call, each to
+        the next free actor (measured runs differ in length)."""
+        self._check_open()
+        rows = self.task.check_placement(placements, batch=True)
+        if len(rows) == 0:
+            return np.zeros(0), np.zeros(0, dtype=bool), np.zeros((0, self.task.n_devices))
+        n_chunks = len(rows) if self.reward_mode == "real" else min(self.n_actors, len(rows))
+        chunks = np.array_split(rows, n_chunks)
+        try:
+            parts = list(self._pool.map(lambda actor, chunk: actor.evaluate_rows.remote(chunk), chunks))
+        except self._ray.exceptions.RayError as error:
+            raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
+        runtimes, feasible, peaks = zip(*parts, strict=True)
+        return np.concatenate(runtimes), np.concatenate(feasible), np.concatenate(peaks)
+
+    def simulate_batch(self, task: Task, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`evaluate_batch` with the signature of `placement_gym.cost_model.simulate_batch`, for code
+        that takes that function; ``task`` must be this pool's task (same id)."""
+        if getattr(task, "id", None) != self.task.id:
+            raise ValueError(f"this pool evaluates task {self.task.id}, not {getattr(task, 'id', task)!r}")
+        return self.evaluate_batch(placements)
+
+    # --- bookkeeping --------------------------------------------------------------------------------
+
+    def actor_stats(self) -> list[dict[str, Any]]:
+        """Per actor: ``pid``, ``host``, ``task_id``, ``n_forward``, ``device_names`` and
+        ``evaluations`` (placements it has evaluated)."""
+        self._check_open()
+        return self._get([actor.describe.remote() for actor in self._actors])
+
+    def _check_open(self) -> None:
+        if not self._actors:
+            raise RuntimeError("this RayEvaluatorPool is closed")
+
+    def close(self) -> None:
+        """Stop the actors; shut Ray down if this pool started it. Safe to call twice."""
+        ray = getattr(self, "_ray", None)
+        if ray is None:
+            return
+        for actor in self._actors:
+            ray.kill(actor)
+        self._actors = []
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+        self._owns_ray = False
+
+    def __enter__(self) -> RayEvaluatorPool:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()

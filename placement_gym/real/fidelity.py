@@ -1,0 +1,443 @@
+"""How close the cost models come to real measurements: placements run for real and simulated.
+
+* `spearman` and `mape`: the two figures of merit (numpy only).
+* `parse_device_map` / `cluster_device_map` / `resolve_devices`: cluster device name -> torch device.
+* `rebatched_graph`: the graph re-imported at a smaller batch (the cost models must see the batch
+  the executor runs, or every predicted transfer and FLOP count is off by the batch ratio).
+* `fidelity_placements`: single-device, heuristic and seeded random placements.
+* `run_fidelity`: each placement on real devices (`Executor`), in the analytical cost model and in
+  the profiled one; returns a `FidelityReport`. `scatter_plot` draws predicted vs measured.
+
+torch (and matplotlib, for the plot) are imported only inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.cost_model import simulate
+from placement_gym.graph.opgraph import OpGraph
+from placement_gym.real.profile import profiled_task
+from placement_gym.task import Task, make_task
+
+# Heuristic agents of the `baselines` package tried as fidelity placements (those registered and
+# quick; the learned and searching agents are left out: they cost many evaluations).
+HEURISTIC_AGENTS: tuple[str, ...] = ("heft", "m-etf", "expert", "partition", "m-topo", "cpop")
+
+
+# --- figures of merit ---------------------------------------------------------------------------------
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of ``values``; tied values share the average of the ranks they span."""
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = np.arange(1, len(values) + 1, dtype=np.float64)
+    sorted_values = values[order]
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        if end > start:
+            ranks[order[start : end + 1]] = (start + end) / 2.0 + 1.0
+        start = end + 1
+    return ranks
+
+
+def _paired(a: Sequence[float], b: Sequence[float], what: str) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(a, dtype=np.float64).reshape(-1)
+    y = np.asarray(b, dtype=np.float64).reshape(-1)
+    if len(x) != len(y):
+        raise ValueError(f"{what} needs two sequences of equal length, got {len(x)} and {len(y)}")
+    if len(x) < 2:
+        raise ValueError(f"{what} needs at least two pairs, got {len(x)}")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ValueError(f"{what} needs finite values (drop infeasible placements first)")
+    return x, y
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rank correlation: the Pearson correlation of the average ranks (ties averaged).
+    NaN when either sequence is constant (its ranks have no spread)."""
+    x, y = _paired(a, b, "spearman")
+    rx, ry = _average_ranks(x) - (len(x) + 1) / 2.0, _average_ranks(y) - (len(y) + 1) / 2.0
+    denominator = np.sqrt(np.sum(rx * rx) * np.sum(ry * ry))
+    return float(np.sum(rx * ry) / denominator) if denominator > 0 else float("nan")
+
+
+def mape(predicted: Sequence[float], measured: Sequence[float]) -> float:
+    """Mean absolute percentage error of ``predicted`` against ``measured``, in percent:
+    ``100 * mean(|predicted - measured| / measured)``. Measured values must be positive."""
+    p, m = _paired(predicted, measured, "mape")
+    if np.any(m <= 0):
+        raise ValueError("mape needs positive measured values")
+    return float(100.0 * np.mean(np.abs(p - m) / m))
+
+
+# --- devices ------------------------------------------------------------------------------------------
+
+_DEVICE_ITEM = re.compile(r"([A-Za-z0-9_.\-]+:[0-9]+)=((?:cpu)|(?:cuda(?::[0-9]+)?)|(?:mps))")
+
+
+def parse_device_map(text: str) -> dict[str, str]:
+    """``"cpu:0=cpu,cpu:1=cpu,gpu:0=cuda:0"`` -> ``{"cpu:0": "cpu", ...}`` (cluster device name =
+    torch device; torch devices ``cpu``, ``cuda``, ``cuda:<i>``, ``mps``)."""
+    items = [item.strip() for item in str(text).split(",")]
+    mapping: dict[str, str] = {}
+    for item in items:
+        match = _DEVICE_ITEM.fullmatch(item)
+        if match is None:
+            raise ValueError(
+                f"bad device {item!r} in --devices {text!r}: expected NAME=TORCH_DEVICE items separated by "
+                "commas, such as cpu:0=cpu,cpu:1=cpu or cpu:0=cpu,gpu:0=cuda:0"
+            )
+        name, device = match.groups()
+        if name in mapping:
+            raise ValueError(f"device {name!r} appears twice in --devices {text!r}")
+        mapping[name] = device
+    return mapping
+
+
+def cluster_device_map(cluster: Cluster) -> dict[str, str]:
+    """Torch device of each device of ``cluster``: every cpu -> ``"cpu"`` (virtual CPU devices share
+    it), ``gpu:<i>`` -> ``"cuda:<i>"`` (another gpu name: the next CUDA index)."""
+    mapping: dict[str, str] = {}
+    next_gpu = 0
+    for name, kind in zip(cluster.device_names, cluster.device_kinds, strict=True):
+        if kind == "cpu":
+            mapping[name] = "cpu"
+            continue
+        suffix = name.rsplit(":", 1)[-1]
+        index = int(suffix) if suffix.isdigit() else next_gpu
+        mapping[name] = f"cuda:{index}"
+        next_gpu = index + 1
+    return mapping
+
+
+def resolve_devices(devices: str | None, cluster: str | None) -> tuple[Cluster, dict[str, str]]:
+    """The cluster and the device map of ``--devices`` and ``--cluster`` (either or both).
+
+    Only ``--cluster``: its devices (`cluster_device_map`). Only ``--devices``: names ``cpu:0 ..
+    cpu:<N-1>`` give the virtual CPU cluster ``cpu<N>``; other names need ``--cluster``. Both: the
+    names must be the cluster's."""
+    from placement_gym.cluster import load_cluster
+
+    if devices is None and cluster is None:
+        raise ValueError("give --devices (such as cpu:0=cpu,cpu:1=cpu) or --cluster (such as cpu2)")
+    mapping = parse_device_map(devices) if devices is not None else None
+    if cluster is None:
+        assert mapping is not None
+        names = sorted(mapping)
+        if names != sorted(f"cpu:{i}" for i in range(len(names))):
+            raise ValueError(
+                f"--devices names {', '.join(names)} are not cpu:0 .. cpu:{len(names) - 1}: give --cluster "
+                "too (a preset, a cluster JSON file, or cpu<N>) so that the cost models know the devices"
+            )
+        cluster = f"cpu{len(names)}"
+    loaded = load_cluster(cluster)
+    if mapping is None:
+        return loaded, cluster_device_map(loaded)
+    if sorted(mapping) != sorted(loaded.device_names):
+        raise ValueError(
+            f"--devices names {', '.join(sorted(mapping))} are not the devices of cluster {loaded.name!r} "
+            f"({', '.join(loaded.device_names)})"
+        )
+    return loaded, mapping
+
+
+# --- the graph at the measured batch ----------------------------------------------------------------
+
+
+def graph_batch(graph: OpGraph) -> int | None:
+    """The leading dimension the graph's data inputs share (None when they do not share one)."""
+    leading = {shape[0] for _, shape in graph.data_inputs if shape}
+    return leading.pop() if len(leading) == 1 else None
+
+
+def rebatched_graph(graph: OpGraph, batch: int | None, model: Any = None) -> OpGraph:
+    """``graph`` re-imported from its ONNX model with data inputs of leading dimension ``batch``
+    (Reshape shapes that start with the batch follow it, as in `Executor`). Name and sha256 stay the
+    graph's, so profiles and the executor (which take ``batch`` themselves) still match it.
+    ``batch`` None or the graph's own batch returns ``graph``."""
+    if batch is None:
+        return graph
+    original = graph_batch(graph)
+    if original is None:
+        raise ValueError(
+            f"graph {graph.name!r}: cannot change the batch, its data inputs do not share one "
+            f"leading dimension ({dict(graph.data_inputs)})"
+        )
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= original:
+        raise ValueError(f"batch must be an integer from 1 to the graph's batch {original}, got {batch!r}")
+    if batch == original:
+        return graph
+    from onnx import numpy_helper
+
+    from placement_gym.graph.onnx_import import graph_from_onnx
+    from placement_gym.real.executor import _load_model
+
+    model = copy.deepcopy(_load_model(graph, model))
+    data = dict(graph.data_inputs)
+    for value in model.graph.input:
+        if value.name in data:
+            value.type.tensor_type.shape.dim[0].dim_value = int(batch)
+    shapes = {node.input[1] for node in model.graph.node if node.op_type == "Reshape" and len(node.input) > 1}
+
+    def follow(array: np.ndarray) -> np.ndarray | None:
+        flat = array.reshape(-1)
+        if flat.size and int(flat[0]) == original:
+            flat = flat.copy()
+            flat[0] = batch
+            return flat.reshape(array.shape)
+        return None
+
+    for tensor in model.graph.initializer:
+        if tensor.name in shapes and (new := follow(numpy_helper.to_array(tensor))) is not None:
+            tensor.CopyFrom(numpy_helper.from_array(new, tensor.name))
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output[0] in shapes:
+            for attr in node.attribute:
+                if attr.name == "value" and (new := follow(numpy_helper.to_array(attr.t))) is not None:
+                    attr.t.CopyFrom(numpy_helper.from_array(new, attr.t.name))
+    del model.graph.value_info[:]  # shapes are re-inferred from the new inputs
+    for value in model.graph.output:
+        value.type.tensor_type.ClearField("shape")
+    scaled = graph_from_onnx(model, name=graph.name)
+    if scaled.op_names != graph.op_names:
+        raise ValueError(f"graph {graph.name!r} at batch {batch} has other ops than at batch {original}")
+    return dataclasses.replace(scaled, sha256=graph.sha256)
+
+
+# --- placements ---------------------------------------------------------------------------------------
+
+
+def fidelity_placements(
+    task: Task, samples: int, seed: int = 0, heuristics: Sequence[str] = HEURISTIC_AGENTS
+) -> list[tuple[str, np.ndarray]]:
+    """``samples`` distinct placements ``(label, placement)``: each single device first, then the
+    heuristic agents (those of the `baselines` package that are installed and succeed), then
+    seeded random ones, alternating two kinds so the runtimes spread: per-op random with device
+    probabilities drawn from a Dirichlet, and contiguous runs of the topological order."""
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
+        raise ValueError(f"samples must be a positive integer, got {samples!r}")
+    n, k = task.n_forward, task.n_devices
+    found: list[tuple[str, np.ndarray]] = []
+    seen: set[bytes] = set()
+
+    def add(label: str, placement: np.ndarray) -> None:
+        placement = np.asarray(placement, dtype=np.int64)
+        key = placement.tobytes()
+        if len(found) < samples and key not in seen:
+            seen.add(key)
+            found.append((label, placement))
+
+    for d, name in enumerate(task.cluster.device_names):
+        add(f"single:{name}", np.full(n, d))
+    try:
+        from baselines import registry
+    except ImportError:
+        registry = None
+    if registry is not None:
+        known = set(registry.agent_names())
+        for agent in heuristics:
+            if len(found) >= samples:
+                break
+            if agent in known:
+                try:
+                    add(agent, registry.run_agent(task, agent, seed).placement)
+                except (ValueError, RuntimeError):
+                    continue  # an agent that cannot place this task is skipped, not fatal
+    rng = np.random.default_rng(seed)
+    attempts = 0
+    while len(found) < samples and attempts < 100 * samples:
+        attempts += 1
+        if k == 1:
+            break
+        if attempts % 2:
+            probabilities = rng.dirichlet(np.ones(k))
+            add("random", rng.choice(k, size=n, p=probabilities))
+        else:
+            cuts = np.sort(rng.choice(np.arange(1, n), size=min(rng.integers(1, 4), n - 1), replace=False))
+            devices = rng.integers(0, k, size=len(cuts) + 1)
+            add("random-split", np.repeat(devices, np.diff(np.concatenate([[0], cuts, [n]]))))
+    return found
+
+
+# --- the experiment -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class FidelityReport:
+    """Measured and predicted runtimes (seconds) of each placement, and the figures of merit
+    (over the placements that ran: an infeasible real run is kept in ``labels`` but not scored)."""
+
+    task_id: str
+    batch: int | None
+    labels: tuple[str, ...]
+    measured: np.ndarray
+    analytical: np.ndarray
+    profiled: np.ndarray
+    spread: np.ndarray
+    errors: tuple[str | None, ...]
+
+    def _scored(self) -> np.ndarray:
+        return np.isfinite(self.measured) & np.isfinite(self.analytical) & np.isfinite(self.profiled)
+
+    def figures(self) -> dict[str, Any]:
+        """``samples``, ``scored``, ``spearman_*`` and ``mape_*`` (percent) for both models."""
+        ok = self._scored()
+        out: dict[str, Any] = {"samples": len(self.labels), "scored": int(ok.sum())}
+        for model, predicted in (("profiled", self.profiled), ("analytical", self.analytical)):
+            enough = ok.sum() >= 2
+            out[f"spearman_{model}"] = spearman(predicted[ok], self.measured[ok]) if enough else float("nan")
+            out[f"mape_{model}"] = mape(predicted[ok], self.measured[ok]) if enough else float("nan")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the figures and one row per placement."""
+        rows = [
+            {
+                "label": label,
+                "measured_s": float(m),
+                "analytical_s": float(a),
+                "profiled_s": float(p),
+                "spread": float(s),
+                "error": error,
+            }
+            for label, m, a, p, s, error in zip(
+                self.labels,
+                self.measured,
+                self.analytical,
+                self.profiled,
+                self.spread,
+                self.errors,
+                strict=True,
+            )
+        ]
+        return {"task": self.task_id, "batch": self.batch, **self.figures(), "placements": rows}
+
+
+def run_fidelity(
+    task: Task,
+    devices: Mapping[str, str],
+    profile: Mapping[str, Any],
+    placements: Sequence[tuple[str, np.ndarray]],
+    batch: int | None = None,
+    seed: int = 0,
+    repeats: int = 3,
+    warmup: int = 1,
+    model: Any = None,
+    progress: Callable[[int, str], None] | None = None,
+) -> FidelityReport:
+    """Run each placement on ``devices`` (`Executor`, ``warmup`` + ``repeats`` steps, the median) and
+    simulate it in the analytical and the profiled cost model of ``task`` at ``batch`` (the graph
+    re-imported at that batch: `rebatched_graph`). ``profile`` must be measured at ``batch``.
+    With two or more virtual CPU devices every run uses one intra-op thread, single-device runs
+    included: a virtual CPU device is one core (`placement_gym.real.devices`)."""
+    import torch
+
+    from placement_gym.real.executor import Executor
+
+    if profile.get("batch") != batch:
+        raise ValueError(f"the profile was measured at batch {profile.get('batch')}, not at batch {batch}")
+    scaled = make_task(
+        rebatched_graph(task.graph, batch, model), task.cluster, task.objective, task.optimizer
+    )
+    measured_model = profiled_task(scaled, profile)
+    executor = Executor(task, dict(devices), seed=seed, batch=batch, model=model)
+    virtual_cpus = sum(1 for spec in devices.values() if str(spec) == "cpu")
+    threads = torch.get_num_threads()
+    labels, measured, analytical, predicted, spread, errors = [], [], [], [], [], []
+    try:
+        if virtual_cpus > 1:
+            torch.set_num_threads(1)
+        for i, (label, placement) in enumerate(placements):
+            if progress is not None:
+                progress(i, label)
+            result = executor.run(placement, warmup=warmup, repeats=repeats)
+            labels.append(label)
+            measured.append(result.runtime if result.feasible else np.inf)
+            spread.append(result.spread)
+            errors.append(result.error)
+            analytical.append(_runtime(scaled, placement))
+            predicted.append(_runtime(measured_model, placement))
+    finally:
+        torch.set_num_threads(threads)
+    return FidelityReport(
+        task_id=task.id,
+        batch=batch,
+        labels=tuple(labels),
+        measured=np.array(measured),
+        analytical=np.array(analytical),
+        profiled=np.array(predicted),
+        spread=np.array(spread),
+        errors=tuple(errors),
+    )
+
+
+def _runtime(task: Task, placement: np.ndarray) -> float:
+    """Simulated runtime; a placement over memory still gets its makespan (the real run on a
+    virtual CPU cluster does not run out of memory the way the model's capacity says)."""
+    result = simulate(task, placement)
+    return float(result.runtime) if np.isfinite(result.runtime) else np.inf
+
+
+def scatter_plot(report: FidelityReport, path: str | Path, title: str | None = None) -> Path:
+    """Write a PNG: predicted vs measured runtime (ms) of both models, with the y = x line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = report.figures()
+    ok = report._scored()
+    measured = report.measured[ok] * 1e3
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    try:
+        for name, values, marker in (
+            ("profiled", report.profiled, "o"),
+            ("analytical", report.analytical, "x"),
+        ):
+            ax.scatter(
+                measured,
+                values[ok] * 1e3,
+                marker=marker,
+                label=(
+                    f"{name}: Spearman {figures[f'spearman_{name}']:.3f}, MAPE {figures[f'mape_{name}']:.1f}%"
+                ),
+            )
+        everything = np.concatenate([measured, report.profiled[ok] * 1e3, report.analytical[ok] * 1e3])
+        if everything.size:
+            low, high = float(everything.min()) * 0.9, float(everything.max()) * 1.1
+            ax.plot(
+                [low, high],
+                [low, high],
+                color="gray",
+                linewidth=1,
+                linestyle="--",
+                label="predicted = measured",
+            )
+            if high / max(low, 1e-12) > 20:
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+        ax.set_xlabel("measured runtime (ms)")
+        ax.set_ylabel("predicted runtime (ms)")
+        batch = f", batch {report.batch}" if report.batch is not None else ""
+        ax.set_title(title or f"{report.task_id}{batch}: {figures['scored']} placements", fontsize=10)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
+    return path

@@ -1,0 +1,156 @@
+"""`placement_gym.real.fidelity` and the `profile` / `fidelity` commands."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from placement_gym.cli import main
+from placement_gym.graph import load_graph
+from placement_gym.real.fidelity import (
+    cluster_device_map,
+    fidelity_placements,
+    mape,
+    parse_device_map,
+    rebatched_graph,
+    spearman,
+)
+from placement_gym.tasks import get_task
+
+torch = pytest.importorskip("torch")
+
+
+# --- Spearman and MAPE by hand ----------------------------------------------------------------------
+
+
+def test_spearman_perfect_and_reversed():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 400]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+
+
+def test_spearman_by_hand_without_ties():
+    # ranks x = 1 2 3 4 5, ranks y = 2 1 4 3 5: d^2 = 1+1+1+1+0 = 4; rho = 1 - 6*4/(5*24) = 0.8
+    assert spearman([1, 2, 3, 4, 5], [20, 10, 40, 30, 50]) == pytest.approx(0.8)
+
+
+def test_spearman_ties_take_average_ranks():
+    # y = [1, 2, 2, 3] -> ranks 1, 2.5, 2.5, 4; x ranks 1 2 3 4 (centred: -1.5 -.5 .5 1.5 and -1.5 0 0 1.5)
+    # covariance 2.25 + 0 + 0 + 2.25 = 4.5; norms sqrt(5) and sqrt(4.5): rho = 4.5 / sqrt(22.5)
+    assert spearman([1, 2, 3, 4], [1, 2, 2, 3]) == pytest.approx(4.5 / np.sqrt(22.5))
+
+
+def test_spearman_constant_is_nan_and_bad_input_is_an_error():
+    assert np.isnan(spearman([1, 2, 3], [5, 5, 5]))
+    with pytest.raises(ValueError, match="equal length"):
+        spearman([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="finite"):
+        spearman([1, 2, 3], [1, np.inf, 2])
+
+
+def test_mape_by_hand():
+    # |110-100|/100 = 0.1, |150-200|/200 = 0.25: mean 0.175 -> 17.5 %
+    assert mape([110, 150], [100, 200]) == pytest.approx(17.5)
+    assert mape([3, 4], [3, 4]) == 0.0
+    with pytest.raises(ValueError, match="positive"):
+        mape([1, 2], [0, 1])
+
+
+# --- devices, batch, placements -----------------------------------------------------------------------
+
+
+def test_parse_device_map():
+    assert parse_device_map("cpu:0=cpu,cpu:1=cpu") == {"cpu:0": "cpu", "cpu:1": "cpu"}
+    assert parse_device_map("cpu:0=cpu, gpu:0=cuda:0") == {"cpu:0": "cpu", "gpu:0": "cuda:0"}
+    for bad in ("cpu:0", "cpu:0=tpu", "cpu:0=cpu,cpu:0=cpu", ""):
+        with pytest.raises(ValueError):
+            parse_device_map(bad)
+
+
+def test_cluster_device_map():
+    from placement_gym.cluster import load_cluster
+
+    assert cluster_device_map(load_cluster("cpu2")) == {"cpu:0": "cpu", "cpu:1": "cpu"}
+    assert cluster_device_map(load_cluster("k80x2")) == {"cpu:0": "cpu", "gpu:0": "cuda:0", "gpu:1": "cuda:1"}
+
+
+def test_rebatched_graph_scales_activations_not_parameters():
+    graph = load_graph("cifar10_cnn")
+    (name, shape), = graph.data_inputs
+    half = rebatched_graph(graph, shape[0] // 2)
+    assert half.data_inputs == ((name, (shape[0] // 2, *shape[1:])),)
+    assert half.op_names == graph.op_names and half.sha256 == graph.sha256
+    np.testing.assert_array_equal(half.param_bytes, graph.param_bytes)
+    activations = ~graph.tensor_is_parameter & (graph.tensor_producer >= 0)
+    np.testing.assert_allclose(half.tensor_bytes[activations] * 2, graph.tensor_bytes[activations])
+    assert rebatched_graph(graph, None) is graph
+    with pytest.raises(ValueError, match="batch"):
+        rebatched_graph(graph, shape[0] + 1)
+
+
+def test_fidelity_placements_distinct_seeded_and_single_first():
+    task = get_task("cifar10_cnn", "cpu2", "inference")
+    first = fidelity_placements(task, 12, seed=3)
+    again = fidelity_placements(task, 12, seed=3)
+    assert len(first) == 12
+    assert [label for label, _ in first[:2]] == ["single:cpu:0", "single:cpu:1"]
+    assert len({p.tobytes() for _, p in first}) == 12
+    for (la, pa), (lb, pb) in zip(first, again, strict=True):
+        assert la == lb and np.array_equal(pa, pb)
+    for _, placement in first:
+        task.check_placement(placement)
+
+
+# --- the commands -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLACEMENT_GYM_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "profiles"
+
+
+def test_profile_command_writes_a_profile_find_profile_finds(cache, capsys):
+    from placement_gym.real.profile import find_profile
+
+    graph = load_graph("cifar10_cnn")
+    assert find_profile(graph, {"cpu:0": "cpu", "cpu:1": "cpu"}, batch=2) is None
+    code = main(["profile", "--graph", "cifar10_cnn", "--cluster", "cpu2", "--batch", "2", "--repeats", "1",
+                 "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    found = find_profile(graph, {"cpu:0": "cpu", "cpu:1": "cpu"}, batch=2)
+    assert found is not None and found["key"] == summary["key"] and summary["measured"] is True
+    assert set(found["forward_s"]) == set(graph.op_names)
+    # a second call reuses the cache
+    assert main(["profile", "--graph", "cifar10_cnn", "--devices", "cpu:0=cpu,cpu:1=cpu", "--batch", "2",
+                 "--repeats", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["measured"] is False
+
+
+def test_fidelity_command_json_and_png(cache, tmp_path, capsys):
+    png = tmp_path / "scatter.png"
+    code = main(["fidelity", "--graph", "cifar10_cnn", "--cluster", "cpu2", "--batch", "2", "--samples", "4",
+                 "--repeats", "1", "--out", str(png), "--json"])
+    assert code == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert "measuring the profile" in captured.err  # the cache was empty: it says so
+    assert result["samples"] == 4 and result["batch"] == 2
+    for key in ("spearman_profiled", "spearman_analytical"):
+        assert result[key] is None or -1.0 <= result[key] <= 1.0
+    for key in ("mape_profiled", "mape_analytical"):
+        assert result[key] >= 0.0
+    assert all(row["measured_s"] > 0 for row in result["placements"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("devices", ["cpu:0=tpu", "cpu0=cpu", "cpu:0=cpu,,cpu:1=cpu", "gpu:7=cuda:0"])
+def test_bad_devices_exit_2_with_one_line(devices, cache, capsys):
+    assert main(["fidelity", "--graph", "cifar10_cnn", "--devices", devices, "--samples", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("placement-gym: error:") and "\n" not in err
+    assert main(["profile", "--graph", "cifar10_cnn", "--devices", devices]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("placement-gym: error:") and "\n" not in err
