@@ -23,7 +23,9 @@ from placement_gym.real.profile import (
     fit_link,
     graph_digest,
     load_profile,
+    measure_handover,
     measure_links,
+    pool_virtual_devices,
     profile_key,
     profiled_task,
     save_profile,
@@ -289,7 +291,85 @@ def test_measure_profile_on_two_virtual_cpu_devices(cifar, cache):
     save_profile(profile)
     assert find_profile(cifar, devices, batch=2)["key"] == profile["key"]
     task = profiled_task(make_task(cifar, hand_cluster(2)), profile)
-    assert task.duration[0, 1] == profile["forward_s"][cifar.op_names[0]]["gpu:1"]
+    # The measured dispatch overhead of the task's objective is part of every op's time.
+    overhead = profile["launch_overhead_s"][task.objective]
+    assert task.duration[0, 1] == profile["forward_s"][cifar.op_names[0]]["gpu:1"] + overhead["gpu:1"]
+    for objective in ("inference", "train_step"):
+        values = profile["launch_overhead_s"][objective]
+        assert set(values) == set(devices) and all(v >= 0 for v in values.values())
+        # Two names on one torch device are one piece of hardware: pooled to the same figure.
+        assert values["gpu:0"] == values["gpu:1"]
+    row = profile["forward_s"][cifar.op_names[0]]
+    assert row["gpu:0"] == row["gpu:1"]
+    owners = [name for name in cifar.op_names if name in profile["update_s"]]
+    assert owners and all(set(profile["update_s"][n]) == set(devices) for n in owners)
+    # The calibrated transfer latency is at least the measured links' (copy + hand-over).
+    lowest = min(v for r in profile["link_latency"].values() for v in r.values())
+    assert all(profile["transfer_latency_s"][o] >= lowest * (1 - 1e-9) for o in ("inference", "train_step"))
+    handover = profile["settings"]["handover_s"]
+    assert all(v >= handover for r in profile["link_latency"].values() for v in r.values())
+
+
+def test_profiled_task_adds_the_launch_overhead_of_its_objective(cifar):
+    cluster = hand_cluster(2)
+    profile = synthetic_profile(cifar, cluster.device_names, update=True)
+    plain = {objective: profiled_task(make_task(cifar, cluster, objective), profile)
+             for objective in ("inference", "train_step")}
+    profile["launch_overhead_s"] = {"inference": {"gpu:0": 1 * MS, "gpu:1": 2 * MS},
+                                    "train_step": {"gpu:0": 3 * MS, "gpu:1": 5 * MS}}
+    for objective, offsets in (("inference", [1 * MS, 2 * MS]), ("train_step", [3 * MS, 5 * MS])):
+        task = profiled_task(make_task(cifar, cluster, objective), profile)
+        # Every op (forward, backward, update) gets its device's overhead, once.
+        np.testing.assert_allclose(task.duration - plain[objective].duration,
+                                   np.broadcast_to(offsets, task.duration.shape), rtol=0, atol=1e-15)
+        assert list(task.cluster.launch_overhead) == offsets
+    # A chain of n ops on one device takes n overheads more.
+    single = np.zeros(cifar.n_ops, dtype=np.int64)
+    task = profiled_task(make_task(cifar, cluster, "inference"), profile)
+    assert simulate(task, single).runtime == pytest.approx(
+        simulate(plain["inference"], single).runtime + cifar.n_ops * 1 * MS)
+
+
+def test_launch_overhead_that_is_missing_or_negative_is_a_profile_error(cifar):
+    cluster = hand_cluster(2)
+    task = make_task(cifar, cluster, "inference")
+    profile = synthetic_profile(cifar, cluster.device_names)
+    profile["launch_overhead_s"] = {"inference": {"gpu:0": 1e-5}}
+    with pytest.raises(ProfileError, match="gpu:1"):
+        profiled_task(task, profile)
+    profile["launch_overhead_s"] = {"inference": {"gpu:0": 1e-5, "gpu:1": -1e-5}}
+    with pytest.raises(ProfileError, match="not a time >= 0"):
+        profiled_task(task, profile)
+    # Only the task's objective is needed: a profile with train_step figures alone adds nothing here.
+    profile["launch_overhead_s"] = {"train_step": {"gpu:0": 1e-5, "gpu:1": 1e-5}}
+    assert profiled_task(task, profile).duration[0, 0] == profile["forward_s"][cifar.op_names[0]]["gpu:0"]
+
+
+def test_transfer_latency_replaces_every_link_latency_for_its_objective(cifar):
+    cluster = hand_cluster(2)
+    profile = synthetic_profile(cifar, cluster.device_names)
+    profile["transfer_latency_s"] = {"train_step": 7 * MS}
+    train = profiled_task(make_task(cifar, cluster, "train_step"), profile)
+    assert train.cluster.link_latency[0, 1] == train.cluster.link_latency[1, 0] == 7 * MS
+    # Another objective keeps the measured links.
+    inference = profiled_task(make_task(cifar, cluster, "inference"), profile)
+    assert inference.cluster.link_latency[0, 1] == profile["link_latency"]["gpu:0"]["gpu:1"]
+    profile["transfer_latency_s"] = {"train_step": 0.0}
+    with pytest.raises(ProfileError, match="transfer_latency_s"):
+        profiled_task(make_task(cifar, cluster, "train_step"), profile)
+
+
+def test_pool_virtual_devices_averages_names_on_one_torch_device():
+    table = {"a": {"x": 1.0, "y": 3.0, "z": 5.0}, "b": {"x": 2.0, "y": 2.0, "z": 7.0}}
+    pool_virtual_devices(table, {"x": "cpu", "y": "cpu", "z": "cuda:0"})
+    assert table == {"a": {"x": 2.0, "y": 2.0, "z": 5.0}, "b": {"x": 2.0, "y": 2.0, "z": 7.0}}
+
+
+def test_measure_handover_is_a_small_positive_time():
+    seconds = measure_handover(repeats=20)
+    assert 0 < seconds < 0.5
+    with pytest.raises(ValueError, match="repeats"):
+        measure_handover(repeats=0)
 
 
 def test_fit_link_recovers_a_line():

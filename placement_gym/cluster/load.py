@@ -41,7 +41,6 @@ from placement_gym.cluster.cluster import DEVICE_KINDS, Cluster
 from placement_gym.cluster.presets import DEFAULT_EFFICIENCY, PRESETS
 from placement_gym.graph.opgraph import CATEGORIES
 
-
 REAL_CLUSTER_NAME = re.compile(r"local|cpu[1-9][0-9]*")
 
 
@@ -261,7 +260,8 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
     if not path.is_file():
         raise ClusterError(
             f"unknown cluster {str(name_or_path)!r}: not a preset ({', '.join(PRESETS)}), not 'local' or "
-            "'cpu<N>' (this machine's devices) and not a file; give a preset name or a path to a cluster JSON file"
+            "'cpu<N>' (this machine's devices) and not a file; "
+            "give a preset name or a path to a cluster JSON file"
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

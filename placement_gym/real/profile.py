@@ -13,10 +13,21 @@ A *profile* is a JSON-able dict (``PROFILE_FORMAT`` in ``"format"``)::
       "backward_s": {"<op name>": {"<device name>": seconds, ...}, ...},   # optional per op
       "update_s":   {"<op name>": {"<device name>": seconds, ...}, ...},   # optional per op
       "link_bandwidth": {"<src>": {"<dst>": bytes per second, ...}, ...},  # every ordered pair
-      "link_latency":   {"<src>": {"<dst>": seconds, ...}, ...},
+      "link_latency":   {"<src>": {"<dst>": seconds, ...}, ...},  # copy + thread hand-over
+      "launch_overhead_s": {"inference": {"<device>": s}, "train_step": {"<device>": s}},  # optional
+      "transfer_latency_s": {"inference": s, "train_step": s},  # optional, 2+ devices
       "settings": {"repeats": 5, "warmup": 1, "link_sizes": [...], ...},
       "created": "2026-11-29T20:30:00+00:00"
     }
+
+``launch_overhead_s`` is the executor's dispatch cost per job (its worker's queue, locks, argument
+lookup and, in a train step, autograd bookkeeping), which the per-op times, timed in a bare loop,
+leave out: measured by running the whole graph on each device alone through `Executor` and
+dividing what the step took beyond the sum of the op times by its number of jobs (see
+`measure_dispatch`). `profiled_task` adds it to every op of a task of that objective. A profile
+without it (an older one) gets no overhead added. ``transfer_latency_s``, where present, replaces
+every link's latency for tasks of that objective: the latency that makes the model reproduce the
+executor on a placement alternating devices op by op (`measure_transfer_latency`).
 
 Times are objective-independent (forward and backward of each forward op), so one profile serves
 ``train_step`` and ``inference`` tasks. Profiles are cached as JSON files in
@@ -47,6 +58,8 @@ from placement_gym.graph.opgraph import OpGraph
 from placement_gym.task import Task, make_task
 
 PROFILE_FORMAT = "placement-gym-profile/1"
+# Bumped whenever what is measured changes (2: per-job dispatch overhead, update ops, transfer latency).
+MEASUREMENT_VERSION = 2
 # Sizes (bytes) of the copies a link is timed with: small ones pin the latency, large ones the bandwidth.
 LINK_SIZES: tuple[int, ...] = (1 << 10, 1 << 16, 1 << 20, 1 << 23)
 # Floor for fitted link figures: the Cluster needs positive numbers, and a fit on noisy timings of
@@ -114,9 +127,14 @@ def describe_devices(devices: Mapping[str, str]) -> list[dict[str, str]]:
 def profile_key(
     graph_sha256: str, device_descriptions: Sequence[Mapping[str, str]], batch: int | None
 ) -> str:
-    """16 hex digits identifying what a profile measured: graph, devices (in any order), batch."""
+    """16 hex digits identifying what a profile measured: graph, devices (in any order), batch, and
+    the measurement version (`MEASUREMENT_VERSION`), so that a cached profile measured by an older
+    procedure is measured again rather than silently reused."""
     devices = sorted((dict(d) for d in device_descriptions), key=lambda d: d["name"])
-    text = json.dumps({"graph": graph_sha256, "devices": devices, "batch": batch}, sort_keys=True)
+    text = json.dumps(
+        {"graph": graph_sha256, "devices": devices, "batch": batch, "measurement": MEASUREMENT_VERSION},
+        sort_keys=True,
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -323,8 +341,42 @@ def profiled_task(task: Task, profile: Mapping[str, Any] | str | Path) -> Task:
         measured = update[owners[kinds == 2]]
         rows = duration[kinds == 2]
         duration[kinds == 2] = np.where(np.isnan(measured), rows, measured)
+    transfer = (profile.get("transfer_latency_s") or {}).get(task.objective)
+    if transfer is not None:
+        if not np.isfinite(float(transfer)) or float(transfer) <= 0:
+            raise ProfileError(
+                f"profile transfer_latency_s[{task.objective!r}] = {transfer!r} is not a time > 0"
+            )
+        latency = np.full_like(cluster.link_latency, float(transfer))
+        cluster = dataclasses.replace(cluster, link_latency=latency)
+    overhead = launch_overheads(profile, task.objective, devices)
+    if overhead is not None:
+        duration += overhead[None, :]
+        cluster = dataclasses.replace(cluster, launch_overhead=np.maximum(overhead, _MIN_LATENCY_S))
     duration.setflags(write=False)
-    return dataclasses.replace(base, id=task.id, duration=duration, _cache={})
+    return dataclasses.replace(base, id=task.id, cluster=cluster, duration=duration, _cache={})
+
+
+def launch_overheads(profile: Mapping[str, Any], objective: str, devices: Sequence[str]) -> np.ndarray | None:
+    """Seconds of executor dispatch per job on each of ``devices`` for ``objective`` (the profile's
+    ``launch_overhead_s``), or None when the profile has none for that objective."""
+    table = (profile.get("launch_overhead_s") or {}).get(objective)
+    if table is None:
+        return None
+    out = np.zeros(len(devices))
+    for j, device in enumerate(devices):
+        try:
+            value = float(table[device])
+        except (KeyError, TypeError, ValueError):
+            raise ProfileError(
+                f"profile launch_overhead_s[{objective!r}] has no figure for device {device!r}"
+            ) from None
+        if not np.isfinite(value) or value < 0:
+            raise ProfileError(
+                f"profile launch_overhead_s[{objective!r}][{device!r}] = {value!r} is not a time >= 0"
+            )
+        out[j] = value
+    return out
 
 
 # --- measurement ------------------------------------------------------------------------------------
@@ -389,6 +441,114 @@ def measure_links(
     return bandwidth, latency
 
 
+def pool_virtual_devices(table: dict[str, dict[str, float]], devices: Mapping[str, str]) -> None:
+    """Give every device name on the same torch device (virtual CPU devices) the mean of their
+    times, in place: they are one piece of hardware, so a difference between their timings is
+    noise of the shared machine, which the cost model would otherwise read as one device being
+    faster and rank placements by it."""
+    groups: dict[str, list[str]] = {}
+    for name, spec in devices.items():
+        groups.setdefault(str(spec), []).append(name)
+    for names in groups.values():
+        if len(names) < 2:
+            continue
+        for row in table.values():
+            present = [row[n] for n in names if n in row]
+            if len(present) == len(names):
+                mean = float(np.mean(present))
+                for n in names:
+                    row[n] = mean
+
+
+def measure_handover(repeats: int = 50) -> float:
+    """Seconds from one worker thread finishing a job to another worker thread starting the job it
+    released: the median one-way time of a ping-pong between two threads through one
+    `threading.Condition`, the executor's mechanism. A copy timed in one thread (`measure_links`)
+    leaves this out; every cross-device tensor in the executor pays it."""
+    import threading
+
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    condition = threading.Condition()
+    state = {"turn": 0, "sent": 0.0}
+    delays: list[float] = []
+
+    def player(me: int) -> None:
+        for _ in range(repeats + 1):
+            with condition:
+                while state["turn"] != me:
+                    condition.wait()
+                if state["sent"]:
+                    delays.append(time.perf_counter() - state["sent"])
+                state["turn"] = 1 - me
+                state["sent"] = time.perf_counter()
+                condition.notify_all()
+
+    threads = [threading.Thread(target=player, args=(me,), daemon=True) for me in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return float(np.median(delays))
+
+
+def measure_dispatch(
+    graph: OpGraph,
+    devices: Mapping[str, str],
+    objective: str,
+    forward_s: Mapping[str, Mapping[str, float]],
+    backward_s: Mapping[str, Mapping[str, float]],
+    update_s: Mapping[str, Mapping[str, float]],
+    batch: int | None = None,
+    repeats: int = 5,
+    warmup: int = 1,
+    model: Any = None,
+) -> dict[str, float]:
+    """The executor's dispatch seconds per job on each device for ``objective``: the whole graph
+    run on the device alone by `Executor` (median of ``repeats`` steps), less the sum of the
+    measured times of its jobs, divided by the number of jobs (0 when the step was not slower).
+    Virtual CPU devices are run with one intra-op thread, as the executor runs them side by side."""
+    import torch
+
+    from placement_gym.cluster.presets import default_efficiency_row
+    from placement_gym.real.executor import Executor
+
+    names = graph.op_names
+    virtual = sum(1 for spec in devices.values() if torch.device(spec).type == "cpu") > 1
+    threads = torch.get_num_threads()
+    out: dict[str, float] = {}
+    try:
+        if virtual:
+            torch.set_num_threads(1)
+        for device_name, spec in devices.items():
+            kind = "cpu" if torch.device(spec).type == "cpu" else "gpu"
+            # The executor reads only the cluster's names and kinds; the figures are placeholders.
+            alone = Cluster(
+                name=f"profile-{device_name}", device_names=(device_name,), device_kinds=(kind,),
+                peak_flops=np.ones(1), memory_bandwidth=np.ones(1), memory_capacity=np.full(1, 1e18),
+                launch_overhead=np.ones(1), efficiency=default_efficiency_row(kind)[None, :],
+                link_bandwidth=np.zeros((1, 1)), link_latency=np.zeros((1, 1)),
+            )
+            task = make_task(graph, alone, objective)
+            executor = Executor(task, {device_name: spec}, batch=batch, model=model)
+            result = executor.run(np.zeros(graph.n_ops, dtype=np.int64), warmup=max(warmup, 1),
+                                  repeats=repeats)
+            if not result.feasible:
+                raise ValueError(f"running {graph.name} on {device_name} ({spec}) failed: {result.error}")
+            jobs = sum(forward_s[n][device_name] for n in names)
+            n_jobs = graph.n_ops
+            if objective == "train_step":
+                jobs += sum(backward_s[n][device_name] for n in names)
+                jobs += sum(row[device_name] for row in update_s.values())
+                n_jobs += graph.n_ops + len(update_s)
+            out[device_name] = max(0.0, (result.runtime - jobs) / n_jobs)
+    finally:
+        torch.set_num_threads(threads)
+    pooled = {"dispatch": out}
+    pool_virtual_devices(pooled, devices)
+    return out
+
+
 def measure_profile(
     graph: OpGraph,
     devices: Mapping[str, str],
@@ -407,10 +567,21 @@ def measure_profile(
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
     described = describe_devices(devices)
-    forward_s, backward_s = _measure_ops(graph, devices, batch, repeats, warmup, model)
+    forward_s, backward_s, update_s = _measure_ops(graph, devices, batch, repeats, warmup, model)
+    for table in (forward_s, backward_s, update_s):
+        pool_virtual_devices(table, devices)
     bandwidth, latency = measure_links(devices, link_sizes, repeats, warmup)
+    handover = measure_handover(repeats=max(50, 10 * repeats))
+    for row in latency.values():
+        for dst in row:
+            row[dst] += handover
+    overhead = {
+        objective: measure_dispatch(graph, devices, objective, forward_s, backward_s, update_s, batch,
+                                    repeats, warmup, model)
+        for objective in ("inference", "train_step")
+    }
     digest = graph_digest(graph)
-    return {
+    profile = {
         "format": PROFILE_FORMAT,
         "key": profile_key(digest, described, batch),
         "graph": {"name": graph.name, "sha256": digest, "n_ops": graph.n_ops},
@@ -418,16 +589,102 @@ def measure_profile(
         "devices": described,
         "forward_s": forward_s,
         "backward_s": backward_s,
+        "update_s": update_s,
         "link_bandwidth": bandwidth,
         "link_latency": latency,
+        "launch_overhead_s": overhead,
         "settings": {"repeats": repeats, "warmup": warmup, "link_sizes": [int(s) for s in link_sizes],
-                     "timer": "time.perf_counter, median, device synchronised"},
+                     "timer": "time.perf_counter, median, device synchronised",
+                     "handover_s": handover},
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+    if len(devices) > 1:
+        profile["transfer_latency_s"] = {
+            objective: measure_transfer_latency(graph, devices, objective, profile, batch, repeats, warmup,
+                                                model)
+            for objective in ("inference", "train_step")
+        }
+    return profile
+
+
+def _placeholder_cluster(devices: Mapping[str, str]) -> Cluster:
+    """A cluster with ``devices``' names and kinds; its figures are placeholders (the executor reads
+    only names and kinds, and a profiled task replaces times and links)."""
+    import torch
+
+    from placement_gym.cluster.presets import default_efficiency_row
+
+    names = list(devices)
+    kinds = ["cpu" if torch.device(devices[n]).type == "cpu" else "gpu" for n in names]
+    n = len(names)
+    return Cluster(
+        name="profile", device_names=tuple(names), device_kinds=tuple(kinds),
+        peak_flops=np.ones(n), memory_bandwidth=np.ones(n), memory_capacity=np.full(n, 1e18),
+        launch_overhead=np.ones(n), efficiency=np.stack([default_efficiency_row(k) for k in kinds]),
+        link_bandwidth=np.ones((n, n)), link_latency=np.ones((n, n)),
+    )
+
+
+def measure_transfer_latency(
+    graph: OpGraph,
+    devices: Mapping[str, str],
+    objective: str,
+    profile: Mapping[str, Any],
+    batch: int | None = None,
+    repeats: int = 5,
+    warmup: int = 1,
+    model: Any = None,
+) -> float:
+    """The link latency (seconds, same on every link) with which the profiled cost model reproduces
+    the executor's runtime of the placement that alternates devices op by op (topological order:
+    nearly every tensor crosses devices). It holds what a tensor crossing devices costs in the
+    executor beyond the copy: waking the other worker, its lock, the copy's autograd leaf, and, on
+    virtual devices sharing cores and the GIL, the parallelism the model expects but the machine
+    does not give. Found by bisection (the simulated runtime grows with the latency); at least the
+    profile's own latencies."""
+    import torch
+
+    from placement_gym.cost_model import simulate
+    from placement_gym.real.executor import Executor
+    from placement_gym.real.fidelity import rebatched_graph
+
+    cluster = _placeholder_cluster(devices)
+    placement = np.arange(graph.n_ops, dtype=np.int64) % len(devices)
+    virtual = sum(1 for spec in devices.values() if torch.device(spec).type == "cpu") > 1
+    threads = torch.get_num_threads()
+    try:
+        if virtual:
+            torch.set_num_threads(1)
+        executor = Executor(make_task(graph, cluster, objective), dict(devices), batch=batch, model=model)
+        result = executor.run(placement, warmup=max(warmup, 1), repeats=repeats)
+    finally:
+        torch.set_num_threads(threads)
+    if not result.feasible:
+        raise ValueError(f"running {graph.name} across {sorted(devices)} failed: {result.error}")
+    model_task = profiled_task(make_task(rebatched_graph(graph, batch, model), cluster, objective),
+                               {k: v for k, v in profile.items() if k != "transfer_latency_s"})
+    low = float(np.min(model_task.cluster.link_latency[~np.eye(len(devices), dtype=bool)]))
+
+    def simulated(latency: float) -> float:
+        links = np.full_like(model_task.cluster.link_latency, latency)
+        linked = dataclasses.replace(model_task.cluster, link_latency=links)
+        task = dataclasses.replace(model_task, cluster=linked, _cache={})
+        return float(simulate(task, placement).runtime)
+
+    if simulated(low) >= result.runtime:
+        return low
+    high = max(low, 1e-6)
+    while simulated(high) < result.runtime and high < 1.0:
+        high *= 2
+    for _ in range(40):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if simulated(middle) < result.runtime else (low, middle)
+    return 0.5 * (low + high)
 
 
 def _measure_ops(graph, devices, batch, repeats, warmup, model=None):
-    """Per-op forward and backward seconds on each device: ``({op: {device: s}}, {op: {device: s}})``.
+    """Per-op forward, backward and update seconds on each device: three ``{op: {device: s}}``
+    (update: only ops that own parameters).
 
     Uses the executor's program of the graph (`placement_gym.real.executor`: the ONNX node, inputs
     and attributes of each op, the same random weights and data as `Executor` with seed 0). One
@@ -467,6 +724,9 @@ def _measure_ops(graph, devices, batch, repeats, warmup, model=None):
                     values[name] = result
     forward_s: dict[str, dict[str, float]] = {name: {} for name in graph.op_names}
     backward_s: dict[str, dict[str, float]] = {name: {} for name in graph.op_names}
+    update_s: dict[str, dict[str, float]] = {
+        graph.op_names[k]: {} for k in range(graph.n_ops) if program.owned[k]
+    }
     # Virtual CPU devices (two or more names on "cpu") each run one intra-op thread in the executor,
     # so their ops are timed with one thread too.
     threads = torch.get_num_threads()
@@ -474,9 +734,30 @@ def _measure_ops(graph, devices, batch, repeats, warmup, model=None):
         torch.set_num_threads(1)
     try:
         _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s, repeats, warmup)
+        _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats, warmup)
     finally:
         torch.set_num_threads(threads)
-    return forward_s, backward_s
+    return forward_s, backward_s, update_s
+
+
+def _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats, warmup) -> None:
+    """Fill ``update_s``: the executor's SGD update (``p -= lr * grad``) of each op's parameters."""
+    for device_name, spec in devices.items():
+        device = torch.device(spec)
+        for k, op_name in enumerate(graph.op_names):
+            if not program.owned[k]:
+                continue
+            pairs = [
+                (weights[name].detach().clone().to(device), torch.ones_like(weights[name], device=device))
+                for name in program.owned[k]
+            ]
+
+            def update(pairs=pairs) -> None:
+                with torch.no_grad():
+                    for weight, grad in pairs:
+                        weight.sub_(ex.DEFAULT_LEARNING_RATE * grad)
+
+            update_s[op_name][device_name] = _median_time(torch, {device}, update, repeats, warmup)
 
 
 def _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s, repeats, warmup) -> None:
