@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import NoReturn
 
+import placement_gym.cli.leaderboard_command as leaderboard_command
 import placement_gym.cli.real_commands as real_commands
 from placement_gym.cli import bench_command, catalog, demo_command, evaluate, export_command, train_command
 
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_command.add_parser(subparsers)
     export_command.add_parser(subparsers)
     real_commands.add_parsers(subparsers)
+    leaderboard_command.add_parser(subparsers)
     return parser
 
 

@@ -1,0 +1,126 @@
+"""`placement-gym leaderboard validate|submit|render`: re-check, add and render submissions."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from placement_gym.cli.output import print_json, print_table
+
+OK_MARK, BAD_MARK = "✓", "✗"
+
+
+def default_directory() -> Path:
+    """The repository's ``leaderboard/`` folder (next to the package)."""
+    return Path(__file__).resolve().parents[2] / "leaderboard"
+
+
+def _check_report(paths: list[Path]) -> list:
+    from placement_gym.leaderboard.validate import validate_file
+
+    return [validate_file(path) for path in paths]
+
+
+def _check_json(check) -> dict:
+    return {
+        "file": check.source, "ok": check.ok, "problems": check.problems,
+        "tasks": [{"task": t.task_id, "ok": t.ok, "reasons": list(t.reasons), "runtime": t.runtime}
+                  for t in check.tasks],
+    }
+
+
+def _print_checks(checks: list, as_json: bool) -> None:
+    if as_json:
+        print_json([_check_json(c) for c in checks])
+        return
+    rows = []
+    for check in checks:
+        for problem in check.problems:
+            rows.append([check.source, "-", BAD_MARK, problem])
+        for task in check.tasks:
+            rows.append([check.source, task.task_id, OK_MARK if task.ok else BAD_MARK,
+                         "; ".join(task.reasons)])
+    print_table(["file", "task", "ok", "reason"], rows, title="leaderboard validate",
+                numeric=[False] * 4)
+
+
+def _submission_paths(files: list[str], directory: Path) -> list[Path]:
+    if files:
+        return [Path(f) for f in files]
+    paths = sorted((directory / "submissions").glob("*.json"))
+    if not paths:
+        raise ValueError(f"no submission files given and none under {directory / 'submissions'}")
+    return paths
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    checks = _check_report(_submission_paths(args.files, Path(args.dir)))
+    _print_checks(checks, args.json)
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    from placement_gym.leaderboard.submission import load_submission, submission_filename
+
+    checks = _check_report([Path(args.file)])
+    _print_checks(checks, args.json)
+    if not checks[0].ok:
+        print(f"{args.file}: not submitted (validation failed)", file=sys.stderr)
+        return 1
+    target = Path(args.dir) / "submissions" / submission_filename(load_submission(args.file))
+    if target.exists() and not args.force:
+        raise ValueError(f"{target} exists; pass --force to replace it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(args.file, target)
+    if not args.json:
+        print(f"submitted as {target}; run 'placement-gym leaderboard render' to update the README")
+    return 0
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from placement_gym.leaderboard.render import README_NAME, render
+
+    directory = Path(args.dir)
+    if args.check:
+        if render(directory, check=True):
+            print(f"{directory / README_NAME} is up to date")
+            return 0
+        print(f"{directory / README_NAME} is stale; run 'placement-gym leaderboard render'", file=sys.stderr)
+        return 1
+    render(directory, chart=not args.no_chart)
+    print(f"wrote {directory / README_NAME}")
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    """Add ``leaderboard`` with its ``validate``, ``submit`` and ``render`` subcommands."""
+    parser = subparsers.add_parser(
+        "leaderboard", help="validate, submit and render leaderboard submissions",
+        description="Re-evaluate submitted placements, add a submission, render leaderboard/README.md.")
+    commands = parser.add_subparsers(dest="leaderboard_command", metavar="ACTION", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--dir", default=str(default_directory()),
+                         help="leaderboard folder (holds submissions/ and README.md); default: %(default)s")
+        sub.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    validate = commands.add_parser("validate", help="re-evaluate submissions; exit 1 if any task fails",
+                                   description="Re-evaluate every placement of each submission "
+                                   "(default: every file under DIR/submissions).")
+    validate.add_argument("files", nargs="*", metavar="FILE")
+    common(validate)
+    validate.set_defaults(run=run_validate)
+
+    submit = commands.add_parser("submit", help="validate a submission and copy it under submissions/")
+    submit.add_argument("file", metavar="FILE")
+    submit.add_argument("--force", action="store_true", help="replace a submission of the same name")
+    common(submit)
+    submit.set_defaults(run=run_submit)
+
+    render = commands.add_parser("render", help="write README.md and the chart from the submissions")
+    render.add_argument("--check", action="store_true", help="exit 1 when the README is stale; write nothing")
+    render.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    common(render)
+    render.set_defaults(run=run_render)
