@@ -382,6 +382,25 @@ def _constant_tensor(program: _Program, k: int, i: int, name: str, device):
     return tensor
 
 
+def _reference_arguments(program, k: int, data, weights, values, constant) -> list[Any]:
+    """The arguments of op ``k`` in a single-device pass: data inputs, parameters, the values of
+    earlier ops (a shared parameter read from its owner is the parameter itself), and for a
+    constant slot ``constant(slot index, constant name)``."""
+    args: list[Any] = []
+    for i, source in enumerate(program.sources[k]):
+        if source is None:
+            args.append(None)
+        elif source[0] == "data":
+            args.append(data[source[1]])
+        elif source[0] == "param":
+            args.append(weights[source[1]])
+        elif source[0] == "const":
+            args.append(constant(i, source[1]))
+        else:
+            args.append(values[source[1]] if source[1] in values else weights[source[1]])
+    return args
+
+
 def run_reference_forward(task: Task, seed: int = 0, model: onnx.ModelProto | str | Path | None = None,
                           batch: int | None = None) -> dict[str, Any]:
     """Graph outputs (name -> CPU tensor) of a plain single-device, op-by-op forward of the task's graph
@@ -394,19 +413,11 @@ def run_reference_forward(task: Task, seed: int = 0, model: onnx.ModelProto | st
     cpu = torch.device("cpu")
     values: dict[str, Any] = {}
     with torch.no_grad():
-        for k, sources in enumerate(program.sources):
-            args = []
-            for i, source in enumerate(sources):
-                if source is None:
-                    args.append(None)
-                elif source[0] == "data":
-                    args.append(data[source[1]])
-                elif source[0] == "param":
-                    args.append(weights[source[1]])
-                elif source[0] == "const":
-                    args.append(_constant_tensor(program, k, i, source[1], cpu))
-                else:
-                    args.append(values[source[1]] if source[1] in values else weights[source[1]])
+        for k in range(len(program.sources)):
+            def constant(i, name, k=k):
+                return _constant_tensor(program, k, i, name, cpu)
+
+            args = _reference_arguments(program, k, data, weights, values, constant)
             for name, result in zip(program.outputs[k], _call_op(program, k, args), strict=False):
                 if name:
                     values[name] = result

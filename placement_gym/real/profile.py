@@ -703,19 +703,11 @@ def _measure_ops(graph, devices, batch, repeats, warmup, model=None):
     values: dict[str, Any] = {}
     op_args: list[list[Any]] = []
     with torch.no_grad():
-        for k, sources in enumerate(program.sources):
-            args = []
-            for i, source in enumerate(sources):
-                if source is None:
-                    args.append(None)
-                elif source[0] == "data":
-                    args.append(data[source[1]])
-                elif source[0] == "param":
-                    args.append(weights[source[1]])
-                elif source[0] == "const":
-                    args.append(("const", i, source[1]))  # made per device: integer constants stay on the CPU
-                else:
-                    args.append(values[source[1]] if source[1] in values else weights[source[1]])
+        for k in range(len(program.sources)):
+            # constants are made per device later (integer constants stay on the CPU): a marker here
+            args = ex._reference_arguments(
+                program, k, data, weights, values, lambda i, name: ("const", i, name)
+            )
             op_args.append(args)
             cpu_args = [ex._constant_tensor(program, k, a[1], a[2], cpu) if isinstance(a, tuple) else a
                         for a in args]
