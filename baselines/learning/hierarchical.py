@@ -43,10 +43,10 @@ import torch
 from torch import nn
 
 from baselines.learning.evaluator import BudgetedEvaluator
+from baselines.learning.options import check_positive
 from baselines.learning.seq2seq import (
     MAX_GRAD_NORM,
     Seq2SeqPlacer,
-    check_positive,
     input_width,
     node_inputs,
     normalised_runtimes,

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from baselines.learning.evaluator import BudgetedEvaluator
-from baselines.learning.seq2seq import Seq2SeqAgent, check_positive, normalised_runtimes
+from baselines.learning.options import check_positive
+from baselines.learning.seq2seq import Seq2SeqAgent, normalised_runtimes
 from baselines.learning.trainer import register_learned
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR
 from placement_gym.task import Task

@@ -57,27 +57,13 @@ from torch import nn
 
 from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.gnn import DagEncoder, graph_inputs, mlp, sample_categorical
+from baselines.learning.options import check_float, check_int
 from baselines.learning.trainer import LearnedAgent, register_learned
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
 from placement_gym.task import Task
 
 # Nodes x rows per recomputation chunk at update time: bounds the memory of the backward pass.
 _UPDATE_CHUNK_NODES = 32768
-
-
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_float(name: str, value, low: float, high: float = float("inf"), open_low: bool = False) -> float:
-    ok = isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
-    ok = ok and np.isfinite(value) and (value > low if open_low else value >= low) and value <= high
-    if not ok:
-        bound = f"{'>' if open_low else '>='} {low}" + (f" and <= {high}" if high != float("inf") else "")
-        raise ValueError(f"{name} must be a number {bound}, got {value!r}")
-    return float(value)
 
 
 class RefinePolicy(nn.Module):
@@ -156,16 +142,16 @@ class Placeto(LearnedAgent):
     ) -> None:
         super().__init__(task, seed, **config)
         self.groups = groups
-        self.batch = _check_int("batch", batch, 1)
-        self.steps_per_update = _check_int("steps_per_update", steps_per_update, 1)
-        self.gamma = _check_float("gamma", gamma, 0.0, 1.0)
-        self.entropy = _check_float("entropy", entropy, 0.0)
-        self.oom_factor = _check_float("oom_factor", oom_factor, 1.0)
-        self.max_grad_norm = _check_float("max_grad_norm", max_grad_norm, 0.0, open_low=True)
+        self.batch = check_int("batch", batch, 1)
+        self.steps_per_update = check_int("steps_per_update", steps_per_update, 1)
+        self.gamma = check_float("gamma", gamma, 0.0, 1.0)
+        self.entropy = check_float("entropy", entropy, 0.0)
+        self.oom_factor = check_float("oom_factor", oom_factor, 1.0)
+        self.max_grad_norm = check_float("max_grad_norm", max_grad_norm, 0.0, open_low=True)
         self.graph = graph_inputs(task, groups)
-        hidden, rounds = _check_int("hidden", hidden, 1), _check_int("rounds", rounds, 0)
+        hidden, rounds = check_int("hidden", hidden, 1), check_int("rounds", rounds, 0)
         self.policy = RefinePolicy(task.n_devices, hidden, rounds)
-        lr = _check_float("lr", lr, 0.0, open_low=True)
+        lr = check_float("lr", lr, 0.0, open_low=True)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr)
         self._reset_episodes()
 
@@ -277,7 +263,7 @@ class Placeto(LearnedAgent):
         current policy on the current task, started from random placements: the first row greedy (the
         most likely device at every visit), the others sampled. Evaluates nothing: the policy reads
         the placement, not its runtime, so an episode needs evaluations only for its rewards."""
-        count = _check_int("count", count, 1)
+        count = check_int("count", count, 1)
         nodes = self.rng.integers(0, self.task.n_devices, size=(count, self.graph.n_nodes))
         for node in range(self.graph.n_nodes):
             nodes[:, node] = self._choose(nodes, node, greedy_rows=1)

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from baselines.learning.options import check_positive
 from baselines.learning.trainer import LearnedAgent
 from placement_gym.envs.observation import NODE_FEATURES, node_features, op_edges
 from placement_gym.groups import Grouping, make_grouping, quotient_edges
@@ -209,16 +210,6 @@ def normalised_runtimes(runtimes: np.ndarray, feasible: np.ndarray, best_single:
     multiple of the best single device keeps the penalty task-free)."""
     scaled = np.asarray(runtimes, dtype=np.float64) / best_single
     return np.where(np.asarray(feasible, dtype=bool), scaled, float(oom_factor))
-
-
-def check_positive(name: str, value, integer: bool = False, allow_zero: bool = False) -> None:
-    """A ValueError naming ``name`` unless ``value`` is a positive (or >= 0) number / integer."""
-    kind = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    ok = isinstance(value, kind) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        what = "integer" if integer else "number"
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite {what} {bound}, got {value!r}")
 
 
 # Gradients are clipped to this global norm before each optimiser step (a choice, for stability).

@@ -34,7 +34,8 @@ import numpy as np
 import torch
 
 from baselines.learning.evaluator import BudgetedEvaluator
-from baselines.learning.seq2seq import Seq2SeqAgent, check_positive
+from baselines.learning.options import check_positive
+from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward_name, shape_reward
 from placement_gym.task import Task
