@@ -10,6 +10,7 @@ import pytest
 from placement_gym.cli import main
 from placement_gym.graph import load_graph
 from placement_gym.real.fidelity import (
+    FidelityReport,
     cluster_device_map,
     fidelity_placements,
     mape,
@@ -100,6 +101,54 @@ def test_fidelity_placements_distinct_seeded_and_single_first():
         assert la == lb and np.array_equal(pa, pb)
     for _, placement in first:
         task.check_placement(placement)
+
+
+def test_fidelity_random_splits_cross_devices_at_every_cut():
+    task = get_task("cifar10_resnet56", "cpu2", "inference")
+    placements = fidelity_placements(task, 40, seed=1)
+    splits = [(label, p) for label, p in placements if label.startswith("random-split")]
+    assert len(splits) >= 10
+    crossings = []
+    for label, placement in splits:
+        runs = int(label.split(":")[1])
+        assert int(np.sum(placement[1:] != placement[:-1])) == runs - 1  # each run on another device
+        crossings.append(runs - 1)
+    # The number of runs is log-uniform: both few and many crossings occur.
+    assert min(crossings) <= 3 and max(crossings) >= task.n_forward // 8
+
+
+def _report(rounds: np.ndarray) -> FidelityReport:
+    n = rounds.shape[1]
+    measured = np.median(rounds, axis=0)
+    return FidelityReport("t", None, tuple(f"p{i}" for i in range(n)), measured, measured * 2, measured,
+                          np.zeros(n), (None,) * n, rounds)
+
+
+def test_spearman_repeat_compares_even_and_odd_rounds():
+    consistent = np.array([[1.0, 2.0, 3.0, 4.0], [1.1, 2.1, 3.1, 4.1], [0.9, 1.9, 2.9, 3.9]])
+    assert _report(consistent).figures()["spearman_repeat"] == pytest.approx(1.0)
+    # Rounds 0 and 2 (even) rank the placements one way, round 1 (odd) the reverse.
+    reversed_odd = np.array([[1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    assert _report(reversed_odd).figures()["spearman_repeat"] == pytest.approx(-1.0)
+    assert np.isnan(_report(consistent[:1]).figures()["spearman_repeat"])
+
+
+def test_run_fidelity_measures_every_placement_once_per_round(tmp_path):
+    from placement_gym.real.fidelity import run_fidelity
+    from placement_gym.real.profile import measure_profile
+
+    task = get_task("cifar10_cnn", "cpu2", "inference")
+    devices = {"cpu:0": "cpu", "cpu:1": "cpu"}
+    profile = measure_profile(task.graph, devices, batch=2, repeats=1, warmup=0)
+    placements = fidelity_placements(task, 3, seed=0)
+    calls: list[str] = []
+    report = run_fidelity(task, devices, profile, placements, batch=2, repeats=3, warmup=0,
+                          progress=lambda i, label: calls.append(label))
+    assert report.rounds.shape == (3, 3) and np.all(report.rounds > 0)
+    assert sorted(calls) == sorted([label for label, _ in placements] * 3)
+    assert np.allclose(report.measured, np.median(report.rounds, axis=0))
+    with pytest.raises(ValueError, match="repeats"):
+        run_fidelity(task, devices, profile, placements, batch=2, repeats=0)
 
 
 # --- the commands -----------------------------------------------------------------------------------

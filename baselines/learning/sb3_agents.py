@@ -47,6 +47,7 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from baselines.learning.evaluator import BudgetedEvaluator
@@ -168,6 +169,9 @@ class _SB3Agent(LearnedAgent):
             # No seed= for SB3: it would reseed torch's, numpy's and Python's global generators; the
             # policy's initial weights come from torch's generator, which `train` seeds.
             self.model = self._make_model(self.vec_env)
+            # A logger with no output: without one, every `learn` call (one per rollout here) makes
+            # SB3 create a new empty log folder in the temporary directory.
+            self.model.set_logger(Logger(folder=None, output_formats=[]))
         return self.model
 
     def next_step_cost(self) -> int:

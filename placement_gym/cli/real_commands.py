@@ -11,6 +11,10 @@ from typing import Any
 
 from placement_gym.cli.output import fmt_seconds, print_json, print_table
 
+# Default timed runs of each op, link and whole-graph step of a profile, and default fidelity rounds.
+PROFILE_REPEATS = 5
+FIDELITY_ROUNDS = 5
+
 
 def _positive(text: str) -> int:
     try:
@@ -36,10 +40,11 @@ def _note(args: argparse.Namespace, message: str) -> None:
 
 
 def _get_profile(
-    args, graph, model, devices: dict[str, str], force: bool = False, out: str | None = None
+    args, graph, model, devices: dict[str, str], force: bool = False, out: str | None = None,
+    repeats: int = PROFILE_REPEATS,
 ) -> tuple[dict, str, bool]:
     """The cached profile of ``graph`` on ``devices`` at ``--batch`` (measured and saved, to ``out`` or
-    the cache, when missing or ``force``): ``(profile, path, measured_now)``."""
+    the cache, when missing or ``force``, with ``repeats`` timed runs): ``(profile, path, measured_now)``."""
     from placement_gym.real.profile import cache_dir, find_profile, measure_profile, save_profile
 
     if not force:
@@ -51,7 +56,7 @@ def _get_profile(
     threads = _one_thread_for_virtual_cpus(devices)
     try:
         profile = measure_profile(
-            graph, devices, batch=args.batch, repeats=args.repeats, warmup=args.warmup, model=model
+            graph, devices, batch=args.batch, repeats=repeats, warmup=args.warmup, model=model
         )
     finally:
         _restore_threads(threads)
@@ -90,7 +95,8 @@ def run_profile(args: argparse.Namespace) -> int:
     graph, model = _graph_and_model(args.graph)
     start = time.perf_counter()
     profile, path, measured = _get_profile(
-        args, graph, model, devices, force=args.force or args.out is not None, out=args.out
+        args, graph, model, devices, force=args.force or args.out is not None, out=args.out,
+        repeats=args.repeats or PROFILE_REPEATS,
     )
     summary = {
         "graph": graph.name,
@@ -172,12 +178,14 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         placements,
         batch=args.batch,
         seed=args.seed,
-        repeats=args.repeats,
+        repeats=args.repeats or FIDELITY_ROUNDS,
         warmup=args.warmup,
         model=model,
         progress=None
         if args.json
-        else (lambda i, label: _note(args, f"  [{i + 1}/{len(placements)}] {label}")),
+        else (lambda i, label: i % len(placements) or _note(
+            args, f"  round {i // len(placements) + 1}/{args.repeats or FIDELITY_ROUNDS}: "
+            f"{len(placements)} placements")),
     )
     out = scatter_plot(report, args.out)
     summary = {
@@ -186,7 +194,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         "profile": path,
         "profile_measured_now": measured_now,
         "scatter_png": str(out),
-        "repeats": args.repeats,
+        "rounds": args.repeats or FIDELITY_ROUNDS,
         "wall_s": time.perf_counter() - start,
     }
     if args.json:
@@ -206,13 +214,14 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         ["placement", "measured", "profiled", "analytical"],
         rows,
         numeric=[False, True, True, True],
-        title=f"{task.id} at {batch}, {args.repeats} timed steps each",
+        title=f"{task.id} at {batch}, median of {args.repeats or FIDELITY_ROUNDS} rounds",
     )
     print_table(
         ["model", "Spearman", "MAPE"],
         [
-            [name, f"{summary[f'spearman_{name}']:.3f}", f"{summary[f'mape_{name}']:.1f}%"]
-            for name in ("profiled", "analytical")
+            *[[name, f"{summary[f'spearman_{name}']:.3f}", f"{summary[f'mape_{name}']:.1f}%"]
+              for name in ("profiled", "analytical")],
+            ["measured, even vs odd rounds", f"{summary['spearman_repeat']:.3f}", "-"],
         ],
         title=f"fidelity over {summary['scored']} of {summary['samples']} placements",
     )
@@ -220,7 +229,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_device_arguments(parser: argparse.ArgumentParser, repeats_help: str) -> None:
     parser.add_argument("--graph", required=True, help="bundled graph name or path to an ONNX file")
     parser.add_argument(
         "--devices",
@@ -241,9 +250,7 @@ def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a smaller batch than the graph's (default: the graph's)",
     )
-    parser.add_argument(
-        "--repeats", type=_positive, default=3, help="timed runs per measurement (default: 3)"
-    )
+    parser.add_argument("--repeats", type=_positive, default=None, help=repeats_help)
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before them (default: 1)")
     parser.add_argument("--json", action="store_true", help="print a JSON object")
 
@@ -256,7 +263,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "latency of each link; write a profile (keyed by the graph's sha256, the devices and the batch) that "
         "the profiled cost model uses. A cached profile is reused unless --force or --out.",
     )
-    _add_device_arguments(profile)
+    _add_device_arguments(
+        profile, f"timed runs of each op, link and whole-graph step; each time is their median "
+        f"(default: {PROFILE_REPEATS})")
     profile.add_argument("--out", default=None, help="profile file to write (default: the profile cache)")
     profile.add_argument("--force", action="store_true", help="measure again even if a cached profile exists")
     profile.set_defaults(run=run_profile)
@@ -269,7 +278,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "percentage error of each model against the measurements, and write a scatter plot (PNG). The "
         "profile comes from the cache (measured first when missing).",
     )
-    _add_device_arguments(fidelity)
+    _add_device_arguments(
+        fidelity, f"rounds: each round runs every placement once, in a seeded random order, and a "
+        f"placement's runtime is its median over the rounds (default: {FIDELITY_ROUNDS}). A profile "
+        f"measured first uses {PROFILE_REPEATS} timed runs")
     fidelity.add_argument("--samples", type=_positive, default=20, help="placements to run (default: 20)")
     fidelity.add_argument(
         "--objective", default="train_step", help="train_step or inference (default: train_step)"

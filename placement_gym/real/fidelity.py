@@ -226,7 +226,9 @@ def fidelity_placements(
     """``samples`` distinct placements ``(label, placement)``: each single device first, then the
     heuristic agents (those of the `baselines` package that are installed and succeed), then
     seeded random ones, alternating two kinds so the runtimes spread: per-op random with device
-    probabilities drawn from a Dirichlet, and contiguous runs of the topological order."""
+    probabilities drawn from a Dirichlet, and contiguous runs of the topological order whose number
+    of runs is log-uniform from 2 to the number of ops, each run on another device than the one
+    before (so the number of tensors crossing devices ranges from a few to nearly every one)."""
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"samples must be a positive integer, got {samples!r}")
     n, k = task.n_forward, task.n_devices
@@ -265,10 +267,12 @@ def fidelity_placements(
         if attempts % 2:
             probabilities = rng.dirichlet(np.ones(k))
             add("random", rng.choice(k, size=n, p=probabilities))
-        else:
-            cuts = np.sort(rng.choice(np.arange(1, n), size=min(rng.integers(1, 4), n - 1), replace=False))
-            devices = rng.integers(0, k, size=len(cuts) + 1)
-            add("random-split", np.repeat(devices, np.diff(np.concatenate([[0], cuts, [n]]))))
+        elif n > 1:
+            n_cuts = min(int(np.exp(rng.uniform(0.0, np.log(n)))), n - 1)
+            cuts = np.sort(rng.choice(np.arange(1, n), size=n_cuts, replace=False))
+            # Each run moves to another device: a step of 1..k-1 from the previous one.
+            devices = np.cumsum(np.concatenate([[rng.integers(0, k)], rng.integers(1, k, size=n_cuts)])) % k
+            add(f"random-split:{n_cuts + 1}", np.repeat(devices, np.diff(np.concatenate([[0], cuts, [n]]))))
     return found
 
 
@@ -288,18 +292,29 @@ class FidelityReport:
     profiled: np.ndarray
     spread: np.ndarray
     errors: tuple[str | None, ...]
+    # Measured runtime of each placement in each round (rows: rounds; NaN where a run failed).
+    rounds: np.ndarray | None = None
 
     def _scored(self) -> np.ndarray:
         return np.isfinite(self.measured) & np.isfinite(self.analytical) & np.isfinite(self.profiled)
 
     def figures(self) -> dict[str, Any]:
-        """``samples``, ``scored``, ``spearman_*`` and ``mape_*`` (percent) for both models."""
+        """``samples``, ``scored``, ``spearman_*`` and ``mape_*`` (percent) for both models, and
+        ``spearman_repeat``: the rank correlation of the measurements with themselves, the median of
+        the even rounds against that of the odd ones (NaN with fewer than 2 rounds). It is the
+        ceiling a model can reach on this machine: no model ranks placements more consistently
+        than the measurements rank themselves."""
         ok = self._scored()
         out: dict[str, Any] = {"samples": len(self.labels), "scored": int(ok.sum())}
+        enough = ok.sum() >= 2
         for model, predicted in (("profiled", self.profiled), ("analytical", self.analytical)):
-            enough = ok.sum() >= 2
             out[f"spearman_{model}"] = spearman(predicted[ok], self.measured[ok]) if enough else float("nan")
             out[f"mape_{model}"] = mape(predicted[ok], self.measured[ok]) if enough else float("nan")
+        repeat = float("nan")
+        if enough and self.rounds is not None and len(self.rounds) >= 2:
+            even, odd = (np.median(self.rounds[start::2][:, ok], axis=0) for start in (0, 1))
+            repeat = spearman(even, odd)
+        out["spearman_repeat"] = repeat
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,22 +348,30 @@ def run_fidelity(
     placements: Sequence[tuple[str, np.ndarray]],
     batch: int | None = None,
     seed: int = 0,
-    repeats: int = 3,
+    repeats: int = 5,
     warmup: int = 1,
     model: Any = None,
     progress: Callable[[int, str], None] | None = None,
 ) -> FidelityReport:
-    """Run each placement on ``devices`` (`Executor`, ``warmup`` + ``repeats`` steps, the median) and
-    simulate it in the analytical and the profiled cost model of ``task`` at ``batch`` (the graph
-    re-imported at that batch: `rebatched_graph`). ``profile`` must be measured at ``batch``.
-    With two or more virtual CPU devices every run uses one intra-op thread, single-device runs
-    included: a virtual CPU device is one core (`placement_gym.real.devices`)."""
+    """Run each placement on ``devices`` (`Executor`) and simulate it in the analytical and the
+    profiled cost model of ``task`` at ``batch`` (the graph re-imported at that batch:
+    `rebatched_graph`). ``profile`` must be measured at ``batch``.
+
+    Measurement: ``repeats`` rounds; each round runs every placement once (``warmup`` untimed steps,
+    then one timed step) in a seeded random order, and a placement's runtime is its median over the
+    rounds. Interleaving spreads a slow spell of a shared machine over all placements instead of
+    pinning it on the few measured during it. ``progress(i, label)`` is called before each of the
+    ``repeats * len(placements)`` runs. With two or more virtual CPU devices every run uses one
+    intra-op thread, single-device runs included: a virtual CPU device is one core
+    (`placement_gym.real.devices`)."""
     import torch
 
     from placement_gym.real.executor import Executor
 
     if profile.get("batch") != batch:
         raise ValueError(f"the profile was measured at batch {profile.get('batch')}, not at batch {batch}")
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer (rounds), got {repeats!r}")
     scaled = make_task(
         rebatched_graph(task.graph, batch, model), task.cluster, task.objective, task.optimizer
     )
@@ -356,31 +379,46 @@ def run_fidelity(
     executor = Executor(task, dict(devices), seed=seed, batch=batch, model=model)
     virtual_cpus = sum(1 for spec in devices.values() if str(spec) == "cpu")
     threads = torch.get_num_threads()
-    labels, measured, analytical, predicted, spread, errors = [], [], [], [], [], []
+    times = np.full((repeats, len(placements)), np.nan)
+    errors: list[str | None] = [None] * len(placements)
+    order = np.random.default_rng(seed)
+    count = 0
     try:
         if virtual_cpus > 1:
             torch.set_num_threads(1)
-        for i, (label, placement) in enumerate(placements):
-            if progress is not None:
-                progress(i, label)
-            result = executor.run(placement, warmup=warmup, repeats=repeats)
-            labels.append(label)
-            measured.append(result.runtime if result.feasible else np.inf)
-            spread.append(result.spread)
-            errors.append(result.error)
-            analytical.append(_runtime(scaled, placement))
-            predicted.append(_runtime(measured_model, placement))
+        for r in range(repeats):
+            for j in order.permutation(len(placements)):
+                label, placement = placements[j]
+                if progress is not None:
+                    progress(count, label)
+                count += 1
+                if errors[j] is not None:
+                    continue  # a placement that failed once is not run again
+                result = executor.run(placement, warmup=warmup, repeats=1)
+                if result.feasible:
+                    times[r, j] = result.runtime
+                else:
+                    errors[j] = result.error
     finally:
         torch.set_num_threads(threads)
+    failed = np.array([error is not None for error in errors], dtype=bool)
+    times[:, failed] = np.nan
+    measured = np.full(len(placements), np.inf)
+    spread = np.full(len(placements), np.nan)
+    if np.any(~failed):
+        ran = times[:, ~failed]
+        measured[~failed] = np.median(ran, axis=0)
+        spread[~failed] = (np.max(ran, axis=0) - np.min(ran, axis=0)) / measured[~failed]
     return FidelityReport(
         task_id=task.id,
         batch=batch,
-        labels=tuple(labels),
-        measured=np.array(measured),
-        analytical=np.array(analytical),
-        profiled=np.array(predicted),
-        spread=np.array(spread),
+        labels=tuple(label for label, _ in placements),
+        measured=measured,
+        analytical=np.array([_runtime(scaled, p) for _, p in placements]),
+        profiled=np.array([_runtime(measured_model, p) for _, p in placements]),
+        spread=spread,
         errors=tuple(errors),
+        rounds=times,
     )
 
 
