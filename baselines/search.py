@@ -18,6 +18,13 @@ infeasible is pulled towards feasibility first.
 Evaluations are memoised per run: a placement proposed a second time is not simulated (nor counted)
 again, which matters for hill climbing on small graphs, where the same rejected moves come back.
 
+Who scores. By default the cost model of the task; ``evaluator=`` (either search) takes any placement
+evaluator instead (`placement_gym.real.evaluators.make_evaluator`'s profiled or real one, a
+`placement_gym.real.distributed.RayEvaluatorPool` that spreads each batch over its actors...), through
+`baselines.learning.evaluator.evaluate_rows`: the search's own evaluations, the start placements'
+included, are then that evaluator's, counted and memoised the same way. The start agents still
+construct their placements with the cost model (their evaluations are counted as before).
+
 `anneal`: simulated annealing over single-op moves (an op to another device: half of the time a device
 that one of its graph neighbours is on, since a random device mostly adds transfers) and group moves
 (every op of a chain, or of a co-location group, to one device), and a few swaps (two ops exchange
@@ -57,9 +64,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from baselines.learning.evaluator import check_evaluator, evaluate_rows, evaluator_name
 from baselines.registry import AgentResult, get_agent, register
 from placement_gym.cost_model import simulate, simulate_batch
 from placement_gym.groups import make_grouping
@@ -127,10 +136,12 @@ class BudgetExhausted(Exception):
 
 
 class _Evaluator:
-    """Evaluates placements under a budget, memoises them, and keeps the best seen."""
+    """Evaluates placements under a budget, memoises them, and keeps the best seen. ``evaluator``: who
+    scores them (None: the cost model; else see `evaluate_rows`)."""
 
-    def __init__(self, task: Task, budget: int, used: int = 0) -> None:
+    def __init__(self, task: Task, budget: int, used: int = 0, evaluator: Any = None) -> None:
         self.task = task
+        self.evaluator = check_evaluator(task, evaluator)
         self.budget = budget
         self.used = used
         self.memo: dict[bytes, Score] = {}
@@ -143,15 +154,18 @@ class _Evaluator:
 
     def evaluate(self, placements: np.ndarray) -> list[Score]:
         """Scores of the rows of ``placements`` (int64 ``(batch, n_forward)``). New rows are simulated in
-        one `simulate_batch` call and counted; if fewer evaluations are left than new rows, the first
-        ones that fit are evaluated and `BudgetExhausted` is raised after the best is updated."""
+        one `simulate_batch` call (or go to the evaluator in one `evaluate_rows` call) and counted; if
+        fewer evaluations are left than new rows, the first ones that fit are evaluated and
+        `BudgetExhausted` is raised after the best is updated."""
         keys = [row.tobytes() for row in placements]
         new = list(dict.fromkeys(k for k in keys if k not in self.memo))
         fits = new[: max(self.left, 0)]
         if fits:
             index = {k: i for i, k in enumerate(keys)}
             rows = placements[[index[k] for k in fits]]
-            if len(rows) < _SMALL_BATCH:
+            if self.evaluator is not None:
+                runtimes, feasible, peaks = evaluate_rows(self.task, rows, self.evaluator)
+            elif len(rows) < _SMALL_BATCH:
                 results = [simulate(self.task, row) for row in rows]
                 runtimes = np.array([r.runtime for r in results])
                 feasible = np.array([r.feasible for r in results])
@@ -239,6 +253,8 @@ def _check_budget(budget: int | None) -> int:
 
 def _result(evaluator: _Evaluator, start: Start, extra: dict) -> AgentResult:
     best = evaluator.best_score
+    if evaluator.evaluator is not None:  # the default's info stays as it always was
+        extra = {**extra, "scored_by": evaluator_name(evaluator.evaluator)}
     info = {
         "start": start.source,
         "start_runtime": start.score.runtime,
@@ -339,11 +355,14 @@ def anneal(
     t_start: float = ANNEAL_T_START,
     t_end: float = ANNEAL_T_END,
     group_move_prob: float = ANNEAL_GROUP_MOVE_PROB,
+    evaluator: Any = None,
 ) -> AgentResult:
     """Simulated annealing (see the module docstring). ``budget``: evaluations in all, the start's
     included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
     `START_AGENTS`. ``batch``: moves per acceptance step. ``t_start``/``t_end``: temperatures as
-    fractions of the start runtime (``t_start=0``: hill climbing). Deterministic for ``seed``."""
+    fractions of the start runtime (``t_start=0``: hill climbing). ``evaluator``: who scores the
+    placements (None: the cost model; see the module docstring). Deterministic for ``seed`` (and a
+    deterministic evaluator)."""
     budget = _check_budget(budget)
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
@@ -352,7 +371,7 @@ def anneal(
     if not 0.0 <= group_move_prob <= 1.0:
         raise ValueError(f"group_move_prob must be in [0, 1], got {group_move_prob}")
     rng = np.random.default_rng(seed)
-    evaluator = _Evaluator(task, budget)
+    evaluator = _Evaluator(task, budget, evaluator=evaluator)
     begin = find_start(task, evaluator, start, seed)
     proposer = _MoveProposer(task, rng, group_move_prob)
     current, current_score = begin.placement.copy(), begin.score
@@ -422,12 +441,14 @@ def cem(
     elite_fraction: float = CEM_ELITE_FRACTION,
     smoothing: float = CEM_SMOOTHING,
     start_changes: float = CEM_START_CHANGES,
+    evaluator: Any = None,
 ) -> AgentResult:
     """The cross-entropy method (see the module docstring). ``budget``: evaluations in all, the start's
     included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
     `START_AGENTS`. ``groups``: one distribution per group (`make_grouping` modes) instead of per op.
     ``start_changes``: units a first-generation sample moves off the start on average (None: uniform
-    initialisation, as Post). Deterministic for ``seed``."""
+    initialisation, as Post). ``evaluator``: who scores the placements (None: the cost model; see the
+    module docstring). Deterministic for ``seed`` (and a deterministic evaluator)."""
     budget = _check_budget(budget)
     if population < 2:
         raise ValueError(f"population must be >= 2, got {population}")
@@ -438,7 +459,7 @@ def cem(
     rng = np.random.default_rng(seed)
     grouping = make_grouping(task.graph, groups)
     units, n_devices = grouping.n_groups, task.n_devices
-    evaluator = _Evaluator(task, budget)
+    evaluator = _Evaluator(task, budget, evaluator=evaluator)
     begin = find_start(task, evaluator, start, seed)
     if start_changes is None:
         probs = np.full((units, n_devices), 1.0 / n_devices)

@@ -3,16 +3,110 @@
 Agents are compared at equal cost in evaluations (one `simulate` call or one row of a
 `simulate_batch` call each), so every evaluation a learning agent makes goes through this object:
 it refuses to go over the budget, tracks the best placement seen and records the learning curve.
+
+Who scores a placement: the analytical cost model of the task by default, or any *placement
+evaluator* given as ``evaluator=`` -- an object with ``simulate(placement, schedule=False) ->
+SimulationResult`` such as those of `placement_gym.real.evaluators.make_evaluator` (profiled cost
+model, real hardware) or a `placement_gym.real.distributed.RayEvaluatorPool`. `evaluate_rows` is
+the one place where rows go to such an evaluator; the search baselines use it too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from placement_gym.cost_model import SimulationResult, simulate, simulate_batch, single_device
 from placement_gym.task import Task
+
+COST_MODEL = "cost_model"
+
+
+def evaluator_name(evaluator: Any) -> str:
+    """What scores placements: ``"cost_model"`` for None, the reward mode of a known evaluator
+    (``"profiled"``, ``"real"``; a Ray pool says its own ``reward_mode``), else the class name."""
+    if evaluator is None:
+        return COST_MODEL
+    mode = getattr(evaluator, "reward_mode", None)
+    if isinstance(mode, str):
+        return mode
+    # Imported here: the real-hardware package is only loaded when one of its evaluators is in use.
+    from placement_gym.real.evaluators import ProfiledEvaluator, RealEvaluator
+
+    if isinstance(evaluator, ProfiledEvaluator):
+        return "profiled"
+    if isinstance(evaluator, RealEvaluator):
+        return "real"
+    return type(evaluator).__name__
+
+
+def check_evaluator(task: Task, evaluator: Any) -> Any:
+    """``evaluator`` if it can score placements of ``task`` (None, or an object with a ``simulate``
+    method whose ``task``, where it has one, has the same forward ops and devices), else a ValueError."""
+    if evaluator is None:
+        return None
+    if not callable(getattr(evaluator, "simulate", None)):
+        raise ValueError(
+            "evaluator must be None (the cost model) or have simulate(placement, schedule=False) -> "
+            "SimulationResult, such as make_evaluator's or a RayEvaluatorPool; "
+            f"got {type(evaluator).__name__}"
+        )
+    other = getattr(evaluator, "task", None)
+    if isinstance(other, Task) and (other.n_forward, other.n_devices) != (task.n_forward, task.n_devices):
+        raise ValueError(
+            f"the evaluator scores task {other.id} ({other.n_forward} ops, {other.n_devices} devices), "
+            f"not {task.id} ({task.n_forward} ops, {task.n_devices} devices)"
+        )
+    return evaluator
+
+
+def evaluate_rows(
+    task: Task, rows: np.ndarray, evaluator: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(runtimes, feasible, peak_memory)`` of the placements ``rows`` (int ``(batch, n_forward)``,
+    already checked), shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)`` as `simulate_batch`.
+
+    ``evaluator`` None: one `simulate_batch` call on ``task``. Otherwise its batch method where it has
+    one (``evaluate_batch(rows)``, as `RayEvaluatorPool`, else ``simulate_batch(task, rows)``); a plain
+    `ProfiledEvaluator` is the cost model on its own task, so its rows go to one `simulate_batch` call
+    on that task (the same numbers as its ``simulate``, in parallel); any other evaluator gets one
+    ``simulate`` call per row, in row order."""
+    if evaluator is None:
+        return simulate_batch(task, rows)
+    if callable(getattr(evaluator, "evaluate_batch", None)):
+        return _checked(rows, evaluator.evaluate_batch(rows), evaluator)
+    if callable(getattr(evaluator, "simulate_batch", None)):
+        return _checked(rows, evaluator.simulate_batch(task, rows), evaluator)
+    from placement_gym.real.evaluators import ProfiledEvaluator
+
+    if type(evaluator) is ProfiledEvaluator:  # exactly: a subclass may score differently
+        return simulate_batch(evaluator.task, rows)
+    results = [evaluator.simulate(row) for row in rows]
+    return (
+        np.array([r.runtime for r in results], dtype=np.float64),
+        np.array([r.feasible for r in results], dtype=bool),
+        np.array([r.peak_memory for r in results], dtype=np.float64).reshape(len(rows), task.n_devices),
+    )
+
+
+def _checked(rows: np.ndarray, got: Any, evaluator: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A batch method's answer as three arrays of the rows' length (a clear error otherwise)."""
+    try:
+        runtimes, feasible, peaks = got
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{type(evaluator).__name__}'s batch method must return (runtimes, feasible, peak_memory)"
+        ) from None
+    runtimes, feasible = np.asarray(runtimes, np.float64), np.asarray(feasible, bool)
+    peaks = np.asarray(peaks, np.float64)
+    if not (len(runtimes) == len(feasible) == len(peaks) == len(rows)):
+        raise ValueError(
+            f"{type(evaluator).__name__}'s batch method answered {len(runtimes)} runtimes "
+            f"for {len(rows)} rows"
+        )
+    return runtimes, feasible, peaks
 
 
 class BudgetExhausted(RuntimeError):
@@ -21,33 +115,50 @@ class BudgetExhausted(RuntimeError):
 
 @dataclass
 class BudgetedEvaluator:
-    """Evaluates placements of ``task`` with the cost model, at most ``budget`` of them in all.
+    """Evaluates placements of ``task``, at most ``budget`` of them in all.
 
     ``evaluate(placements)`` takes an int array ``(batch, n_forward)`` (or one placement) and returns
     ``(runtimes, feasible)``; asking for more rows than `remaining` raises `BudgetExhausted` before
     anything is evaluated, so a budget is never exceeded. ``curve`` holds one row per evaluation:
-    (evaluation number, runtime, feasible, best feasible runtime so far)."""
+    (evaluation number, runtime, feasible, best feasible runtime so far).
+
+    ``evaluator``: who scores the placements (see the module docstring and `evaluate_rows`); None,
+    the default, is the cost model of ``task``. The budget counts rows whatever scores them."""
 
     task: Task
     budget: int
+    evaluator: Any = None
     used: int = 0
     best_runtime: float = float("inf")
     best_placement: np.ndarray | None = None
     best_feasible: bool = False
     curve: list[tuple[int, float, bool, float]] = field(default_factory=list)
+    _best_single: float | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.budget, (int, np.integer)) or self.budget < 1:
+        if isinstance(self.budget, bool) or not isinstance(self.budget, (int, np.integer)) or self.budget < 1:
             raise ValueError(f"budget must be a positive number of evaluations, got {self.budget!r}")
         self.budget = int(self.budget)
+        check_evaluator(self.task, self.evaluator)
 
     @property
     def remaining(self) -> int:
         return self.budget - self.used
 
     @property
+    def scored_by(self) -> str:
+        """What scores the placements (`evaluator_name`): ``"cost_model"``, ``"profiled"``, ``"real"``..."""
+        return evaluator_name(self.evaluator)
+
+    @property
     def best_single_runtime(self) -> float:
-        return single_device(self.task).runtime
+        """The task's reference runtime, on the scale of the evaluations (not counted in the budget):
+        the best single device of the cost model; with a `ProfiledEvaluator`, that of the profiled
+        task; with any other evaluator, the cost model's best single device evaluated once through
+        it (as the envs do in ``reward_mode="real"``). Computed once."""
+        if self._best_single is None:
+            self._best_single = _reference_runtime(self.task, self.evaluator)
+        return self._best_single
 
     def evaluate(self, placements) -> tuple[np.ndarray, np.ndarray]:
         array = np.asarray(placements)
@@ -57,7 +168,7 @@ class BudgetedEvaluator:
             raise BudgetExhausted(
                 f"asked for {len(rows)} evaluations with {self.remaining} of {self.budget} left"
             )
-        runtimes, feasible, _ = simulate_batch(self.task, rows)
+        runtimes, feasible, _ = evaluate_rows(self.task, rows, self.evaluator)
         for row, runtime, ok in zip(rows, runtimes.tolist(), feasible.tolist()):
             self._record(row, runtime, ok)
         return (runtimes[0:1], feasible[0:1]) if single else (runtimes, feasible)
@@ -66,8 +177,12 @@ class BudgetedEvaluator:
         """One counted evaluation with the full result (what an env's ``evaluator`` hook calls)."""
         if self.remaining < 1:
             raise BudgetExhausted(f"no evaluation left of {self.budget}")
-        result = simulate(self.task, placement, schedule=schedule)
-        self._record(self.task.check_placement(placement), result.runtime, result.feasible)
+        row = self.task.check_placement(placement)
+        if self.evaluator is None:
+            result = simulate(self.task, row, schedule=schedule)
+        else:
+            result = self.evaluator.simulate(row, schedule=schedule)
+        self._record(row, result.runtime, result.feasible)
         return result
 
     def _record(self, row: np.ndarray, runtime: float, ok: bool) -> None:
@@ -85,11 +200,19 @@ class BudgetedEvaluator:
             "best_placement": None if self.best_placement is None else self.best_placement.tolist(),
             "best_feasible": self.best_feasible,
             "curve": list(self.curve),
+            "scored_by": self.scored_by,
         }
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a saved evaluator; the budget may grow (to continue a run further), not shrink
-        below what was already spent."""
+        below what was already spent, and the placements must be scored by the same kind of
+        evaluator (a state saved before evaluators were recorded is the cost model's)."""
+        saved_by = state.get("scored_by", COST_MODEL)
+        if saved_by != self.scored_by:
+            raise ValueError(
+                f"the saved evaluations were scored by {saved_by}, this evaluator scores by "
+                f"{self.scored_by}: a run cannot mix them"
+            )
         if state["used"] > self.budget:
             raise ValueError(
                 f"checkpoint already spent {state['used']} evaluations, more than budget {self.budget}"
@@ -98,3 +221,15 @@ class BudgetedEvaluator:
         self.best_feasible = state["best_feasible"]
         self.best_placement = None if state["best_placement"] is None else np.asarray(state["best_placement"])
         self.curve = [tuple(row) for row in state["curve"]]
+
+
+def _reference_runtime(task: Task, evaluator: Any) -> float:
+    """`BudgetedEvaluator.best_single_runtime` (one evaluation outside the budget at most)."""
+    if evaluator is None:
+        return float(single_device(task).runtime)
+    from placement_gym.real.evaluators import ProfiledEvaluator
+
+    if isinstance(evaluator, ProfiledEvaluator):
+        return float(single_device(evaluator.task).runtime)
+    single = np.full(task.n_forward, single_device(task).best, dtype=np.int64)
+    return float(evaluator.simulate(single).runtime)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
+from baselines.learning.evaluator import COST_MODEL, BudgetedEvaluator, BudgetExhausted
 from baselines.registry import AgentResult, register
 from placement_gym.placements import placement_to_dict
 from placement_gym.task import Task
@@ -65,9 +65,12 @@ def register_learned(cls: type[LearnedAgent]) -> type[LearnedAgent]:
         raise ValueError(f"{cls.__name__} has no name")
     LEARNED_AGENTS[cls.name] = cls
 
-    def agent(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
-        result = train(cls.name, task, budget or DEFAULT_BUDGET, seed=seed, progress=False)
+    def agent(task: Task, seed: int = 0, budget: int | None = None, *, evaluator: Any = None) -> AgentResult:
+        budget = budget or DEFAULT_BUDGET
+        result = train(cls.name, task, budget, seed=seed, progress=False, evaluator=evaluator)
         info = {"best_runtime": result.best_runtime, "iterations": result.iterations}
+        if evaluator is not None:  # the default's info stays as it was
+            info["scored_by"] = result.scored_by
         return AgentResult(result.best_placement, result.evaluations, info)
 
     register(cls.name, cls.description, in_all=lambda task: False)(agent)
@@ -85,7 +88,8 @@ def get_learned(name: str) -> type[LearnedAgent]:
 
 @dataclass
 class TrainResult:
-    """The outcome of `train`: the best placement seen and how much it cost."""
+    """The outcome of `train`: the best placement seen and how much it cost. ``scored_by`` says
+    what scored the runtimes (`evaluator_name`: ``"cost_model"``, ``"profiled"``, ``"real"``...)."""
 
     agent: str
     task: str
@@ -98,6 +102,7 @@ class TrainResult:
     wall_s: float
     curve: list[tuple[int, float, bool, float]]
     files: dict[str, str]
+    scored_by: str = COST_MODEL
 
     @property
     def evaluations_per_s(self) -> float:
@@ -109,6 +114,7 @@ class TrainResult:
             "task": self.task,
             "seed": self.seed,
             "best_runtime": self.best_runtime,
+            "scored_by": self.scored_by,
             "feasible": self.best_feasible,
             "evaluations": self.evaluations,
             "iterations": self.iterations,
@@ -139,6 +145,7 @@ def train(
     progress: bool = True,
     checkpoint_every: int = 20,
     threads: int | None = 1,
+    evaluator: Any = None,
     **config: Any,
 ) -> TrainResult:
     """Train ``agent`` on ``task`` until ``budget`` evaluations are spent; deterministic for a seed
@@ -147,7 +154,10 @@ def train(
     ``curve.png`` when matplotlib is installed) and the best placement (``best_placement.json``).
     A checkpoint may be resumed with a larger ``budget`` to continue the run. ``threads``: torch's
     intra-op threads for this process (default 1: the policies are small, and one thread is faster
-    and leaves the other cores to simulation or parallel runs; None leaves torch's setting)."""
+    and leaves the other cores to simulation or parallel runs; None leaves torch's setting).
+    ``evaluator``: what scores the placements (`BudgetedEvaluator`'s ``evaluator``: None is the cost
+    model; or one of `placement_gym.real.evaluators.make_evaluator`, a `RayEvaluatorPool`...);
+    a checkpoint resumes only with the same kind (``scored_by``)."""
     import torch
 
     if threads is not None:
@@ -156,7 +166,8 @@ def train(
     cls = get_learned(agent)
     torch.manual_seed(seed)
     model = cls(task, seed=seed, **config)
-    evaluator = BudgetedEvaluator(task, budget)
+    # Named `budgeted`: every evaluation of the run goes through it, scored by ``evaluator``.
+    budgeted = BudgetedEvaluator(task, budget, evaluator)
     out = Path(out_dir) if out_dir is not None else None
     checkpoint = out / "checkpoint.pt" if out else None
     iterations, wall_before = 0, 0.0
@@ -170,7 +181,7 @@ def train(
                 f"not {agent} on {task.id} (seed {seed})"
             )
         model.load_state_dict(state["model"])
-        evaluator.load_state_dict(state["evaluator"])
+        budgeted.load_state_dict(state["evaluator"])
         torch.set_rng_state(state["torch_rng"])
         iterations, wall_before = state["iterations"], state["wall_s"]
 
@@ -183,7 +194,7 @@ def train(
                     "task": task.id,
                     "seed": seed,
                     "model": model.state_dict(),
-                    "evaluator": evaluator.state_dict(),
+                    "evaluator": budgeted.state_dict(),
                     "torch_rng": torch.get_rng_state(),
                     "iterations": iterations,
                     "wall_s": wall_before + time.perf_counter() - started,
@@ -192,39 +203,40 @@ def train(
             )
 
     started = time.perf_counter()
-    bar = _progress_bar(budget, evaluator.used, progress, f"{agent} on {task.id}")
-    while evaluator.remaining > 0:
-        before = evaluator.used
+    bar = _progress_bar(budget, budgeted.used, progress, f"{agent} on {task.id}")
+    while budgeted.remaining > 0:
+        before = budgeted.used
         try:
-            model.iteration(evaluator)
+            model.iteration(budgeted)
         except BudgetExhausted:
             break  # the agent asked for more than was left: nothing was evaluated, training ends
-        if evaluator.used == before:
+        if budgeted.used == before:
             raise RuntimeError(f"agent {agent!r} made an iteration without evaluating anything")
         iterations += 1
         if bar is not None:
-            bar.update(evaluator.used - before)
-            if evaluator.best_feasible:
-                bar.set_postfix_str(f"best {evaluator.best_runtime * 1e3:,.2f} ms")
+            bar.update(budgeted.used - before)
+            if budgeted.best_feasible:
+                bar.set_postfix_str(f"best {budgeted.best_runtime * 1e3:,.2f} ms")
         if checkpoint is not None and iterations % checkpoint_every == 0:
             save()
     if bar is not None:
         bar.close()
     save()
     wall_s = wall_before + time.perf_counter() - started
-    files = _write_outputs(out, task, agent, evaluator) if out else {}
+    files = _write_outputs(out, task, agent, budgeted) if out else {}
     return TrainResult(
         agent=agent,
         task=task.id,
         seed=seed,
-        best_runtime=evaluator.best_runtime,
-        best_feasible=evaluator.best_feasible,
-        best_placement=evaluator.best_placement,
-        evaluations=evaluator.used,
+        best_runtime=budgeted.best_runtime,
+        best_feasible=budgeted.best_feasible,
+        best_placement=budgeted.best_placement,
+        evaluations=budgeted.used,
         iterations=iterations,
         wall_s=wall_s,
-        curve=evaluator.curve,
+        curve=budgeted.curve,
         files=files | ({"checkpoint": str(checkpoint)} if checkpoint else {}),
+        scored_by=budgeted.scored_by,
     )
 
 
@@ -241,6 +253,7 @@ def _write_outputs(out: Path, task: Task, agent: str, evaluator: BudgetedEvaluat
                 "task": task.id,
                 "agent": agent,
                 "runtime": evaluator.best_runtime,
+                "scored_by": evaluator.scored_by,
                 "feasible": evaluator.best_feasible,
                 "placement": placement_to_dict(task, evaluator.best_placement),
             },

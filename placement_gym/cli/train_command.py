@@ -1,21 +1,75 @@
-"""`placement-gym train`: train a learned agent of the `baselines` package on an evaluation budget."""
+"""`placement-gym train`: train a learned agent of the `baselines` package on an evaluation budget.
+
+``--reward-mode`` picks what scores the agent's placements, as the envs' ``reward_mode`` does
+(`placement_gym.real.evaluators.make_evaluator`): ``cost_model`` (default), ``profiled`` (the cost
+model with measured op times: ``--profile FILE``, else the cached profile of the graph on
+``--devices`` or on the cluster's device names) or ``real`` (every placement run on the torch
+devices of ``--devices``, or of an explicit ``--cluster`` such as ``cpu2``). The device options are
+read as ``placement-gym profile`` and ``fidelity`` read them (`placement_gym.real.fidelity.resolve_devices`).
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-from placement_gym.cli.common import _budget, add_task_arguments, task_from_args
+from placement_gym.cli.common import DEFAULT_CLUSTER, _budget, add_task_arguments
 from placement_gym.cli.output import print_json, print_table
+from placement_gym.cli.real_commands import _graph_and_model, _positive
+from placement_gym.real.evaluators import REWARD_MODES
+from placement_gym.task import Task
+from placement_gym.tasks import get_task
 
-REWARD_MODES = ("cost_model",)  # "profiled" and "real" arrive with the real-hardware mode
+# How the results table names what scored the runtimes (`baselines.learning.evaluator.evaluator_name`).
+SCORED_BY = {"cost_model": "cost model", "profiled": "profiled cost model", "real": "measured on the devices"}
+
+
+def _check_mode_options(args: argparse.Namespace) -> None:
+    """A clear error for an option the chosen ``--reward-mode`` does not take, or one it lacks."""
+    mode = args.reward_mode
+    if args.profile is not None and mode != "profiled":
+        raise ValueError(f"--profile is for --reward-mode profiled, not {mode}")
+    if args.devices is not None and mode == "cost_model":
+        raise ValueError("--devices is for --reward-mode profiled or real, not cost_model")
+    if args.batch is not None and mode != "real":
+        raise ValueError(
+            f"--batch is for --reward-mode real (a profile carries the batch it was measured at), not {mode}"
+        )
+    if mode == "real" and args.devices is None and args.cluster is None:
+        raise ValueError(
+            "--reward-mode real needs --devices (cluster device name = torch device, such as "
+            "cpu:0=cpu,cpu:1=cpu or cpu:0=cpu,gpu:0=cuda:0) or an explicit --cluster whose devices map "
+            "to torch devices (such as cpu2 or local)"
+        )
+
+
+def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
+    """The task of ``--graph``/``--cluster``/``--objective`` (the cluster of ``--devices`` where
+    given) and the evaluator of ``--reward-mode`` (None for the cost model)."""
+    _check_mode_options(args)
+    if args.reward_mode == "cost_model":
+        return get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective), None
+    from placement_gym.real.evaluators import make_evaluator
+    from placement_gym.real.fidelity import resolve_devices
+
+    devices = None
+    if args.devices is not None or args.reward_mode == "real":
+        cluster, devices = resolve_devices(args.devices, args.cluster)
+        task = get_task(args.graph, cluster, args.objective)
+    else:
+        task = get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective)
+    if args.reward_mode == "profiled":
+        try:
+            return task, make_evaluator(task, "profiled", profile=args.profile, devices=devices)
+        except ValueError as error:
+            hint = "" if args.profile is not None else " (or give --profile FILE)"
+            raise ValueError(f"--reward-mode profiled: {error}{hint}") from None
+    _, model = _graph_and_model(args.graph)
+    return task, make_evaluator(task, "real", devices=devices, seed=args.seed, batch=args.batch, model=model)
 
 
 def run_train(args: argparse.Namespace) -> int:
-    if args.reward_mode not in REWARD_MODES:
-        raise ValueError(
-            f"--reward-mode {args.reward_mode!r} is not available yet; allowed: {', '.join(REWARD_MODES)}"
-        )
     try:
         from baselines.learning import get_learned, train
     except ImportError as error:
@@ -23,11 +77,12 @@ def run_train(args: argparse.Namespace) -> int:
             f"training needs the baselines extra: pip install 'placement-gym[baselines]' ({error})"
         ) from None
     get_learned(args.agent)  # a clear error for an unknown agent before any work
-    task = task_from_args(args)
+    task, evaluator = task_and_evaluator(args)
+    mode = "" if args.reward_mode == "cost_model" else f"-{args.reward_mode}"
     out = (
         Path(args.out)
         if args.out
-        else Path("runs") / f"{args.agent}-{task.id.replace('/', '-')}-s{args.seed}"
+        else Path("runs") / f"{args.agent}-{task.id.replace('/', '-')}{mode}-s{args.seed}"
     )
     result = train(
         args.agent,
@@ -38,11 +93,13 @@ def run_train(args: argparse.Namespace) -> int:
         resume=args.resume,
         progress=not args.json and not args.quiet,
         threads=args.threads,
+        evaluator=evaluator,
     )
     summary = result.to_dict(task)
     if args.json:
         print_json(summary)
         return 0
+    scored_by = SCORED_BY.get(result.scored_by, result.scored_by)
     print_table(
         ["", ""],
         [
@@ -50,7 +107,7 @@ def run_train(args: argparse.Namespace) -> int:
             ["agent", args.agent],
             ["seed", args.seed],
             [
-                "best runtime",
+                f"best runtime ({scored_by})",
                 f"{result.best_runtime * 1e3:,.2f} ms" + ("" if result.best_feasible else " (OUT OF MEMORY)"),
             ],
             ["evaluations", f"{result.evaluations:,} in {result.iterations:,} iterations"],
@@ -68,24 +125,55 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "train",
         help="train a learned agent on an evaluation budget",
         description="Train a learned placement agent (pg, spotlight, hierarchical, hsdag, placeto, sb3-ppo, "
-        "random-search, ...) until --budget cost-model evaluations are spent. Writes a checkpoint, "
-        "the learning curve (CSV, PNG) and the best placement (JSON) to --out.",
+        "random-search, ...) until --budget evaluations are spent, scored by the cost model (default), "
+        "the profiled cost model or real runs (--reward-mode). Writes a checkpoint, the learning curve "
+        "(CSV, PNG) and the best placement (JSON) to --out.",
     )
     parser.add_argument("--agent", required=True, help="learned agent name")
     add_task_arguments(parser)
+    # No default in the namespace: --reward-mode real with --devices alone takes the cluster of the
+    # devices (cpu<N>), as `placement-gym profile` does; elsewhere the default cluster applies.
+    parser.set_defaults(cluster=None)
     parser.add_argument(
         "--budget",
         type=_budget,
         default=1000,
         metavar="N",
-        help="cost-model evaluations to spend (default: 1000)",
+        help="evaluations to spend (default: 1000)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed (runs are deterministic on the CPU)")
-    parser.add_argument("--reward-mode", default="cost_model", help=f"{', '.join(REWARD_MODES)}")
+    parser.add_argument(
+        "--reward-mode",
+        default="cost_model",
+        choices=REWARD_MODES,
+        help="what scores the placements: cost_model (default), profiled (the cost model with measured op "
+        "times: --profile, or a cached profile) or real (runs on --devices)",
+    )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        metavar="FILE",
+        help="profile file for --reward-mode profiled (default: the cached profile of the graph on "
+        "--devices, or on the cluster's device names; see placement-gym profile)",
+    )
+    parser.add_argument(
+        "--devices",
+        default=None,
+        metavar="MAP",
+        help="for --reward-mode real or profiled: cluster device name = torch device, comma separated, "
+        "such as cpu:0=cpu,cpu:1=cpu (two virtual CPU devices; the cluster is then cpu2 unless --cluster) "
+        "or cpu:0=cpu,gpu:0=cuda:0",
+    )
+    parser.add_argument(
+        "--batch",
+        type=_positive,
+        default=None,
+        help="for --reward-mode real: run at a smaller batch than the graph's (default: the graph's)",
+    )
     parser.add_argument(
         "--out",
         default=None,
-        help="output folder (default: runs/<agent>-<graph>-<cluster>-<objective>-s<seed>)",
+        help="output folder (default: runs/<agent>-<graph>-<cluster>-<objective>[-<reward mode>]-s<seed>)",
     )
     parser.add_argument(
         "--resume",
