@@ -4,17 +4,17 @@ Run from the repository root (hours of CPU; stop it any time and run it again to
 
     PYTHONPATH=. python leaderboard/fill_learned.py [--agents pg,spotlight] [--seeds 0,1,2] [--workers 2]
 
-Each (agent, seed, task) runs once through the leaderboard harness on a one-task subset of the suite
-and is kept in ``leaderboard/.partial/`` (not committed); runs already there are skipped. Tasks run
-cheapest first, so that a stopped fill leaves every agent on the same tasks. Every (agent, seed) whose
-tasks are all done is merged into ``leaderboard/submissions/<suite>-<agent>-seed<seed>.json``, and the
-leaderboard is rendered (it shows the median seed per task).
+Each (agent, seed, task) runs once through the leaderboard harness on a one-task subset of the suite,
+and its result is merged at once into ``leaderboard/submissions/<suite>-<agent>-seed<seed>.json``:
+the file holds the tasks done so far, so a stopped fill leaves valid submissions (the leaderboard
+shows how many tasks each covers) and a new run skips the tasks they already hold. Tasks run cheapest
+first, so that every agent covers the same tasks at any time. The leaderboard is rendered at the end
+(it shows the median seed per task).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -22,47 +22,57 @@ from multiprocessing import get_context
 from pathlib import Path
 
 LEADERBOARD = Path(__file__).resolve().parent
-PARTIAL = LEADERBOARD / ".partial"
 LEARNED_AGENTS = ("pg", "spotlight", "hierarchical", "hsdag", "placeto", "sb3-ppo", "sb3-maskable-ppo",
                   "random-search")
 BUDGET = 10_000
 SEEDS = (0, 1, 2)
 
 
-def partial_path(agent: str, seed: int, task_id: str, budget: int) -> Path:
-    return PARTIAL / f"{agent}-budget{budget}-seed{seed}" / (task_id.replace("/", "__") + ".json")
+def submission_path(agent: str, seed: int) -> Path:
+    from placement_gym.leaderboard import CURRENT_SUITE, submission_filename
+
+    return LEADERBOARD / "submissions" / submission_filename(
+        {"suite": CURRENT_SUITE, "algorithm": agent, "seed": seed})
 
 
-def run_one(agent: str, seed: int, task_id: str, budget: int) -> tuple[str, int, str, float]:
-    """One harness run on a one-task suite; writes its partial submission. Runs in a worker process."""
+def done_tasks(agent: str, seed: int, budget: int) -> set[str]:
+    """Tasks the (agent, seed) submission already holds at this budget."""
+    from placement_gym.leaderboard import load_submission
+
+    path = submission_path(agent, seed)
+    if not path.is_file():
+        return set()
+    submission = load_submission(path)
+    if submission.get("budget") != budget:
+        raise SystemExit(f"{path} was made with budget {submission.get('budget')}, not {budget}: "
+                         "move it away or pass --budget to match")
+    return set(submission["results"])
+
+
+def run_one(agent: str, seed: int, task_id: str, budget: int) -> dict:
+    """One harness run on a one-task suite (in a worker process); returns its submission."""
     import torch
 
     from baselines.registry import agent_descriptions, run_agent
-    from placement_gym.leaderboard import evaluate, get_suite, save_submission
+    from placement_gym.leaderboard import evaluate, get_suite
 
     torch.set_num_threads(1)
-    start = time.perf_counter()
-    submission = evaluate(
+    return evaluate(
         lambda task, s, b: run_agent(task, agent, s, b),
         get_suite().subset([task_id]), budget, algorithm=agent, authors=["placement-gym baselines"],
         description=agent_descriptions().get(agent, ""), seed=seed,
     )
-    save_submission(submission, partial_path(agent, seed, task_id, budget))
-    return agent, seed, task_id, time.perf_counter() - start
 
 
-def merge(agent: str, seed: int, budget: int) -> Path | None:
-    """The (agent, seed) submission over the whole suite, when every task has its partial run."""
-    from placement_gym.leaderboard import get_suite, load_submission, save_submission, submission_filename
+def merge(part: dict) -> Path:
+    """Add a one-task submission to its (agent, seed) file; tasks stay in suite order."""
+    from placement_gym.leaderboard import get_suite, load_submission, save_submission
 
-    suite = get_suite()
-    paths = [partial_path(agent, seed, t, budget) for t in suite.task_ids]
-    if not all(p.is_file() for p in paths):
-        return None
-    parts = [load_submission(p) for p in paths]
-    merged = dict(parts[0])
-    merged["results"] = {task_id: part["results"][task_id] for task_id, part in zip(suite.task_ids, parts)}
-    return save_submission(merged, LEADERBOARD / "submissions" / submission_filename(merged))
+    path = submission_path(part["algorithm"], part["seed"])
+    merged = load_submission(path) if path.is_file() else dict(part, results={})
+    results = {**merged["results"], **part["results"]}
+    merged["results"] = {t: results[t] for t in get_suite().task_ids if t in results}
+    return save_submission(merged, path)
 
 
 def main() -> None:
@@ -84,23 +94,17 @@ def main() -> None:
     # Cheapest first: forward ops x devices is roughly what an evaluation and a policy step cost.
     cost = {t: suite.get(t).task().n_forward * suite.get(t).task().n_devices for t in suite.task_ids}
     tasks = sorted(suite.task_ids, key=cost.__getitem__)
-    jobs = [(a, s, t) for t in tasks for a in agents for s in seeds
-            if not partial_path(a, s, t, args.budget).is_file()]
-    print(f"{len(jobs)} runs to do ({len(agents)} agents x {len(seeds)} seeds x {len(tasks)} tasks, "
-          f"{len(agents) * len(seeds) * len(tasks) - len(jobs)} done)", flush=True)
-    log = PARTIAL / "log.jsonl"
-    PARTIAL.mkdir(parents=True, exist_ok=True)
+    done = {(a, s): done_tasks(a, s, args.budget) for a in agents for s in seeds}
+    jobs = [(a, s, t) for t in tasks for a in agents for s in seeds if t not in done[a, s]]
+    total = len(agents) * len(seeds) * len(tasks)
+    print(f"{len(jobs)} of {total} runs to do ({len(agents)} agents x {len(seeds)} seeds x "
+          f"{len(tasks)} tasks)", flush=True)
+    start = time.perf_counter()
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(run_one, a, s, t, args.budget) for a, s, t in jobs]
         for future in track(as_completed(futures), total=len(futures), description="learned runs"):
-            agent, seed, task_id, wall = future.result()
-            with log.open("a") as handle:
-                record = {"agent": agent, "seed": seed, "task": task_id, "wall_s": wall}
-                handle.write(json.dumps(record) + "\n")
-    for agent in agents:
-        for seed in seeds:
-            if (path := merge(agent, seed, args.budget)) is not None:
-                print(f"{agent} seed {seed}: {path.relative_to(LEADERBOARD)}")
+            merge(future.result())
+    print(f"done in {time.perf_counter() - start:.0f} s")
     if not args.no_render:
         render(LEADERBOARD)
 

@@ -119,7 +119,7 @@ def test_fidelity_random_splits_cross_devices_at_every_cut():
 
 def _report(rounds: np.ndarray) -> FidelityReport:
     n = rounds.shape[1]
-    measured = np.median(rounds, axis=0)
+    measured = np.min(rounds, axis=0)
     return FidelityReport("t", None, tuple(f"p{i}" for i in range(n)), measured, measured * 2, measured,
                           np.zeros(n), (None,) * n, rounds)
 
@@ -146,7 +146,13 @@ def test_run_fidelity_measures_every_placement_once_per_round(tmp_path):
                           progress=lambda i, label: calls.append(label))
     assert report.rounds.shape == (3, 3) and np.all(report.rounds > 0)
     assert sorted(calls) == sorted([label for label, _ in placements] * 3)
-    assert np.allclose(report.measured, np.median(report.rounds, axis=0))
+    assert np.allclose(report.measured, np.min(report.rounds, axis=0))  # the default statistic
+    median = run_fidelity(task, devices, profile, placements[:2], batch=2, repeats=3, warmup=0,
+                          statistic="median")
+    assert np.allclose(median.measured, np.median(median.rounds, axis=0))
+    assert median.figures("min")["statistic"] == "min"
+    with pytest.raises(ValueError, match="statistic"):
+        run_fidelity(task, devices, profile, placements, batch=2, statistic="mean")
     with pytest.raises(ValueError, match="repeats"):
         run_fidelity(task, devices, profile, placements, batch=2, repeats=0)
 

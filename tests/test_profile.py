@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -357,6 +358,44 @@ def test_transfer_latency_replaces_every_link_latency_for_its_objective(cifar):
     profile["transfer_latency_s"] = {"train_step": 0.0}
     with pytest.raises(ProfileError, match="transfer_latency_s"):
         profiled_task(make_task(cifar, cluster, "train_step"), profile)
+
+
+def test_calibration_placements_range_from_few_crossings_to_alternating():
+    from placement_gym.real.profile import calibration_placements
+
+    placements = calibration_placements(200, 2)
+    crossings = [int(np.sum(p[1:] != p[:-1])) for p in placements]
+    assert crossings == sorted(crossings) and len(set(crossings)) == len(crossings)
+    assert crossings[0] <= 4 and crossings[-1] == 199  # the last alternates op by op
+    assert all(set(np.unique(p)) <= {0, 1} for p in placements)
+    assert len(calibration_placements(3, 2)) == 1  # runs capped at the number of ops, duplicates dropped
+
+
+def test_transfer_latency_fit_recovers_the_latency_that_made_the_measurements(cifar, monkeypatch):
+    """Fake measurements made by the profiled model itself with a known latency: the fit finds it
+    (within one step of its log-spaced grid)."""
+    from placement_gym.real import executor as executor_module
+    from placement_gym.real.profile import _placeholder_cluster, measure_transfer_latency
+
+    devices = {"cpu:0": "cpu", "cpu:1": "cpu"}
+    profile = synthetic_profile(cifar, list(devices))
+    truth = 3e-4
+    base = profiled_task(make_task(cifar, _placeholder_cluster(devices), "inference"), profile)
+    linked = dataclasses.replace(base.cluster, link_latency=np.full_like(base.cluster.link_latency, truth))
+    truth_task = dataclasses.replace(base, cluster=linked, _cache={})
+
+    class ModelExecutor:
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def run(self, placement, warmup=1, repeats=3):
+            runtime = simulate(truth_task, placement).runtime
+            return executor_module.RealResult(runtime=runtime, runtimes=(runtime,), spread=0.0, feasible=True,
+                                              error=None, peak_memory=np.zeros(2))
+
+    monkeypatch.setattr(executor_module, "Executor", ModelExecutor)
+    fitted = measure_transfer_latency(cifar, devices, "inference", profile)
+    assert abs(np.log10(fitted / truth)) <= 1.0 / 40 + 1e-9
 
 
 def test_pool_virtual_devices_averages_names_on_one_torch_device():

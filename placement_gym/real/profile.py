@@ -26,8 +26,8 @@ leave out: measured by running the whole graph on each device alone through `Exe
 dividing what the step took beyond the sum of the op times by its number of jobs (see
 `measure_dispatch`). `profiled_task` adds it to every op of a task of that objective. A profile
 without it (an older one) gets no overhead added. ``transfer_latency_s``, where present, replaces
-every link's latency for tasks of that objective: the latency that makes the model reproduce the
-executor on a placement alternating devices op by op (`measure_transfer_latency`).
+every link's latency for tasks of that objective: the latency with which the model best reproduces
+the executor on placements from few to nearly all tensors crossing devices (`measure_transfer_latency`).
 
 Times are objective-independent (forward and backward of each forward op), so one profile serves
 ``train_step`` and ``inference`` tasks. Profiles are cached as JSON files in
@@ -58,8 +58,9 @@ from placement_gym.graph.opgraph import OpGraph
 from placement_gym.task import Task, make_task
 
 PROFILE_FORMAT = "placement-gym-profile/1"
-# Bumped whenever what is measured changes (2: per-job dispatch overhead, update ops, transfer latency).
-MEASUREMENT_VERSION = 2
+# Bumped whenever what is measured changes (2: per-job dispatch overhead, update ops, transfer latency;
+# 3: op times in interleaved passes, transfer latency fitted on several placements).
+MEASUREMENT_VERSION = 3
 # Sizes (bytes) of the copies a link is timed with: small ones pin the latency, large ones the bandwidth.
 LINK_SIZES: tuple[int, ...] = (1 << 10, 1 << 16, 1 << 20, 1 << 23)
 # Floor for fitted link figures: the Cluster needs positive numbers, and a fit on noisy timings of
@@ -505,7 +506,7 @@ def measure_dispatch(
     model: Any = None,
 ) -> dict[str, float]:
     """The executor's dispatch seconds per job on each device for ``objective``: the whole graph
-    run on the device alone by `Executor` (median of ``repeats`` steps), less the sum of the
+    run on the device alone by `Executor` (the fastest of ``repeats`` steps), less the sum of the
     measured times of its jobs, divided by the number of jobs (0 when the step was not slower).
     Virtual CPU devices are run with one intra-op thread, as the executor runs them side by side."""
     import torch
@@ -541,7 +542,8 @@ def measure_dispatch(
                 jobs += sum(backward_s[n][device_name] for n in names)
                 jobs += sum(row[device_name] for row in update_s.values())
                 n_jobs += graph.n_ops + len(update_s)
-            out[device_name] = max(0.0, (result.runtime - jobs) / n_jobs)
+            # The fastest step, as the op times are the fastest of their passes (`_time_ops`).
+            out[device_name] = max(0.0, (min(result.runtimes) - jobs) / n_jobs)
     finally:
         torch.set_num_threads(threads)
     pooled = {"dispatch": out}
@@ -560,8 +562,9 @@ def measure_profile(
 ) -> dict[str, Any]:
     """Measure ``graph``'s forward and backward op times on every device and every link; returns a
     profile (see the module docstring). ``devices``: device name -> torch device (``"cpu"``,
-    ``"cuda:0"``); several names may share a torch device (virtual devices). Each time is the median
-    of ``repeats`` runs after ``warmup`` runs. ``batch``: a smaller batch than the graph's (as
+    ``"cuda:0"``); several names may share a torch device (virtual devices). An op's time is the
+    fastest of ``repeats`` passes over all ops (after ``warmup`` passes; `_time_ops` says why), a
+    link's and an update's the median of ``repeats`` runs. ``batch``: a smaller batch than the graph's (as
     `Executor`'s); ``model``: the ONNX file or ModelProto of a graph that is not bundled."""
     _check_device_map(devices)
     if repeats < 1 or warmup < 0:
@@ -594,7 +597,8 @@ def measure_profile(
         "link_latency": latency,
         "launch_overhead_s": overhead,
         "settings": {"repeats": repeats, "warmup": warmup, "link_sizes": [int(s) for s in link_sizes],
-                     "timer": "time.perf_counter, median, device synchronised",
+                     "timer": "time.perf_counter, device synchronised; ops: fastest of interleaved passes; "
+                     "links, updates: median",
                      "handover_s": handover},
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -625,6 +629,25 @@ def _placeholder_cluster(devices: Mapping[str, str]) -> Cluster:
     )
 
 
+# Calibration placements of `measure_transfer_latency`: the topological order cut into this many
+# runs of equal length, each run on the next device (None: every op its own run, i.e. alternating).
+CALIBRATION_RUNS: tuple[int | None, ...] = (4, 16, 64, None)
+# Candidate latencies of the fit: log-spaced, this many per decade, up to this many seconds.
+_LATENCY_STEPS_PER_DECADE = 40
+_MAX_LATENCY_S = 0.1
+
+
+def calibration_placements(n_ops: int, n_devices: int) -> list[np.ndarray]:
+    """The distinct placements of `CALIBRATION_RUNS` for a graph of ``n_ops`` ops on ``n_devices``
+    devices: few to nearly all tensors crossing devices."""
+    found: dict[bytes, np.ndarray] = {}
+    for runs in CALIBRATION_RUNS:
+        runs = n_ops if runs is None else min(runs, n_ops)
+        placement = ((np.arange(n_ops) * runs) // n_ops % n_devices).astype(np.int64)
+        found.setdefault(placement.tobytes(), placement)
+    return list(found.values())
+
+
 def measure_transfer_latency(
     graph: OpGraph,
     devices: Mapping[str, str],
@@ -635,13 +658,16 @@ def measure_transfer_latency(
     warmup: int = 1,
     model: Any = None,
 ) -> float:
-    """The link latency (seconds, same on every link) with which the profiled cost model reproduces
-    the executor's runtime of the placement that alternates devices op by op (topological order:
-    nearly every tensor crosses devices). It holds what a tensor crossing devices costs in the
-    executor beyond the copy: waking the other worker, its lock, the copy's autograd leaf, and, on
-    virtual devices sharing cores and the GIL, the parallelism the model expects but the machine
-    does not give. Found by bisection (the simulated runtime grows with the latency); at least the
-    profile's own latencies."""
+    """The link latency (seconds, same on every link) with which the profiled cost model best
+    reproduces the executor on the `calibration_placements` (least squares on the logarithm of
+    simulated / measured runtime, over log-spaced candidates, at least the profile's own latencies).
+
+    It holds what a tensor crossing devices costs in the executor beyond the copy: waking the other
+    worker, its lock, the copy's autograd leaf, and, on virtual devices sharing cores and the GIL,
+    the parallelism the model expects but the machine does not give. Several placements, from a few
+    crossings to one per op, keep one extreme from setting it: fitted on the alternating placement
+    alone, the latency also absorbed that placement's lost parallelism and overcharged every
+    placement with fewer crossings (bert_base inference on two virtual CPUs)."""
     import torch
 
     from placement_gym.cost_model import simulate
@@ -649,37 +675,37 @@ def measure_transfer_latency(
     from placement_gym.real.fidelity import rebatched_graph
 
     cluster = _placeholder_cluster(devices)
-    placement = np.arange(graph.n_ops, dtype=np.int64) % len(devices)
+    placements = calibration_placements(graph.n_ops, len(devices))
     virtual = sum(1 for spec in devices.values() if torch.device(spec).type == "cpu") > 1
     threads = torch.get_num_threads()
+    measured = []
     try:
         if virtual:
             torch.set_num_threads(1)
         executor = Executor(make_task(graph, cluster, objective), dict(devices), batch=batch, model=model)
-        result = executor.run(placement, warmup=max(warmup, 1), repeats=repeats)
+        for placement in placements:
+            result = executor.run(placement, warmup=max(warmup, 1), repeats=repeats)
+            if not result.feasible:
+                raise ValueError(f"running {graph.name} across {sorted(devices)} failed: {result.error}")
+            measured.append(min(result.runtimes))  # the fastest step, as the op times (`_time_ops`)
     finally:
         torch.set_num_threads(threads)
-    if not result.feasible:
-        raise ValueError(f"running {graph.name} across {sorted(devices)} failed: {result.error}")
     model_task = profiled_task(make_task(rebatched_graph(graph, batch, model), cluster, objective),
                                {k: v for k, v in profile.items() if k != "transfer_latency_s"})
-    low = float(np.min(model_task.cluster.link_latency[~np.eye(len(devices), dtype=bool)]))
+    low = max(float(np.min(model_task.cluster.link_latency[~np.eye(len(devices), dtype=bool)])),
+              _MIN_LATENCY_S)
+    steps = max(int(np.ceil(np.log10(_MAX_LATENCY_S / low) * _LATENCY_STEPS_PER_DECADE)), 1)
+    candidates = np.logspace(np.log10(low), np.log10(max(_MAX_LATENCY_S, low)), steps + 1)
+    log_measured = np.log(np.array(measured))
 
-    def simulated(latency: float) -> float:
-        links = np.full_like(model_task.cluster.link_latency, latency)
-        linked = dataclasses.replace(model_task.cluster, link_latency=links)
+    def loss(latency: float) -> float:
+        linked = dataclasses.replace(model_task.cluster,
+                                     link_latency=np.full_like(model_task.cluster.link_latency, latency))
         task = dataclasses.replace(model_task, cluster=linked, _cache={})
-        return float(simulate(task, placement).runtime)
+        simulated = np.array([simulate(task, p).runtime for p in placements])
+        return float(np.sum((np.log(simulated) - log_measured) ** 2))
 
-    if simulated(low) >= result.runtime:
-        return low
-    high = max(low, 1e-6)
-    while simulated(high) < result.runtime and high < 1.0:
-        high *= 2
-    for _ in range(40):
-        middle = 0.5 * (low + high)
-        low, high = (middle, high) if simulated(middle) < result.runtime else (low, middle)
-    return 0.5 * (low + high)
+    return float(min(candidates, key=loss))
 
 
 def _measure_ops(graph, devices, batch, repeats, warmup, model=None):
@@ -753,7 +779,16 @@ def _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats
 
 
 def _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s, repeats, warmup) -> None:
-    """Fill ``forward_s`` and ``backward_s`` (see `_measure_ops`)."""
+    """Fill ``forward_s`` and ``backward_s`` (see `_measure_ops`).
+
+    Timed in passes: each pass times every op once (forward, then backward), and an op's time is the
+    minimum over ``repeats`` passes (after ``warmup`` untimed ones). On a shared or virtualised
+    machine the CPU's speed changes in spells of about a second (on this project's 2-core development
+    VM the same op sequence took 19 ms in one spell and 34-41 ms in the next); timing an op's repeats
+    back to back would put all of them in one spell and make some ops read twice as slow as others,
+    while passes spread every op's repeats over the whole measurement. Such interference only ever
+    slows a run down, so the minimum is the estimate of the op's own time (as `timeit` advises);
+    `placement_gym.real.fidelity` measures placements the same way."""
     for device_name, spec in devices.items():
         device = torch.device(spec)
         on_device = [
@@ -765,40 +800,50 @@ def _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s
             ]
             for k in range(graph.n_ops)
         ]
-        # A global warm-up pass (every op once) before any timing: the first op timed otherwise
-        # carries the cold start (allocator, kernel selection) that the per-op warm-up misses.
-        with torch.no_grad():
-            for k in range(graph.n_ops):
+        forward_times = np.zeros((repeats, graph.n_ops))
+        backward_times = np.zeros((repeats, graph.n_ops))
+        for step in range(warmup + repeats + 1):
+            # Pass 0 is a global warm-up (every op once, errors ignored: the timed passes report them
+            # with the op's name); it takes the cold start (allocator, kernel selection) off the ops.
+            timed = step - warmup - 1
+            for k, op_name in enumerate(graph.op_names):
                 try:
-                    ex._call_op(program, k, on_device[k])
-                except (RuntimeError, NotImplementedError):
-                    pass  # reported with its op name by the timed run below
-        _synchronize(torch, device)
+                    forward, backward = _time_op_once(torch, ex, program, k, on_device[k], device)
+                except (RuntimeError, NotImplementedError) as error:
+                    if step == 0:
+                        continue
+                    raise ValueError(
+                        f"measuring op {op_name!r} ({program.op_types[k]}) on {device_name} ({spec}) "
+                        f"failed: {error}"
+                    ) from None
+                if timed >= 0:
+                    forward_times[timed, k], backward_times[timed, k] = forward, backward
         for k, op_name in enumerate(graph.op_names):
-            args = on_device[k]
-            try:
-                with torch.no_grad():
-                    forward_s[op_name][device_name] = _median_time(
-                        torch, {device}, lambda k=k, args=args: ex._call_op(program, k, args), repeats, warmup
-                    )
-                differentiable = [isinstance(a, torch.Tensor) and a.is_floating_point() for a in args]
-                leaves = [a.detach().requires_grad_(True) if f else a for a, f in zip(args, differentiable)]
-                with torch.enable_grad():
-                    outputs = [r for r in ex._call_op(program, k, leaves)
-                               if isinstance(r, torch.Tensor) and r.requires_grad]
-                inputs = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
-                if not outputs or not inputs:
-                    backward_s[op_name][device_name] = 0.0
-                    continue
-                seeds = [torch.ones_like(r) for r in outputs]
-                backward_s[op_name][device_name] = _median_time(
-                    torch, {device},
-                    lambda o=outputs, i=inputs, g=seeds: torch.autograd.grad(o, i, g, retain_graph=True,
-                                                                             allow_unused=True),
-                    repeats, warmup,
-                )
-            except (RuntimeError, NotImplementedError) as error:
-                raise ValueError(
-                    f"measuring op {op_name!r} ({program.op_types[k]}) on {device_name} ({spec}) "
-                    f"failed: {error}"
-                ) from None
+            forward_s[op_name][device_name] = float(np.min(forward_times[:, k]))
+            backward_s[op_name][device_name] = float(np.min(backward_times[:, k]))
+
+
+def _time_op_once(torch, ex, program, k: int, args: list[Any], device) -> tuple[float, float]:
+    """Seconds of one forward call of op ``k`` (under ``no_grad``) and of one backward pass of it
+    (``torch.autograd.grad`` of its float outputs with respect to its float inputs, the graph built
+    beforehand, untimed); backward 0 for an op with no differentiable input or output."""
+    _synchronize(torch, device)
+    start = time.perf_counter()
+    with torch.no_grad():
+        ex._call_op(program, k, args)
+    _synchronize(torch, device)
+    forward = time.perf_counter() - start
+    leaves = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+              for a in args]
+    with torch.enable_grad():
+        results = ex._call_op(program, k, leaves)
+    outputs = [r for r in results if isinstance(r, torch.Tensor) and r.requires_grad]
+    inputs = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+    if not outputs or not inputs:
+        return forward, 0.0
+    seeds = [torch.ones_like(r) for r in outputs]
+    _synchronize(torch, device)
+    start = time.perf_counter()
+    torch.autograd.grad(outputs, inputs, seeds, allow_unused=True)
+    _synchronize(torch, device)
+    return forward, time.perf_counter() - start
