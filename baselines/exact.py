@@ -365,6 +365,7 @@ def exact(
     max_units: int = MAX_UNITS,
     num_workers: int = NUM_WORKERS,
     deterministic: bool = False,
+    fallback_to_hint: bool = False,
 ) -> AgentResult:
     """Solve the CP-SAT model of ``task`` (see the module docstring).
 
@@ -373,8 +374,11 @@ def exact(
     first has at most `MAX_UNITS` units); the default (None) places single ops and refuses
     (ValueError) a graph of more than ``max_units`` ops. ``hint``: a placement to start the search from
     (default best-single). ``links``: model link contention. ``memory``: the memory constraints.
+    ``fallback_to_hint``: when CP-SAT finds no solution within the time limit (it can spend all of it
+    in presolve on the largest graphs), return the hint placement (``info["fallback"]`` is True, and
+    objective_s and bound_s are None) instead of raising RuntimeError.
     Returns the solver's placement; ``info`` has status, objective_s, bound_s, runtime (simulated),
-    feasible, hint_runtime, units, wall_s."""
+    feasible, hint_runtime, units, fallback, wall_s."""
     limit = DEFAULT_TIME_LIMIT if budget is None else float(budget)
     if not limit > 0:
         raise ValueError(f"exact: budget is a time limit in seconds and must be > 0, got {budget!r}")
@@ -397,18 +401,21 @@ def exact(
         solver.parameters.max_time_in_seconds = limit
     status = solver.solve(model.model)
     status_name = solver.status_name(status)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    solved = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    if not solved and not fallback_to_hint:
         raise RuntimeError(
             f"exact: CP-SAT found no placement of task {task.id} within {limit} s "
-            f"(status {status_name}); raise budget, or pass groups= to shrink the model"
+            f"(status {status_name}); raise budget, pass groups= to shrink the model, or "
+            "fallback_to_hint=True"
         )
-    placement = model.placement(solver)
+    placement = model.placement(solver) if solved else hint
     result = simulate(task, placement)
     hint_result = simulate(task, hint)
     info = {
         "status": status_name,
-        "objective_s": solver.objective_value * TIME_UNIT,
-        "bound_s": solver.best_objective_bound * TIME_UNIT,
+        "fallback": not solved,
+        "objective_s": solver.objective_value * TIME_UNIT if solved else None,
+        "bound_s": solver.best_objective_bound * TIME_UNIT if solved else None,
         "runtime": result.runtime,
         "feasible": result.feasible,
         "hint_runtime": hint_result.runtime,

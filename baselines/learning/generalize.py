@@ -10,7 +10,9 @@ time, each task with its own budget), moves it to the held-out task with `set_ta
 * from scratch: a fresh agent (same seed and config) trained on the held-out task alone with the same
   number of held-out evaluations (``zero_shot_samples + finetune_budget``), for comparison.
 
-Every evaluation goes through a `BudgetedEvaluator`. Run it from the shell::
+Every evaluation goes through a `BudgetedEvaluator`. The two halves are also usable on their own:
+`train_on_tasks` (one model trained on several tasks) and `place_held_out` (zero-shot, then optional
+fine-tuning, on one task); ``leaderboard/fill_generalisation.py`` uses them. Run it from the shell::
 
     python -m baselines.learning.generalize --agent hsdag --train cifar10_cnn,resnet50,bert_base \\
         --test inception_v3 --cluster k80x4 --budget 2000 --finetune 500
@@ -24,6 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
@@ -60,6 +63,51 @@ def _summary(evaluator: BudgetedEvaluator) -> dict[str, Any]:
     }
 
 
+def train_on_tasks(
+    agent: str,
+    train_tasks: Sequence[Task],
+    budget_per_task: int,
+    seed: int = 0,
+    switch_every: int = 1000,
+    threads: int | None = 1,
+    **config: Any,
+) -> tuple[LearnedAgent, list[BudgetedEvaluator]]:
+    """Train ``agent`` (a learned agent with `set_task` and `propose`: ``"placeto"`` or ``"hsdag"``) on
+    ``train_tasks`` (all with the same number of devices) with ``budget_per_task`` evaluations each,
+    round-robin, ``switch_every`` at a time (`placeto` drops its unfinished episodes at a switch).
+    Returns the trained model, left on the last task it trained on (move it with `set_task`), and the
+    training tasks' evaluators (best placement, learning curve). ``config``: the agent's hyper-parameters;
+    ``threads``: torch's intra-op threads, as in `train` (default 1; None leaves the setting alone)."""
+    cls = get_learned(agent)
+    if not (hasattr(cls, "propose") and cls.set_task is not LearnedAgent.set_task):
+        raise ValueError(
+            f"agent {agent!r} cannot move between graphs; use a GNN agent such as placeto or hsdag"
+        )
+    train_tasks = list(train_tasks)
+    if not train_tasks:
+        raise ValueError("train_tasks is empty: give at least one task to train on")
+    devices = {task.n_devices for task in train_tasks}
+    if len(devices) != 1:
+        raise ValueError(f"every task must have the same number of devices, got {sorted(devices)}")
+    _check_budget("budget_per_task", budget_per_task)
+    _check_budget("switch_every", switch_every)
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    torch.manual_seed(seed)
+    model = cls(train_tasks[0], seed=seed, **config)
+    evaluators = [BudgetedEvaluator(task, budget_per_task) for task in train_tasks]
+    current = 0
+    while any(e.remaining > 0 for e in evaluators):
+        for index, evaluator in enumerate(evaluators):
+            if evaluator.remaining == 0:
+                continue
+            if index != current:
+                model.set_task(evaluator.task)
+                current = index
+            _run(model, evaluator, evaluator.used + switch_every)
+    return model, evaluators
+
+
 def train_generalize(
     agent: str,
     train_tasks: Sequence[Task],
@@ -73,8 +121,8 @@ def train_generalize(
     **config: Any,
 ) -> dict[str, Any]:
     """Train ``agent`` (a learned agent with `set_task` and `propose`: ``"placeto"`` or ``"hsdag"``)
-    on ``train_tasks`` with ``budget_per_task`` evaluations each (round-robin, ``switch_every`` at a
-    time; `placeto` drops its unfinished episodes at a switch), then measure it on ``test_task``
+    on ``train_tasks`` with ``budget_per_task`` evaluations each (`train_on_tasks`: round-robin,
+    ``switch_every`` at a time), then measure it on ``test_task``
     (see the module docstring). ``config``: the agent's hyper-parameters. Returns a JSON-able dict:
     agent, seed, config, train (per task: task, evaluations, best_runtime, best_feasible, speedup),
     test_task, best_single_runtime, zero_shot (evaluations, greedy_runtime, greedy_feasible,
@@ -83,48 +131,18 @@ def train_generalize(
     over the held-out task's best single device (0 when nothing feasible was found). ``threads``: torch's
     intra-op threads, as in `train` (default 1; None leaves the setting alone)."""
     cls = get_learned(agent)
-    if not (hasattr(cls, "propose") and cls.set_task is not LearnedAgent.set_task):
-        raise ValueError(
-            f"agent {agent!r} cannot move between graphs; use a GNN agent such as placeto or hsdag"
-        )
     train_tasks = list(train_tasks)
-    if not train_tasks:
-        raise ValueError("train_tasks is empty: give at least one task to train on")
     if test_task.id in {task.id for task in train_tasks}:
         raise ValueError(f"test task {test_task.id} is among the training tasks; hold it out")
     devices = {task.n_devices for task in [*train_tasks, test_task]}
     if len(devices) != 1:
         raise ValueError(f"every task must have the same number of devices, got {sorted(devices)}")
-    for name, value in (
-        ("budget_per_task", budget_per_task),
-        ("finetune_budget", finetune_budget),
-        ("zero_shot_samples", zero_shot_samples),
-        ("switch_every", switch_every),
-    ):
+    for name, value in (("finetune_budget", finetune_budget), ("zero_shot_samples", zero_shot_samples)):
         _check_budget(name, value)
-    if threads is not None:
-        torch.set_num_threads(int(threads))
     started = time.perf_counter()
-    torch.manual_seed(seed)
-    model = cls(train_tasks[0], seed=seed, **config)
-    evaluators = [BudgetedEvaluator(task, budget_per_task) for task in train_tasks]
-    current = 0
-    while any(e.remaining > 0 for e in evaluators):
-        for index, evaluator in enumerate(evaluators):
-            if evaluator.remaining == 0:
-                continue
-            if index != current:
-                model.set_task(evaluator.task)
-                current = index
-            _run(model, evaluator, evaluator.used + switch_every)
-    model.set_task(test_task)
-    held_out = BudgetedEvaluator(test_task, zero_shot_samples + finetune_budget)
-    runtimes, feasible = held_out.evaluate(model.propose(zero_shot_samples))
-    zero_shot = _summary(held_out) | {
-        "greedy_runtime": float(runtimes[0]),
-        "greedy_feasible": bool(feasible[0]),
-    }
-    _run(model, held_out)
+    model, evaluators = train_on_tasks(agent, train_tasks, budget_per_task, seed, switch_every, threads,
+                                       **config)
+    held_out, zero_shot, _ = place_held_out(model, test_task, zero_shot_samples, finetune_budget)
     torch.manual_seed(seed)
     scratch_model = cls(test_task, seed=seed, **config)
     scratch = BudgetedEvaluator(test_task, zero_shot_samples + finetune_budget)
@@ -141,6 +159,30 @@ def train_generalize(
         "scratch": _summary(scratch),
         "wall_s": time.perf_counter() - started,
     }
+
+
+def place_held_out(
+    model: LearnedAgent, task: Task, zero_shot_samples: int = 16, finetune_budget: int = 0
+) -> tuple[BudgetedEvaluator, dict[str, Any], np.ndarray]:
+    """Move ``model`` to ``task`` and place it: ``zero_shot_samples`` placements of the policy
+    (`propose`: the first greedy), evaluated, then ``finetune_budget`` evaluations of further training
+    on ``task`` (0: none; the model's weights change). Returns the held-out task's evaluator (best
+    placement over both phases), the zero-shot summary (evaluations, greedy_runtime, greedy_feasible,
+    best_runtime, best_feasible, speedup) and the best zero-shot placement."""
+    _check_budget("zero_shot_samples", zero_shot_samples)
+    if finetune_budget:
+        _check_budget("finetune_budget", finetune_budget)
+    model.set_task(task)
+    held_out = BudgetedEvaluator(task, zero_shot_samples + finetune_budget)
+    runtimes, feasible = held_out.evaluate(model.propose(zero_shot_samples))
+    zero_shot = _summary(held_out) | {
+        "greedy_runtime": float(runtimes[0]),
+        "greedy_feasible": bool(feasible[0]),
+    }
+    zero_shot_placement = held_out.best_placement.copy()
+    if finetune_budget:
+        _run(model, held_out)
+    return held_out, zero_shot, zero_shot_placement
 
 
 def main(argv: Sequence[str] | None = None) -> None:

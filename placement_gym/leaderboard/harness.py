@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cost_model import simulate
+from placement_gym.leaderboard.generalisation import get_split
 from placement_gym.leaderboard.submission import SCHEMA_VERSION, TRACKS, check_schema, save_submission
 from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite
 from placement_gym.placements import placement_to_dict
@@ -66,13 +67,21 @@ def evaluate(
     out: str | Path | None = None,
 ) -> dict:
     """Run ``agent`` on every task of ``suite`` and return (and write to ``out`` when given) the
-    submission. ``trained_on`` lists task ids the agent was trained on (marked per task).
-    Raises RuntimeError when the agent modifies a task."""
+    submission. ``trained_on`` lists task ids the agent was trained on (marked per task). With
+    ``track="generalisation"`` only the suite's held-out tasks run (`generalisation`) and
+    ``trained_on`` is required. Raises RuntimeError when the agent modifies a task."""
     from placement_gym import __version__
 
     if track not in TRACKS:
         raise ValueError(f"unknown track {track!r}; allowed: {', '.join(TRACKS)}")
     suite = get_suite(suite)
+    if track == "generalisation":
+        if not trained_on:
+            raise ValueError("track 'generalisation' needs trained_on: the task ids the agent trained on")
+        held_out = set(get_split(suite).held_out_tasks())
+        suite = suite.subset([t for t in suite.task_ids if t in held_out])
+        if not suite.tasks:
+            raise ValueError(f"the suite given holds no held-out task of the {suite.version} split")
     results = {}
     for suite_task in suite.tasks:
         task = suite_task.task()

@@ -14,7 +14,8 @@ Schema (``schema`` = 1)::
       "budget": null,                     # evaluations allowed per task (null: the agent's default)
       "track": "cost_model",              # optional: "cost_model" (default) | "real" | "generalisation"
       "hardware": null,                   # optional, track "real": the machine measured on
-      "trained_on": [],                   # optional, track "generalisation": task ids trained on
+      "trained_on": [],                   # task ids trained on; required (non-empty) for track
+                                          # "generalisation", whose results are held-out tasks only
       "results": {
         "<task id>": {
           "graph_sha256": "...",          # of the graph the placement was made for
@@ -73,6 +74,13 @@ def check_schema(data: Any, where: str = "submission") -> dict:
     track = data.get("track", "cost_model")
     if track not in TRACKS:
         raise SubmissionError(f"{where}: unknown track {track!r}; allowed: {', '.join(TRACKS)}")
+    trained_on = data.get("trained_on", [])
+    if not isinstance(trained_on, list) or not all(isinstance(t, str) for t in trained_on):
+        raise SubmissionError(f"{where}: 'trained_on' must be a list of task ids (strings)")
+    if track == "generalisation" and not trained_on:
+        raise SubmissionError(
+            f"{where}: a generalisation submission must state 'trained_on' (the task ids it trained on)"
+        )
     if not data["results"]:
         raise SubmissionError(f"{where}: 'results' holds no task")
     return data

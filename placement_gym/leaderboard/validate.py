@@ -1,4 +1,8 @@
-"""Re-check a submission: re-evaluate every placement with the cost model, task by task."""
+"""Re-check a submission: re-evaluate every placement with the cost model, task by task.
+
+A generalisation-track submission is also checked against its suite's split (`generalisation`): it must
+not have trained on a held-out graph (a file-level problem) and may list results for held-out tasks only
+(a per-task reason)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from placement_gym.cost_model import simulate
+from placement_gym.leaderboard.generalisation import SPLITS, result_problems, trained_on_problems
 from placement_gym.leaderboard.submission import (
     REQUIRED_RESULT_FIELDS,
     SubmissionError,
@@ -125,8 +130,16 @@ def validate_submission(data: dict, source: str = "submission") -> SubmissionChe
     if data["suite"] not in SUITES:
         check.problems.append(f"unknown suite version {data['suite']!r}; known: {', '.join(SUITES)}")
         return check
+    generalisation = data.get("track", "cost_model") == "generalisation"
+    if generalisation:
+        check.problems += trained_on_problems(data)
     for task_id in sorted(data["results"]):
-        check.tasks.append(check_task_result(data["suite"], task_id, data["results"][task_id]))
+        task_check = check_task_result(data["suite"], task_id, data["results"][task_id])
+        if generalisation and data["suite"] in SPLITS and task_id in SUITES[data["suite"]].task_ids:
+            extra = result_problems(data["suite"], task_id, data["results"][task_id])
+            if extra:
+                task_check = TaskCheck(task_id, False, (*extra, *task_check.reasons), task_check.runtime)
+        check.tasks.append(task_check)
     return check
 
 
