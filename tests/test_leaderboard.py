@@ -245,6 +245,15 @@ def test_render_is_deterministic_and_ranks_by_runtime(submission, tmp_path):
         assert len(rows) == 2 and runtimes == sorted(runtimes)
 
 
+def test_render_shows_no_speedup_for_an_infeasible_placement(submission):
+    data = copy.deepcopy(submission)
+    data["results"][SMALL[0]]["feasible"] = False
+    section = render_markdown([("a.json", data)]).split(f"### `{SMALL[0]}`")[1].split("###")[0]
+    row = next(line for line in section.splitlines() if line.startswith("| 1 "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:5] == ["-", "-"] and cells[7] == "no"
+
+
 def test_render_speedup_and_gap_use_best_single_and_lower_bound(submission):
     text = render_markdown([("a.json", submission)])
     task_id = SMALL[0]

@@ -71,6 +71,14 @@ def load_submissions(directory: str | Path) -> list[tuple[str, dict]]:
     return [(path.name, load_submission(path)) for path in paths]
 
 
+def _speedup_and_gap(entry: Entry) -> list[str]:
+    """The speedup and gap cells; "-" for an infeasible placement, whose makespan is no speedup (it
+    does not fit in memory, so the step would not run)."""
+    if not entry.feasible:
+        return ["-", "-"]
+    return [f"{entry.speedup:.3f}x", f"{100 * entry.gap:.1f}%"]
+
+
 def _seconds(value: float) -> str:
     return f"{value:.6g}"
 
@@ -235,7 +243,7 @@ def render_markdown(submissions: list[tuple[str, dict]], suite: str | Suite = CU
         lines += _table(
             ["rank", "algorithm", "runtime (s)", "speedup", "gap to bound", "evaluations", "wall (s)",
              "feasible", "seeds", "runtime over seeds (s)"],
-            [[str(i + 1), e.algorithm, _seconds(e.runtime), f"{e.speedup:.3f}x", f"{100 * e.gap:.1f}%",
+            [[str(i + 1), e.algorithm, _seconds(e.runtime), *_speedup_and_gap(e),
               str(e.evaluations), f"{e.wall_s:.2f}", "yes" if e.feasible else "no", str(e.seeds), _spread(e)]
              for i, e in enumerate(entries)],
             [True, False, True, True, True, True, True, False, True, True],
@@ -282,7 +290,7 @@ def _generalisation_track(submissions: list[tuple[str, dict]], suite: Suite) -> 
     for task_id, entries in _entries(submissions, suite, "generalisation", held_out).items():
         for i, e in enumerate(entries):
             table_rows.append([f"`{task_id}`", str(i + 1), e.algorithm, _seconds(e.runtime),
-                               f"{e.speedup:.3f}x", f"{100 * e.gap:.1f}%", str(e.evaluations),
+                               *_speedup_and_gap(e), str(e.evaluations),
                                f"{e.wall_s:.2f}", "yes" if e.feasible else "no", str(e.seeds), _spread(e)])
     lines += _table(
         ["held-out task", "rank", "algorithm", "runtime (s)", "speedup", "gap to bound", "evaluations",
