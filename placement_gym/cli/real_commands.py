@@ -170,6 +170,12 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
     if not measured_now:
         _note(args, f"using the cached profile {path}")
     placements = fidelity_placements(make_task(scaled, cluster, args.objective), args.samples, args.seed)
+    rounds = args.repeats or FIDELITY_ROUNDS
+
+    def announce_round(i: int, label: str) -> None:
+        if i % len(placements) == 0:  # one line per round, not per run
+            _note(args, f"  round {i // len(placements) + 1}/{rounds}: {len(placements)} placements")
+
     start = time.perf_counter()
     report = run_fidelity(
         task,
@@ -178,15 +184,11 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         placements,
         batch=args.batch,
         seed=args.seed,
-        repeats=args.repeats or FIDELITY_ROUNDS,
+        repeats=rounds,
         statistic=args.statistic,
         warmup=args.warmup,
         model=model,
-        progress=None
-        if args.json
-        else (lambda i, label: i % len(placements) or _note(
-            args, f"  round {i // len(placements) + 1}/{args.repeats or FIDELITY_ROUNDS}: "
-            f"{len(placements)} placements")),
+        progress=None if args.json else announce_round,
     )
     out = scatter_plot(report, args.out)
     summary = {
@@ -195,7 +197,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         "profile": path,
         "profile_measured_now": measured_now,
         "scatter_png": str(out),
-        "rounds": args.repeats or FIDELITY_ROUNDS,
+        "rounds": rounds,
         "wall_s": time.perf_counter() - start,
     }
     if args.json:
@@ -215,7 +217,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         ["placement", "measured", "profiled", "analytical"],
         rows,
         numeric=[False, True, True, True],
-        title=f"{task.id} at {batch}, {args.statistic} of {args.repeats or FIDELITY_ROUNDS} rounds",
+        title=f"{task.id} at {batch}, {args.statistic} of {rounds} rounds",
     )
     print_table(
         ["model", "Spearman", "MAPE"],
