@@ -70,7 +70,6 @@ import numpy as np
 
 from baselines.learning.evaluator import check_evaluator, evaluate_rows, evaluator_name
 from baselines.registry import AgentResult, get_agent, register
-from placement_gym.cost_model import simulate, simulate_batch
 from placement_gym.groups import make_grouping
 from placement_gym.placements import best_single_placement
 from placement_gym.task import Task
@@ -126,11 +125,6 @@ def _overflow(task: Task, peaks: np.ndarray) -> np.ndarray:
     return (np.maximum(peaks - capacity, 0.0) / capacity).sum(axis=-1)
 
 
-# Fewer new rows than this are simulated one by one: a parallel `simulate_batch` call costs about a
-# millisecond to start its threads (measured on 2 cores), more than a small graph's whole simulation.
-_SMALL_BATCH = 8
-
-
 class BudgetExhausted(Exception):
     """Raised inside a search when its evaluation budget is spent."""
 
@@ -153,8 +147,8 @@ class _Evaluator:
         return self.budget - self.used
 
     def evaluate(self, placements: np.ndarray) -> list[Score]:
-        """Scores of the rows of ``placements`` (int64 ``(batch, n_forward)``). New rows are simulated in
-        one `simulate_batch` call (or go to the evaluator in one `evaluate_rows` call) and counted; if
+        """Scores of the rows of ``placements`` (int64 ``(batch, n_forward)``). New rows go to the
+        evaluator (the cost model by default) in one `evaluate_rows` call and are counted; if
         fewer evaluations are left than new rows, the first ones that fit are evaluated and
         `BudgetExhausted` is raised after the best is updated."""
         keys = [row.tobytes() for row in placements]
@@ -163,15 +157,7 @@ class _Evaluator:
         if fits:
             index = {k: i for i, k in enumerate(keys)}
             rows = placements[[index[k] for k in fits]]
-            if self.evaluator is not None:
-                runtimes, feasible, peaks = evaluate_rows(self.task, rows, self.evaluator)
-            elif len(rows) < _SMALL_BATCH:
-                results = [simulate(self.task, row) for row in rows]
-                runtimes = np.array([r.runtime for r in results])
-                feasible = np.array([r.feasible for r in results])
-                peaks = np.stack([r.peak_memory for r in results])
-            else:
-                runtimes, feasible, peaks = simulate_batch(self.task, rows)
+            runtimes, feasible, peaks = evaluate_rows(self.task, rows, self.evaluator)
             overflow = _overflow(self.task, peaks)
             self.used += len(fits)
             over = peaks > self.task.cluster.memory_capacity[None, :]

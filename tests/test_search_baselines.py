@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import hand_cluster, hand_graph
 
+import baselines.learning.evaluator as rows_module
 import baselines.search as search
 from baselines.registry import get_agent
 from baselines.search import anneal, cem
@@ -82,11 +83,12 @@ def test_never_worse_than_start_on_random_case(agent, seed):
 
 
 class _Counter:
-    """Counts evaluations through the simulator functions the search module calls."""
+    """Counts evaluations through the simulator functions the searches reach (through
+    `baselines.learning.evaluator.simulate_rows`)."""
 
     def __init__(self, monkeypatch) -> None:
         self.count = 0
-        real_one, real_batch = search.simulate, search.simulate_batch
+        real_one, real_batch = rows_module.simulate, rows_module.simulate_batch
 
         def one(task, placement, **kwargs):
             self.count += 1
@@ -96,8 +98,8 @@ class _Counter:
             self.count += len(placements)
             return real_batch(task, placements)
 
-        monkeypatch.setattr(search, "simulate", one)
-        monkeypatch.setattr(search, "simulate_batch", batch)
+        monkeypatch.setattr(rows_module, "simulate", one)
+        monkeypatch.setattr(rows_module, "simulate_batch", batch)
 
 
 @pytest.mark.parametrize("agent", SEARCHES)

@@ -62,19 +62,24 @@ def check_evaluator(task: Task, evaluator: Any) -> Any:
     return evaluator
 
 
+# Fewer rows than this are simulated one by one: a parallel `simulate_batch` call costs about a
+# millisecond to start its threads (measured on 2 cores), more than a small graph's whole simulation.
+SMALL_BATCH = 8
+
+
 def evaluate_rows(
     task: Task, rows: np.ndarray, evaluator: Any = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(runtimes, feasible, peak_memory)`` of the placements ``rows`` (int ``(batch, n_forward)``,
     already checked), shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)`` as `simulate_batch`.
 
-    ``evaluator`` None: one `simulate_batch` call on ``task``. Otherwise its batch method where it has
-    one (``evaluate_batch(rows)``, as `RayEvaluatorPool`, else ``simulate_batch(task, rows)``); a plain
-    `ProfiledEvaluator` is the cost model on its own task, so its rows go to one `simulate_batch` call
-    on that task (the same numbers as its ``simulate``, in parallel); any other evaluator gets one
-    ``simulate`` call per row, in row order."""
+    ``evaluator`` None: the cost model of ``task`` (`simulate_rows`). Otherwise its batch method where
+    it has one (``evaluate_batch(rows)``, as `RayEvaluatorPool`, else ``simulate_batch(task, rows)``);
+    a plain `ProfiledEvaluator` is the cost model on its own task, so its rows go to `simulate_rows`
+    on that task (the same numbers as its ``simulate``); any other evaluator gets one ``simulate``
+    call per row, in row order."""
     if evaluator is None:
-        return simulate_batch(task, rows)
+        return simulate_rows(task, rows)
     if callable(getattr(evaluator, "evaluate_batch", None)):
         return _checked(rows, evaluator.evaluate_batch(rows), evaluator)
     if callable(getattr(evaluator, "simulate_batch", None)):
@@ -82,12 +87,23 @@ def evaluate_rows(
     from placement_gym.real.evaluators import ProfiledEvaluator
 
     if type(evaluator) is ProfiledEvaluator:  # exactly: a subclass may score differently
-        return simulate_batch(evaluator.task, rows)
-    results = [evaluator.simulate(row) for row in rows]
+        return simulate_rows(evaluator.task, rows)
+    return _stacked([evaluator.simulate(row) for row in rows], task.n_devices)
+
+
+def simulate_rows(task: Task, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cost model on ``rows``, as `simulate_batch` returns it: one parallel `simulate_batch` call,
+    or one `simulate` per row for fewer than `SMALL_BATCH` rows (the same numbers, bit for bit)."""
+    if len(rows) >= SMALL_BATCH:
+        return simulate_batch(task, rows)
+    return _stacked([simulate(task, row) for row in rows], task.n_devices)
+
+
+def _stacked(results: list[SimulationResult], n_devices: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (
         np.array([r.runtime for r in results], dtype=np.float64),
         np.array([r.feasible for r in results], dtype=bool),
-        np.array([r.peak_memory for r in results], dtype=np.float64).reshape(len(rows), task.n_devices),
+        np.array([r.peak_memory for r in results], dtype=np.float64).reshape(len(results), n_devices),
     )
 
 
