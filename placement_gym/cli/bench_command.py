@@ -7,6 +7,7 @@ import sys
 import time
 
 from placement_gym.bench import BENCH_CLUSTER, DEFAULT_BATCH, DEFAULT_SIZES, BenchRow, run_bench
+from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
 
 
@@ -36,16 +37,6 @@ def _positive_float(text: str) -> float:
         value = -1.0
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
     return value
 
 
@@ -100,12 +91,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sizes", type=_sizes, default=list(DEFAULT_SIZES),
                         help="op counts of the synthetic layered graphs, comma-separated, or none "
                              "(default: 1000,10000,100000)")
-    parser.add_argument("--repeats", type=_positive_int, default=3,
+    parser.add_argument("--repeats", type=positive_int, default=3,
                         help="least number of fast and batched calls per row (default: 3)")
     parser.add_argument("--seconds", type=_positive_float, default=1.0,
                         help="least seconds spent on each measurement; the reference runs at least once "
                              "(default: 1.0)")
-    parser.add_argument("--batch", type=_positive_int, default=DEFAULT_BATCH,
+    parser.add_argument("--batch", type=positive_int, default=DEFAULT_BATCH,
                         help=f"placements per batched call (default: {DEFAULT_BATCH})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random placements (default: 0)")
     parser.add_argument("--json", action="store_true", help="print a JSON list of rows instead of a table")

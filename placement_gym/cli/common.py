@@ -34,17 +34,18 @@ def add_placement_arguments(parser: argparse.ArgumentParser, required: bool, all
                                        + (", or 'all' for every baseline" if allow_all else ""))
     group.add_argument("--placement", metavar="FILE", help="use a saved placement file instead of an agent")
     parser.add_argument("--seed", type=int, default=0, help="seed of the agent's random choices (default: 0)")
-    parser.add_argument("--budget", type=_budget, default=None, metavar="N",
+    parser.add_argument("--budget", type=positive_int, default=None, metavar="N",
                         help="cost-model evaluations a searching agent may use (default: the agent's own)")
 
 
-def _budget(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type of a positive integer option (argparse names the option in its message)."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--budget must be a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"--budget must be a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
 
 

@@ -9,21 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import fmt_seconds, print_json, print_table
 
 # Default timed runs of each op, link and whole-graph step of a profile, and default fidelity rounds.
 PROFILE_REPEATS = 5
 FIDELITY_ROUNDS = 5
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _graph_and_model(name: str) -> tuple[Any, str | None]:
@@ -253,11 +244,11 @@ def _add_device_arguments(parser: argparse.ArgumentParser, repeats_help: str) ->
     )
     parser.add_argument(
         "--batch",
-        type=_positive,
+        type=positive_int,
         default=None,
         help="a smaller batch than the graph's (default: the graph's)",
     )
-    parser.add_argument("--repeats", type=_positive, default=None, help=repeats_help)
+    parser.add_argument("--repeats", type=positive_int, default=None, help=repeats_help)
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before them (default: 1)")
     parser.add_argument("--json", action="store_true", help="print a JSON object")
 
@@ -289,7 +280,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         fidelity, f"rounds: each round runs every placement once, in a seeded random order, and a "
         f"placement's runtime is the --statistic of its rounds (default: {FIDELITY_ROUNDS}). A profile "
         f"measured first uses {PROFILE_REPEATS} timed runs")
-    fidelity.add_argument("--samples", type=_positive, default=20, help="placements to run (default: 20)")
+    fidelity.add_argument("--samples", type=positive_int, default=20, help="placements to run (default: 20)")
     fidelity.add_argument(
         "--objective", default="train_step", help="train_step or inference (default: train_step)"
     )

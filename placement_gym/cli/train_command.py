@@ -14,9 +14,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from placement_gym.cli.common import DEFAULT_CLUSTER, _budget, add_task_arguments
+from placement_gym.cli.common import DEFAULT_CLUSTER, add_task_arguments, positive_int
 from placement_gym.cli.output import print_json, print_table
-from placement_gym.cli.real_commands import _graph_and_model, _positive
+from placement_gym.cli.real_commands import _graph_and_model
 from placement_gym.real.evaluators import REWARD_MODES
 from placement_gym.task import Task
 from placement_gym.tasks import get_task
@@ -136,7 +136,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(cluster=None)
     parser.add_argument(
         "--budget",
-        type=_budget,
+        type=positive_int,
         default=1000,
         metavar="N",
         help="evaluations to spend (default: 1000)",
@@ -166,7 +166,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--batch",
-        type=_positive,
+        type=positive_int,
         default=None,
         help="for --reward-mode real: run at a smaller batch than the graph's (default: the graph's)",
     )
