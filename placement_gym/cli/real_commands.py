@@ -36,6 +36,7 @@ def _get_profile(
 ) -> tuple[dict, str, bool]:
     """The cached profile of ``graph`` on ``devices`` at ``--batch`` (measured and saved, to ``out`` or
     the cache, when missing or ``force``, with ``repeats`` timed runs): ``(profile, path, measured_now)``."""
+    from placement_gym.real.devices import intra_op_threads, virtual_cpus
     from placement_gym.real.profile import cache_dir, find_profile, measure_profile, save_profile
 
     if not force:
@@ -44,33 +45,12 @@ def _get_profile(
             return cached, str(cache_dir() / f"{graph.name}-{cached['key']}.json"), False
     batch = f" at batch {args.batch}" if args.batch else ""
     _note(args, f"measuring the profile of {graph.name}{batch} on {', '.join(sorted(devices))} ...")
-    threads = _one_thread_for_virtual_cpus(devices)
-    try:
+    with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
         profile = measure_profile(
             graph, devices, batch=args.batch, repeats=repeats, warmup=args.warmup, model=model
         )
-    finally:
-        _restore_threads(threads)
     path = save_profile(profile, out)
     return profile, str(path), True
-
-
-def _one_thread_for_virtual_cpus(devices: dict[str, str]) -> int | None:
-    """Two or more virtual CPU devices: one intra-op thread each (as the executor runs them)."""
-    if sum(1 for spec in devices.values() if spec == "cpu") < 2:
-        return None
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    return threads
-
-
-def _restore_threads(threads: int | None) -> None:
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
 
 
 def _check_warmup(args: argparse.Namespace) -> None:

@@ -10,10 +10,13 @@ Nothing here imports torch at module import time.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import time
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -90,21 +93,40 @@ def virtual_cpu_cluster(n_devices: int = 2, name: str | None = None, measure: bo
     )
 
 
+def virtual_cpus(torch_devices: Iterable[Any]) -> bool:
+    """Whether two or more of ``torch_devices`` (torch devices or their names) are the CPU: virtual CPU
+    devices, which run one intra-op thread each (see the module docstring)."""
+    import torch
+
+    return sum(1 for device in torch_devices if torch.device(device).type == "cpu") > 1
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to ``threads`` while the block runs (None: left as it is),
+    and restored afterwards, whatever happens."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @functools.cache
 def _measure_cpu_thread() -> tuple[float, float]:
     """(FLOP/s of a 512x512 matmul, bytes/s of a 32 MB copy) on one intra-op thread."""
     import torch
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with intra_op_threads(1):
         a = torch.randn(512, 512)
         flops = _best_rate(lambda: a @ a, 2 * 512**3)
         src = torch.empty(8 * 1024 * 1024)
         dst = torch.empty_like(src)
         bandwidth = _best_rate(lambda: dst.copy_(src), 2 * src.numel() * 4)
-    finally:
-        torch.set_num_threads(threads)
     return flops, bandwidth
 
 

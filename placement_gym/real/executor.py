@@ -47,6 +47,7 @@ from onnx import numpy_helper
 from placement_gym.cost_model.result import SimulationResult
 from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY
 from placement_gym.graph.opgraph import OpGraph
+from placement_gym.real.devices import intra_op_threads, virtual_cpus
 from placement_gym.task import Task
 
 # Learning rate of the SGD update of a real train step (the value only matters for the numbers).
@@ -546,8 +547,6 @@ class Executor:
     def run(self, placement, warmup: int = 1, repeats: int = 3) -> RealResult:
         """Run ``warmup`` untimed and ``repeats`` timed steps of the placement; never raises for a
         failure on a device (the result is infeasible), only for bad arguments."""
-        import torch
-
         array = self.task.check_placement(placement)
         if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
             raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
@@ -558,30 +557,26 @@ class Executor:
         problem = self._unavailable(used)
         if problem:
             return self._failed(problem)
-        virtual_cpus = sum(1 for d in used if self.torch_devices[d].type == "cpu")
-        threads = torch.get_num_threads()
-        if virtual_cpus > 1:
-            torch.set_num_threads(1)  # one intra-op thread per virtual CPU device (see module docstring)
         runtimes: list[float] = []
         state: dict[str, Any] = {}
-        try:
-            self._setup(array, state)
-            for step in range(warmup + repeats):
-                last = step == warmup + repeats - 1
-                if last:
-                    self._reset_peaks(used)
-                runtime = self._step(array, state, keep=last)
-                if step >= warmup:
-                    runtimes.append(runtime)
-            peak = self._peak_memory(used, state)
-            loss = state.get("loss")
-        except _StepFailed as error:
-            state.clear()
-            self.parameters, self.outputs = {}, {}
-            self._release()
-            return self._failed(str(error))
-        finally:
-            torch.set_num_threads(threads)
+        # One intra-op thread per virtual CPU device (see the module docstring).
+        with intra_op_threads(1 if virtual_cpus(self.torch_devices[d] for d in used) else None):
+            try:
+                self._setup(array, state)
+                for step in range(warmup + repeats):
+                    last = step == warmup + repeats - 1
+                    if last:
+                        self._reset_peaks(used)
+                    runtime = self._step(array, state, keep=last)
+                    if step >= warmup:
+                        runtimes.append(runtime)
+                peak = self._peak_memory(used, state)
+                loss = state.get("loss")
+            except _StepFailed as error:
+                state.clear()
+                self.parameters, self.outputs = {}, {}
+                self._release()
+                return self._failed(str(error))
         self.parameters = state["weights"]
         median = statistics.median(runtimes)
         spread = (max(runtimes) - min(runtimes)) / median if median > 0 else 0.0

@@ -25,6 +25,7 @@ import numpy as np
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import simulate
 from placement_gym.graph.opgraph import OpGraph
+from placement_gym.real.devices import intra_op_threads, virtual_cpus
 from placement_gym.real.profile import profiled_task
 from placement_gym.task import Task, make_task
 
@@ -387,7 +388,6 @@ def run_fidelity(
     before each of the ``repeats * len(placements)`` runs. With two or more virtual CPU devices every
     run uses one intra-op thread, single-device runs included: a virtual CPU device is one core
     (`placement_gym.real.devices`)."""
-    import torch
 
     from placement_gym.real.executor import Executor
 
@@ -401,15 +401,11 @@ def run_fidelity(
     )
     measured_model = profiled_task(scaled, profile)
     executor = Executor(task, dict(devices), seed=seed, batch=batch, model=model)
-    virtual_cpus = sum(1 for spec in devices.values() if str(spec) == "cpu")
-    threads = torch.get_num_threads()
     times = np.full((repeats, len(placements)), np.nan)
     errors: list[str | None] = [None] * len(placements)
     order = np.random.default_rng(seed)
     count = 0
-    try:
-        if virtual_cpus > 1:
-            torch.set_num_threads(1)
+    with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
         for r in range(repeats):
             for j in order.permutation(len(placements)):
                 label, placement = placements[j]
@@ -423,8 +419,6 @@ def run_fidelity(
                     times[r, j] = result.runtime
                 else:
                     errors[j] = result.error
-    finally:
-        torch.set_num_threads(threads)
     failed = np.array([error is not None for error in errors], dtype=bool)
     times[:, failed] = np.nan
     measured = np.full(len(placements), np.inf)

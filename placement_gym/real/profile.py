@@ -55,6 +55,7 @@ import numpy as np
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.graph.opgraph import OpGraph
+from placement_gym.real.devices import intra_op_threads, virtual_cpus
 from placement_gym.task import Task, make_task
 
 PROFILE_FORMAT = "placement-gym-profile/1"
@@ -515,12 +516,8 @@ def measure_dispatch(
     from placement_gym.real.executor import Executor
 
     names = graph.op_names
-    virtual = sum(1 for spec in devices.values() if torch.device(spec).type == "cpu") > 1
-    threads = torch.get_num_threads()
     out: dict[str, float] = {}
-    try:
-        if virtual:
-            torch.set_num_threads(1)
+    with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
         for device_name, spec in devices.items():
             kind = "cpu" if torch.device(spec).type == "cpu" else "gpu"
             # The executor reads only the cluster's names and kinds; the figures are placeholders.
@@ -544,8 +541,6 @@ def measure_dispatch(
                 n_jobs += graph.n_ops + len(update_s)
             # The fastest step, as the op times are the fastest of their passes (`_time_ops`).
             out[device_name] = max(0.0, (min(result.runtimes) - jobs) / n_jobs)
-    finally:
-        torch.set_num_threads(threads)
     pooled = {"dispatch": out}
     pool_virtual_devices(pooled, devices)
     return out
@@ -668,7 +663,6 @@ def measure_transfer_latency(
     crossings to one per op, keep one extreme from setting it: fitted on the alternating placement
     alone, the latency also absorbed that placement's lost parallelism and overcharged every
     placement with fewer crossings (bert_base inference on two virtual CPUs)."""
-    import torch
 
     from placement_gym.cost_model import simulate
     from placement_gym.real.executor import Executor
@@ -676,20 +670,14 @@ def measure_transfer_latency(
 
     cluster = _placeholder_cluster(devices)
     placements = calibration_placements(graph.n_ops, len(devices))
-    virtual = sum(1 for spec in devices.values() if torch.device(spec).type == "cpu") > 1
-    threads = torch.get_num_threads()
     measured = []
-    try:
-        if virtual:
-            torch.set_num_threads(1)
+    with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
         executor = Executor(make_task(graph, cluster, objective), dict(devices), batch=batch, model=model)
         for placement in placements:
             result = executor.run(placement, warmup=max(warmup, 1), repeats=repeats)
             if not result.feasible:
                 raise ValueError(f"running {graph.name} across {sorted(devices)} failed: {result.error}")
             measured.append(min(result.runtimes))  # the fastest step, as the op times (`_time_ops`)
-    finally:
-        torch.set_num_threads(threads)
     model_task = profiled_task(make_task(rebatched_graph(graph, batch, model), cluster, objective),
                                {k: v for k, v in profile.items() if k != "transfer_latency_s"})
     low = max(float(np.min(model_task.cluster.link_latency[~np.eye(len(devices), dtype=bool)])),
@@ -747,14 +735,9 @@ def _measure_ops(graph, devices, batch, repeats, warmup, model=None):
     }
     # Virtual CPU devices (two or more names on "cpu") each run one intra-op thread in the executor,
     # so their ops are timed with one thread too.
-    threads = torch.get_num_threads()
-    if sum(1 for spec in devices.values() if torch.device(spec).type == "cpu") > 1:
-        torch.set_num_threads(1)
-    try:
+    with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
         _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s, repeats, warmup)
         _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats, warmup)
-    finally:
-        torch.set_num_threads(threads)
     return forward_s, backward_s, update_s
 
 
