@@ -122,6 +122,109 @@ def test_train_step_matches_autograd_sgd_on_two_devices(diamond):
         assert torch.allclose(executor.parameters[name].detach(), expected, rtol=1e-5, atol=1e-6)
 
 
+def _reference_training(model, graph, optimizer, seed, lr, steps):
+    """Oracle: ``steps`` whole-graph autograd steps of loss = mean(y) + mean(z) on one device, from the
+    executor's starting weights, updated by torch.optim's own Adam / SGD(momentum) / SGD."""
+    from placement_gym.real.executor import _build_program, _make_inputs, _make_parameters
+    from placement_gym.real.optimizers import ADAM_BETAS, ADAM_EPS, MOMENTUM
+
+    program = _build_program(graph, model, None)
+    w = {k: v.clone().requires_grad_(True) for k, v in _make_parameters(program, seed).items()}
+    x = _make_inputs(program, seed)["x"]
+    params = [w["w1"], w["w2"]]
+    torch_optimizer = {
+        "adam": lambda: torch.optim.Adam(params, lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS, foreach=False),
+        "momentum": lambda: torch.optim.SGD(params, lr=lr, momentum=MOMENTUM, foreach=False),
+        "sgd": lambda: torch.optim.SGD(params, lr=lr, foreach=False),
+    }[optimizer]()
+    for _ in range(steps):
+        torch_optimizer.zero_grad()
+        a = torch.tanh(torch.relu(x @ w["w1"]))
+        b = torch.sigmoid(torch.relu(x @ w["w1"]))
+        loss = ((a + b) @ w["w2"]).mean() + (a @ w["w2"]).mean()
+        loss.backward()
+        torch_optimizer.step()
+    return w, torch_optimizer, float(loss.detach())
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "momentum", "sgd"])
+def test_train_steps_run_the_task_s_optimizer_like_torch_optim(diamond, optimizer):
+    # Three steps across two devices (warm-up included: the state carries over), against torch.optim.
+    model, graph = diamond
+    task = make_task(graph, virtual_cpu_cluster(2), "train_step", optimizer=optimizer)
+    lr, steps = 0.05, 3
+    executor = Executor(task, CPU2, seed=4, model=model, lr=lr)
+    # w1 (mm1) on cpu:0, w2 (mm2) on cpu:1; mm3 on cpu:0 reads w2 and sends its gradient back across.
+    placement = np.array([0, 1, 0, 1, 1, 1, 0])
+    result = executor.run(placement, warmup=1, repeats=steps - 1)
+    assert result.feasible, result.error
+    w, reference, last_loss = _reference_training(model, graph, optimizer, seed=4, lr=lr, steps=steps)
+    assert result.loss == pytest.approx(last_loss, rel=1e-5)
+    for name in ("w1", "w2"):
+        assert torch.allclose(executor.parameters[name].detach(), w[name].detach(), rtol=1e-5, atol=1e-6)
+        state = executor.optimizer_state[name]
+        expected = reference.state[w[name]]
+        if optimizer == "adam":
+            assert set(state) == {"exp_avg", "exp_avg_sq"}
+            assert torch.allclose(state["exp_avg"], expected["exp_avg"], rtol=1e-5, atol=1e-7)
+            assert torch.allclose(state["exp_avg_sq"], expected["exp_avg_sq"], rtol=1e-5, atol=1e-9)
+        elif optimizer == "momentum":
+            assert torch.allclose(state["velocity"], expected["momentum_buffer"], rtol=1e-5, atol=1e-7)
+        else:
+            assert state == {}
+        for value in state.values():
+            assert value.device == executor.parameters[name].device and value.shape == w[name].shape
+
+
+def test_the_optimizers_differ_so_the_comparison_can_tell_them_apart(diamond):
+    model, graph = diamond
+    finals = {opt: _reference_training(model, graph, opt, seed=4, lr=0.05, steps=3)[0]["w1"].detach()
+              for opt in ("adam", "momentum", "sgd")}
+    assert not torch.allclose(finals["adam"], finals["sgd"], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(finals["momentum"], finals["sgd"], rtol=1e-5, atol=1e-6)
+
+
+def test_optimizer_state_is_held_on_the_parameter_s_device(diamond):
+    # Per device, Adam holds 2 and momentum 1 more copies of the parameters placed there than SGD:
+    # exactly the optimizer-state difference of the cost model's static memory.
+    model, graph = diamond
+    placement = np.array([1, 0, 0, 1, 1, 0, 1])  # w1 (mm1) on cpu:1, w2 (mm2) on cpu:0
+    held = {}
+    for optimizer in ("adam", "momentum", "sgd"):
+        task = make_task(graph, virtual_cpu_cluster(2), "train_step", optimizer=optimizer)
+        result = Executor(task, CPU2, seed=0, model=model).run(placement, warmup=0, repeats=1)
+        assert result.feasible, result.error
+        held[optimizer] = result.peak_memory
+    w1, w2 = 8 * 16 * 4, 16 * 4 * 4
+    np.testing.assert_array_equal(held["adam"] - held["sgd"], [2 * w2, 2 * w1])
+    np.testing.assert_array_equal(held["momentum"] - held["sgd"], [w2, w1])
+    sgd_task = make_task(graph, virtual_cpu_cluster(2), "train_step", optimizer="sgd")
+    adam_task = make_task(graph, virtual_cpu_cluster(2), "train_step", optimizer="adam")
+    np.testing.assert_array_equal(held["adam"] - held["sgd"],
+                                  adam_task.static_memory(placement) - sgd_task.static_memory(placement))
+
+
+def test_optimizer_maths_is_the_documented_formula():
+    # One parameter element by hand: g = 2, lr = 0.1, two steps.
+    from placement_gym.real.optimizers import STATE_TENSORS, apply_update, check_optimizer, new_state
+    from placement_gym.task import OPTIMIZERS
+
+    assert {k: len(v) for k, v in STATE_TENSORS.items()} == {k: v[0] for k, v in OPTIMIZERS.items()}
+    results = {}
+    for optimizer in ("adam", "momentum", "sgd"):
+        weight = torch.tensor([1.0], dtype=torch.float64)
+        state = new_state(optimizer, weight)
+        for step in (1, 2):
+            apply_update(optimizer, weight, torch.tensor([2.0], dtype=torch.float64), state, step, 0.1)
+        results[optimizer] = float(weight)
+    assert results["sgd"] == pytest.approx(1.0 - 0.1 * 2 - 0.1 * 2)
+    assert results["momentum"] == pytest.approx(1.0 - 0.1 * 2 - 0.1 * (0.9 * 2 + 2))
+    # Adam with a constant gradient: m_hat = g, v_hat = g^2, so each step moves by lr * g / (|g| + eps).
+    assert results["adam"] == pytest.approx(1.0 - 2 * 0.1 * 2 / (2 + 1e-8))
+    with pytest.raises(ValueError, match="unknown optimizer 'adamw'; allowed: adam, momentum, sgd"):
+        check_optimizer("adamw")
+
+
 def test_timing_gives_positive_runtimes_and_a_spread(diamond):
     model, graph = diamond
     task = make_task(graph, virtual_cpu_cluster(2), "inference")

@@ -17,7 +17,10 @@ How one step runs (the cost model's semantics, DESIGN.md, on real devices):
   Backward op ``f.grad``: ``torch.autograd.grad`` of ``f``'s outputs with respect to its inputs and
   parameters, seeded by the gradients its consumers sent back (one gradient tensor per forward edge,
   as in `Task`). The loss is the sum of the means of the float graph outputs, so a graph output's
-  gradient is ``1 / numel`` everywhere. Update op: SGD, ``p -= lr * grad``, on the parameter's device.
+  gradient is ``1 / numel`` everywhere. Update op: the task's optimizer (``task.optimizer``: Adam,
+  momentum or SGD, `placement_gym.real.optimizers`) on the parameter's device, with its state tensors
+  (Adam's two moments, the momentum velocity) created there, zero, when the run's weights are, and
+  kept across the run's steps as a training loop keeps them.
 * Inference: forward jobs only, under ``torch.no_grad()`` (grad mode is per thread: set in each worker).
 
 Weights are random, created from ``seed`` on the CPU (one generator, parameters in a fixed order, so
@@ -48,9 +51,10 @@ from placement_gym.cost_model.result import SimulationResult
 from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.real.devices import intra_op_threads, virtual_cpus
+from placement_gym.real.optimizers import apply_update, new_state
 from placement_gym.task import Task
 
-# Learning rate of the SGD update of a real train step (the value only matters for the numbers).
+# Learning rate of the update of a real train step, every optimizer (the value only matters for the numbers).
 DEFAULT_LEARNING_RATE = 1e-3
 _FLOAT_ONNX_TYPES = {1, 10, 11, 16}
 _TORCH_DEVICE_TYPES = ("cpu", "cuda", "mps")
@@ -63,7 +67,8 @@ class RealResult:
     runtime: median of the timed steps (seconds; ``inf`` when infeasible); runtimes: every timed
     step; spread: (max - min) / median of the timed steps; feasible / error: whether every step ran,
     and if not why; peak_memory: bytes per cluster device (CUDA: the allocator's peak in the last
-    step; CPU: the bytes the executor held on the device at the end of the last step, which is its
+    step; CPU: the bytes the executor held on the device at the end of the last step (weights, for
+    training their gradients and optimizer state, inputs, activations and copies), which is its
     peak because nothing is freed before the step ends; op workspaces not counted); loss: the last
     train step's loss (None for inference or a failure).
     """
@@ -441,9 +446,13 @@ class Executor:
     for every cpu-kind device, ``cuda:i`` for the i-th gpu-kind device (an error if it is missing).
     ``batch``: a smaller batch than the graph's (data inputs get that leading dimension, Reshape
     shapes that start with the batch follow it), for quick runs. ``model``: the ONNX file or
-    ModelProto the graph came from, needed unless it is a bundled graph. ``lr``: SGD learning rate.
-    After `run`, ``parameters`` holds the weights (name -> tensor on its device) and ``outputs`` the
-    graph outputs (name -> CPU tensor) of the last step.
+    ModelProto the graph came from, needed unless it is a bundled graph. ``lr``: the learning rate
+    of the task's optimizer (``task.optimizer``, see `placement_gym.real.optimizers`).
+    Each `run` starts from the same seeded weights and fresh (zero) optimizer state, which its steps
+    (warm-up and timed) then carry forward. After `run`, ``parameters`` holds the weights (name ->
+    tensor on its device), ``optimizer_state`` each parameter's optimizer state (name -> {state
+    name -> tensor on the parameter's device}; empty for inference and SGD) and ``outputs`` the graph
+    outputs (name -> CPU tensor) of the last step.
     """
 
     def __init__(self, task: Task, devices: Mapping[str, str] | None = None, seed: int = 0,
@@ -489,6 +498,7 @@ class Executor:
         self.batch = batch
         self._jobs = self._plan_jobs()
         self.parameters: dict[str, Any] = {}
+        self.optimizer_state: dict[str, dict[str, Any]] = {}
         self.outputs: dict[str, Any] = {}
 
     @staticmethod
@@ -568,16 +578,18 @@ class Executor:
                     if last:
                         self._reset_peaks(used)
                     runtime = self._step(array, state, keep=last)
+                    state["steps"] += 1
                     if step >= warmup:
                         runtimes.append(runtime)
                 peak = self._peak_memory(used, state)
                 loss = state.get("loss")
             except _StepFailed as error:
                 state.clear()
-                self.parameters, self.outputs = {}, {}
+                self.parameters, self.optimizer_state, self.outputs = {}, {}, {}
                 self._release()
                 return self._failed(str(error))
         self.parameters = state["weights"]
+        self.optimizer_state = state["optimizer_state"]
         median = statistics.median(runtimes)
         spread = (max(runtimes) - min(runtimes)) / median if median > 0 else 0.0
         assert len(peak) == n_devices
@@ -631,7 +643,8 @@ class Executor:
         return peak
 
     def _setup(self, placement: np.ndarray, state: dict[str, Any]) -> None:
-        """Weights on their owners' devices and data inputs on every used device (not timed)."""
+        """Weights and, for training, their optimizer state on their owners' devices, and data inputs
+        on every used device (not timed)."""
         p = self.program
         train = self.task.objective == "train_step"
         try:
@@ -640,6 +653,11 @@ class Executor:
             for name in list(weights):
                 device = self.torch_devices[placement[owner[name]]]
                 weights[name] = weights[name].to(device).requires_grad_(train)
+            state["optimizer_state"] = (
+                {name: new_state(self.task.optimizer, weight.detach()) for name, weight in weights.items()}
+                if train else {}
+            )
+            state["steps"] = 0
             data = _make_inputs(p, self.seed)
             state["data"] = {(name, d): value.to(self.torch_devices[d])
                              for name, value in data.items() for d in set(placement.tolist())}
@@ -843,14 +861,16 @@ class _StepState:
         import torch
 
         device = self.ex.torch_devices[d]
+        step = self.state["steps"] + 1  # this step's number, 1 for the first of the run
         with torch.no_grad():
             for name in self.p.owned[k]:
                 parts = [g.to(device) for g in self.grads.pop(name, [])]
                 if name in self.param_grads:
                     parts.append(self.param_grads.pop(name))
                 if parts:
-                    weight = self.state["weights"][name]
-                    weight.sub_(self.ex.lr * (torch.stack(parts).sum(0) if len(parts) > 1 else parts[0]))
+                    grad = torch.stack(parts).sum(0) if len(parts) > 1 else parts[0]
+                    apply_update(self.ex.task.optimizer, self.state["weights"][name], grad,
+                                 self.state["optimizer_state"][name], step, self.ex.lr)
 
     def finish(self) -> None:
         """Keep the last step's graph outputs, loss and the bytes held per device."""
@@ -872,6 +892,8 @@ class _StepState:
             count(d, weight)
             if self.train:
                 held[d] += weight.numel() * weight.element_size()  # its gradient
+                for value in self.state["optimizer_state"][name].values():
+                    count(d, value)
         for (_, d), value in self.state["data"].items():
             count(d, value)
         outputs = {}
