@@ -209,3 +209,51 @@ def test_bad_devices_exit_2_with_one_line(devices, cache, capsys):
     assert main(["profile", "--graph", "cifar10_cnn", "--devices", devices]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("placement-gym: error:") and "\n" not in err
+
+
+def test_optimizer_flag_reaches_the_profile_the_task_and_the_executor(cache, tmp_path, capsys):
+    from placement_gym.real.profile import find_profile, profile_key
+
+    graph = load_graph("cifar10_cnn")
+    devices = {"cpu:0": "cpu", "cpu:1": "cpu"}
+    quick = ["--graph", "cifar10_cnn", "--cluster", "cpu2", "--batch", "2", "--repeats", "1", "--json"]
+    assert main(["profile", *quick, "--optimizer", "sgd"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    stored = json.loads(open(summary["path"]).read())
+    assert summary["optimizer"] == stored["optimizer"] == "sgd"
+    assert stored["key"] == profile_key(stored["graph"]["sha256"], stored["devices"], 2, "sgd")
+    assert find_profile(graph, devices, batch=2, optimizer="sgd")["key"] == summary["key"]
+    assert find_profile(graph, devices, batch=2, optimizer="adam") is None
+    # fidelity --optimizer sgd reuses it; the default (adam) does not: it measures an adam profile.
+    png = str(tmp_path / "scatter.png")
+    assert main(["fidelity", *quick, "--samples", "2", "--optimizer", "sgd", "--out", png]) == 0
+    captured = capsys.readouterr()
+    assert "using the cached profile" in captured.err and json.loads(captured.out)["optimizer"] == "sgd"
+    assert main(["fidelity", *quick, "--samples", "2", "--out", png]) == 0
+    captured = capsys.readouterr()
+    assert "measuring the profile" in captured.err and json.loads(captured.out)["optimizer"] == "adam"
+    assert find_profile(graph, devices, batch=2, optimizer="adam")["optimizer"] == "adam"
+    assert main(["profile", *quick, "--optimizer", "adagrad"]) == 2
+    assert "invalid choice: 'adagrad'" in capsys.readouterr().err
+
+
+def test_train_optimizer_reaches_the_real_and_profiled_evaluators(cache, tmp_path, capsys):
+    from placement_gym.cli import build_parser
+    from placement_gym.cli.train_command import task_and_evaluator
+
+    parser = build_parser()
+    agent = ["train", "--agent", "random-search", "--graph", "cifar10_cnn", "--cluster", "cpu2"]
+    real = parser.parse_args([*agent, "--reward-mode", "real", "--batch", "2", "--optimizer", "momentum"])
+    task, evaluator = task_and_evaluator(real)
+    assert task.optimizer == evaluator.executor.task.optimizer == "momentum"
+    assert task.static_bytes.sum() == 3 * task.graph.param_bytes.sum()  # weights, gradients, velocity
+    assert main(["profile", "--graph", "cifar10_cnn", "--cluster", "cpu2", "--batch", "2", "--repeats", "1",
+                 "--optimizer", "sgd", "--out", str(tmp_path / "sgd.json"), "--json"]) == 0
+    capsys.readouterr()
+    train = [*agent, "--budget", "2", "--reward-mode", "profiled", "--profile", str(tmp_path / "sgd.json"),
+             "--out", str(tmp_path / "run")]
+    assert main(train) == 2  # the task trains with adam (the default): the sgd profile is refused
+    err = capsys.readouterr().err
+    assert "optimizer 'sgd'" in err and "trains with 'adam'" in err
+    _, evaluator = task_and_evaluator(parser.parse_args([*train, "--optimizer", "sgd"]))
+    assert evaluator.task.optimizer == "sgd" and evaluator.profile["optimizer"] == "sgd"

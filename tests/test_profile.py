@@ -34,8 +34,10 @@ from placement_gym.real.profile import (
 from placement_gym.task import make_task
 
 
-def synthetic_profile(graph, device_names, seed=0, update=False, batch=None, descriptions=None):
-    """A profile with seeded random times (0.01-1 ms) and links, in the file format."""
+def synthetic_profile(graph, device_names, seed=0, update=False, batch=None, descriptions=None,
+                      optimizer="adam"):
+    """A profile with seeded random times (0.01-1 ms) and links, in the file format, as if measured
+    with ``optimizer`` (None: a profile from before the optimizer was recorded)."""
     rng = np.random.default_rng(seed)
     devices = descriptions or [
         {"name": n, "torch_device": "cpu", "kind": "cpu", "host": "test", "torch_version": "0"}
@@ -47,7 +49,7 @@ def synthetic_profile(graph, device_names, seed=0, update=False, batch=None, des
 
     profile = {
         "format": PROFILE_FORMAT,
-        "key": profile_key(graph_digest(graph), devices, batch),
+        "key": profile_key(graph_digest(graph), devices, batch, optimizer or "sgd"),
         "graph": {"name": graph.name, "sha256": graph_digest(graph), "n_ops": graph.n_ops},
         "batch": batch,
         "devices": devices,
@@ -62,6 +64,8 @@ def synthetic_profile(graph, device_names, seed=0, update=False, batch=None, des
     }
     if update:
         profile["update_s"] = table()
+    if optimizer is not None:
+        profile["optimizer"] = optimizer
     return profile
 
 
@@ -191,6 +195,47 @@ def test_profile_of_another_graph_or_devices_is_refused(cifar):
         profiled_task(task, {"format": "something else"})
 
 
+def test_a_train_step_task_refuses_a_profile_of_another_optimizer(cifar):
+    cluster = hand_cluster(2)
+    sgd = synthetic_profile(cifar, cluster.device_names, update=True, optimizer="sgd")
+    with pytest.raises(ProfileError, match="optimizer 'sgd', task .* trains with 'adam'.*--optimizer adam"):
+        profiled_task(make_task(cifar, cluster, "train_step", "adam"), sgd)
+    # Its own optimizer takes it, update times included; inference has no update op: any optimizer.
+    task = profiled_task(make_task(cifar, cluster, "train_step", "sgd"), sgd)
+    first_update = int(np.flatnonzero(task.op_kind == 2)[0])
+    name = cifar.op_names[task.op_forward[first_update]]
+    assert task.duration[first_update, 0] == sgd["update_s"][name]["gpu:0"]
+    profiled_task(make_task(cifar, cluster, "inference", "adam"), sgd)
+    # A profile that names no optimizer predates the field: its train steps ran SGD.
+    unrecorded = synthetic_profile(cifar, cluster.device_names, optimizer=None)
+    with pytest.raises(ProfileError, match="records none.*always ran SGD"):
+        profiled_task(make_task(cifar, cluster, "train_step", "momentum"), unrecorded)
+    profiled_task(make_task(cifar, cluster, "train_step", "sgd"), unrecorded)
+    with pytest.raises(ProfileError, match="optimizer is 'adagrad'; allowed: adam, momentum, sgd"):
+        profiled_task(make_task(cifar, cluster, "train_step"), {**sgd, "optimizer": "adagrad"})
+
+
+def test_profiles_are_cached_and_found_per_optimizer(cifar, cache):
+    names = ["gpu:0", "gpu:1"]
+    digest = graph_digest(cifar)
+    described = synthetic_profile(cifar, names)["devices"]
+    keys = {opt: profile_key(digest, described, None, opt) for opt in ("adam", "momentum", "sgd")}
+    assert len(set(keys.values())) == 3
+    save_profile(synthetic_profile(cifar, names, optimizer="sgd"))
+    assert find_profile(cifar, names, optimizer="adam") is None
+    assert find_profile(cifar, names, optimizer="sgd")["optimizer"] == "sgd"
+    assert find_profile(cifar, names, optimizer=None)["optimizer"] == "sgd"
+    # The envs look the profile up with the task's optimizer; an inference task takes any.
+    cluster = hand_cluster(2)
+    with pytest.raises(ValueError, match="for optimizer adam.*--optimizer adam"):
+        DevicePlacementEnv(graph=cifar, cluster=cluster, reward_mode="profiled")
+    env = DevicePlacementEnv(graph=cifar, cluster=cluster, reward_mode="profiled", optimizer="sgd")
+    assert env.task.optimizer == "sgd"
+    DevicePlacementEnv(graph=cifar, cluster=cluster, objective="inference", reward_mode="profiled")
+    with pytest.raises(ValueError, match="unknown optimizer 'rmsprop'"):
+        find_profile(cifar, names, optimizer="rmsprop")
+
+
 def test_load_profile_errors(tmp_path):
     with pytest.raises(ProfileError, match="does not exist"):
         load_profile(tmp_path / "none.json")
@@ -309,6 +354,35 @@ def test_measure_profile_on_two_virtual_cpu_devices(cifar, cache):
     assert all(profile["transfer_latency_s"][o] >= lowest * (1 - 1e-9) for o in ("inference", "train_step"))
     handover = profile["settings"]["handover_s"]
     assert all(v >= handover for r in profile["link_latency"].values() for v in r.values())
+
+
+def test_measured_updates_and_train_steps_run_the_profile_s_optimizer(cifar, cache, monkeypatch):
+    # Every update timed for update_s, and every update of the executor's train steps (dispatch
+    # overhead, transfer latency), is the optimizer's own, as the executor runs it in real mode.
+    pytest.importorskip("torch")
+    from placement_gym.real import executor, optimizers, profile
+    from placement_gym.real.profile import measure_profile
+
+    seen = []
+
+    def recording(optimizer, weight, grad, state, step, lr):
+        seen.append((optimizer, tuple(sorted(state)), step))
+        optimizers.apply_update(optimizer, weight, grad, state, step, lr)
+
+    monkeypatch.setattr(profile, "apply_update", recording)
+    monkeypatch.setattr(executor, "apply_update", recording)
+    devices = {"gpu:0": "cpu", "gpu:1": "cpu"}
+    measured = measure_profile(cifar, devices, batch=2, repeats=1, warmup=0, link_sizes=(1 << 10, 1 << 14),
+                               optimizer="momentum")
+    assert measured["optimizer"] == "momentum" and {s[0] for s in seen} == {"momentum"}
+    assert {s[1] for s in seen} == {("velocity",)}
+    assert max(s[2] for s in seen) >= 2  # state carried across steps, not re-created per step
+    task = make_task(cifar, hand_cluster(2), "train_step", "momentum")
+    assert profiled_task(task, measured).optimizer == "momentum"
+    with pytest.raises(ProfileError, match="optimizer 'momentum'"):
+        profiled_task(make_task(cifar, hand_cluster(2), "train_step", "adam"), measured)
+    with pytest.raises(ValueError, match="unknown optimizer 'nadam'"):
+        measure_profile(cifar, devices, batch=2, optimizer="nadam")
 
 
 def test_profiled_task_adds_the_launch_overhead_of_its_objective(cifar):

@@ -11,6 +11,7 @@ from typing import Any
 
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import fmt_seconds, print_json, print_table
+from placement_gym.task import OPTIMIZERS
 
 # Default timed runs of each op, link and whole-graph step of a profile, and default fidelity rounds.
 PROFILE_REPEATS = 5
@@ -32,22 +33,26 @@ def _note(args: argparse.Namespace, message: str) -> None:
 
 def _get_profile(
     args, graph, model, devices: dict[str, str], force: bool = False, out: str | None = None,
-    repeats: int = PROFILE_REPEATS,
+    repeats: int = PROFILE_REPEATS, any_optimizer: bool = False,
 ) -> tuple[dict, str, bool]:
-    """The cached profile of ``graph`` on ``devices`` at ``--batch`` (measured and saved, to ``out`` or
-    the cache, when missing or ``force``, with ``repeats`` timed runs): ``(profile, path, measured_now)``."""
+    """The cached profile of ``graph`` on ``devices`` at ``--batch`` for ``--optimizer`` (measured and
+    saved, to ``out`` or the cache, when missing or ``force``, with ``repeats`` timed runs):
+    ``(profile, path, measured_now)``. ``any_optimizer``: a cached profile of another optimizer will
+    do (an inference task has no update op)."""
     from placement_gym.real.devices import intra_op_threads, virtual_cpus
     from placement_gym.real.profile import cache_dir, find_profile, measure_profile, save_profile
 
     if not force:
-        cached = find_profile(graph, devices, args.batch)
+        cached = find_profile(graph, devices, args.batch, None if any_optimizer else args.optimizer)
         if cached is not None:
             return cached, str(cache_dir() / f"{graph.name}-{cached['key']}.json"), False
     batch = f" at batch {args.batch}" if args.batch else ""
-    _note(args, f"measuring the profile of {graph.name}{batch} on {', '.join(sorted(devices))} ...")
+    _note(args, f"measuring the profile of {graph.name}{batch} on {', '.join(sorted(devices))} "
+                f"(optimizer {args.optimizer}) ...")
     with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
         profile = measure_profile(
-            graph, devices, batch=args.batch, repeats=repeats, warmup=args.warmup, model=model
+            graph, devices, batch=args.batch, repeats=repeats, warmup=args.warmup, model=model,
+            optimizer=args.optimizer,
         )
     path = save_profile(profile, out)
     return profile, str(path), True
@@ -60,6 +65,7 @@ def _check_warmup(args: argparse.Namespace) -> None:
 
 def run_profile(args: argparse.Namespace) -> int:
     from placement_gym.real.fidelity import resolve_devices
+    from placement_gym.real.profile import profile_optimizer
 
     _check_warmup(args)
     cluster, devices = resolve_devices(args.devices, args.cluster)
@@ -73,6 +79,7 @@ def run_profile(args: argparse.Namespace) -> int:
         "graph": graph.name,
         "sha256": profile["graph"]["sha256"],
         "batch": profile.get("batch"),
+        "optimizer": profile_optimizer(profile),
         "devices": devices,
         "cluster": cluster.name,
         "key": profile["key"],
@@ -97,6 +104,7 @@ def run_profile(args: argparse.Namespace) -> int:
             f"{profile.get('batch') if profile.get('batch') else 'of the graph'})",
         ],
         ["devices", ", ".join(f"{n}={s}" for n, s in devices.items())],
+        ["optimizer", f"{summary['optimizer']} (update ops and train steps)"],
         ["profile", f"{path} ({'measured now' if measured else 'cached, reused; --force re-measures'})"],
     ]
     for d in devices:
@@ -135,12 +143,14 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
 
     if args.objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {args.objective!r}; allowed: {', '.join(OBJECTIVES)}")
-    task = make_task(graph, cluster, args.objective)
+    task = make_task(graph, cluster, args.objective, args.optimizer)
     scaled = rebatched_graph(graph, args.batch, model)  # checks --batch before any measuring
-    profile, path, measured_now = _get_profile(args, graph, model, devices)
+    profile, path, measured_now = _get_profile(args, graph, model, devices,
+                                               any_optimizer=args.objective == "inference")
     if not measured_now:
         _note(args, f"using the cached profile {path}")
-    placements = fidelity_placements(make_task(scaled, cluster, args.objective), args.samples, args.seed)
+    placements = fidelity_placements(make_task(scaled, cluster, args.objective, args.optimizer), args.samples,
+                                     args.seed)
     rounds = args.repeats or FIDELITY_ROUNDS
 
     def announce_round(i: int, label: str) -> None:
@@ -184,11 +194,12 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         for r in summary["placements"]
     ]
     batch = f"batch {args.batch} (smaller than the graph's)" if args.batch else "the graph's batch"
+    trained_with = f" with {report.optimizer}" if report.optimizer else ""
     print_table(
         ["placement", "measured", "profiled", "analytical"],
         rows,
         numeric=[False, True, True, True],
-        title=f"{task.id} at {batch}, {args.statistic} of {rounds} rounds",
+        title=f"{task.id}{trained_with} at {batch}, {args.statistic} of {rounds} rounds",
     )
     print_table(
         ["model", "Spearman", "MAPE"],
@@ -230,6 +241,13 @@ def _add_device_arguments(parser: argparse.ArgumentParser, repeats_help: str) ->
     )
     parser.add_argument("--repeats", type=positive_int, default=None, help=repeats_help)
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before them (default: 1)")
+    parser.add_argument(
+        "--optimizer",
+        default="adam",
+        choices=tuple(OPTIMIZERS),
+        help="optimizer of a train step, as the task's (default: adam): the update the executor runs and "
+        "the profile times; a profile is kept per optimizer",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object")
 
 
@@ -237,9 +255,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     profile = subparsers.add_parser(
         "profile",
         help="measure a graph's op times and links on real devices",
-        description="Measure every op's forward and backward time on each device and the bandwidth and "
-        "latency of each link; write a profile (keyed by the graph's sha256, the devices and the batch) that "
-        "the profiled cost model uses. A cached profile is reused unless --force or --out.",
+        description="Measure every op's forward and backward time on each device, the update time of each "
+        "parameterised op with --optimizer, and the bandwidth and latency of each link; write a profile "
+        "(keyed by the graph's sha256, the devices, the batch and the optimizer) that the profiled cost "
+        "model uses. A cached profile is reused unless --force or --out.",
     )
     _add_device_arguments(
         profile, f"timed runs of each op, link and whole-graph step; each time is their median "

@@ -6,6 +6,8 @@ model with measured op times: ``--profile FILE``, else the cached profile of the
 ``--devices`` or on the cluster's device names) or ``real`` (every placement run on the torch
 devices of ``--devices``, or of an explicit ``--cluster`` such as ``cpu2``). The device options are
 read as ``placement-gym profile`` and ``fidelity`` read them (`placement_gym.real.fidelity.resolve_devices`).
+``--optimizer`` is the task's optimizer (default adam): what the cost model costs, the update a real
+train step runs, and the optimizer a profile must have been measured with.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from placement_gym.cli.common import DEFAULT_CLUSTER, add_task_arguments, positi
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import _graph_and_model
 from placement_gym.real.evaluators import REWARD_MODES
-from placement_gym.task import Task
+from placement_gym.task import OPTIMIZERS, Task
 from placement_gym.tasks import get_task
 
 # How the results table names what scored the runtimes (`baselines.learning.evaluator.evaluator_name`).
@@ -45,20 +47,21 @@ def _check_mode_options(args: argparse.Namespace) -> None:
 
 
 def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
-    """The task of ``--graph``/``--cluster``/``--objective`` (the cluster of ``--devices`` where
-    given) and the evaluator of ``--reward-mode`` (None for the cost model)."""
+    """The task of ``--graph``/``--cluster``/``--objective``/``--optimizer`` (the cluster of
+    ``--devices`` where given) and the evaluator of ``--reward-mode`` (None for the cost model)."""
     _check_mode_options(args)
+    optimizer = args.optimizer
     if args.reward_mode == "cost_model":
-        return get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective), None
+        return get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective, optimizer), None
     from placement_gym.real.evaluators import make_evaluator
     from placement_gym.real.fidelity import resolve_devices
 
     devices = None
     if args.devices is not None or args.reward_mode == "real":
         cluster, devices = resolve_devices(args.devices, args.cluster)
-        task = get_task(args.graph, cluster, args.objective)
+        task = get_task(args.graph, cluster, args.objective, optimizer)
     else:
-        task = get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective)
+        task = get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective, optimizer)
     if args.reward_mode == "profiled":
         try:
             return task, make_evaluator(task, "profiled", profile=args.profile, devices=devices)
@@ -79,10 +82,13 @@ def run_train(args: argparse.Namespace) -> int:
     get_learned(args.agent)  # a clear error for an unknown agent before any work
     task, evaluator = task_and_evaluator(args)
     mode = "" if args.reward_mode == "cost_model" else f"-{args.reward_mode}"
+    # The task id does not name the optimizer: another optimizer gets its own default folder, so that
+    # --resume never continues a run of one optimizer on another.
+    trained_with = "" if task.optimizer == "adam" or task.objective != "train_step" else f"-{task.optimizer}"
     out = (
         Path(args.out)
         if args.out
-        else Path("runs") / f"{args.agent}-{task.id.replace('/', '-')}{mode}-s{args.seed}"
+        else Path("runs") / f"{args.agent}-{task.id.replace('/', '-')}{trained_with}{mode}-s{args.seed}"
     )
     result = train(
         args.agent,
@@ -135,6 +141,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     # devices (cpu<N>), as `placement-gym profile` does; elsewhere the default cluster applies.
     parser.set_defaults(cluster=None)
     parser.add_argument(
+        "--optimizer",
+        default="adam",
+        choices=tuple(OPTIMIZERS),
+        help="optimizer of a train step (default: adam): its update ops and memory in the cost model, the "
+        "update a --reward-mode real step runs, and the optimizer a --reward-mode profiled profile was "
+        "measured with",
+    )
+    parser.add_argument(
         "--budget",
         type=positive_int,
         default=1000,
@@ -173,7 +187,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out",
         default=None,
-        help="output folder (default: runs/<agent>-<graph>-<cluster>-<objective>[-<reward mode>]-s<seed>)",
+        help="output folder (default: runs/<agent>-<graph>-<cluster>-<objective>[-<optimizer other than "
+        "adam>][-<reward mode>]-s<seed>)",
     )
     parser.add_argument(
         "--resume",

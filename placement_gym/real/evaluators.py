@@ -2,8 +2,10 @@
 
 - ``"cost_model"``: the analytical cost model on the task itself; `make_evaluator` returns None
   (the envs then call `placement_gym.simulate` directly).
-- ``"profiled"``: the same cost model on `profiled_task` (measured op times and links).
-- ``"real"``: the torch executor of `placement_gym.real.executor` runs the placement.
+- ``"profiled"``: the same cost model on `profiled_task` (measured op times and links; for a
+  ``train_step`` task, a profile measured with the task's optimizer).
+- ``"real"``: the torch executor of `placement_gym.real.executor` runs the placement (a train step
+  updates the weights with the task's optimizer).
 
 An evaluator has ``simulate(placement, schedule=False) -> SimulationResult``, the interface the envs'
 ``evaluator`` attribute takes.
@@ -30,7 +32,8 @@ def check_reward_mode(reward_mode: Any) -> str:
 
 
 class ProfiledEvaluator:
-    """Simulates placements on the profiled task (``self.task``: measured op times and links)."""
+    """Simulates placements on the profiled task (``self.task``: measured op times and links); it
+    shares the evaluation counter of the task it was made for, so its evaluations count there."""
 
     def __init__(self, task: Task, profile: Mapping[str, Any] | str | Path) -> None:
         self.profile = load_profile(profile) if isinstance(profile, (str, Path)) else profile
@@ -70,6 +73,7 @@ class RealEvaluator:
 
     def simulate(self, placement, schedule: bool = False) -> SimulationResult:
         result = self.executor.run(placement)
+        self.task.count_evaluations(1)  # a measured run is an evaluation of the task (`Task.evaluations`)
         self.last_result = result
         self.last_info = _summary(result)
         return result.to_simulation_result()
@@ -100,8 +104,9 @@ def make_evaluator(
     """The evaluator of ``reward_mode`` for ``task``: None for ``"cost_model"``; a
     `ProfiledEvaluator` for ``"profiled"`` (``profile``: a profile dict or file; default the cached
     profile of the task's graph on ``devices``, or without ``devices`` on the cluster's device
-    names); a `RealEvaluator` for ``"real"`` (``devices`` required; ``options`` go to the
-    executor, such as ``seed``)."""
+    names; for a ``train_step`` task it must be measured with ``task.optimizer``); a
+    `RealEvaluator` for ``"real"`` (``devices`` required; ``options`` go to the executor, such as
+    ``seed``; its train steps run ``task.optimizer``)."""
     check_reward_mode(reward_mode)
     if reward_mode == "cost_model":
         if profile is not None or devices is not None:
@@ -111,12 +116,17 @@ def make_evaluator(
         return None
     if reward_mode == "profiled":
         if profile is None:
-            profile = find_profile(task.graph, devices if devices is not None else task.cluster.device_names)
+            # An inference task has no update op: a profile of any optimizer serves it.
+            optimizer = task.optimizer if task.objective == "train_step" else None
+            profile = find_profile(task.graph, devices if devices is not None else task.cluster.device_names,
+                                   optimizer=optimizer)
             if profile is None:
                 names = ",".join(task.cluster.device_names)
+                which = f" for optimizer {optimizer}" if optimizer else ""
+                flag = f" --optimizer {optimizer}" if optimizer else ""
                 raise ValueError(
-                    f"no cached profile of graph {task.graph.name!r} on devices {names}; run "
-                    f"placement-gym profile --graph {task.graph.name} --devices {names} "
+                    f"no cached profile of graph {task.graph.name!r} on devices {names}{which}; run "
+                    f"placement-gym profile --graph {task.graph.name} --devices {names}{flag} "
                     f"(or pass profile=)"
                 )
         return ProfiledEvaluator(task, profile)

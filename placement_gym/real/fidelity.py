@@ -309,6 +309,8 @@ class FidelityReport:
     rounds: np.ndarray | None = None
     # How ``measured`` was made from ``rounds``: a key of `STATISTICS`.
     statistic: str = "min"
+    # The optimizer the measured train steps ran and both models costed (None for inference).
+    optimizer: str | None = None
 
     def _scored(self) -> np.ndarray:
         return np.isfinite(self.measured) & np.isfinite(self.analytical) & np.isfinite(self.profiled)
@@ -359,8 +361,8 @@ class FidelityReport:
             ))
         ]
         other = {name: self.figures(name) for name in STATISTICS if name != self.statistic}
-        return {"task": self.task_id, "batch": self.batch, **self.figures(), "other_statistics": other,
-                "placements": rows}
+        return {"task": self.task_id, "batch": self.batch, "optimizer": self.optimizer, **self.figures(),
+                "other_statistics": other, "placements": rows}
 
 
 def run_fidelity(
@@ -378,7 +380,8 @@ def run_fidelity(
 ) -> FidelityReport:
     """Run each placement on ``devices`` (`Executor`) and simulate it in the analytical and the
     profiled cost model of ``task`` at ``batch`` (the graph re-imported at that batch:
-    `rebatched_graph`). ``profile`` must be measured at ``batch``.
+    `rebatched_graph`). ``profile`` must be measured at ``batch`` and, for a ``train_step`` task,
+    with the task's optimizer, which the executor's train steps run and both models cost.
 
     Measurement: ``repeats`` rounds; each round runs every placement once (``warmup`` untimed steps,
     then one timed step) in a seeded random order, and a placement's runtime is the ``statistic``
@@ -438,6 +441,7 @@ def run_fidelity(
         errors=tuple(errors),
         rounds=times,
         statistic=statistic,
+        optimizer=task.optimizer if task.objective == "train_step" else None,
     )
 
 

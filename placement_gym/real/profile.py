@@ -7,11 +7,12 @@ A *profile* is a JSON-able dict (``PROFILE_FORMAT`` in ``"format"``)::
       "key": "<16 hex digits, see profile_key>",
       "graph": {"name": "cifar10_cnn", "sha256": "<graph_digest>", "n_ops": 42},
       "batch": null,                     # null: the graph's own batch
+      "optimizer": "adam",               # the optimizer of the update ops and train steps measured
       "devices": [{"name": "cpu:0", "torch_device": "cpu", "kind": "cpu",
                    "host": "Linux x86_64 ...", "torch_version": "2.13.0"}, ...],
       "forward_s":  {"<op name>": {"<device name>": seconds, ...}, ...},   # every forward op
       "backward_s": {"<op name>": {"<device name>": seconds, ...}, ...},   # optional per op
-      "update_s":   {"<op name>": {"<device name>": seconds, ...}, ...},   # optional per op
+      "update_s":   {"<op name>": {"<device name>": seconds, ...}, ...},   # optional per op (optimizer's)
       "link_bandwidth": {"<src>": {"<dst>": bytes per second, ...}, ...},  # every ordered pair
       "link_latency":   {"<src>": {"<dst>": seconds, ...}, ...},  # copy + thread hand-over
       "launch_overhead_s": {"inference": {"<device>": s}, "train_step": {"<device>": s}},  # optional
@@ -29,11 +30,16 @@ without it (an older one) gets no overhead added. ``transfer_latency_s``, where 
 every link's latency for tasks of that objective: the latency with which the model best reproduces
 the executor on placements from few to nearly all tensors crossing devices (`measure_transfer_latency`).
 
-Times are objective-independent (forward and backward of each forward op), so one profile serves
-``train_step`` and ``inference`` tasks. Profiles are cached as JSON files in
-``~/.cache/placement_gym/profiles`` (or ``$PLACEMENT_GYM_CACHE/profiles``), named
-``<graph name>-<key>.json``; the key is a hash of the graph digest, the sorted device descriptions
-and the batch, so a profile measured on other hardware or another torch version is not reused.
+Forward and backward times are objective-independent, so one profile serves ``train_step`` and
+``inference`` tasks. What a train step adds depends on the optimizer: ``update_s`` times the
+update op of ``"optimizer"`` (`placement_gym.real.optimizers`, as the executor runs it), and the
+``train_step`` dispatch overhead and transfer latency are fitted on train steps that run it. So a
+profile serves ``train_step`` tasks of its own optimizer only (`profiled_task` refuses another);
+a profile without ``"optimizer"`` predates the field and measured SGD, which the executor then ran.
+Profiles are cached as JSON files in ``~/.cache/placement_gym/profiles`` (or
+``$PLACEMENT_GYM_CACHE/profiles``), named ``<graph name>-<key>.json``; the key is a hash of the
+graph digest, the sorted device descriptions, the batch and the optimizer, so a profile measured on
+other hardware, another torch version or for another optimizer is not reused.
 
 torch is imported only by the functions that measure or describe devices.
 """
@@ -56,12 +62,16 @@ import numpy as np
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.real.devices import intra_op_threads, virtual_cpus
-from placement_gym.task import Task, make_task
+from placement_gym.real.optimizers import apply_update, check_optimizer, new_state
+from placement_gym.task import OPTIMIZERS, Task, make_task
 
 PROFILE_FORMAT = "placement-gym-profile/1"
 # Bumped whenever what is measured changes (2: per-job dispatch overhead, update ops, transfer latency;
-# 3: op times in interleaved passes, transfer latency fitted on several placements).
-MEASUREMENT_VERSION = 3
+# 3: op times in interleaved passes, transfer latency fitted on several placements; 4: update ops and
+# train steps run the task's optimizer, recorded in the profile, instead of always SGD).
+MEASUREMENT_VERSION = 4
+# The optimizer of a profile that does not name one: every profile before measurement version 4.
+_UNRECORDED_OPTIMIZER = "sgd"
 # Sizes (bytes) of the copies a link is timed with: small ones pin the latency, large ones the bandwidth.
 LINK_SIZES: tuple[int, ...] = (1 << 10, 1 << 16, 1 << 20, 1 << 23)
 # Floor for fitted link figures: the Cluster needs positive numbers, and a fit on noisy timings of
@@ -78,16 +88,11 @@ class ProfileError(ValueError):
 
 def graph_digest(graph: OpGraph) -> str:
     """The graph's identity for profiles: the sha256 of its ONNX file, or for a graph built in
-    memory (``sha256 == ""``) a sha256 of its op names, op types and edges."""
+    memory (``sha256 == ""``) ``mem-`` and its content sha256 (`OpGraph.content_sha256`: every
+    array, so two graphs of the same ops and edges but other tensor sizes are two graphs)."""
     if graph.sha256:
         return graph.sha256
-    digest = hashlib.sha256()
-    digest.update("\n".join(graph.op_names).encode())
-    digest.update("\n".join(graph.op_types).encode())
-    digest.update(np.ascontiguousarray(graph.edge_tensor, dtype=np.int64).tobytes())
-    digest.update(np.ascontiguousarray(graph.edge_dst, dtype=np.int64).tobytes())
-    digest.update(np.ascontiguousarray(graph.tensor_producer, dtype=np.int64).tobytes())
-    return "mem-" + digest.hexdigest()
+    return "mem-" + graph.content_sha256
 
 
 def _host_description() -> str:
@@ -127,14 +132,17 @@ def describe_devices(devices: Mapping[str, str]) -> list[dict[str, str]]:
 
 
 def profile_key(
-    graph_sha256: str, device_descriptions: Sequence[Mapping[str, str]], batch: int | None
+    graph_sha256: str, device_descriptions: Sequence[Mapping[str, str]], batch: int | None,
+    optimizer: str = "adam",
 ) -> str:
-    """16 hex digits identifying what a profile measured: graph, devices (in any order), batch, and
-    the measurement version (`MEASUREMENT_VERSION`), so that a cached profile measured by an older
-    procedure is measured again rather than silently reused."""
+    """16 hex digits identifying what a profile measured: graph, devices (in any order), batch, the
+    optimizer of its update ops and train steps, and the measurement version (`MEASUREMENT_VERSION`),
+    so that a cached profile measured by an older procedure or for another optimizer is measured
+    again rather than silently reused."""
     devices = sorted((dict(d) for d in device_descriptions), key=lambda d: d["name"])
     text = json.dumps(
-        {"graph": graph_sha256, "devices": devices, "batch": batch, "measurement": MEASUREMENT_VERSION},
+        {"graph": graph_sha256, "devices": devices, "batch": batch, "optimizer": check_optimizer(optimizer),
+         "measurement": MEASUREMENT_VERSION},
         sort_keys=True,
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -188,18 +196,25 @@ def find_profile(
     graph: OpGraph,
     devices: Mapping[str, str] | Sequence[str],
     batch: int | None = None,
+    optimizer: str | None = "adam",
 ) -> dict[str, Any] | None:
-    """The cached profile of ``graph`` on ``devices``, or None.
+    """The cached profile of ``graph`` on ``devices`` for ``optimizer``, or None.
 
     ``devices`` as a mapping (name -> torch device) looks up the exact key (same hardware and torch
     version; imports torch). As a sequence of device names it takes, without torch, the newest
-    cached profile of the graph whose device names are exactly these (any hardware)."""
+    cached profile of the graph whose device names are exactly these (any hardware).
+    ``optimizer``: the one the profile's update ops and train steps ran (`profile_optimizer`);
+    None takes a profile of any optimizer (enough for ``inference`` tasks, which have no update)."""
     directory = cache_dir()
     digest = graph_digest(graph)
+    wanted = tuple(OPTIMIZERS) if optimizer is None else (check_optimizer(optimizer),)
     if isinstance(devices, Mapping):
-        key = profile_key(digest, describe_devices(devices), batch)
-        path = directory / f"{graph.name}-{key}.json"
-        return load_profile(path) if path.is_file() else None
+        described = describe_devices(devices)
+        for candidate in wanted:
+            path = directory / f"{graph.name}-{profile_key(digest, described, batch, candidate)}.json"
+            if path.is_file():
+                return load_profile(path)
+        return None
     names = sorted(devices)
     best = None
     for path in sorted(directory.glob(f"{graph.name}-*.json")) if directory.is_dir() else ():
@@ -211,6 +226,7 @@ def find_profile(
             profile["graph"]["sha256"] == digest
             and sorted(d["name"] for d in profile["devices"]) == names
             and profile.get("batch") == batch
+            and profile_optimizer(profile) in wanted
             and (best is None or profile.get("created", "") > best.get("created", ""))
         ):
             best = profile
@@ -237,6 +253,16 @@ def check_profile(profile: Any, source: str = "profile") -> None:
         isinstance(d, Mapping) and "name" in d for d in profile["devices"]
     ):
         raise ProfileError(f"{source}: 'devices' must be a list of device descriptions with a 'name'")
+    if "optimizer" in profile and profile["optimizer"] not in OPTIMIZERS:
+        raise ProfileError(
+            f"{source}: optimizer is {profile['optimizer']!r}; allowed: {', '.join(OPTIMIZERS)}"
+        )
+
+
+def profile_optimizer(profile: Mapping[str, Any]) -> str:
+    """The optimizer whose update ops and train steps ``profile`` measured: its ``"optimizer"``, or
+    for a profile made before that was recorded, ``"sgd"`` (the only update the executor then ran)."""
+    return str(profile.get("optimizer", _UNRECORDED_OPTIMIZER))
 
 
 def _device_names(profile: Mapping[str, Any]) -> list[str]:
@@ -257,6 +283,16 @@ def _check_matches(task: Task, profile: Mapping[str, Any]) -> None:
         raise ProfileError(
             f"the profile measured devices {sorted(have)}, task {task.id}'s cluster has {sorted(want)}: "
             f"missing {sorted(want - have)}, extra {sorted(have - want)}"
+        )
+    measured = profile_optimizer(profile)
+    if task.objective == "train_step" and measured != task.optimizer:
+        recorded = "" if "optimizer" in profile else (
+            " (it records none: it predates the field, when the executor always ran SGD)"
+        )
+        raise ProfileError(
+            f"the profile measured train steps with optimizer {measured!r}{recorded}, task {task.id} "
+            f"trains with {task.optimizer!r}: its update times and train-step overheads do not apply; "
+            f"run placement-gym profile --graph {task.graph.name} --optimizer {task.optimizer} ..."
         )
 
 
@@ -320,9 +356,10 @@ def profiled_task(task: Task, profile: Mapping[str, Any] | str | Path) -> Task:
     ``backward_s`` of its forward op (an error if the profile has none for an op that a train_step
     task needs); an update op ``update_s`` of its forward op when measured, else the analytical
     figure of the cost model (optimizer updates are simple element-wise passes that the analytical
-    formula models well, and the executor's optimizer may differ from the one profiled). Links: the
-    measured ones (`profiled_cluster`). Graph, memory, objective and optimizer are unchanged; the
-    id keeps the task's (so placements and leaderboard entries stay comparable by task)."""
+    formula models well). A ``train_step`` task needs a profile of its own optimizer
+    (`profile_optimizer`; a `ProfileError` otherwise). Links: the measured ones
+    (`profiled_cluster`). Graph, memory, objective and optimizer are unchanged; the id keeps the
+    task's (so placements and leaderboard entries stay comparable by task)."""
     if isinstance(profile, (str, Path)):
         profile = load_profile(profile)
     check_profile(profile)
@@ -356,7 +393,9 @@ def profiled_task(task: Task, profile: Mapping[str, Any] | str | Path) -> Task:
         duration += overhead[None, :]
         cluster = dataclasses.replace(cluster, launch_overhead=np.maximum(overhead, _MIN_LATENCY_S))
     duration.setflags(write=False)
-    return dataclasses.replace(base, id=task.id, cluster=cluster, duration=duration, _cache={})
+    # The task's evaluation counter: evaluations of the profiled task count for the task.
+    return dataclasses.replace(base, id=task.id, cluster=cluster, duration=duration, _cache={},
+                               _evaluations=task._evaluations)
 
 
 def launch_overheads(profile: Mapping[str, Any], objective: str, devices: Sequence[str]) -> np.ndarray | None:
@@ -505,11 +544,13 @@ def measure_dispatch(
     repeats: int = 5,
     warmup: int = 1,
     model: Any = None,
+    optimizer: str = "adam",
 ) -> dict[str, float]:
     """The executor's dispatch seconds per job on each device for ``objective``: the whole graph
     run on the device alone by `Executor` (the fastest of ``repeats`` steps), less the sum of the
     measured times of its jobs, divided by the number of jobs (0 when the step was not slower).
-    Virtual CPU devices are run with one intra-op thread, as the executor runs them side by side."""
+    Virtual CPU devices are run with one intra-op thread, as the executor runs them side by side.
+    ``optimizer``: the one a train step runs (``update_s`` must be its update times)."""
     import torch
 
     from placement_gym.cluster.presets import default_efficiency_row
@@ -527,7 +568,7 @@ def measure_dispatch(
                 launch_overhead=np.ones(1), efficiency=default_efficiency_row(kind)[None, :],
                 link_bandwidth=np.zeros((1, 1)), link_latency=np.zeros((1, 1)),
             )
-            task = make_task(graph, alone, objective)
+            task = make_task(graph, alone, objective, optimizer)
             executor = Executor(task, {device_name: spec}, batch=batch, model=model)
             result = executor.run(np.zeros(graph.n_ops, dtype=np.int64), warmup=max(warmup, 1),
                                   repeats=repeats)
@@ -554,18 +595,22 @@ def measure_profile(
     warmup: int = 1,
     link_sizes: Sequence[int] = LINK_SIZES,
     model: Any = None,
+    optimizer: str = "adam",
 ) -> dict[str, Any]:
     """Measure ``graph``'s forward and backward op times on every device and every link; returns a
     profile (see the module docstring). ``devices``: device name -> torch device (``"cpu"``,
     ``"cuda:0"``); several names may share a torch device (virtual devices). An op's time is the
     fastest of ``repeats`` passes over all ops (after ``warmup`` passes; `_time_ops` says why), a
     link's and an update's the median of ``repeats`` runs. ``batch``: a smaller batch than the graph's (as
-    `Executor`'s); ``model``: the ONNX file or ModelProto of a graph that is not bundled."""
+    `Executor`'s); ``model``: the ONNX file or ModelProto of a graph that is not bundled;
+    ``optimizer``: the one whose update ops are timed and whose train steps give the train-step
+    overhead and transfer latency (``adam``, ``momentum``, ``sgd``; recorded in the profile and its key)."""
     _check_device_map(devices)
+    check_optimizer(optimizer)
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
     described = describe_devices(devices)
-    forward_s, backward_s, update_s = _measure_ops(graph, devices, batch, repeats, warmup, model)
+    forward_s, backward_s, update_s = _measure_ops(graph, devices, batch, repeats, warmup, model, optimizer)
     for table in (forward_s, backward_s, update_s):
         pool_virtual_devices(table, devices)
     bandwidth, latency = measure_links(devices, link_sizes, repeats, warmup)
@@ -575,15 +620,16 @@ def measure_profile(
             row[dst] += handover
     overhead = {
         objective: measure_dispatch(graph, devices, objective, forward_s, backward_s, update_s, batch,
-                                    repeats, warmup, model)
+                                    repeats, warmup, model, optimizer)
         for objective in ("inference", "train_step")
     }
     digest = graph_digest(graph)
     profile = {
         "format": PROFILE_FORMAT,
-        "key": profile_key(digest, described, batch),
+        "key": profile_key(digest, described, batch, optimizer),
         "graph": {"name": graph.name, "sha256": digest, "n_ops": graph.n_ops},
         "batch": batch,
+        "optimizer": optimizer,
         "devices": described,
         "forward_s": forward_s,
         "backward_s": backward_s,
@@ -600,7 +646,7 @@ def measure_profile(
     if len(devices) > 1:
         profile["transfer_latency_s"] = {
             objective: measure_transfer_latency(graph, devices, objective, profile, batch, repeats, warmup,
-                                                model)
+                                                model, optimizer)
             for objective in ("inference", "train_step")
         }
     return profile
@@ -652,6 +698,7 @@ def measure_transfer_latency(
     repeats: int = 5,
     warmup: int = 1,
     model: Any = None,
+    optimizer: str = "adam",
 ) -> float:
     """The link latency (seconds, same on every link) with which the profiled cost model best
     reproduces the executor on the `calibration_placements` (least squares on the logarithm of
@@ -662,7 +709,8 @@ def measure_transfer_latency(
     the parallelism the model expects but the machine does not give. Several placements, from a few
     crossings to one per op, keep one extreme from setting it: fitted on the alternating placement
     alone, the latency also absorbed that placement's lost parallelism and overcharged every
-    placement with fewer crossings (bert_base inference on two virtual CPUs)."""
+    placement with fewer crossings (bert_base inference on two virtual CPUs). ``optimizer``: the one
+    a train step runs, as in ``profile``."""
 
     from placement_gym.cost_model import simulate
     from placement_gym.real.executor import Executor
@@ -672,13 +720,14 @@ def measure_transfer_latency(
     placements = calibration_placements(graph.n_ops, len(devices))
     measured = []
     with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
-        executor = Executor(make_task(graph, cluster, objective), dict(devices), batch=batch, model=model)
+        executor = Executor(make_task(graph, cluster, objective, optimizer), dict(devices), batch=batch,
+                            model=model)
         for placement in placements:
             result = executor.run(placement, warmup=max(warmup, 1), repeats=repeats)
             if not result.feasible:
                 raise ValueError(f"running {graph.name} across {sorted(devices)} failed: {result.error}")
             measured.append(min(result.runtimes))  # the fastest step, as the op times (`_time_ops`)
-    model_task = profiled_task(make_task(rebatched_graph(graph, batch, model), cluster, objective),
+    model_task = profiled_task(make_task(rebatched_graph(graph, batch, model), cluster, objective, optimizer),
                                {k: v for k, v in profile.items() if k != "transfer_latency_s"})
     low = max(float(np.min(model_task.cluster.link_latency[~np.eye(len(devices), dtype=bool)])),
               _MIN_LATENCY_S)
@@ -696,9 +745,9 @@ def measure_transfer_latency(
     return float(min(candidates, key=loss))
 
 
-def _measure_ops(graph, devices, batch, repeats, warmup, model=None):
+def _measure_ops(graph, devices, batch, repeats, warmup, model=None, optimizer="adam"):
     """Per-op forward, backward and update seconds on each device: three ``{op: {device: s}}``
-    (update: only ops that own parameters).
+    (update: only ops that own parameters, with ``optimizer``'s update).
 
     Uses the executor's program of the graph (`placement_gym.real.executor`: the ONNX node, inputs
     and attributes of each op, the same random weights and data as `Executor` with seed 0). One
@@ -737,26 +786,29 @@ def _measure_ops(graph, devices, batch, repeats, warmup, model=None):
     # so their ops are timed with one thread too.
     with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
         _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s, repeats, warmup)
-        _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats, warmup)
+        _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats, warmup, optimizer)
     return forward_s, backward_s, update_s
 
 
-def _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats, warmup) -> None:
-    """Fill ``update_s``: the executor's SGD update (``p -= lr * grad``) of each op's parameters."""
+def _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats, warmup, optimizer) -> None:
+    """Fill ``update_s``: the executor's update of each op's parameters with ``optimizer``
+    (`placement_gym.real.optimizers.apply_update`), its state on the device as in the executor."""
     for device_name, spec in devices.items():
         device = torch.device(spec)
         for k, op_name in enumerate(graph.op_names):
             if not program.owned[k]:
                 continue
-            pairs = [
-                (weights[name].detach().clone().to(device), torch.ones_like(weights[name], device=device))
-                for name in program.owned[k]
-            ]
+            triples = []
+            for name in program.owned[k]:
+                weight = weights[name].detach().clone().to(device)
+                triples.append((weight, torch.ones_like(weight), new_state(optimizer, weight)))
+            steps = [0]
 
-            def update(pairs=pairs) -> None:
+            def update(triples=triples, steps=steps) -> None:
+                steps[0] += 1  # Adam's bias correction counts the updates, as in a training loop
                 with torch.no_grad():
-                    for weight, grad in pairs:
-                        weight.sub_(ex.DEFAULT_LEARNING_RATE * grad)
+                    for weight, grad, state in triples:
+                        apply_update(optimizer, weight, grad, state, steps[0], ex.DEFAULT_LEARNING_RATE)
 
             update_s[op_name][device_name] = _median_time(torch, {device}, update, repeats, warmup)
 
