@@ -28,6 +28,7 @@ import numpy as np
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
+from placement_gym.task_ids import make_task_id
 
 OBJECTIVES: dict[str, str] = {"train_step": "train", "inference": "inference"}
 # optimizer -> (state copies of the parameters, FLOPs per parameter element, bytes moved per parameter byte)
@@ -157,7 +158,8 @@ def make_task(
     graph: OpGraph, cluster: Cluster, objective: str = "train_step", optimizer: str = "adam"
 ) -> Task:
     """Compile a task. ``objective``: ``"train_step"`` or ``"inference"``; ``optimizer`` (training
-    only): ``"adam"``, ``"momentum"`` or ``"sgd"``."""
+    only): ``"adam"``, ``"momentum"`` or ``"sgd"``. The task's ``id`` names graph, cluster, objective
+    and optimizer so that no other task shares it (format: `placement_gym.task_ids`)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if optimizer not in OPTIMIZERS:
@@ -168,7 +170,9 @@ def make_task(
     edge_src = g.edge_src.astype(np.int64)
     edge_dst = g.edge_dst.astype(np.int64)
     edge_tensor = g.edge_tensor.astype(np.int64)
-    task_id = f"{g.name}/{cluster.name}/{OBJECTIVES[objective]}"
+    # Two different tasks never share an id (placement_gym/task_ids.py): resumed runs, caches and
+    # the leaderboard key on it.
+    task_id = make_task_id(g, cluster, OBJECTIVES[objective], None if objective == "inference" else optimizer)
     if objective == "inference":
         op_kind = np.zeros(n, dtype=np.int8)
         op_forward = np.arange(n, dtype=np.int32)

@@ -8,39 +8,55 @@ from pathlib import Path
 from placement_gym.cluster import Cluster, load_cluster
 from placement_gym.graph import OpGraph, load_graph
 from placement_gym.task import OBJECTIVES, Task, make_task
+from placement_gym.task_ids import DEFAULT_OPTIMIZER, split_task_id
 
 _OBJECTIVE_BY_SUFFIX = {suffix: name for name, suffix in OBJECTIVES.items()}
 
 
+def _source_key(name_or_path: str | Path) -> tuple:
+    """A graph or cluster argument as a cache key: the argument (what the loaders read), and for an
+    existing file also its resolved path, modification time and size, so that a file written anew,
+    or another file of the same name in another directory, is read anew."""
+    path = Path(name_or_path)
+    if path.is_file():
+        stat = path.stat()
+        return (str(name_or_path), str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    return (str(name_or_path),)
+
+
 @functools.lru_cache(maxsize=64)
-def _cached_task(graph: str, cluster: str, objective: str, optimizer: str) -> Task:
-    return make_task(load_graph(graph), load_cluster(cluster), objective, optimizer)
+def _cached_task(graph_key: tuple, cluster_key: tuple, objective: str, optimizer: str) -> Task:
+    return make_task(load_graph(graph_key[0]), load_cluster(cluster_key[0]), objective, optimizer)
 
 
 def get_task(
     graph: str | Path | OpGraph = "inception_v3",
     cluster: str | Path | Cluster = "k80x4",
     objective: str = "train_step",
-    optimizer: str = "adam",
+    optimizer: str = DEFAULT_OPTIMIZER,
 ) -> Task:
     """A compiled task from a graph (bundled name, ONNX path or `OpGraph`), a cluster (preset name,
-    JSON path or `Cluster`) and an objective (``"train_step"`` or ``"inference"``; the id suffixes
-    ``"train"`` and ``"inference"`` are accepted too). Tasks built from names are cached."""
+    JSON path or `Cluster`), an objective (``"train_step"`` or ``"inference"``; the id suffixes
+    ``"train"`` and ``"inference"`` are accepted too) and, for training, an optimizer (``"adam"``,
+    ``"momentum"``, ``"sgd"``). Tasks built from names or files are cached (a file until it changes)."""
     objective = _OBJECTIVE_BY_SUFFIX.get(objective, objective)
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if isinstance(graph, (str, Path)) and isinstance(cluster, (str, Path)):
-        return _cached_task(str(graph), str(cluster), objective, optimizer)
+        return _cached_task(_source_key(graph), _source_key(cluster), objective, optimizer)
     graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
     cluster = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
     return make_task(graph, cluster, objective, optimizer)
 
 
 def parse_task_id(task_id: str) -> Task:
-    """The task of an id such as ``"inception_v3/k80x4/train"``."""
-    parts = task_id.split("/")
-    if len(parts) != 3:
+    """The task of an id such as ``"inception_v3/k80x4/train"`` or ``"resnet50/v100x8/train+sgd"``
+    (format: `placement_gym.task_ids`). An id whose graph or cluster carries a content hash
+    (``my_model@3f2a9c1d0b7e``) is refused with a clear error: only its file rebuilds that task."""
+    graph, cluster, suffix, optimizer = split_task_id(task_id)
+    if optimizer is not None and _OBJECTIVE_BY_SUFFIX.get(suffix) != "train_step":
         raise ValueError(
-            f"a task id is graph/cluster/objective, such as inception_v3/k80x4/train; got {task_id!r}"
+            f"task {task_id}: only a training step has an optimizer "
+            f"({OBJECTIVES['train_step']}+{optimizer}), not {suffix!r}"
         )
-    return get_task(*parts)
+    return get_task(graph, cluster, suffix, optimizer or DEFAULT_OPTIMIZER)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from placement_gym.content_hash import dataclass_sha256
 from placement_gym.graph.opgraph import CATEGORIES
 
 DEVICE_KINDS: tuple[str, ...] = ("cpu", "gpu")
@@ -26,6 +28,8 @@ class Cluster:
             each category reaches.
     Per ordered pair (``(n_devices, n_devices)``, diagonal unused and 0):
         link_bandwidth (bytes/s), link_latency (seconds).
+    ``content_sha256`` (computed): of every figure, device name and kind, not ``name`` nor
+    ``description``.
     """
 
     name: str
@@ -83,6 +87,12 @@ class Cluster:
                 )
         if np.any(self.efficiency > 1):
             raise ValueError(f"cluster {self.name!r}: efficiency figures must be in (0, 1]")
+
+    @cached_property
+    def content_sha256(self) -> str:
+        """The hex sha256 of the devices and links (names, kinds and every figure), not the cluster's
+        name nor its description: what the cost of a placement depends on."""
+        return dataclass_sha256(self, exclude=("name", "description"))
 
     @property
     def n_devices(self) -> int:

@@ -29,6 +29,7 @@ finite number)::
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -245,6 +246,31 @@ def cluster_to_dict(cluster: Cluster) -> dict:
     data["devices"] = devices
     data["links"] = links
     return data
+
+
+@functools.cache  # presets are fixed figures: one digest per preset and process
+def _preset_sha256(name: str) -> str:
+    return PRESETS[name]().content_sha256
+
+
+def is_named_cluster(cluster: Cluster) -> bool:
+    """Whether ``load_cluster(cluster.name)`` gives this cluster's devices and figures: a preset with
+    the preset's figures, or this machine's own devices (``local``, ``cpu<N>``, see
+    `placement_gym.real.devices.get_real_cluster`; their figures are estimated or measured on this
+    machine, so their name stands for the hardware). Task ids give such a cluster its plain name;
+    any other cluster, even one named like a preset, carries its content hash."""
+    if cluster.name in PRESETS:
+        return cluster.content_sha256 == _preset_sha256(cluster.name)
+    if REAL_CLUSTER_NAME.fullmatch(cluster.name):
+        from placement_gym.real.devices import get_real_cluster
+
+        try:
+            # Cached in the process: the machine's own cluster is not measured again.
+            machine = get_real_cluster(cluster.name)
+        except (ImportError, ValueError):  # no torch (nothing was measured), or cpu0
+            return False
+        return cluster is machine or cluster.content_sha256 == machine.content_sha256
+    return False
 
 
 def load_cluster(name_or_path: str | Path) -> Cluster:

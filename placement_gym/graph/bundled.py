@@ -70,6 +70,18 @@ def _load_file(path: Path, mtime_ns: int, size: int) -> OpGraph:
     return graph_from_onnx(path)
 
 
+def is_bundled_graph(graph: OpGraph) -> bool:
+    """Whether ``graph`` is the bundled graph of its name: same name, imported from a file with the
+    bundled file's sha256, and the same content (`OpGraph.content_sha256`: a graph re-imported at
+    another batch keeps the file's sha256 but not its content). Task ids give such a graph its
+    plain name; any other graph, even one named like a bundled graph, carries its content hash."""
+    entry = _entries().get(graph.name)
+    if entry is None or graph.sha256 != entry.get("sha256", graph.sha256) or not graph.sha256:
+        return False  # the sha256 test first: it needs no import of the bundled file
+    bundled = _load_bundled(graph.name)
+    return graph is bundled or graph.content_sha256 == bundled.content_sha256
+
+
 def load_graph(name_or_path: str | Path) -> OpGraph:
     """A bundled graph by name (see `bundled_graph_names`), or any ONNX file by path.
 

@@ -8,8 +8,11 @@ graph data input, which is present on every device at time 0) and any number of 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
+
+from placement_gym.content_hash import dataclass_sha256
 
 # Cost categories: a device's FLOP efficiency is given per category (see `Cluster.efficiency`).
 CATEGORIES: tuple[str, ...] = (
@@ -47,6 +50,8 @@ class OpGraph:
     Other:
         name: the graph's name; sha256: of the ONNX file it came from ("" if built in memory);
         data_inputs: names of the graph's data inputs with their shapes.
+        content_sha256 (computed): of everything above except ``name`` and ``sha256``: two graphs
+            with the same content pose the same problem, whichever file or code built them.
     """
 
     name: str
@@ -143,6 +148,13 @@ class OpGraph:
                 depth[d] = max(depth[d], depth[s] + 1)
         depth.setflags(write=False)
         object.__setattr__(self, "depth", depth)
+
+    @cached_property
+    def content_sha256(self) -> str:
+        """The hex sha256 of the graph's content: every array, op and tensor name and data input, not
+        its name nor its file's sha256 (a renamed copy of a file has the same content; a file whose
+        bytes differ only where the importer does not look, too)."""
+        return dataclass_sha256(self, exclude=("name", "sha256"))
 
     @property
     def n_ops(self) -> int:

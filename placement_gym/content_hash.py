@@ -1,0 +1,52 @@
+"""A sha256 of what a frozen dataclass holds (numpy arrays, strings, numbers, nested tuples).
+
+`OpGraph.content_sha256` and `Cluster.content_sha256` use it: two graphs (clusters) with the same
+digest pose the same placement problem, whatever their names or the files they came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+
+def _feed(digest: Any, value: Any) -> None:
+    """Add ``value`` to ``digest`` with its type and length, so that no two values feed the same bytes."""
+    if isinstance(value, np.ndarray):
+        array = np.ascontiguousarray(value)
+        digest.update(f"array {array.dtype.str} {array.shape}\n".encode())
+        digest.update(array.tobytes())
+    elif isinstance(value, str):
+        data = value.encode()
+        digest.update(f"str {len(data)}\n".encode())
+        digest.update(data)
+    elif isinstance(value, (tuple, list)):
+        digest.update(f"seq {len(value)}\n".encode())
+        for item in value:
+            _feed(digest, item)
+    elif isinstance(value, (bool, np.bool_)):
+        digest.update(f"bool {bool(value)}\n".encode())
+    elif isinstance(value, (int, np.integer)):
+        digest.update(f"int {int(value)}\n".encode())
+    elif isinstance(value, (float, np.floating)):
+        digest.update(f"float {float(value).hex()}\n".encode())
+    elif value is None:
+        digest.update(b"none\n")
+    else:
+        raise TypeError(f"cannot hash a {type(value).__name__} field")
+
+
+def dataclass_sha256(instance: Any, exclude: Iterable[str] = ()) -> str:
+    """The hex sha256 of every constructor field of the dataclass ``instance`` except ``exclude``
+    (fields computed in ``__post_init__``, ``init=False``, follow from the others and are left out)."""
+    skipped = set(exclude)
+    digest = hashlib.sha256()
+    for field in dataclasses.fields(instance):
+        if field.init and field.name not in skipped:
+            digest.update(f"field {field.name}\n".encode())
+            _feed(digest, getattr(instance, field.name))
+    return digest.hexdigest()

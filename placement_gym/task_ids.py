@@ -1,0 +1,132 @@
+"""Task ids, ``graph/cluster/objective``: names that two different tasks never share.
+
+* graph: a bundled graph's name (``bert_base``) when the graph is that bundled graph
+  (`placement_gym.graph.bundled.is_bundled_graph`: same file, same content). Any other graph, a
+  user's file or a graph built in Python, is its name, ``@`` and the first 12 hex digits of its
+  content sha256 (`OpGraph.content_sha256`), such as ``bert_base@3f2a9c1d0b7e``.
+* cluster: a preset's name (``k80x4``) when the cluster has that preset's figures, or the machine's
+  own ``local`` / ``cpu<N>`` (`placement_gym.cluster.load.is_named_cluster`). Any other cluster
+  (a JSON file, a `Cluster` built in Python, a preset with a figure changed) is its name, ``@``
+  and 12 hex digits of `Cluster.content_sha256`.
+* objective: ``train`` or ``inference``; a training step whose optimizer is not Adam, the default,
+  adds ``+`` and the optimizer (``train+sgd``, ``train+momentum``): the optimizer changes the update
+  ops and the memory. Inference has no optimizer.
+
+Bundled graph names, preset names and objectives hold no ``@`` or ``+``, so a hashed part never
+equals a plain one, and the ids of bundled graphs on presets with Adam (the leaderboard suite's)
+are the plain ``graph/cluster/objective`` they always were. A ``/`` in a name becomes ``_``, so an
+id always has three parts. An id with a content hash names a graph or cluster that only its file
+can rebuild: `split_task_id` says so rather than guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.cluster.load import REAL_CLUSTER_NAME, is_named_cluster
+from placement_gym.graph.bundled import is_bundled_graph
+from placement_gym.graph.opgraph import OpGraph
+
+if TYPE_CHECKING:
+    from placement_gym.task import Task
+
+HASH_MARK = "@"
+OPTIMIZER_MARK = "+"
+HASH_DIGITS = 12
+DEFAULT_OPTIMIZER = "adam"
+
+
+def _hashed(name: str, sha256: str) -> str:
+    return f"{name.replace('/', '_')}{HASH_MARK}{sha256[:HASH_DIGITS]}"
+
+
+def graph_id(graph: OpGraph) -> str:
+    """The graph part of a task id: the bundled name, or ``name@<12 hex digits of its content>``."""
+    return graph.name if is_bundled_graph(graph) else _hashed(graph.name, graph.content_sha256)
+
+
+def cluster_id(cluster: Cluster) -> str:
+    """The cluster part of a task id: a preset's (or ``local``/``cpu<N>``'s) name, or ``name@<hash>``."""
+    return cluster.name if is_named_cluster(cluster) else _hashed(cluster.name, cluster.content_sha256)
+
+
+def objective_id(objective_suffix: str, optimizer: str | None) -> str:
+    """``train``/``inference``, with ``+<optimizer>`` for a training step that does not use Adam
+    (``optimizer`` None: inference, which has none)."""
+    if optimizer is None or optimizer == DEFAULT_OPTIMIZER:
+        return objective_suffix
+    return f"{objective_suffix}{OPTIMIZER_MARK}{optimizer}"
+
+
+def make_task_id(graph: OpGraph, cluster: Cluster, objective_suffix: str, optimizer: str | None) -> str:
+    """``graph/cluster/objective`` (module docstring)."""
+    return f"{graph_id(graph)}/{cluster_id(cluster)}/{objective_id(objective_suffix, optimizer)}"
+
+
+def split_task_id(task_id: str) -> tuple[str, str, str, str | None]:
+    """``(graph name, cluster name, objective suffix, optimizer)`` of an id that names can rebuild
+    (optimizer None where the id names none: Adam for a training step).
+
+    Raises ValueError for an id that is not ``graph/cluster/objective[+optimizer]``, and for a part
+    with a content hash (``name@hash``): such a graph or cluster is not bundled (not a preset), so
+    no name rebuilds it; the task is built from its file."""
+    parts = task_id.split("/") if isinstance(task_id, str) else []
+    if len(parts) != 3:
+        raise ValueError(
+            "a task id is graph/cluster/objective, such as inception_v3/k80x4/train or "
+            f"my_model@3f2a9c1d0b7e/k80x4/train+sgd; got {task_id!r}"
+        )
+    graph, cluster, objective = parts
+    for what, part, known, example in (
+        ("graph", graph, "a graph bundled with placement-gym", "get_task('path/to/{}.onnx', ...)"),
+        ("cluster", cluster, "a preset", "get_task(graph, 'path/to/{}.json', ...)"),
+    ):
+        if HASH_MARK in part:
+            name = part.rsplit(HASH_MARK, 1)[0]
+            raise ValueError(
+                f"task {task_id}: {what} {part!r} is not {known} (the part after {HASH_MARK!r} is a hash "
+                f"of its content), so no name rebuilds it: such a task is built from its {what}'s file, "
+                f"{example.format(name)} or --{what} FILE on the command line"
+            )
+    suffix, mark, optimizer = objective.partition(OPTIMIZER_MARK)
+    if mark and optimizer in ("", DEFAULT_OPTIMIZER):
+        raise ValueError(
+            f"task {task_id}: {objective!r} is not the objective of a task id: {suffix} alone means "
+            f"{DEFAULT_OPTIMIZER}; another optimizer is {suffix}{OPTIMIZER_MARK}<optimizer>, such as "
+            f"train{OPTIMIZER_MARK}sgd"
+        )
+    return graph, cluster, suffix, optimizer or None
+
+
+def task_identity(task: Task) -> dict[str, Any]:
+    """What a task is, in full, for files that must only be used with the same task (checkpoints):
+    its id, the full content sha256 of its graph and cluster, its objective and optimizer. The
+    machine's own clusters (``local``, ``cpu<N>``) are recorded by their device names and kinds:
+    their figures are measured anew in each process."""
+    cluster = task.cluster
+    if REAL_CLUSTER_NAME.fullmatch(cluster.name) and is_named_cluster(cluster):
+        cluster_content = "machine: " + ", ".join(
+            f"{name} ({kind})" for name, kind in zip(cluster.device_names, cluster.device_kinds)
+        )
+    else:
+        cluster_content = cluster.content_sha256
+    return {
+        "id": task.id,
+        "graph_sha256": task.graph.content_sha256,
+        "cluster": cluster_content,
+        "objective": task.objective,
+        "optimizer": task.optimizer if task.objective == "train_step" else None,
+    }
+
+
+def identity_mismatch(recorded: Mapping[str, Any], task: Task) -> str | None:
+    """None when ``recorded`` (a `task_identity`) is ``task``'s; else what differs, both sides named."""
+    current = task_identity(task)
+    differences = [
+        f"{key} {recorded.get(key)!r} there, {value!r} here"
+        for key, value in current.items()
+        if recorded.get(key) != value
+    ]
+    return "; ".join(differences) or None
