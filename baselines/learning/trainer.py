@@ -16,6 +16,7 @@ from baselines.learning.evaluator import COST_MODEL, BudgetedEvaluator, BudgetEx
 from baselines.registry import AgentResult, register
 from placement_gym.placements import placement_to_dict
 from placement_gym.task import Task
+from placement_gym.task_ids import identity_mismatch, task_identity
 
 DEFAULT_BUDGET = 1000
 
@@ -180,6 +181,7 @@ def train(
                 f"checkpoint {checkpoint} is of {state['agent']} on {state['task']} (seed {state['seed']}), "
                 f"not {agent} on {task.id} (seed {seed})"
             )
+        _check_same_task(checkpoint, state, task)
         model.load_state_dict(state["model"])
         budgeted.load_state_dict(state["evaluator"])
         torch.set_rng_state(state["torch_rng"])
@@ -192,6 +194,8 @@ def train(
                 {
                     "agent": agent,
                     "task": task.id,
+                    # The task's content, checked on resume: an id alone was once shared by two graphs.
+                    "task_identity": task_identity(task),
                     "seed": seed,
                     "model": model.state_dict(),
                     "evaluator": budgeted.state_dict(),
@@ -238,6 +242,24 @@ def train(
         files=files | ({"checkpoint": str(checkpoint)} if checkpoint else {}),
         scored_by=budgeted.scored_by,
     )
+
+
+def _check_same_task(checkpoint: Path, state: dict[str, Any], task: Task) -> None:
+    """Refuse to resume ``checkpoint`` on another task than its own: another graph or cluster
+    content, objective or optimizer, even under the same name (`task_identity`)."""
+    recorded = state.get("task_identity")
+    if recorded is None:
+        raise ValueError(
+            f"checkpoint {checkpoint} does not record the content of its task (it was written by an older "
+            f"placement-gym), so nothing shows it was made on task {task.id}; start a new run "
+            "(another --out, or remove the checkpoint)"
+        )
+    mismatch = identity_mismatch(recorded, task)
+    if mismatch:
+        raise ValueError(
+            f"checkpoint {checkpoint} was made on task {recorded.get('id')}, another task than {task.id}: "
+            f"{mismatch}; a run continues only on the task it started on"
+        )
 
 
 def _write_outputs(out: Path, task: Task, agent: str, evaluator: BudgetedEvaluator) -> dict[str, str]:
