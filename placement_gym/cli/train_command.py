@@ -82,13 +82,10 @@ def run_train(args: argparse.Namespace) -> int:
     get_learned(args.agent)  # a clear error for an unknown agent before any work
     task, evaluator = task_and_evaluator(args)
     mode = "" if args.reward_mode == "cost_model" else f"-{args.reward_mode}"
-    # The task id does not name the optimizer: another optimizer gets its own default folder, so that
-    # --resume never continues a run of one optimizer on another.
-    trained_with = "" if task.optimizer == "adam" or task.objective != "train_step" else f"-{task.optimizer}"
     out = (
         Path(args.out)
         if args.out
-        else Path("runs") / f"{args.agent}-{task.id.replace('/', '-')}{trained_with}{mode}-s{args.seed}"
+        else Path("runs") / f"{args.agent}-{task.id.replace('/', '-')}{mode}-s{args.seed}"
     )
     result = train(
         args.agent,
@@ -187,8 +184,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out",
         default=None,
-        help="output folder (default: runs/<agent>-<graph>-<cluster>-<objective>[-<optimizer other than "
-        "adam>][-<reward mode>]-s<seed>)",
+        help="output folder (default: runs/<agent>-<graph>-<cluster>-<objective>[-<reward mode>]-s<seed>)",
     )
     parser.add_argument(
         "--resume",

@@ -1,7 +1,8 @@
 """Real-hardware mode: run a placement of a task's op graph on torch devices and time it.
 
-* `placement_gym.real.executor`: `Executor` (run a placement: forward, or forward + backward + SGD
-  update, one worker thread per device), `RealResult`, `run_reference_forward`.
+* `placement_gym.real.executor`: `Executor` (run a placement: forward, or forward + backward + the
+  task's optimizer update, one worker thread per device), `RealResult`, `run_reference_forward`.
+* `placement_gym.real.optimizers`: the Adam, momentum and SGD updates a real train step runs.
 * `placement_gym.real.devices`: `virtual_cpu_cluster` (the CPU split into virtual devices, runs
   everywhere), `local_cluster` (CPU + CUDA devices, measured), `get_real_cluster` ("local", "cpu<N>").
 * `placement_gym.real.ops`: the ONNX-op -> torch-function table.
