@@ -159,6 +159,14 @@ def test_parse_task_id_round_trips_named_ids_and_explains_hashed_ones(tmp_path, 
         parse_task_id("cifar10_cnn/k80x2")
 
 
+def test_a_ray_pool_reads_task_ids_as_parse_task_id_does():
+    from placement_gym.real.distributed import as_task_spec
+
+    assert as_task_spec("cifar10_cnn/k80x2/train+sgd").build().id == "cifar10_cnn/k80x2/train+sgd"
+    with pytest.raises(ValueError, match="built from"):
+        as_task_spec("mine@0123456789ab/k80x2/train")
+
+
 # --- resume ---------------------------------------------------------------------------------------------
 
 

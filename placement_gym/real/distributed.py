@@ -88,12 +88,10 @@ def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> Ta
     if isinstance(spec, TaskSpec):
         result = spec
     elif isinstance(spec, str):
-        parts = spec.split("/")
-        if len(parts) != 3:
-            raise ValueError(
-                f"a task id is graph/cluster/objective, such as cifar10_cnn/k80x2/train; got {spec!r}"
-            )
-        result = TaskSpec(*parts)
+        from placement_gym.task_ids import DEFAULT_OPTIMIZER, split_task_id
+
+        graph, cluster, objective, optimizer = split_task_id(spec)  # the id format's own clear errors
+        result = TaskSpec(graph, cluster, objective, optimizer or DEFAULT_OPTIMIZER)
     elif isinstance(spec, Mapping):
         unknown = sorted(set(spec) - {"graph", "cluster", "objective", "optimizer"})
         if unknown or "graph" not in spec or "cluster" not in spec:
