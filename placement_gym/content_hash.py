@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,12 @@ def _feed(digest: Any, value: Any) -> None:
         data = value.encode()
         digest.update(f"str {len(data)}\n".encode())
         digest.update(data)
+    elif isinstance(value, Mapping):  # in key order, so that insertion order does not matter
+        items = sorted(value.items(), key=lambda item: repr(item[0]))
+        digest.update(f"map {len(items)}\n".encode())
+        for key, item in items:
+            _feed(digest, key)
+            _feed(digest, item)
     elif isinstance(value, (tuple, list)):
         digest.update(f"seq {len(value)}\n".encode())
         for item in value:

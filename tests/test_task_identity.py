@@ -261,3 +261,22 @@ def test_a_cached_profile_of_another_graph_is_not_used(tmp_path, monkeypatch, ot
     save_profile(hand_profile(load_graph("bert_base"), names))
     assert find_profile(load_graph("bert_base"), names) is not None
     assert find_profile(load_graph(other_bert), names) is None
+
+
+def test_content_hash_tells_values_apart_by_type_and_structure():
+    from placement_gym.content_hash import dataclass_sha256
+
+    @dataclasses.dataclass(frozen=True)
+    class Holder:
+        label: str
+        value: object
+
+    def digest(value) -> str:
+        return dataclass_sha256(Holder("ignored", value), exclude=("label",))
+
+    assert digest(("ab", "c")) != digest(("a", "bc"))
+    assert digest(np.array([1, 2], np.int32)) != digest(np.array([1, 2], np.int64))
+    assert digest(np.zeros((2, 3))) != digest(np.zeros((3, 2)))
+    assert len({digest(1), digest(1.0), digest(True), digest("1")}) == 4
+    assert digest({"a": 1, "b": 2}) == digest({"b": 2, "a": 1}) != digest({"a": 2, "b": 1})
+    assert dataclass_sha256(Holder("x", 1), ("label",)) == dataclass_sha256(Holder("y", 1), ("label",))
