@@ -189,7 +189,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="continue from the checkpoint in --out (a larger --budget continues the run)",
+        help="continue from the checkpoint in --out (a larger --budget continues the run); a checkpoint "
+        "made on another task (other graph or cluster content, objective or optimizer) is refused",
     )
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
