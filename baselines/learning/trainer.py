@@ -151,7 +151,8 @@ def train(
 ) -> TrainResult:
     """Train ``agent`` on ``task`` until ``budget`` evaluations are spent; deterministic for a seed
     on the CPU. With ``out_dir``: a checkpoint every ``checkpoint_every`` iterations and at the end
-    (``checkpoint.pt``; ``resume=True`` continues from it), the learning curve (``curve.csv``, and
+    (``checkpoint.pt``; ``resume=True`` continues from it, and refuses one made on another task:
+    `placement_gym.task_ids.task_identity`), the learning curve (``curve.csv``, and
     ``curve.png`` when matplotlib is installed) and the best placement (``best_placement.json``).
     A checkpoint may be resumed with a larger ``budget`` to continue the run. ``threads``: torch's
     intra-op threads for this process (default 1: the policies are small, and one thread is faster
