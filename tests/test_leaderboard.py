@@ -4,6 +4,7 @@ deterministic rendering and the `placement-gym leaderboard` commands."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -26,6 +27,7 @@ from placement_gym.leaderboard import (
     validate_file,
     validate_submission,
 )
+from placement_gym.leaderboard.render import RenderRefused
 from placement_gym.placements import round_robin_placement, single_placement
 from placement_gym.tasks import parse_task_id
 
@@ -79,12 +81,11 @@ def test_suite_fingerprint_matches_the_current_cost_model():
 
 def test_fingerprint_detects_a_changed_cost_model():
     frozen = SUITES["v0"].get(SMALL[0])
-    changed = type(frozen)(frozen.task_id, frozen.graph_sha256, frozen.best_single_runtime * (1 + 1e-6),
-                           frozen.lower_bound)
+    changed = dataclasses.replace(frozen, best_single_runtime=frozen.best_single_runtime * (1 + 1e-6))
     from placement_gym.leaderboard.suite import fingerprint_problems
 
     problems = fingerprint_problems(changed)
-    assert len(problems) == 1 and "best single-device runtime" in problems[0]
+    assert len(problems) == 1 and "best single runtime" in problems[0]
 
 
 def test_unknown_suite_and_task_are_clear_errors():
@@ -162,7 +163,7 @@ def test_missing_op_is_rejected(submission):
 def test_unknown_op_is_rejected(submission):
     data = copy.deepcopy(submission)
     data["results"][SMALL[0]]["placement"]["no_such_op"] = "gpu0"
-    assert "unknown op names: no_such_op" in reasons(data)
+    assert "unknown op names: 'no_such_op'" in reasons(data)
 
 
 def test_device_not_in_cluster_is_rejected(submission):
@@ -251,7 +252,7 @@ def test_render_shows_no_speedup_for_an_infeasible_placement(submission):
     section = render_markdown([("a.json", data)]).split(f"### `{SMALL[0]}`")[1].split("###")[0]
     row = next(line for line in section.splitlines() if line.startswith("| 1 "))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[3:5] == ["-", "-"] and cells[7] == "no"
+    assert cells[3:6] == ["0.000", "-", "-"] and cells[8] == "no"
 
 
 def test_render_speedup_and_gap_use_best_single_and_lower_bound(submission):
@@ -266,7 +267,8 @@ def test_render_speedup_and_gap_use_best_single_and_lower_bound(submission):
     speedups = [single_device(parse_task_id(t)).runtime / submission["results"][t]["runtime"] for t in SMALL]
     geomean = math.sqrt(math.prod(speedups))
     overall = text.split("## Overall")[1].split("## Per task")[0]
-    assert f"| round-robin | 1 | 2/13 | 0 | {geomean:.3f}x |" in overall
+    # The only entry is the best known on both tasks: score 1 on each, over 2 of 13 tasks.
+    assert f"| 1 | round-robin | {2 / 13:.3f} | 1 | 2/13 | 0 | {geomean:.3f}x |" in overall
 
 
 def test_render_shows_other_tracks_and_old_suites(submission):
@@ -287,6 +289,40 @@ def test_render_chart_writes_a_png(submission, tmp_path):
     board = make_board(tmp_path, submission)
     render(board)
     assert (board / "leaderboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_render_refuses_a_tampered_submission(submission, tmp_path, capsys):
+    board = make_board(tmp_path, submission)
+    task_id = SMALL[0]
+    below_bound = copy.deepcopy(submission)  # a runtime edited below the lower bound: rank 1, negative gap
+    below_bound["results"][task_id]["runtime"] = SUITES["v0"].get(task_id).lower_bound / 2
+    save_submission(below_bound, board / "submissions" / "c.json")
+    for command in (["render"], ["render", "--check"], ["render", "--no-chart"]):
+        assert main(["leaderboard", *command, "--dir", str(board)]) == 1
+        out, err = capsys.readouterr()
+        assert "c.json" in err and "claimed runtime" in err and "c.json" in out
+        assert not (board / "README.md").exists() and not (board / "leaderboard.png").exists()
+    moved = copy.deepcopy(submission)  # an edited placement: its claimed runtime is no longer its own
+    placement = moved["results"][task_id]["placement"]
+    op = sorted(placement)[0]
+    placement[op] = next(d for d in parse_task_id(task_id).cluster.device_names if d != placement[op])
+    save_submission(moved, board / "submissions" / "c.json")
+    with pytest.raises(RenderRefused) as refused:
+        render(board)
+    assert [c.source for c in refused.value.checks] == [str(board / "submissions" / "c.json")]
+    (board / "submissions" / "c.json").unlink()
+    assert render(board) and (board / "README.md").is_file()
+
+
+def test_entries_trained_on_their_task_with_zero_evaluations_validate_and_render(submission, tmp_path):
+    data = copy.deepcopy(submission)
+    for result in data["results"].values():
+        result.update(trained_on_task=True, evaluations=0)
+    assert validate_submission(data).ok
+    board = tmp_path / "board"
+    save_submission(data, board / "submissions" / "a.json")
+    assert render(board, chart=False)
+    assert "| 1 | round-robin |" in (board / "README.md").read_text()
 
 
 # --- command line ---------------------------------------------------------------------------------------

@@ -113,11 +113,12 @@ def test_render_shows_the_track_on_held_out_tasks_only(entry):
     data["results"][TRAINING] = other["results"][TRAINING]
     text = render_markdown([("g.json", data)])
     track = text.split("## Generalisation track")[1]
-    assert "| zero-shot-cpu | 1 | 1/6 | 0 |" in track and "1 tasks" in track
-    assert f"| `{HELD_OUT}` | 1 | zero-shot-cpu |" in track
+    # The entry is the only one, so the best known on its one task of the 6 held out: score 1/6.
+    assert f"| 1 | zero-shot-cpu | {1 / 6:.3f} | 1 | 1/6 | 0 |" in track and "1 tasks" in track
+    runtime = data["results"][HELD_OUT]["runtime"]
+    assert f"| `{HELD_OUT}` | 1 | zero-shot-cpu | {runtime:.6g} | 1.000 |" in track
     assert f"| `{TRAINING}` |" not in track
     frozen = get_suite("v0").get(HELD_OUT)
-    runtime = data["results"][HELD_OUT]["runtime"]
     assert f"{frozen.best_single_runtime / runtime:.3f}x" in track
     # Not part of the cost-model track.
     assert "zero-shot-cpu" not in text.split("## Generalisation track")[0]

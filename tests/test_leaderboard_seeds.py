@@ -1,4 +1,5 @@
-"""Leaderboard rendering of several seeds of one algorithm: one entry, the median seed shown per task."""
+"""Leaderboard rendering: several seeds of one algorithm are one entry (the median seed shown per task),
+and entries are ranked by a per-task score that no single task can dominate."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 import pytest
 
 from placement_gym.leaderboard import get_suite, render_markdown
-from placement_gym.leaderboard.render import Run, median_run, overall_rows
+from placement_gym.leaderboard.render import Run, median_run, overall_rows, task_score
 
 SUITE = get_suite("v0")
 TASK_A, TASK_B = "cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train"
@@ -39,7 +40,7 @@ def rows_of(text: str, task_id: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
-HEADER = ["rank", "algorithm", "runtime (s)", "speedup", "gap to bound", "evaluations", "wall (s)",
+HEADER = ["rank", "algorithm", "runtime (s)", "score", "speedup", "gap to bound", "evaluations", "wall (s)",
           "feasible", "seeds", "runtime over seeds (s)"]
 
 
@@ -114,8 +115,13 @@ def test_overall_is_over_per_task_medians():
     assert math.isclose(row["geomean_speedup"], math.sqrt(speedups[0] * speedups[1]), rel_tol=1e-12)
     gaps = [0.03 / SUITE.get(TASK_A).lower_bound, 0.07 / SUITE.get(TASK_B).lower_bound]
     assert math.isclose(row["geomean_gap"], math.sqrt(gaps[0] * gaps[1]) - 1, rel_tol=1e-12)
+    # The score's reference is the best run of any seed (0.02 and 0.06), not the best median; tasks not
+    # run count 0 among the suite's 13.
+    score = (0.02 / 0.03 + 0.06 / 0.07) / 13
+    assert math.isclose(row["score"], score, rel_tol=1e-12)
     overall = render_markdown(board).split("## Overall")[1].split("## Per task")[0]
-    assert f"| learner | 3 | 2/13 | 0 | {math.sqrt(speedups[0] * speedups[1]):.3f}x |" in overall
+    geomean = math.sqrt(speedups[0] * speedups[1])
+    assert f"| 1 | learner | {score:.3f} | 3 | 2/13 | 0 | {geomean:.3f}x |" in overall
     assert "`s0.json`, `s1.json`, `s2.json`" in overall
 
 
@@ -143,3 +149,53 @@ def test_single_seed_algorithms_keep_their_numbers():
     (row,) = rows_of(render_markdown(board), TASK_A)
     assert float(cell(row, "runtime (s)")) == 0.025 and cell(row, "evaluations") == "100"
     assert cell(row, "seeds") == "1" and cell(row, "runtime over seeds (s)") == "-"
+
+
+# --- the ranking score --------------------------------------------------------------------------------------
+
+def test_score_per_task_is_best_known_over_runtime_and_zero_when_infeasible():
+    board = [("a.json", fake("fast", 0, {TASK_A: 0.02})), ("b.json", fake("slow", 0, {TASK_A: 0.04})),
+             ("c.json", fake("oom", 0, {TASK_A: (0.01, False)}))]
+    rows = rows_of(render_markdown(board), TASK_A)
+    assert [(cell(r, "algorithm"), cell(r, "score")) for r in rows] == [
+        ("fast", "1.000"), ("slow", "0.500"), ("oom", "0.000")]
+    assert "best known 0.02 s" in render_markdown(board)  # the infeasible 0.01 is no reference
+    assert task_score(0.02, 0.04, True) == 0.5 and task_score(0.02, 0.01, False) == 0.0
+
+
+def test_one_task_cannot_lift_an_entry_above_one_better_on_every_other_task():
+    # The headline case: on bert_large/k80x4 the best single device is the CPU (no GPU holds the model),
+    # so a placement there has a huge speedup. "steady" is 10% faster than "one-trick" on the 12 other
+    # tasks; "one-trick" is 10x faster than "steady" on bert_large/k80x4 only.
+    big = "bert_large/k80x4/train"
+    steady, one_trick = {}, {}
+    for suite_task in SUITE.tasks:
+        single = suite_task.best_single_runtime
+        if suite_task.task_id == big:
+            steady[big], one_trick[big] = single, single / 10
+        else:
+            steady[suite_task.task_id], one_trick[suite_task.task_id] = single / 1.5, single / 1.5 * 1.1
+    board = [("s.json", fake("steady", 0, steady)), ("o.json", fake("one-trick", 0, one_trick))]
+    rows = overall_rows(board, SUITE)
+    by_name = {r["algorithm"]: r for r in rows}
+    assert by_name["one-trick"]["geomean_speedup"] > by_name["steady"]["geomean_speedup"], (
+        "test premise: the geomean speedup alone would rank one-trick first")
+    assert [r["algorithm"] for r in rows] == ["steady", "one-trick"]
+    assert math.isclose(by_name["steady"]["score"], (12 + 0.1) / 13, rel_tol=1e-12)
+    assert math.isclose(by_name["one-trick"]["score"], (12 / 1.1 + 1) / 13, rel_tol=1e-12)
+
+
+def test_no_task_moves_a_score_by_more_than_one_over_the_number_of_tasks():
+    rng = random.Random(0)
+    for _ in range(30):
+        board = [(f"{name}.json", fake(name, 0, {t.task_id: (rng.uniform(0.5, 2) * t.best_single_runtime,
+                                                           rng.random() > 0.1) for t in SUITE.tasks}))
+                 for name in ("a", "b", "c")]
+        before = {r["algorithm"]: r["score"] for r in overall_rows(board, SUITE)}
+        assert all(0.0 <= score <= 1.0 for score in before.values())
+        # Any change to one entry's runtime on one task, however large, moves its own score by <= 1/13.
+        task_id = rng.choice(SUITE.task_ids)
+        board[0][1]["results"][task_id]["runtime"] *= 10 ** rng.uniform(-6, 6)
+        board[0][1]["results"][task_id]["feasible"] = True
+        after = {r["algorithm"]: r["score"] for r in overall_rows(board, SUITE)}
+        assert abs(after["a"] - before["a"]) <= 1 / len(SUITE.tasks) + 1e-12

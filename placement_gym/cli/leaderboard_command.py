@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from placement_gym.cli.output import print_json, print_table
 
-OK_MARK, BAD_MARK = "✓", "✗"
+OK_MARK, BAD_MARK, SKIP_MARK = "✓", "✗", "-"
+# Exit code when the cost model no longer reproduces the suite: the code has to change (bump the
+# suite), not a submission; 1 stays the code of a submission's own error.
+SUITE_MISMATCH_EXIT = 3
 
 
 def default_directory() -> Path:
@@ -17,15 +22,34 @@ def default_directory() -> Path:
     return Path(__file__).resolve().parents[2] / "leaderboard"
 
 
+def _exits_on_suite_mismatch(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run``, returning `SUITE_MISMATCH_EXIT` with the one-line reason on stderr when the cost model
+    does not reproduce the suite, instead of blaming each submission."""
+    @functools.wraps(run)
+    def guarded(args: argparse.Namespace) -> int:
+        from placement_gym.leaderboard.suite import SuiteMismatchError
+
+        try:
+            return run(args)
+        except SuiteMismatchError as error:
+            print(f"placement-gym: {error}", file=sys.stderr)
+            return SUITE_MISMATCH_EXIT
+    return guarded
+
+
 def _check_report(paths: list[Path]) -> list:
+    """The checks of ``paths``, after making sure the cost model reproduces the current suite (raises
+    `SuiteMismatchError` before looking at any submission when it does not)."""
+    from placement_gym.leaderboard.suite import CURRENT_SUITE, require_suite
     from placement_gym.leaderboard.validate import validate_file
 
+    require_suite(CURRENT_SUITE)
     return [validate_file(path) for path in paths]
 
 
 def _check_json(check) -> dict:
     return {
-        "file": check.source, "ok": check.ok, "problems": check.problems,
+        "file": check.source, "ok": check.ok, "problems": check.problems, "skipped": check.skipped,
         "tasks": [{"task": t.task_id, "ok": t.ok, "reasons": list(t.reasons), "runtime": t.runtime}
                   for t in check.tasks],
     }
@@ -39,6 +63,8 @@ def _print_checks(checks: list, as_json: bool) -> None:
     for check in checks:
         for problem in check.problems:
             rows.append([check.source, "-", BAD_MARK, problem])
+        if check.skipped:
+            rows.append([check.source, "-", SKIP_MARK, check.skipped])
         for task in check.tasks:
             rows.append([check.source, task.task_id, OK_MARK if task.ok else BAD_MARK,
                          "; ".join(task.reasons)])
@@ -55,12 +81,14 @@ def _submission_paths(files: list[str], directory: Path) -> list[Path]:
     return paths
 
 
+@_exits_on_suite_mismatch
 def run_validate(args: argparse.Namespace) -> int:
     checks = _check_report(_submission_paths(args.files, Path(args.dir)))
     _print_checks(checks, args.json)
     return 0 if all(c.ok for c in checks) else 1
 
 
+@_exits_on_suite_mismatch
 def run_submit(args: argparse.Namespace) -> int:
     from placement_gym.leaderboard.submission import load_submission, submission_filename
 
@@ -79,19 +107,25 @@ def run_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+@_exits_on_suite_mismatch
 def run_render(args: argparse.Namespace) -> int:
-    from placement_gym.leaderboard.render import README_NAME, render
+    from placement_gym.leaderboard.render import README_NAME, RenderRefused, render
 
     directory = Path(args.dir)
-    if args.check:
-        if render(directory, check=True):
-            print(f"{directory / README_NAME} is up to date")
-            return 0
-        print(f"{directory / README_NAME} is stale; run 'placement-gym leaderboard render'", file=sys.stderr)
+    try:
+        fresh = render(directory, check=args.check, chart=not args.no_chart)
+    except RenderRefused as refused:  # a number that fails validation is never published
+        _print_checks(refused.checks, args.json)
+        print(f"placement-gym: {refused}", file=sys.stderr)
         return 1
-    render(directory, chart=not args.no_chart)
-    print(f"wrote {directory / README_NAME}")
-    return 0
+    if not args.check:
+        print(f"wrote {directory / README_NAME}")
+        return 0
+    if fresh:
+        print(f"{directory / README_NAME} is up to date")
+        return 0
+    print(f"{directory / README_NAME} is stale; run 'placement-gym leaderboard render'", file=sys.stderr)
+    return 1
 
 
 def add_parser(subparsers) -> None:
@@ -106,7 +140,8 @@ def add_parser(subparsers) -> None:
                          help="leaderboard folder (holds submissions/ and README.md); default: %(default)s")
         sub.add_argument("--json", action="store_true", help="print the checks as JSON")
 
-    validate = commands.add_parser("validate", help="re-evaluate submissions; exit 1 if any task fails",
+    validate = commands.add_parser("validate", help="re-evaluate submissions; exit 1 if any task fails, 3 if "
+                                   "the cost model no longer reproduces the suite",
                                    description="Re-evaluate every placement of each submission "
                                    "(default: every file under DIR/submissions).")
     validate.add_argument("files", nargs="*", metavar="FILE")
@@ -119,7 +154,8 @@ def add_parser(subparsers) -> None:
     common(submit)
     submit.set_defaults(run=run_submit)
 
-    render = commands.add_parser("render", help="write README.md and the chart from the submissions")
+    render = commands.add_parser("render", help="validate every submission, then write README.md and the "
+                                 "chart; exit 1 (writing nothing) if a submission fails validation")
     render.add_argument("--check", action="store_true", help="exit 1 when the README is stale; write nothing")
     render.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     common(render)

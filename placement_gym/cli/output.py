@@ -44,8 +44,11 @@ def print_table(
         table = Table(title=title, title_justify="left", show_header=header)
         for name, right in zip(columns, numeric):
             table.add_column(name, justify="right" if right else "left", overflow="fold")
+        from rich.text import Text
+
         for row in cells:
-            table.add_row(*row)
+            # Text, not str: rich would read "[...]" in a cell (an op name in a submission, say) as markup.
+            table.add_row(*(Text(cell) for cell in row))
         console.print(table)
         return
     widths = [max([len(name)] + [len(row[i]) for row in cells]) for i, name in enumerate(columns)]

@@ -1,24 +1,30 @@
 """The leaderboard: versioned task suites, submission files, validation and rendering.
 
 ``evaluate(agent, suite="v0", budget=N, algorithm=...)`` runs any agent over a suite and writes a
-submission; `validate_file` re-evaluates one; `render` writes the leaderboard README and chart
-(several seeds of an algorithm as one entry, the median seed per task); `get_split` gives a suite's
-generalisation split (training graphs and held-out graphs).
+submission; `validate_file` re-evaluates one (raising `SuiteMismatchError` when the cost model no
+longer reproduces the suite's fingerprint, `check_suite`); `render` validates every submission, then
+writes the leaderboard README and chart (several seeds of an algorithm as one entry, the median seed
+per task, ranked by a per-task score no task can dominate) or raises `RenderRefused`; `get_split`
+gives a suite's generalisation split (training graphs and held-out graphs).
 """
 
 from placement_gym.leaderboard.generalisation import SPLITS, Split, get_split
 from placement_gym.leaderboard.harness import evaluate, task_digest
 from placement_gym.leaderboard.render import (
+    RenderRefused,
+    checked_submissions,
     load_submissions,
     median_run,
     render,
     render_chart,
     render_markdown,
+    task_score,
 )
 from placement_gym.leaderboard.submission import (
     SubmissionError,
     check_schema,
     load_submission,
+    parse_submission,
     save_submission,
     submission_filename,
 )
@@ -26,16 +32,20 @@ from placement_gym.leaderboard.suite import (
     CURRENT_SUITE,
     SUITES,
     Suite,
+    SuiteMismatchError,
     SuiteTask,
     check_suite,
     get_suite,
+    require_suite,
+    suite_mismatch,
 )
 from placement_gym.leaderboard.validate import SubmissionCheck, TaskCheck, validate_file, validate_submission
 
 __all__ = [
-    "CURRENT_SUITE", "SPLITS", "SUITES", "Split", "SubmissionCheck", "SubmissionError", "Suite", "SuiteTask",
-    "TaskCheck", "check_schema", "check_suite", "evaluate", "get_split", "get_suite", "load_submission",
-    "load_submissions", "median_run", "render", "render_chart", "render_markdown", "save_submission",
-    "submission_filename",
-    "task_digest", "validate_file", "validate_submission",
+    "CURRENT_SUITE", "SPLITS", "SUITES", "RenderRefused", "Split", "SubmissionCheck", "SubmissionError",
+    "Suite", "SuiteMismatchError", "SuiteTask", "TaskCheck", "check_schema", "check_suite",
+    "checked_submissions", "evaluate", "get_split", "get_suite", "load_submission", "load_submissions",
+    "median_run", "parse_submission", "render", "render_chart", "render_markdown", "require_suite",
+    "save_submission", "submission_filename", "suite_mismatch", "task_digest", "task_score", "validate_file",
+    "validate_submission",
 ]

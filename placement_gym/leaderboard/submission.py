@@ -9,7 +9,7 @@ Schema (``schema`` = 1)::
       "algorithm": "heft",                # short name shown in the tables
       "authors": ["..."],
       "description": "...",
-      "link": null,                       # optional URL (paper, code)
+      "link": null,                       # optional http(s) URL (paper, code)
       "seed": 0,
       "budget": null,                     # evaluations allowed per task (null: the agent's default)
       "track": "cost_model",              # optional: "cost_model" (default) | "real" | "generalisation"
@@ -29,16 +29,54 @@ Schema (``schema`` = 1)::
         }
       }
     }
+
+A submission comes from a stranger's pull request, so it is read as untrusted input:
+
+* the file is at most `MAX_FILE_BYTES` bytes of UTF-8 JSON, nested at most `MAX_NESTING` levels deep
+  (checked before parsing, which recurses), with no duplicate keys and no NaN or infinite numbers;
+* ``algorithm`` matches `NAME_PATTERN` (letters, digits and ``. _ + -``, at most 64 characters, starting
+  with a letter or digit), ``suite`` `SUITE_PATTERN` and ``package_version`` `VERSION_PATTERN`;
+* free text (authors, description, hardware, task ids, op and device names) is length-limited
+  (`TEXT_LIMITS`) and printable (Python's `str.isprintable`: no control, format, private-use or
+  unassigned character; line breaks and tabs only in ``description``); it is escaped wherever it is
+  rendered;
+* ``link`` is null or an ``http://`` / ``https://`` URL with no spaces, quotes or angle brackets;
+* counts (``seed``, ``budget``, ``evaluations``) are integers from 0 to 2**63 - 1; ``runtime`` and
+  ``measured_runtime`` are finite and positive, ``wall_s`` finite and not negative.
+
+Every violation is a `SubmissionError` naming the field and what is allowed; untrusted values are
+quoted with `shown` (ASCII, shortened) in messages, so that a message never carries markup or terminal
+control sequences.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import unicodedata
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 SCHEMA_VERSION = 1
 TRACKS = ("cost_model", "real", "generalisation")
+# The largest committed submission (every task of suite v0) is about 0.3 MB; 16 MiB leaves room for
+# suites of much larger graphs and still parses in well under a second.
+MAX_FILE_BYTES = 16 * 2**20
+# The schema nests 4 levels (submission > results > task > placement); 8 leaves room for new fields
+# while staying far below the depth at which Python's JSON parser runs out of recursion.
+MAX_NESTING = 8
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
+SUITE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}"
+VERSION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}"
+TEXT_LIMITS = {
+    "description": 4000, "author": 200, "hardware": 200, "link": 500, "trained_on": 200,
+    "task id": 200, "op name": 1000, "device name": 200, "graph_sha256": 128,
+}
+MAX_AUTHORS = 32
+MAX_LIST = 1000  # tasks in ``results`` or ``trained_on``
+MAX_COUNT = 2**63 - 1
 REQUIRED_FIELDS = {
     "schema": int, "suite": str, "package_version": str, "algorithm": str, "authors": list,
     "description": str, "seed": int, "results": dict,
@@ -47,55 +85,258 @@ REQUIRED_RESULT_FIELDS = {
     "graph_sha256": str, "placement": dict, "runtime": (int, float), "feasible": bool,
     "evaluations": int, "wall_s": (int, float), "trained_on_task": bool,
 }
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
+               bool: "true/false", type(None): "null"}
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_LINK = re.compile(r"https?://[^\s<>\"'`\\]+", re.IGNORECASE)
 
 
 class SubmissionError(ValueError):
     """A submission file that cannot be read or does not follow the schema."""
 
 
+def shown(value: Any, limit: int = 40) -> str:
+    """An untrusted value as it may appear in a message: ASCII (escapes for anything else, so no
+    terminal control sequence or markup survives it) and at most about ``limit`` characters."""
+    text = value if isinstance(value, str) else str(value)
+    cut = text[:limit]
+    return ascii(cut) + ("..." if len(text) > limit else "")
+
+
+def _type_name(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _expected(kind: type | tuple) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(dict.fromkeys(_JSON_TYPES.get(k, k.__name__) for k in kinds))
+
+
+# --- reading the file ----------------------------------------------------------------------------------
+
+def nesting_depth(text: str) -> int:
+    """How deep objects and arrays nest in the JSON ``text``, found without recursing (brackets
+    inside strings do not count), so that a hostile file cannot exhaust the parser's recursion."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    depth = deepest = 0
+    for char in brackets:
+        depth += 1 if char in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _reject_constant(name: str) -> Any:
+    raise SubmissionError(f"{name} is not allowed: every number must be finite")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise SubmissionError(f"number {shown(text, 20)} is out of range: every number must be finite")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    # Checked on the digits before int() runs: Python refuses (with a plain ValueError) to convert
+    # integers of more than 4,300 digits, and none of the schema's counts needs more than 19.
+    if len(text.lstrip("-")) > 19:
+        raise SubmissionError(f"integer {shown(text, 20)} has more than 19 digits")
+    return int(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise SubmissionError(f"duplicate key {shown(duplicate)}: every key of an object must be unique")
+    return data
+
+
+def parse_submission(raw: bytes, where: str = "submission") -> Any:
+    """Parse the bytes of a submission file with every bound of this module's docstring checked
+    before or while parsing; raises `SubmissionError` naming the problem (never another error)."""
+    if len(raw) > MAX_FILE_BYTES:
+        raise SubmissionError(f"{where}: file is {len(raw):,} bytes; at most {MAX_FILE_BYTES:,} are allowed")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SubmissionError(f"{where}: not UTF-8 text (byte {error.start}); a submission is UTF-8 JSON") \
+            from None
+    depth = nesting_depth(text)
+    if depth > MAX_NESTING:
+        raise SubmissionError(f"{where}: JSON nests {depth} levels deep; at most {MAX_NESTING} are allowed")
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                          parse_int=_bounded_int, object_pairs_hook=_unique_keys)
+    except SubmissionError as error:
+        raise SubmissionError(f"{where}: {error}") from None
+    except json.JSONDecodeError as error:
+        raise SubmissionError(f"{where}: not valid JSON: {error}") from None
+    except (ValueError, RecursionError) as error:  # a last guard: the bounds above should prevent these
+        raise SubmissionError(f"{where}: not a readable JSON submission ({type(error).__name__})") from None
+
+
+# --- checking fields -----------------------------------------------------------------------------------
+
+def _check_type(value: Any, kind: type | tuple, where: str, name: str) -> None:
+    # bool is an int in Python; a count, seed or runtime given as true/false is a mistake.
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise SubmissionError(f"{where}: field {name!r} has the wrong type ({_type_name(value)}); "
+                              f"expected {_expected(kind)}")
+
+
 def _check_fields(data: dict, required: dict, where: str) -> None:
     for name, kind in required.items():
         if name not in data:
             raise SubmissionError(f"{where}: missing field {name!r}; required: {', '.join(required)}")
-        value = data[name]
-        # bool is an int in Python; a count or seed given as true/false is a mistake.
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise SubmissionError(f"{where}: field {name!r} has the wrong type ({type(value).__name__})")
+        _check_type(data[name], kind, where, name)
+
+
+def _check_count(value: Any, where: str, name: str) -> None:
+    _check_type(value, int, where, name)
+    if not 0 <= value <= MAX_COUNT:
+        raise SubmissionError(f"{where}: field {name!r} is {value}; allowed: an integer from 0 to 2**63 - 1")
+
+
+def _check_seconds(value: Any, where: str, name: str, positive: bool) -> None:
+    _check_type(value, (int, float), where, name)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        allowed = "a finite number > 0" if positive else "a finite number >= 0"
+        raise SubmissionError(f"{where}: field {name!r} is {value!r}; allowed: {allowed}")
+
+
+def _check_pattern(value: Any, where: str, name: str, pattern: str, description: str) -> None:
+    _check_type(value, str, where, name)
+    if not re.fullmatch(pattern, value):
+        raise SubmissionError(f"{where}: field {name!r} is {shown(value)}; allowed: {description}")
+
+
+def _unprintable(text: str, multiline: bool) -> str | None:
+    """The first character of ``text`` that is not printable (`str.isprintable`: no control, format,
+    private-use or unassigned character, no separator but the space), line breaks and tabs allowed
+    when ``multiline``; None when there is none."""
+    plain = text.replace("\n", "").replace("\t", "") if multiline else text
+    if plain.isprintable():  # the common case, at C speed
+        return None
+    return next(char for char in plain if not char.isprintable())
+
+
+def check_text(value: Any, where: str, name: str, limit_key: str, multiline: bool = False) -> None:
+    """Raise `SubmissionError` unless ``value`` is a string of at most ``TEXT_LIMITS[limit_key]``
+    printable characters (line breaks and tabs also allowed if ``multiline``)."""
+    _check_type(value, str, where, name)
+    limit = TEXT_LIMITS[limit_key]
+    if len(value) > limit:
+        raise SubmissionError(f"{where}: field {name!r} has {len(value)} characters; at most {limit} allowed")
+    char = _unprintable(value, multiline)
+    if char is not None:
+        raise SubmissionError(
+            f"{where}: field {name!r} holds the character {ascii(char)} ({unicodedata.category(char)}); "
+            f"allowed: printable text{' with line breaks and tabs' if multiline else ' on one line'}")
+
+
+def check_link(value: Any, where: str) -> None:
+    """Raise `SubmissionError` unless ``value`` is null or an http(s) URL (no spaces, quotes, angle
+    brackets or backslashes) of at most ``TEXT_LIMITS["link"]`` characters."""
+    if value is None:
+        return
+    check_text(value, where, "link", "link")
+    if not _LINK.fullmatch(value) or not urlsplit(value).netloc:
+        raise SubmissionError(f"{where}: field 'link' is {shown(value)}; allowed: null or an http:// or "
+                              "https:// URL without spaces, quotes, angle brackets or backslashes")
 
 
 def check_schema(data: Any, where: str = "submission") -> dict:
     """Return ``data`` if it follows the schema, else raise `SubmissionError` naming the problem.
-    Per-task problems are only checked for their fields here; `validate` checks their content."""
+    Per-task results are only checked for being objects here; `validate` checks each one's fields
+    (`check_result`) and content, so that one bad task does not hide the verdict on the others."""
     if not isinstance(data, dict):
-        raise SubmissionError(f"{where}: a submission is a JSON object, got {type(data).__name__}")
+        raise SubmissionError(f"{where}: a submission is a JSON object, got {_type_name(data)}")
     _check_fields(data, REQUIRED_FIELDS, where)
     if data["schema"] != SCHEMA_VERSION:
         raise SubmissionError(f"{where}: schema {data['schema']} is not supported; expected {SCHEMA_VERSION}")
+    _check_pattern(data["suite"], where, "suite", SUITE_PATTERN,
+                   "letters, digits and . _ - (at most 32 characters), such as v0")
+    _check_pattern(data["package_version"], where, "package_version", VERSION_PATTERN,
+                   "a version such as 0.1.0 (letters, digits and . + _ -, at most 64 characters)")
+    _check_pattern(data["algorithm"], where, "algorithm", NAME_PATTERN,
+                   "letters, digits and . _ + - (at most 64 characters, starting with a letter or digit)")
+    if len(data["authors"]) > MAX_AUTHORS:
+        raise SubmissionError(f"{where}: 'authors' lists {len(data['authors'])} names; at most {MAX_AUTHORS}")
+    for i, author in enumerate(data["authors"]):
+        check_text(author, where, f"authors[{i}]", "author")
+    check_text(data["description"], where, "description", "description", multiline=True)
+    check_link(data.get("link"), where)
+    _check_count(data["seed"], where, "seed")
+    if data.get("budget") is not None:
+        _check_count(data["budget"], where, "budget")
     track = data.get("track", "cost_model")
     if track not in TRACKS:
-        raise SubmissionError(f"{where}: unknown track {track!r}; allowed: {', '.join(TRACKS)}")
+        raise SubmissionError(f"{where}: unknown track {shown(track)}; allowed: {', '.join(TRACKS)}")
+    if data.get("hardware") is not None:
+        check_text(data["hardware"], where, "hardware", "hardware")
     trained_on = data.get("trained_on", [])
-    if not isinstance(trained_on, list) or not all(isinstance(t, str) for t in trained_on):
-        raise SubmissionError(f"{where}: 'trained_on' must be a list of task ids (strings)")
+    if not isinstance(trained_on, list) or len(trained_on) > MAX_LIST:
+        raise SubmissionError(f"{where}: 'trained_on' must be a list of task ids (strings), at most "
+                              f"{MAX_LIST}")
+    for i, task_id in enumerate(trained_on):
+        check_text(task_id, where, f"trained_on[{i}]", "trained_on")
     if track == "generalisation" and not trained_on:
         raise SubmissionError(
             f"{where}: a generalisation submission must state 'trained_on' (the task ids it trained on)"
         )
     if not data["results"]:
         raise SubmissionError(f"{where}: 'results' holds no task")
+    if len(data["results"]) > MAX_LIST:
+        raise SubmissionError(f"{where}: 'results' holds {len(data['results'])} tasks; at most {MAX_LIST}")
+    for task_id in data["results"]:
+        check_text(task_id, where, "results (a task id)", "task id")
     return data
 
 
+def check_result(result: Any, where: str = "result") -> None:
+    """Raise `SubmissionError` unless one task's result has every field, of the right type and range:
+    a placement {op name: device name}, a finite positive runtime, counts from 0, finite seconds."""
+    if not isinstance(result, dict):
+        raise SubmissionError(f"{where}: a task's result must be a JSON object, got {_type_name(result)}")
+    _check_fields(result, REQUIRED_RESULT_FIELDS, where)
+    check_text(result["graph_sha256"], where, "graph_sha256", "graph_sha256")
+    _check_seconds(result["runtime"], where, "runtime", positive=True)
+    _check_count(result["evaluations"], where, "evaluations")
+    _check_seconds(result["wall_s"], where, "wall_s", positive=False)
+    if result.get("measured_runtime") is not None:
+        _check_seconds(result["measured_runtime"], where, "measured_runtime", positive=True)
+    placement = result["placement"]
+    devices = list(placement.values())
+    # One joined check for the thousands of ops of a placement; the loop below only names the culprit.
+    if (all(type(device) is str for device in devices) and "".join(placement).isprintable()
+            and "".join(devices).isprintable()
+            and max(map(len, placement), default=0) <= TEXT_LIMITS["op name"]
+            and max(map(len, devices), default=0) <= TEXT_LIMITS["device name"]):
+        return
+    for op, device in placement.items():
+        check_text(op, where, "placement (an op name)", "op name")
+        if not isinstance(device, str):
+            raise SubmissionError(f"{where}: placement of op {shown(op)} is {_type_name(device)}; "
+                                  "expected a device name (string)")
+        check_text(device, where, "placement (a device name)", "device name")
+
+
 def load_submission(path: str | Path) -> dict:
-    """Read and schema-check one submission file."""
+    """Read and schema-check one submission file (bounded: see this module's docstring)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:  # refused before reading it into memory
+            raise SubmissionError(f"{path}: file is {size:,} bytes; at most {MAX_FILE_BYTES:,} are allowed")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise SubmissionError(f"submission file {path} does not exist") from None
-    except json.JSONDecodeError as error:
-        raise SubmissionError(f"submission file {path} is not valid JSON: {error}") from None
-    return check_schema(data, str(path))
+    except OSError as error:
+        raise SubmissionError(f"submission file {path} cannot be read: {error.strerror or error}") from None
+    return check_schema(parse_submission(raw, str(path)), str(path))
 
 
 def dump_submission(data: dict) -> str:

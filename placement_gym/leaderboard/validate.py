@@ -1,5 +1,10 @@
 """Re-check a submission: re-evaluate every placement with the cost model, task by task.
 
+A submission is only checked against a suite that the current cost model reproduces (its fingerprint,
+`suite`): for the current suite a mismatch raises `SuiteMismatchError` (the code, not the submission,
+has to change: bump the suite), and a submission of an older suite that the cost model no longer
+reproduces is left unchecked, with a note saying why.
+
 A generalisation-track submission is also checked against its suite's split (`generalisation`): it must
 not have trained on a held-out graph (a file-level problem) and may list results for held-out tasks only
 (a per-task reason)."""
@@ -15,12 +20,13 @@ import numpy as np
 from placement_gym.cost_model import simulate
 from placement_gym.leaderboard.generalisation import SPLITS, result_problems, trained_on_problems
 from placement_gym.leaderboard.submission import (
-    REQUIRED_RESULT_FIELDS,
     SubmissionError,
+    check_result,
     check_schema,
     load_submission,
+    shown,
 )
-from placement_gym.leaderboard.suite import SUITES, fingerprint_problems
+from placement_gym.leaderboard.suite import CURRENT_SUITE, SUITES, SuiteMismatchError, suite_mismatch
 
 # A claimed runtime may differ from the re-evaluated one by float printing only.
 RUNTIME_RTOL = 1e-6
@@ -38,15 +44,22 @@ class TaskCheck:
 
 @dataclass
 class SubmissionCheck:
-    """The verdict on a whole submission: file-level problems plus one `TaskCheck` per task."""
+    """The verdict on a whole submission: file-level problems plus one `TaskCheck` per task.
+    ``skipped``: why the tasks were not re-evaluated (an older suite that the cost model no longer
+    reproduces), or None."""
 
     source: str
     problems: list[str] = field(default_factory=list)
     tasks: list[TaskCheck] = field(default_factory=list)
+    skipped: str | None = None
 
     @property
     def ok(self) -> bool:
         return not self.problems and all(t.ok for t in self.tasks)
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(shown(name) for name in names[:3]) + (" ..." if len(names) > 3 else "")
 
 
 def _placement_array(task, mapping: dict) -> tuple[np.ndarray | None, list[str]]:
@@ -55,44 +68,41 @@ def _placement_array(task, mapping: dict) -> tuple[np.ndarray | None, list[str]]
     ops = task.graph.op_names
     unknown = sorted(set(mapping) - set(ops))
     if unknown:
-        reasons.append(f"unknown op names: {', '.join(unknown[:3])}" + (" ..." if len(unknown) > 3 else ""))
+        reasons.append(f"{len(unknown)} unknown op names: {_listed(unknown)}")
     missing = [op for op in ops if op not in mapping]
     if missing:
-        reasons.append(f"{len(missing)} ops missing, such as {', '.join(missing[:3])}")
+        reasons.append(f"{len(missing)} of the task's {len(ops)} ops missing, such as {_listed(missing)}")
     devices = task.cluster.device_names
-    bad_devices = sorted({str(d) for d in mapping.values() if d not in devices})
+    bad_devices = sorted({d for d in mapping.values() if d not in devices})
     if bad_devices:
         reasons.append(
-            f"devices not in cluster {task.cluster.name!r}: {', '.join(bad_devices[:3])} "
+            f"devices not in cluster {task.cluster.name!r}: {_listed(bad_devices)} "
             f"(devices are {', '.join(devices)})"
         )
     if reasons:
         return None, reasons
-    return np.array([devices.index(mapping[op]) for op in ops], dtype=np.int64), []
+    index = {name: i for i, name in enumerate(devices)}
+    return np.array([index[mapping[op]] for op in ops], dtype=np.int64), []
 
 
-def check_task_result(suite_version: str, task_id: str, result: dict) -> TaskCheck:
-    """Check one task's entry of a submission against the suite and a fresh simulation."""
+def check_task_result(suite_version: str, task_id: str, result: object) -> TaskCheck:
+    """Check one task's entry of a submission against the suite and a fresh simulation. The caller
+    makes sure the cost model reproduces the suite (`validate_submission` does)."""
     suite = SUITES[suite_version]
     if task_id not in suite.task_ids:
-        return TaskCheck(task_id, False, (f"unknown task: not in suite {suite_version}",))
-    if not isinstance(result, dict):
-        return TaskCheck(task_id, False, ("a task's result must be a JSON object",))
+        return TaskCheck(task_id, False, (f"unknown task {shown(task_id)}: not in suite {suite_version}",))
     try:
-        check_schema_fields(result)
+        check_result(result, "result")
     except SubmissionError as error:
-        return TaskCheck(task_id, False, (str(error),))
+        return TaskCheck(task_id, False, (str(error).removeprefix("result: "),))
+    assert isinstance(result, dict)  # check_result made sure
     suite_task = suite.get(task_id)
     reasons = []
     if result["graph_sha256"] != suite_task.graph_sha256:
         reasons.append(
-            f"graph sha256 mismatch: submitted {result['graph_sha256'][:12]}..., "
+            f"graph sha256 mismatch: submitted {shown(result['graph_sha256'], 12)}, "
             f"suite {suite_version} has {suite_task.graph_sha256[:12]}..."
         )
-    drift = fingerprint_problems(suite_task)
-    if drift:
-        reasons.append(f"cost model or graph changed since suite {suite_version} ({'; '.join(drift)}); "
-                       "the suite version must be bumped")
     task = suite_task.task()
     placement, placement_reasons = _placement_array(task, result["placement"])
     reasons += placement_reasons
@@ -104,39 +114,45 @@ def check_task_result(suite_version: str, task_id: str, result: dict) -> TaskChe
     if not math.isclose(claimed, runtime, rel_tol=RUNTIME_RTOL, abs_tol=0.0):
         reasons.append(f"claimed runtime {claimed!r} s, re-evaluated {runtime!r} s "
                        f"(allowed relative difference {RUNTIME_RTOL:g})")
-    if result["feasible"] and not simulated.feasible:
-        reasons.append("placement claimed feasible but it is infeasible (out of device memory)")
+    if result["feasible"] != simulated.feasible:
+        reasons.append("placement claimed feasible but it is infeasible (out of device memory)"
+                       if result["feasible"] else
+                       "placement claimed infeasible but it fits in every device's memory")
     return TaskCheck(task_id, not reasons, tuple(reasons), runtime)
 
 
-def check_schema_fields(result: dict) -> None:
-    """Raise `SubmissionError` when a task's result lacks a field or has one of the wrong type."""
-    for name, kind in REQUIRED_RESULT_FIELDS.items():
-        if name not in result:
-            raise SubmissionError(f"missing field {name!r}")
-        value = result[name]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise SubmissionError(f"field {name!r} has the wrong type ({type(value).__name__})")
+def validate_submission(data: object, source: str = "submission") -> SubmissionCheck:
+    """Check a submission (already parsed JSON): schema, known suite, then every task.
 
-
-def validate_submission(data: dict, source: str = "submission") -> SubmissionCheck:
-    """Check a submission (already parsed JSON): schema, known suite, then every task."""
+    Raises `SuiteMismatchError` when the current cost model does not reproduce the current suite (no
+    submission of it can be checked then); a submission of an older suite that the cost model no
+    longer reproduces is returned unchecked, with ``skipped`` saying why."""
     check = SubmissionCheck(source)
     try:
-        check_schema(data, source)
+        data = check_schema(data, source)
     except SubmissionError as error:
         check.problems.append(str(error))
         return check
-    if data["suite"] not in SUITES:
-        check.problems.append(f"unknown suite version {data['suite']!r}; known: {', '.join(SUITES)}")
+    version = data["suite"]
+    if version not in SUITES:
+        check.problems.append(f"unknown suite version {shown(version)}; known: {', '.join(SUITES)}")
+        return check
+    mismatch = suite_mismatch(version)
+    if mismatch is not None:
+        if version == CURRENT_SUITE:
+            raise SuiteMismatchError(mismatch)
+        check.skipped = (f"suite {version} is older than {CURRENT_SUITE} and this cost model no longer "
+                         "reproduces it: its runtimes are not re-checked")
         return check
     generalisation = data.get("track", "cost_model") == "generalisation"
     if generalisation:
         check.problems += trained_on_problems(data)
     for task_id in sorted(data["results"]):
-        task_check = check_task_result(data["suite"], task_id, data["results"][task_id])
-        if generalisation and data["suite"] in SPLITS and task_id in SUITES[data["suite"]].task_ids:
-            extra = result_problems(data["suite"], task_id, data["results"][task_id])
+        result = data["results"][task_id]
+        task_check = check_task_result(version, task_id, result)
+        if (generalisation and version in SPLITS and task_id in SUITES[version].task_ids
+                and isinstance(result, dict)):
+            extra = result_problems(version, task_id, result)
             if extra:
                 task_check = TaskCheck(task_id, False, (*extra, *task_check.reasons), task_check.runtime)
         check.tasks.append(task_check)
@@ -144,7 +160,8 @@ def validate_submission(data: dict, source: str = "submission") -> SubmissionChe
 
 
 def validate_file(path: str | Path) -> SubmissionCheck:
-    """Read and check one submission file; a file that cannot be read is one problem, not an error."""
+    """Read and check one submission file; a file that cannot be read, or does not follow the schema,
+    is one problem, not an error. Raises `SuiteMismatchError` as `validate_submission` does."""
     try:
         data = load_submission(path)
     except SubmissionError as error:

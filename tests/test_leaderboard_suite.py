@@ -1,0 +1,176 @@
+"""The suite fingerprint covers the whole cost model: a change to compute, link latency, link bandwidth,
+memory capacity or activation accounting, made where the figure comes from, is caught; a change outside
+the cost model is not; and `placement-gym leaderboard validate` then exits 3 with one line instead of
+blaming each submission."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import placement_gym.tasks as tasks_module
+from placement_gym.cli import main
+from placement_gym.cost_model import simulate
+from placement_gym.leaderboard import SUITES, evaluate, get_suite, save_submission, validate_submission
+from placement_gym.leaderboard.suite import (
+    Probe,
+    SuiteTask,
+    fingerprint_problems,
+    format_suite_task,
+    probe_placements,
+    suite_mismatch,
+)
+from placement_gym.placements import single_placement
+
+TASK_ID = "cifar10_cnn/k80x2/train"  # 30 ops, a CPU and two K80 dies: rebuilt in a blink
+INFERENCE_ID = "resnet50/cpu-igpu/inference"
+
+
+def _scaled(field: str, factor: float):
+    return lambda cluster: dataclasses.replace(cluster, **{field: getattr(cluster, field) * factor})
+
+
+def _one_op_flops(graph):
+    """The costliest op does 1% more FLOPs (as if its op-cost formula changed)."""
+    flops = graph.flops.copy()
+    flops[np.argmax(flops)] *= 1.01
+    return dataclasses.replace(graph, flops=flops)
+
+
+def _activations_kept_to_the_end(graph):
+    """Every activation is kept until the end of the step (as if its last use were miscounted): memory
+    changes, no runtime does."""
+    return dataclasses.replace(graph, tensor_is_output=graph.tensor_is_output | ~graph.tensor_is_parameter)
+
+
+@pytest.fixture
+def perturb(monkeypatch):
+    """Apply a change where the cost model reads its figures: the clusters (``cluster``: Cluster ->
+    Cluster) or the graphs (``graph``: OpGraph -> OpGraph) that `placement_gym.tasks` compiles into
+    tasks, with the task cache emptied before and after."""
+    def apply(cluster=None, graph=None) -> None:
+        if cluster is not None:
+            load_cluster = tasks_module.load_cluster
+            monkeypatch.setattr(tasks_module, "load_cluster", lambda name: cluster(load_cluster(name)))
+        if graph is not None:
+            load_graph = tasks_module.load_graph
+            monkeypatch.setattr(tasks_module, "load_graph", lambda name: graph(load_graph(name)))
+        tasks_module._cached_task.cache_clear()
+
+    yield apply
+    monkeypatch.undo()
+    tasks_module._cached_task.cache_clear()
+
+
+PERTURBATIONS = {
+    # name: (cluster change, graph change, a words of the problem that must be reported)
+    "device peak FLOP/s": (_scaled("peak_flops", 1.01), None, "runtime with every op on"),
+    "one op's FLOPs": (None, _one_op_flops, "runtime with every op on"),
+    "link latency x3": (_scaled("link_latency", 3.0), None, "probe runtime"),
+    "link bandwidth / 2": (_scaled("link_bandwidth", 0.5), None, "probe runtime"),
+    "memory capacity x2": (_scaled("memory_capacity", 2.0), None, "cluster figures changed"),
+    "activations kept to the end": (None, _activations_kept_to_the_end, "probe peak memory"),
+}
+
+
+@pytest.mark.parametrize("name", list(PERTURBATIONS))
+@pytest.mark.parametrize("task_id", [TASK_ID, INFERENCE_ID])
+def test_each_change_to_the_cost_model_is_caught(perturb, name, task_id):
+    cluster, graph, expected = PERTURBATIONS[name]
+    assert fingerprint_problems(SUITES["v0"].get(task_id)) == [], "test premise: the suite matches"
+    perturb(cluster=cluster, graph=graph)
+    problems = fingerprint_problems(SUITES["v0"].get(task_id))
+    assert problems, f"{name} went unnoticed"
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_a_change_outside_the_cost_model_is_not_a_mismatch(perturb):
+    perturb(cluster=lambda cluster: dataclasses.replace(cluster, description="reworded"))
+    assert fingerprint_problems(SUITES["v0"].get(TASK_ID)) == []
+
+
+def test_the_mismatch_is_one_line_naming_the_suite(perturb):
+    assert suite_mismatch("v0") is None
+    perturb(cluster=_scaled("link_latency", 3.0))
+    line = suite_mismatch("v0")
+    assert line is not None and "\n" not in line
+    assert line.startswith("suite v0 does not match this cost model") and "bump the suite" in line
+
+
+# --- the command line -----------------------------------------------------------------------------------
+
+def _board(tmp_path: Path) -> Path:
+    """A leaderboard folder with one valid submission (made before any change to the cost model)."""
+    data = evaluate(lambda task, seed, budget: single_placement(task, task.n_devices - 1),
+                    get_suite("v0").subset([TASK_ID]), algorithm="last-device")
+    save_submission(data, tmp_path / "board" / "submissions" / "v0-last-device-seed0.json")
+    return tmp_path / "board"
+
+
+def test_validate_exits_3_with_one_line_when_the_cost_model_changed(perturb, tmp_path, capsys):
+    board = _board(tmp_path)
+    assert main(["leaderboard", "validate", "--dir", str(board)]) == 0
+    capsys.readouterr()
+    perturb(cluster=_scaled("link_latency", 3.0))
+    assert main(["leaderboard", "validate", "--dir", str(board)]) == 3
+    out, err = capsys.readouterr()
+    assert "✗" not in out and "✓" not in out, "no submission is blamed (or passed)"
+    (line,) = err.strip().splitlines()
+    assert "suite v0 does not match this cost model" in line and "bump the suite" in line
+    # render and submit stop the same way, writing nothing.
+    assert main(["leaderboard", "render", "--dir", str(board)]) == 3
+    assert not (board / "README.md").exists()
+    file = next((board / "submissions").glob("*.json"))
+    assert main(["leaderboard", "submit", str(file), "--dir", str(tmp_path / "other")]) == 3
+    capsys.readouterr()
+
+
+def test_a_submission_error_stays_exit_1(tmp_path, capsys):
+    board = _board(tmp_path)
+    file = next((board / "submissions").glob("*.json"))
+    data = json.loads(file.read_text())
+    data["results"][TASK_ID]["runtime"] *= 2
+    file.write_text(json.dumps(data))
+    assert main(["leaderboard", "validate", "--dir", str(board)]) == 1
+    assert "claimed runtime" in capsys.readouterr().out
+
+
+def test_an_older_suite_the_cost_model_no_longer_reproduces_is_left_unchecked(perturb, monkeypatch):
+    import placement_gym.leaderboard.validate as validate_module
+
+    data = evaluate(lambda task, seed, budget: single_placement(task, 0), get_suite("v0").subset([TASK_ID]),
+                    algorithm="old")
+    perturb(cluster=_scaled("link_latency", 3.0))
+    with pytest.raises(RuntimeError, match="suite v0 does not match"):
+        validate_submission(data)
+    monkeypatch.setattr(validate_module, "CURRENT_SUITE", "v1")  # as if v1 had superseded v0
+    check = validate_submission(data)
+    assert check.ok and check.tasks == [] and "not re-checked" in check.skipped
+
+
+# --- the probes and the frozen text ----------------------------------------------------------------------
+
+def test_scattered_probe_is_splitmix64():
+    from placement_gym.leaderboard.suite import _splitmix64
+
+    # SplitMix64's published first output from state 0 (Steele, Lea and Flood 2014; Vigna's reference C).
+    assert int(_splitmix64(np.array([0]))[0]) == 0xE220A8397B1DCDAF
+
+
+@pytest.mark.parametrize("task_id", SUITES["v0"].task_ids)
+def test_every_probe_uses_every_device_and_sends_tensors(task_id):
+    task = SUITES["v0"].get(task_id).task()
+    for name, placement in probe_placements(task).items():
+        assert set(placement.tolist()) == set(range(task.n_devices)), name
+        schedule = simulate(task, placement, schedule=True).schedule
+        assert len(schedule.transfer_tensor) > 0, f"{name} probe crosses no device boundary"
+
+
+def test_frozen_text_round_trips():
+    for suite_task in SUITES["v0"].tasks:
+        text = format_suite_task(suite_task).strip().removesuffix(",")
+        assert eval(text, {"SuiteTask": SuiteTask, "Probe": Probe}) == suite_task

@@ -1,0 +1,208 @@
+"""Submissions are untrusted input: every malformed file gets its reason and exit 1 from `placement-gym
+leaderboard validate`, never a traceback; names keep to a documented character set; free text is
+length-limited and escaped wherever it is rendered."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from placement_gym.cli import main
+from placement_gym.leaderboard import evaluate, get_suite, render_markdown, save_submission
+from placement_gym.leaderboard.submission import (
+    MAX_FILE_BYTES,
+    MAX_NESTING,
+    SubmissionError,
+    check_schema,
+    parse_submission,
+)
+from placement_gym.leaderboard.validate import validate_file, validate_submission
+from placement_gym.placements import single_placement
+
+TASK_ID = "cifar10_cnn/k80x2/train"
+EVIL = "evil | <img src=x onerror=alert(1)> [click](javascript:alert(1))"
+
+
+@pytest.fixture(scope="module")
+def good() -> dict:
+    return evaluate(lambda task, seed, budget: single_placement(task, task.n_devices - 1),
+                    get_suite("v0").subset([TASK_ID]), algorithm="last-device", authors=["tests"],
+                    description="every op on the last device")
+
+
+def validate_cli(path: Path, capsys) -> tuple[int, str]:
+    """Exit code and every reason `leaderboard validate --json` gives for ``path``."""
+    code = main(["leaderboard", "validate", str(path), "--json", "--dir", str(path.parent)])
+    out = capsys.readouterr().out
+    (report,) = json.loads(out)
+    reasons = report["problems"] + [r for t in report["tasks"] for r in t["reasons"]]
+    return code, " | ".join(reasons)
+
+
+def mutated(good: dict, change) -> dict:
+    data = copy.deepcopy(good)
+    change(data, data["results"][TASK_ID])
+    return data
+
+
+def _set(key, value, where="top"):
+    def change(data, result):
+        (data if where == "top" else result)[key] = value
+    return change
+
+
+def _delete(key, where="top"):
+    def change(data, result):
+        del (data if where == "top" else result)[key]
+    return change
+
+
+def _drop_first_op(data, result):
+    result["placement"].pop(sorted(result["placement"])[0])
+
+
+def _extra_op(data, result):
+    result["placement"]["not_an_op"] = "gpu:0"
+
+
+def _unknown_task(data, result):
+    data["results"]["cifar10_cnn/k80x99/train"] = data["results"].pop(TASK_ID)
+
+
+# Files that parse as JSON but break the schema: (change, words of the reason).
+MALFORMED = {
+    "evil algorithm name": (_set("algorithm", EVIL), "'algorithm'"),
+    "algorithm too long": (_set("algorithm", "a" * 65), "'algorithm'"),
+    "suite with markup": (_set("suite", "v0<b>"), "'suite'"),
+    "wrong type: seed": (_set("seed", "zero"), "'seed' has the wrong type"),
+    "wrong type: authors": (_set("authors", "me"), "'authors' has the wrong type"),
+    "wrong type: runtime as true": (_set("runtime", True, "task"), "'runtime' has the wrong type"),
+    "wrong type: runtime as text": (_set("runtime", "fast", "task"), "'runtime' has the wrong type"),
+    "wrong type: placement as list": (_set("placement", [0, 1], "task"), "'placement' has the wrong type"),
+    "wrong type: evaluations as float": (_set("evaluations", 1.5, "task"),
+                                         "'evaluations' has the wrong type"),
+    "wrong type: device as number": (lambda d, r: r["placement"].update({next(iter(r["placement"])): 0}),
+                                     "expected a device name"),
+    "wrong type: result as list": (lambda d, r: d["results"].update({TASK_ID: [1]}), "must be a JSON object"),
+    "missing field: algorithm": (_delete("algorithm"), "missing field 'algorithm'"),
+    "missing field: runtime": (_delete("runtime", "task"), "missing field 'runtime'"),
+    "negative evaluations": (_set("evaluations", -1, "task"), "'evaluations' is -1"),
+    "negative seed": (_set("seed", -3), "'seed' is -3"),
+    "zero runtime": (_set("runtime", 0, "task"), "'runtime' is 0"),
+    "negative wall time": (_set("wall_s", -0.5, "task"), "'wall_s' is -0.5"),
+    "unknown task id": (_unknown_task, "unknown task"),
+    "placement one op short": (_drop_first_op, "ops missing"),
+    "placement with an unknown op": (_extra_op, "unknown op names"),
+    "description too long": (_set("description", "x" * 4001), "'description' has 4001 characters"),
+    "author with a terminal escape": (_set("authors", ["\x1b[2Jme"]), "'\\x1b'"),
+    "author with a right-to-left override": (_set("authors", ["me\u202etxt.exe"]), "'\\u202e'"),
+    "javascript link": (_set("link", "javascript:alert(1)"), "'link'"),
+    "link with markup": (_set("link", 'https://x.org/"><img src=x>'), "'link'"),
+    "hardware on two lines": (_set("hardware", "K80\n| fake | row |"), "'hardware'"),
+    "op name with rich markup": (lambda d, r: r["placement"].update({"[/evil]": "gpu:0"}), "'[/evil]'"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_validate_gives_the_reason_and_exit_1(good, tmp_path, capsys, case):
+    change, words = MALFORMED[case]
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(mutated(good, change)))
+    code, reasons = validate_cli(path, capsys)
+    assert code == 1 and words in reasons, reasons
+
+
+# Files that are not even a readable submission: (bytes, words of the reason).
+UNREADABLE = {
+    "not JSON": (b"{not json", "not valid JSON"),
+    "not UTF-8": (b'{"algorithm": "caf\xe9"}', "not UTF-8"),
+    "nested 100,000 levels deep": (b"[" * 100_000 + b"]" * 100_000, "nests 100000 levels deep"),
+    "NaN runtime": (b'{"runtime": NaN}', "NaN is not allowed"),
+    "Infinity runtime": (b'{"runtime": Infinity}', "Infinity is not allowed"),
+    "runtime overflowing to infinity": (b'{"runtime": 1e999}', "out of range"),
+    "integer of 5,000 digits": (b'{"seed": ' + b"9" * 5000 + b"}", "more than 19 digits"),
+    "duplicate key": (b'{"seed": 0, "seed": 1}', "duplicate key 'seed'"),
+    "a list, not an object": (b"[]", "a submission is a JSON object"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE))
+def test_unreadable_files_get_their_reason_and_exit_1(tmp_path, capsys, case):
+    raw, words = UNREADABLE[case]
+    path = tmp_path / "s.json"
+    path.write_bytes(raw)
+    code, reasons = validate_cli(path, capsys)
+    assert code == 1 and words in reasons, reasons
+
+
+def test_a_huge_file_is_refused_before_it_is_read(tmp_path, capsys):
+    path = tmp_path / "huge.json"
+    with path.open("wb") as file:
+        file.truncate(MAX_FILE_BYTES + 1)  # sparse: no memory or disk needed
+    code, reasons = validate_cli(path, capsys)
+    assert code == 1 and f"at most {MAX_FILE_BYTES:,} are allowed" in reasons
+    with pytest.raises(SubmissionError, match="at most"):
+        parse_submission(b" " * (MAX_FILE_BYTES + 1))
+
+
+def test_a_folder_given_as_file_is_a_reason_not_a_traceback(tmp_path, capsys):
+    (tmp_path / "dir.json").mkdir()
+    code, reasons = validate_cli(tmp_path / "dir.json", capsys)
+    assert code == 1 and "cannot be read" in reasons
+
+
+def test_nesting_is_counted_outside_strings_only():
+    nested = "[" * MAX_NESTING + "]" * MAX_NESTING
+    assert parse_submission(nested.encode()) == json.loads(nested)
+    with pytest.raises(SubmissionError, match=f"nests {MAX_NESTING + 1} levels"):
+        parse_submission(("[" + nested + "]").encode())
+    assert parse_submission(json.dumps({"description": "[[[[[[[[[[[[[[\\\"{{{{{{{{{{"}).encode())
+
+
+def test_a_good_submission_with_text_http_link_and_unicode_names_passes(good, tmp_path, capsys):
+    data = copy.deepcopy(good)
+    data.update(authors=["Zoë Ångström", "李雷"], link="https://example.org/paper?id=1#s2",
+                description="Line one.\n\tLine two: 100% <fine>.")
+    assert check_schema(data) is data
+    path = save_submission(data, tmp_path / "s.json")
+    assert validate_file(path).ok
+    assert main(["leaderboard", "validate", str(path), "--dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+
+
+# --- rendering escapes what it is given, even without validation -------------------------------------------
+
+def _overall_row(text: str, name_fragment: str) -> str:
+    overall = text.split("## Overall")[1].split("## Per task")[0]
+    return next(line for line in overall.splitlines() if name_fragment in line)
+
+
+def test_render_escapes_an_evil_algorithm_name(good):
+    data = copy.deepcopy(good)
+    data["algorithm"] = EVIL
+    assert not validate_submission(data).ok  # validation refuses it; rendering must not trust it either
+    text = render_markdown([("a.json", data)])
+    # No HTML tag and no link syntax survive: "[" and "]" are escaped, so "(javascript:...)" is text.
+    assert "<img" not in text and "[click](" not in text
+    row = _overall_row(text, "evil")
+    # The row keeps its 9 cells: the "|" of the name is escaped, not a cell boundary.
+    assert row.replace("\\|", "").count("|") == 10
+    assert "&lt;img src=x onerror=alert(1)&gt;" in row and "\\[click\\]" in row
+
+
+def test_render_escapes_free_text_of_the_real_track(good):
+    data = copy.deepcopy(good)
+    data.update(track="real", hardware="<script>x</script> | 8x `H100`")
+    text = render_markdown([("r.json", data)]).split("## Real-hardware track")[1]
+    assert "<script>" not in text and "&lt;script&gt;x&lt;/script&gt; \\| 8x \\`H100\\`" in text
+
+
+def test_render_refuses_a_file_name_that_is_not_plain(good, tmp_path, capsys):
+    board = tmp_path / "board"
+    save_submission(good, board / "submissions" / "a`b|c.json")
+    assert main(["leaderboard", "render", "--dir", str(board)]) == 1
+    assert "file name" in capsys.readouterr().out
+    assert not (board / "README.md").exists()
