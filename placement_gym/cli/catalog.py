@@ -1,13 +1,20 @@
-"""`placement-gym graphs` and `placement-gym clusters`: what is bundled."""
+"""`placement-gym graphs` and `placement-gym clusters`: what is bundled, and what a model file holds."""
 
 from __future__ import annotations
 
 import argparse
+import warnings
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from placement_gym.cli.output import fmt_bytes, print_json, print_table
 from placement_gym.cluster import PRESETS, load_cluster
 from placement_gym.graph import bundled, bundled_graph_names, load_graph
+from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY, OnnxImport, import_onnx
+
+# The --info table lists this many parameters; --json lists them all.
+INFO_PARAMETER_ROWS = 20
 
 
 def graph_rows() -> list[dict[str, Any]]:
@@ -35,7 +42,101 @@ def graph_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def _model_file(name_or_path: str) -> Path:
+    """The ONNX file of a bundled graph name, or the given path."""
+    entries = bundled.manifest().get("graphs", {})
+    if isinstance(entries, list):
+        entries = {entry["name"]: entry for entry in entries}
+    if name_or_path in entries and not Path(name_or_path).is_file():
+        return bundled.BUNDLED_GRAPHS_DIR / entries[name_or_path].get("file", f"{name_or_path}.onnx")
+    return Path(name_or_path)
+
+
+def graph_info(name_or_path: str) -> dict[str, Any]:
+    """What the importer found in an ONNX file (or a bundled graph): ops, parameters with how each
+    was identified, data inputs, constants read from outside the nodes, and the import's warnings."""
+    path = _model_file(name_or_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the same messages are part of the result
+        result: OnnxImport = import_onnx(path)
+    graph, roles = result.graph, result.roles
+    sources = Counter(p.source for p in result.parameters)
+    state = [p for p in result.parameters if not p.trainable]
+    return {
+        "file": str(path),
+        "name": graph.name,
+        "sha256": graph.sha256,
+        "ops": graph.n_ops,
+        "edges": graph.n_edges,
+        "tensors": graph.n_tensors,
+        "flops": float(graph.flops.sum()),
+        "op_types": dict(Counter(graph.op_types).most_common()),
+        "parameters": {
+            "count": result.parameter_count,
+            "bytes": result.parameter_bytes,
+            "tensors": len(result.parameters),
+            "identified_by": roles.method,
+            "sources": dict(sources.most_common()),
+            "non_trainable_count": sum(p.numel for p in state),
+            "list": [
+                {"name": p.name, "shape": list(p.shape), "count": p.numel, "bytes": p.nbytes,
+                 "source": p.source, "roles": list(p.roles), "trainable": p.trainable}
+                for p in result.parameters
+            ],
+        },
+        "data_inputs": [{"name": name, "shape": list(shape), "reason": roles.data_inputs.get(name, "")}
+                        for name, shape in graph.data_inputs],
+        "constants": [{"name": name, "reason": reason} for name, reason in roles.constants.items()],
+        "warnings": list(result.warnings),
+    }
+
+
+_HOW = {
+    "metadata": f"the list in the file's metadata key {PARAMETERS_METADATA_KEY!r}",
+    "roles": "initializers, and graph inputs by the role they play (weight of a Conv/Gemm/MatMul, "
+             "scale of a normalisation, embedding table...)",
+}
+
+
+def _print_info(info: dict[str, Any]) -> None:
+    params = info["parameters"]
+    print(f"{info['file']}: {info['ops']} ops, {info['edges']} edges, {info['flops'] / 1e9:,.3f} GFLOPs "
+          "(forward graph)")
+    ops = ", ".join(f"{op} {n}" for op, n in info["op_types"].items())
+    print(f"op types: {ops}")
+    sources = ", ".join(f"{n} {source}" for source, n in params["sources"].items()) or "none"
+    print(f"parameters: {params['count']:,} in {params['tensors']} tensors, {params['bytes']:,.0f} bytes "
+          f"({fmt_bytes(params['bytes'])}); identified by {_HOW[params['identified_by']]}; "
+          f"tensors by source: {sources}")
+    if params["non_trainable_count"]:
+        print(f"  of which non-trainable state (running statistics): {params['non_trainable_count']:,}")
+    inputs = "; ".join(f"{d['name']} {d['shape']} ({d['reason']})" for d in info["data_inputs"]) or "none"
+    print(f"data inputs: {inputs}")
+    if info["constants"]:
+        constants = "; ".join(f"{c['name']} ({c['reason']})" for c in info["constants"][:10])
+        more = f"; and {len(info['constants']) - 10} more" if len(info["constants"]) > 10 else ""
+        print(f"constants read from outside the nodes: {constants}{more}")
+    for message in info["warnings"]:
+        print(f"warning: {message}")
+    rows = [[p["name"], "x".join(map(str, p["shape"])) or "scalar", f"{p['count']:,}", f"{p['bytes']:,.0f}",
+             p["source"], ", ".join(p["roles"]) + ("" if p["trainable"] else " (non-trainable)")]
+            for p in params["list"][:INFO_PARAMETER_ROWS]]
+    if rows:
+        hidden = len(params["list"]) - len(rows)
+        print_table(["parameter", "shape", "elements", "bytes", "identified by", "roles"], rows,
+                    numeric=[False, False, True, True, False, False],
+                    title="parameters in order of first use" + (f" (first {len(rows)}; --json lists all "
+                                                                 f"{len(params['list'])})" if hidden else ""))
+
+
 def run_graphs(args: argparse.Namespace) -> int:
+    if args.info is not None:
+        info = graph_info(args.info)
+        if args.json:
+            print_json(info)
+        else:
+            _print_info(info)
+        return 0
     rows = graph_rows()
     if args.json:
         print_json(rows)
@@ -101,9 +202,14 @@ def run_clusters(args: argparse.Namespace) -> int:
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
-    graphs = subparsers.add_parser("graphs", help="list the bundled graphs",
-                                   description="List the bundled graphs (forward graph statistics).")
-    graphs.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    graphs = subparsers.add_parser(
+        "graphs", help="list the bundled graphs, or describe one ONNX file",
+        description="List the bundled graphs (forward graph statistics), or with --info describe what "
+                    "the importer finds in one ONNX file: ops, parameters (count, bytes, how each was "
+                    "identified), data inputs and warnings.")
+    graphs.add_argument("--info", metavar="FILE", default=None,
+                        help="an .onnx file (or a bundled graph name) to describe instead of listing")
+    graphs.add_argument("--json", action="store_true", help="print JSON instead of a table")
     graphs.set_defaults(run=run_graphs)
     clusters = subparsers.add_parser(
         "clusters", help="list the cluster presets",

@@ -1,30 +1,26 @@
 """Import an ONNX model into an `OpGraph`: structure, shape inference and per-op costs.
 
-Which graph inputs are parameters:
-- A placement-gym weight-free file lists its float weights (graph inputs) in
-  ``metadata_props["placement_gym.parameters"]`` (a JSON list of names); every other graph input
-  is a data input and every initializer is a constant.
-- Any other ONNX file: float initializers are the parameters, except single-element ones, which
-  are constants (epsilons, GELU's 0.5, attention's 1/sqrt(d)); an optimiser often shares one such
-  scalar across all layers, and treating it as a shared parameter would add a fake edge from the
-  first layer to every other. Integer initializers are constants. Graph inputs that are not
-  initializers are data inputs.
+Which tensors are parameters, data inputs and constants is decided by
+`placement_gym.graph.parameters` (the placement-gym metadata key when present; otherwise
+initializers and the role each graph input plays in the computation); the shapes of weights a file
+reads without declaring them come from `placement_gym.graph.undeclared_weights`. `import_onnx`
+returns the graph with that account; `graph_from_onnx` the graph alone.
 
 A parameter used by one op is owned by it (its bytes go to that op's ``param_bytes``). A
-parameter used by several ops (weights shared across unrolled time steps) is owned by its first
-consumer in topological order; every other consumer gets an edge from a parameter tensor produced
-by the owner, so the cost model sees the weight transfer when they sit on different devices.
-Constant nodes are folded away: their values are constants, read by their consumers.
+parameter used by several ops (weights shared across unrolled time steps, tied embeddings) is owned
+by its first consumer in topological order; every other consumer gets an edge from a parameter
+tensor produced by the owner, so the cost model sees the weight transfer when they sit on different
+devices. Constant nodes are folded away: their values are constants, read by their consumers.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 import math
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +30,17 @@ from onnx import TensorProto
 
 from placement_gym.graph.op_costs import DEFAULT_DOMAINS, TensorInfo, all_bytes, op_cost
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
+from placement_gym.graph.parameters import (
+    PARAMETERS_METADATA_KEY,
+    InputRoles,
+    classify_inputs,
+    outer_scope_inputs,
+    subgraphs,
+    warn_about,
+)
+from placement_gym.graph.undeclared_weights import derive_shapes
 
-PARAMETERS_METADATA_KEY = "placement_gym.parameters"
+__all__ = ["PARAMETERS_METADATA_KEY", "OnnxImport", "ParameterInfo", "graph_from_onnx", "import_onnx"]
 
 # Bytes per element of each ONNX element type (4-bit types pack two per byte). Strings have no
 # fixed size: counted as 8 bytes (a pointer), they are rare in compute graphs.
@@ -50,11 +55,6 @@ for _name, _size in (("FLOAT8E4M3FN", 1), ("FLOAT8E4M3FNUZ", 1), ("FLOAT8E5M2", 
                      ("FLOAT8E8M0", 1), ("UINT4", 0.5), ("INT4", 0.5), ("FLOAT4E2M1", 0.5)):
     if hasattr(TensorProto, _name):  # newer onnx versions only
         _ITEMSIZE[getattr(TensorProto, _name)] = _size
-
-_FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE} | {
-    getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
-    if hasattr(TensorProto, n)
-}
 
 _STATIC_SHAPE_HINT = (
     "placement-gym needs a static shape for every tensor that flows between ops: export the model "
@@ -101,29 +101,6 @@ def _load(model_or_path: onnx.ModelProto | str | Path, name: str | None) -> tupl
     if len(model.graph.node) == 0:
         raise ValueError(f"{label} has no nodes")
     return model, name or default_name, hashlib.sha256(data).hexdigest()
-
-
-def _outer_scope_inputs(graph: onnx.GraphProto) -> list[str]:
-    """Names a subgraph (If/Loop/Scan body) reads from the enclosing graph, in first-use order."""
-    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-    defined |= {t.values.name for t in graph.sparse_initializer}
-    used: list[str] = []
-    for node in graph.node:
-        reads = list(node.input)
-        for attr in node.attribute:
-            for sub in _subgraphs(attr):
-                reads += _outer_scope_inputs(sub)
-        used += [n for n in reads if n and n not in defined]
-        defined.update(node.output)
-    return list(dict.fromkeys(used))
-
-
-def _subgraphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
-    if attr.type == onnx.AttributeProto.GRAPH:
-        return [attr.g]
-    if attr.type == onnx.AttributeProto.GRAPHS:
-        return list(attr.graphs)
-    return []
 
 
 def _is_constant_node(node: onnx.NodeProto) -> bool:
@@ -197,27 +174,6 @@ def _unique_names(nodes: list[onnx.NodeProto], file_index: list[int]) -> list[st
     return names
 
 
-def _parameter_names(model: onnx.ModelProto, initializers: dict[str, TensorInfo],
-                     float_initializers: set[str]) -> set[str]:
-    graph_inputs = {v.name for v in model.graph.input}
-    for prop in model.metadata_props:
-        if prop.key == PARAMETERS_METADATA_KEY:
-            try:
-                names = json.loads(prop.value)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"metadata {PARAMETERS_METADATA_KEY!r} is not valid JSON: {error}") from None
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                raise ValueError(f"metadata {PARAMETERS_METADATA_KEY!r} must be a JSON list of tensor names")
-            unknown = [n for n in names if n not in graph_inputs and n not in initializers]
-            if unknown:
-                raise ValueError(
-                    f"metadata {PARAMETERS_METADATA_KEY!r} names {len(unknown)} tensors that are neither "
-                    f"graph inputs nor initializers, e.g. {unknown[:3]}"
-                )
-            return set(names)
-    return {n for n in float_initializers if initializers[n].numel > 1}
-
-
 # --- shapes -----------------------------------------------------------------------------------
 
 
@@ -250,7 +206,7 @@ def _fold_constant_nodes(nodes: list[onnx.NodeProto], initializers: Iterable[onn
             node.domain in DEFAULT_DOMAINS
             and node.op_type not in _NOT_FOLDABLE
             and all(n in values for n in inputs)
-            and not any(_subgraphs(attr) for attr in node.attribute)
+            and not any(subgraphs(attr) for attr in node.attribute)
         )
         results = None
         if foldable:
@@ -360,29 +316,89 @@ def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ParameterInfo:
+    """One parameter of an imported graph.
+
+    Attributes:
+        name: the tensor's name in the file.
+        shape: its static shape (declared, stored, or derived from the ops that read it).
+        numel, nbytes: its element count and size in bytes.
+        source: how it was identified: ``"metadata"``, ``"initializer"``, ``"graph input"`` (by its
+            role) or ``"undeclared"`` (read by a node, declared nowhere; shape derived from its role).
+        roles: the roles found for it (``"Conv weight"``, ``"LayerNormalization scale"``...).
+        trainable: False for non-trainable state (BatchNormalization running statistics), which
+            counts with the parameters (see `placement_gym.graph.parameters`).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    numel: int
+    nbytes: float
+    source: str
+    roles: tuple[str, ...]
+    trainable: bool
+
+
+@dataclass(frozen=True)
+class OnnxImport:
+    """An imported graph and the account of what the importer took for parameters and data.
+
+    Attributes:
+        graph: the `OpGraph`.
+        roles: the classification of every tensor read from outside the nodes (`InputRoles`).
+        parameters: the parameters the graph's ops read, in order of first use; their bytes sum to
+            ``graph.param_bytes.sum()``.
+        warnings: the warnings the import issued (also issued with `warnings.warn`).
+    """
+
+    graph: OpGraph
+    roles: InputRoles
+    parameters: tuple[ParameterInfo, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def parameter_count(self) -> int:
+        return sum(p.numel for p in self.parameters)
+
+    @property
+    def parameter_bytes(self) -> float:
+        return float(sum(p.nbytes for p in self.parameters))
+
+
 def graph_from_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = None) -> OpGraph:
     """Import an ONNX model (a ModelProto or a path to an .onnx file) as an `OpGraph`.
 
     Runs ONNX shape inference, requires static shapes for every tensor that flows between ops,
     orders the ops topologically (stable: file order breaks ties) and costs each op with
     `placement_gym.graph.op_costs`. Op types with no cost formula are costed by their bytes and
-    reported in one warning. ``name`` defaults to the file stem (or the graph's name).
+    reported in one warning; a float input taken for data without a role saying so gets a
+    `placement_gym.graph.parameters.DataInputWarning`. ``name`` defaults to the file stem (or the
+    graph's name). `import_onnx` also returns which tensors were taken for parameters and why.
+    """
+    return import_onnx(model_or_path, name, _stacklevel=4).graph
+
+
+def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = None, *,
+                _stacklevel: int = 3) -> OnnxImport:
+    """Import an ONNX model as `graph_from_onnx` does, with the account of its parameters.
+
+    External data files are never read (only shapes matter), so a model whose weights live in a
+    missing ``.data`` file still imports. ``name`` defaults to the file stem (or the graph's name).
     """
     model, name, sha256 = _load(model_or_path, name)
     graph = model.graph
 
     initializers: dict[str, TensorInfo] = {}
-    float_initializers: set[str] = set()
     for tensor in graph.initializer:
         initializers[tensor.name] = TensorInfo(tuple(tensor.dims), _itemsize(tensor.data_type, tensor.name))
-        if tensor.data_type in _FLOAT_TYPES:
-            float_initializers.add(tensor.name)
     for sparse in graph.sparse_initializer:
         initializers[sparse.values.name] = TensorInfo(tuple(sparse.dims), _itemsize(sparse.values.data_type,
                                                                                      sparse.values.name))
-    parameters = _parameter_names(model, initializers, float_initializers)
-    data_input_names = [v.name for v in graph.input if v.name not in initializers
-                        and v.name not in parameters]
+    roles = classify_inputs(model)
+    parameters = roles.parameter_names
+    data_input_names = list(roles.data_inputs)
+    undeclared = {n for n, source in roles.parameters.items() if source == "undeclared"}
 
     constant_nodes = [n for n in graph.node if _is_constant_node(n)]
     ops = [n for n in graph.node if not _is_constant_node(n)]
@@ -391,6 +407,10 @@ def graph_from_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | Non
     constants: dict[str, TensorInfo | None] = {
         n: info for n, info in initializers.items() if n not in parameters
     }
+    # Graph inputs read as constants (shape operands, scalars) and undeclared tensors of no role:
+    # their shape comes from inference, if any; they are never data or weights.
+    for tensor in roles.constants:
+        constants.setdefault(tensor, None)
     for node in constant_nodes:
         constants[node.output[0]] = _constant_node_info(node)
     op_names = _unique_names(ops, [i for i, n in enumerate(graph.node) if not _is_constant_node(n)])
@@ -409,8 +429,8 @@ def graph_from_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | Non
     for i, node in enumerate(ops):
         reads = list(node.input)
         for attr in node.attribute:
-            for sub in _subgraphs(attr):
-                reads += _outer_scope_inputs(sub)
+            for sub in subgraphs(attr):
+                reads += outer_scope_inputs(sub)
         distinct = [n for n in dict.fromkeys(reads) if n]
         for n in distinct:
             if n not in producer and n not in known_sources:
@@ -438,6 +458,11 @@ def graph_from_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | Non
     sorted_nodes = list(graph.node) if file_sorted else constant_nodes + [ops[i] for i in order]
     needed = data_input_names + [out for out in producer if out in consumers or out in output_set]
     types, strict_error = _infer_shapes(model, sorted_nodes, needed, file_sorted)
+    derived: dict[str, TensorInfo] = {}
+    if undeclared:
+        opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 1)
+        derived = derive_shapes(list(graph.node), {n: roles.undeclared_uses[n] for n in undeclared}, opset,
+                                lambda tensor: initializers.get(tensor) or _static_info(types.get(tensor)))
 
     def require_static(tensor: str, role: str) -> TensorInfo:
         info = _static_info(types.get(tensor))
@@ -452,6 +477,8 @@ def graph_from_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | Non
     def value_info(tensor: str) -> TensorInfo | None:
         if tensor in initializers:
             return initializers[tensor]
+        if tensor in derived:
+            return derived[tensor]
         if tensor in constants:
             return constants[tensor] or _static_info(types.get(tensor))
         return _static_info(types.get(tensor))
@@ -477,7 +504,8 @@ def graph_from_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | Non
 
     parameter_info: dict[str, TensorInfo] = {}
     for tensor in sorted(parameters & set(consumers), key=lambda t: consumers[t][0]):
-        parameter_info[tensor] = initializers.get(tensor) or require_static(tensor, "parameter")
+        parameter_info[tensor] = initializers.get(tensor) or derived.get(tensor) or require_static(tensor,
+                                                                                                  "parameter")
 
     n = len(ops)
     param_bytes = np.zeros(n)
@@ -528,10 +556,10 @@ def graph_from_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | Non
         warnings.warn(
             f"graph {name!r}: no cost formula for op types {sorted(no_formula)}; these ops are costed by "
             "their bytes only (0 FLOPs, category 'other')",
-            stacklevel=2,
+            stacklevel=_stacklevel,
         )
     is_output = np.array([t in output_set for t in tensor_names], dtype=bool)
-    return OpGraph(
+    opgraph = OpGraph(
         name=name,
         op_names=tuple(op_names[p] for p in order),
         op_types=tuple(ops[p].op_type for p in order),
@@ -549,4 +577,19 @@ def graph_from_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | Non
         sha256=sha256,
         data_inputs=tuple(data_inputs),
     )
-
+    warn_about(roles, name, stacklevel=_stacklevel)
+    # In order of first use: by the owner's topological position, then the owner's input order.
+    first_use = dict.fromkeys(t for p in order for t in op_inputs[p] if t in parameter_info)
+    return OnnxImport(
+        graph=opgraph,
+        roles=roles,
+        parameters=tuple(
+            ParameterInfo(
+                name=tensor, shape=info.shape, numel=info.numel, nbytes=info.nbytes,
+                source=roles.parameters[tensor], roles=roles.parameter_roles.get(tensor, ()),
+                trainable=tensor not in roles.state,
+            )
+            for tensor, info in ((t, parameter_info[t]) for t in first_use)
+        ),
+        warnings=tuple(roles.warning_messages()),
+    )

@@ -1,0 +1,515 @@
+"""Which tensors an ONNX graph reads are parameters, which are data inputs and which are constants.
+
+A training step costs gradients, optimizer state and an update op for every parameter, so a weight
+taken for data is a silently wrong training cost. The rules, in order:
+
+1. ``metadata_props["placement_gym.parameters"]`` (a JSON list of names), when present, decides:
+   those tensors are the parameters, every other graph input is data, every initializer a constant.
+   The bundled graphs carry it.
+2. Otherwise a float initializer with two or more elements is a parameter (weights stored in the
+   file, inline or in an external data file, whose absence does not matter: only shapes are read).
+   A single-element one is a constant (an epsilon, GELU's 0.5, attention's 1/sqrt(d)): an optimiser
+   often shares one such scalar across layers, and as a shared parameter it would add a fake edge
+   from the first layer to every other. Integer and bool initializers are constants.
+3. A graph input, or a tensor a node reads that the file neither declares nor produces (what
+   ``torch.onnx.export(dynamo=True, export_params=False)`` writes), is classified by the role its
+   value plays where it meets the computation:
+
+   - data flows forward from the integer and bool graph inputs (ids, masks) and from float inputs
+     found in an *activation* slot (the input of a Conv, ConvTranspose, Gemm, normalisation, pooling
+     or recurrent op; a MatMul or Einsum's first operand when no operand is reached by data yet);
+   - a value computed only from undecided inputs and constants (through Transpose, Reshape, Cast,
+     Slice, Concat or any other op: a weight is often reshaped, transposed, split or cast before
+     use) that reaches a *weight* slot makes those inputs parameters: the weight and bias of Conv,
+     ConvTranspose and Gemm, the scale and bias of a normalisation op, the table of a Gather on
+     axis 0 (an embedding), an LSTM/GRU/RNN's W, R, B (and P), PRelu's slope; or any operand of an
+     op whose other operand is reached by data (a MatMul weight, a bias added to a MatMul's output,
+     a position embedding, a class token, a layer scale);
+   - a tensor read only as a shape, axes, bounds or indices operand (Reshape's shape, Slice's
+     starts, Clip's bounds...) is a constant;
+   - a float input found in both kinds of slot is data. A float input found in neither is taken
+     for data, with a `DataInputWarning` naming it, unless it is the graph's only data input.
+
+   A weight used by several ops (tied embeddings) is one tensor, so it counts once. A
+   single-element float tensor in a weight role is a constant, as in rule 2.
+
+BatchNormalization's running mean and variance are non-trainable state (torch buffers), not
+parameters, but they are resident in device memory like weights; they count with the parameters,
+as in the bundled graphs, and are reported as state (``trainable=False``). A training step then
+gives them gradient and optimizer memory they do not have: at most 3x their size, about 0.2% of a
+CNN's parameter memory. Other float buffers a graph reads (a causal mask) are indistinguishable
+from parameters in a file and count the same way.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import onnx
+from onnx import TensorProto
+
+PARAMETERS_METADATA_KEY = "placement_gym.parameters"
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+_MICROSOFT = "com.microsoft"
+
+FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE} | {
+    getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+    if hasattr(TensorProto, n)
+})
+
+
+class DataInputWarning(UserWarning):
+    """A float graph input with a static shape was taken for data without a role saying so."""
+
+
+# --- slot roles -------------------------------------------------------------------------------
+
+_WEIGHT, _STATE, _ACTIVATION, _SHAPE, _INDEX, _OPERAND, _FIRST_OPERAND = (
+    "weight", "state", "activation", "shape", "index", "operand", "first operand")
+
+# Per op type, the role of the inputs that have one (index -> (kind, label)). Any other input is an
+# _OPERAND: a weight when another operand of the op is reached by data, neutral otherwise. Data
+# flows through every kind of slot but _SHAPE (a shape operand decides sizes, not values); an
+# _INDEX slot (ids, or constant indices that select from an activation) never makes a weight.
+_Slots = dict[int, tuple[str, str]]
+_CONV: _Slots = {0: (_ACTIVATION, "input"), 1: (_WEIGHT, "weight"), 2: (_WEIGHT, "bias")}
+_NORM: _Slots = {0: (_ACTIVATION, "input"), 1: (_WEIGHT, "scale"), 2: (_WEIGHT, "bias")}
+_RECURRENT: _Slots = {0: (_ACTIVATION, "input"), 1: (_WEIGHT, "W"), 2: (_WEIGHT, "R"), 3: (_WEIGHT, "B"),
+                      4: (_SHAPE, "sequence_lens"), 5: (_ACTIVATION, "initial state"),
+                      6: (_ACTIVATION, "initial state"), 7: (_WEIGHT, "P")}
+_POOL: _Slots = {0: (_ACTIVATION, "input")}
+_REDUCE: _Slots = {1: (_SHAPE, "axes")}
+_MATMUL: _Slots = {0: (_FIRST_OPERAND, "first operand")}
+
+_DEFAULT_SLOTS: dict[str, _Slots] = {
+    "Conv": _CONV, "ConvTranspose": _CONV, "ConvInteger": {0: (_ACTIVATION, "input"), 1: (_WEIGHT, "weight")},
+    "DeformConv": {0: (_ACTIVATION, "input"), 1: (_WEIGHT, "weight"), 3: (_WEIGHT, "bias")},
+    "Gemm": {0: (_ACTIVATION, "input A"), 1: (_WEIGHT, "weight"), 2: (_WEIGHT, "bias")},
+    "MatMul": _MATMUL, "MatMulInteger": _MATMUL, "Einsum": _MATMUL,
+    "BatchNormalization": {**_NORM, 3: (_STATE, "running mean"), 4: (_STATE, "running variance")},
+    "LayerNormalization": _NORM, "GroupNormalization": _NORM, "InstanceNormalization": _NORM,
+    "RMSNormalization": {0: (_ACTIVATION, "input"), 1: (_WEIGHT, "scale")},
+    "LpNormalization": _POOL, "LRN": _POOL, "MeanVarianceNormalization": _POOL,
+    "LSTM": _RECURRENT, "GRU": _RECURRENT, "RNN": _RECURRENT,
+    "PRelu": {1: (_WEIGHT, "slope")},
+    "MaxPool": _POOL, "AveragePool": _POOL, "LpPool": _POOL, "GlobalAveragePool": _POOL,
+    "GlobalMaxPool": _POOL, "GlobalLpPool": _POOL, "MaxRoiPool": _POOL,
+    "Resize": {0: (_ACTIVATION, "input"), 1: (_SHAPE, "roi"), 2: (_SHAPE, "scales"), 3: (_SHAPE, "sizes")},
+    "Upsample": {0: (_ACTIVATION, "input"), 1: (_SHAPE, "scales")},
+    "GatherElements": {1: (_INDEX, "indices")}, "GatherND": {1: (_INDEX, "indices")},
+    "Reshape": {1: (_SHAPE, "shape")}, "Expand": {1: (_SHAPE, "shape")}, "Tile": {1: (_SHAPE, "repeats")},
+    "Slice": {1: (_SHAPE, "starts"), 2: (_SHAPE, "ends"), 3: (_SHAPE, "axes"), 4: (_SHAPE, "steps")},
+    "Unsqueeze": {1: (_SHAPE, "axes")}, "Squeeze": {1: (_SHAPE, "axes")}, "Split": {1: (_SHAPE, "split")},
+    "Pad": {1: (_SHAPE, "pads"), 2: (_SHAPE, "constant_value"), 3: (_SHAPE, "axes")},
+    "Clip": {1: (_SHAPE, "min"), 2: (_SHAPE, "max")}, "TopK": {1: (_SHAPE, "k")},
+    "CumSum": {1: (_SHAPE, "axis")}, "Trilu": {1: (_SHAPE, "k")},
+    "Dropout": {1: (_SHAPE, "ratio"), 2: (_SHAPE, "training_mode")},
+    "OneHot": {1: (_SHAPE, "depth"), 2: (_SHAPE, "values")},
+    "ConstantOfShape": {0: (_SHAPE, "shape")}, "Range": {0: (_SHAPE, "start"), 1: (_SHAPE, "limit"),
+                                                         2: (_SHAPE, "delta")},
+    "Shape": {0: (_SHAPE, "input")}, "Size": {0: (_SHAPE, "input")},
+    "EyeLike": {0: (_SHAPE, "input")}, "RandomNormalLike": {0: (_SHAPE, "input")},
+    "RandomUniformLike": {0: (_SHAPE, "input")},
+    **{op: _REDUCE for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                              "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
+}
+# onnxruntime's fused ops, as transformer optimisers write them.
+_MICROSOFT_SLOTS: dict[str, _Slots] = {
+    "SkipLayerNormalization": {0: (_ACTIVATION, "input"), 1: (_ACTIVATION, "skip"), 2: (_WEIGHT, "gamma"),
+                               3: (_WEIGHT, "beta"), 4: (_WEIGHT, "bias")},
+    "SkipSimplifiedLayerNormalization": {0: (_ACTIVATION, "input"), 1: (_ACTIVATION, "skip"),
+                                         2: (_WEIGHT, "gamma"), 3: (_WEIGHT, "bias")},
+    "SimplifiedLayerNormalization": {0: (_ACTIVATION, "input"), 1: (_WEIGHT, "scale")},
+    "LayerNormalization": _NORM,
+    "EmbedLayerNormalization": {0: (_ACTIVATION, "input_ids"), 1: (_ACTIVATION, "segment_ids"),
+                                2: (_WEIGHT, "word embedding"), 3: (_WEIGHT, "position embedding"),
+                                4: (_WEIGHT, "segment embedding"), 5: (_WEIGHT, "gamma"),
+                                6: (_WEIGHT, "beta")},
+    "Attention": {0: (_ACTIVATION, "input"), 1: (_WEIGHT, "weights"), 2: (_WEIGHT, "bias")},
+    "BiasGelu": {1: (_WEIGHT, "bias")}, "FastGelu": {1: (_WEIGHT, "bias")},
+    "FusedMatMul": _MATMUL,
+}
+
+
+def _slot_roles(node: onnx.NodeProto) -> _Slots:
+    if node.domain in _DEFAULT_DOMAINS:
+        slots = _DEFAULT_SLOTS.get(node.op_type, {})
+        if node.op_type == "Gather":
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            # An embedding looks up rows (axis 0); a Gather on another axis selects from an activation.
+            return {0: (_WEIGHT, "table"), 1: (_INDEX, "indices")} if axis == 0 else {1: (_INDEX, "indices")}
+        return slots
+    if node.domain == _MICROSOFT:
+        return _MICROSOFT_SLOTS.get(node.op_type, {})
+    return {}
+
+
+def subgraphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
+    """The graphs an attribute holds (the bodies of If, Loop and Scan)."""
+    if attr.type == onnx.AttributeProto.GRAPH:
+        return [attr.g]
+    if attr.type == onnx.AttributeProto.GRAPHS:
+        return list(attr.graphs)
+    return []
+
+
+def outer_scope_inputs(graph: onnx.GraphProto) -> list[str]:
+    """Names a subgraph (If/Loop/Scan body) reads from the enclosing graph, in first-use order."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    used: list[str] = []
+    for node in graph.node:
+        reads = list(node.input)
+        for attr in node.attribute:
+            for sub in subgraphs(attr):
+                reads += outer_scope_inputs(sub)
+        used += [n for n in reads if n and n not in defined]
+        defined.update(node.output)
+    return list(dict.fromkeys(used))
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One input of one node: the tensor's name and the role of its slot."""
+
+    name: str
+    kind: str
+    label: str
+
+
+def _node_reads(node: onnx.NodeProto) -> list[_Read]:
+    slots = _slot_roles(node)
+    reads = []
+    for i, name in enumerate(node.input):
+        if name:
+            kind, label = slots.get(i, (_OPERAND, "operand"))
+            reads.append(_Read(name, kind, label))
+    for attr in node.attribute:  # what a control-flow body reads is an operand of the node
+        for sub in subgraphs(attr):
+            reads += [_Read(name, _OPERAND, "operand") for name in outer_scope_inputs(sub)]
+    return reads
+
+
+# --- the result -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputRoles:
+    """What each tensor a graph reads from outside its nodes is, and how that was decided.
+
+    Attributes:
+        method: ``"metadata"`` (the placement-gym metadata key listed the parameters) or
+            ``"roles"`` (initializers and the role analysis of the module docstring).
+        parameters: parameter name -> how it was identified: ``"metadata"``, ``"initializer"``,
+            ``"graph input"`` or ``"undeclared"`` (read by a node, declared nowhere in the file).
+        parameter_roles: parameter name -> the roles found for it, such as ``"Conv weight"`` or
+            ``"BatchNormalization running mean"`` (empty for metadata and role-less initializers).
+        state: the parameters whose every role is non-trainable state (running statistics).
+        data_inputs: data input name -> why it is data (``"integer ids/mask"``, ``"Conv input"``,
+            ``"no weight role found"``...), in graph-input order.
+        constants: graph inputs and undeclared tensors read as constants -> why.
+        unsure_data: the float data inputs with a static shape that no role marked as data (each
+            gets a `DataInputWarning`).
+        undeclared_uses: undeclared parameter -> the (node index, input index) pairs that read it,
+            from which `placement_gym.graph.undeclared_weights` derives its shape.
+        notes: facts about the file worth a user's attention (one line each).
+    """
+
+    method: str
+    parameters: dict[str, str]
+    parameter_roles: dict[str, tuple[str, ...]]
+    state: frozenset[str]
+    data_inputs: dict[str, str]
+    constants: dict[str, str]
+    unsure_data: tuple[str, ...]
+    undeclared_uses: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def parameter_names(self) -> set[str]:
+        return set(self.parameters)
+
+    def warning_messages(self) -> list[str]:
+        """The warnings loading this graph gives (also shown by ``placement-gym graphs --info``)."""
+        messages = []
+        if self.unsure_data:
+            names = ", ".join(repr(n) for n in self.unsure_data[:5])
+            more = f" and {len(self.unsure_data) - 5} more" if len(self.unsure_data) > 5 else ""
+            messages.append(
+                f"float graph input(s) {names}{more} with a static shape were taken for data: no op reads "
+                "them as an activation (a Conv, Gemm, normalisation or pooling input) or as a weight. If "
+                f"they are weights, list every parameter in metadata_props[{PARAMETERS_METADATA_KEY!r}] "
+                "(a JSON list of names)"
+            )
+        return messages + list(self.notes)
+
+
+# --- the analysis -----------------------------------------------------------------------------
+
+
+def _declared_numel(value: onnx.ValueInfoProto) -> int | None:
+    tensor_type = value.type.tensor_type
+    if not tensor_type.HasField("shape") or not all(d.HasField("dim_value") for d in tensor_type.shape.dim):
+        return None
+    return math.prod(int(d.dim_value) for d in tensor_type.shape.dim)
+
+
+def metadata_parameters(model: onnx.ModelProto) -> list[str] | None:
+    """The parameter names listed in the placement-gym metadata key, or None when it is absent."""
+    for prop in model.metadata_props:
+        if prop.key == PARAMETERS_METADATA_KEY:
+            try:
+                names = json.loads(prop.value)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"metadata {PARAMETERS_METADATA_KEY!r} is not valid JSON: {error}") from None
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"metadata {PARAMETERS_METADATA_KEY!r} must be a JSON list of tensor names")
+            return names
+    return None
+
+
+def _from_metadata(model: onnx.ModelProto, names: list[str]) -> InputRoles:
+    graph = model.graph
+    initializers = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
+    graph_inputs = [v.name for v in graph.input]
+    unknown = [n for n in names if n not in graph_inputs and n not in initializers]
+    if unknown:
+        raise ValueError(
+            f"metadata {PARAMETERS_METADATA_KEY!r} names {len(unknown)} tensors that are neither "
+            f"graph inputs nor initializers, e.g. {unknown[:3]}"
+        )
+    listed = set(names)
+    return InputRoles(
+        method="metadata",
+        parameters={n: "metadata" for n in dict.fromkeys(names)},
+        parameter_roles={},
+        state=frozenset(),
+        data_inputs={n: "not listed in the metadata" for n in graph_inputs
+                     if n not in listed and n not in initializers},
+        constants={},
+        unsure_data=(),
+    )
+
+
+def _node_order(nodes: list[onnx.NodeProto], reads: list[list[_Read]]) -> list[int]:
+    """Nodes in a topological order (file order breaks ties); nodes on a cycle go last, in file order
+    (the importer reports the cycle)."""
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    deps = [{producer[r.name] for r in rs if r.name in producer} - {i} for i, rs in enumerate(reads)]
+    users: list[list[int]] = [[] for _ in nodes]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    indegree = [len(d) for d in deps]
+    ready = [i for i, k in enumerate(indegree) if k == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            indegree[u] -= 1
+            if indegree[u] == 0:
+                heapq.heappush(ready, u)
+    placed = set(order)
+    return order + [i for i in range(len(nodes)) if i not in placed]
+
+
+class _Analysis:
+    """Forward data reachability and weight-role evidence over one graph (rule 3 of the module)."""
+
+    def __init__(self, nodes: list[onnx.NodeProto], candidates: Iterable[str], fixed: Iterable[str]) -> None:
+        self.nodes = nodes
+        self.reads = [_node_reads(node) for node in nodes]
+        self.order = _node_order(nodes, self.reads)
+        self.candidates = set(candidates)  # undecided: data, parameter or constant
+        self.fixed = set(fixed)  # parameters already (initializers): sources of weight values only
+
+    def propagate(self, data: set[str]) -> tuple[set[str], dict[str, frozenset[str]]]:
+        """Values reached by data, and for every other value the candidates it is computed from."""
+        reached = set(data)
+        sources = {n: frozenset({n}) for n in (self.candidates | self.fixed) - data}
+        for i in self.order:
+            node, reads = self.nodes[i], self.reads[i]
+            flowing = [r for r in reads if r.kind != _SHAPE]
+            if any(r.name in reached for r in flowing):
+                reached.update(out for out in node.output if out)
+                continue
+            # A weight in a weight slot has done its part: the output is a function of the op's
+            # activations, so only they pass their sources on (a Conv's output comes from its input).
+            origin = frozenset().union(*(sources.get(r.name, frozenset()) for r in flowing
+                                         if r.kind not in (_WEIGHT, _STATE)))
+            if origin:
+                for out in node.output:
+                    if out:
+                        sources[out] = origin
+        return reached, sources
+
+    def evidence(self, reached: set[str], sources: dict[str, frozenset[str]]) -> tuple[
+            dict[str, list[tuple[str, str]]], dict[str, list[str]], dict[str, set[str]], int | None]:
+        """Per candidate: weight roles (kind, label) and activation roles; per tensor, the kinds of
+        slots that read it directly; and the first node (in order) whose first operand is undecided
+        while no operand is reached by data (the tie-break)."""
+        weights: dict[str, list[tuple[str, str]]] = {}
+        activations: dict[str, list[str]] = {}
+        direct: dict[str, set[str]] = {}
+        tie: int | None = None
+        for i in self.order:
+            node, reads = self.nodes[i], self.reads[i]
+            op_reached = any(r.name in reached for r in reads if r.kind != _SHAPE)
+            for r in reads:
+                kind = r.kind if r.kind != _OPERAND or op_reached else "neutral"
+                direct.setdefault(r.name, set()).add(kind)
+                if r.name in reached:
+                    continue
+                origin = sources.get(r.name, frozenset())
+                label = f"{node.op_type} {r.label}"
+                for name in origin:
+                    if r.kind in (_WEIGHT, _STATE):
+                        weights.setdefault(name, []).append((r.kind, label))
+                    elif r.kind == _ACTIVATION and len(origin & self.candidates) == 1:
+                        # A value computed from several undecided inputs (x @ W + b before x is
+                        # known to be data) says nothing about which of them is the data.
+                        activations.setdefault(name, []).append(label)
+                    elif r.kind in (_OPERAND, _FIRST_OPERAND) and op_reached:
+                        weights.setdefault(name, []).append((_WEIGHT, f"{node.op_type} operand"))
+                if r.kind == _FIRST_OPERAND and not op_reached and tie is None and any(
+                        sources.get(other.name, frozenset()) & self.candidates for other in reads):
+                    tie = i
+        return weights, activations, direct, tie
+
+
+def classify_inputs(model: onnx.ModelProto) -> InputRoles:
+    """Decide, for every tensor the graph reads from outside its nodes, whether it is a parameter,
+    a data input or a constant (rules in the module docstring). Reads only structure and declared
+    shapes, never tensor values."""
+    listed = metadata_parameters(model)
+    if listed is not None:
+        return _from_metadata(model, listed)
+    graph = model.graph
+    nodes = list(graph.node)
+    initializer_types = {t.name: (t.data_type, math.prod(t.dims)) for t in graph.initializer}
+    for sparse in graph.sparse_initializer:
+        initializer_types[sparse.values.name] = (sparse.values.data_type, math.prod(sparse.dims))
+    fixed = {n for n, (dtype, numel) in initializer_types.items() if dtype in FLOAT_TYPES and numel > 1}
+    inputs = {v.name: v for v in graph.input if v.name not in initializer_types}
+    produced = {out for node in nodes for out in node.output if out}
+    analysis = _Analysis(nodes, [], fixed)
+    read_names = list(dict.fromkeys(r.name for reads in analysis.reads for r in reads))
+    undeclared = [n for n in read_names
+                  if n not in produced and n not in initializer_types and n not in inputs]
+    float_inputs = [n for n, v in inputs.items() if v.type.tensor_type.elem_type in FLOAT_TYPES]
+    analysis.candidates = set(float_inputs) | set(undeclared)
+
+    data = {n for n in inputs if n not in float_inputs}
+    evidence_of_data: dict[str, str] = {}
+    while True:
+        reached, sources = analysis.propagate(data)
+        weights, activations, direct, tie = analysis.evidence(reached, sources)
+        found = {n for n in activations if n in analysis.candidates} - data
+        if found:
+            evidence_of_data.update({n: activations[n][0] for n in found})
+            data |= found
+            continue
+        if tie is None:
+            break
+        # No operand of this MatMul/Einsum is reached by data yet: its first operand is the
+        # activation (x @ W is how layers are written), which in turn decides the ones after it;
+        # when the first operand is a stored weight (W @ x), the undecided operands are the data.
+        operands = [sources.get(r.name, frozenset()) & analysis.candidates for r in analysis.reads[tie]]
+        chosen = operands[0] or frozenset().union(*operands[1:])
+        node = nodes[tie]
+        evidence_of_data.update({n: f"{node.op_type} {node.name or '(unnamed)'!r} operand, before any weight"
+                                 for n in chosen})
+        data |= chosen
+
+    why_data: dict[str, str] = {}
+    parameters: dict[str, str] = {}
+    roles: dict[str, tuple[str, ...]] = {}
+    constants: dict[str, str] = {}
+    unsure: list[str] = []
+    undeclared_set = set(undeclared)
+    for name in list(inputs) + undeclared:
+        only_shape = direct.get(name, set()) <= {_SHAPE, "neutral"} and _SHAPE in direct.get(name, set())
+        if name in data and name not in analysis.candidates:  # integer or bool input
+            if only_shape:
+                constants[name] = "read only as a shape, axes or bounds operand"
+            else:
+                why_data[name] = "integer or bool input (ids, indices, mask)"
+        elif name in data and name in undeclared_set:
+            # Exporters declare every data input; an undeclared tensor in an activation slot is a
+            # constant the exporter folded (a zero initial state) and then dropped with the weights.
+            constants[name] = f"undeclared, read as {evidence_of_data[name]}: a constant of unknown value"
+        elif name in data:
+            why_data[name] = evidence_of_data[name]
+        elif name in weights:
+            numel = _declared_numel(inputs[name]) if name in inputs else None
+            if numel == 1:
+                constants[name] = "a single-element float tensor: a constant, like a scalar initializer"
+                continue
+            parameters[name] = "undeclared" if name in undeclared_set else "graph input"
+            roles[name] = tuple(dict.fromkeys(label for _, label in weights[name]))
+        elif name in undeclared_set:
+            constants[name] = ("read only as a shape, axes or bounds operand" if only_shape
+                               else "no role found: taken for a constant of unknown value")
+        elif only_shape:
+            constants[name] = "read only as a shape, axes or bounds operand"
+        else:
+            why_data[name] = "no role found"
+            if _declared_numel(inputs[name]) is not None:
+                unsure.append(name)
+    if len(why_data) == 1 and unsure:
+        # A graph's only data input is the data by elimination (a model reads at least one).
+        why_data[unsure[0]] = "the graph's only data input"
+        unsure = []
+    for name in fixed:
+        if direct.get(name) and direct[name] <= {_SHAPE, _INDEX, _ACTIVATION}:
+            # Resize's scales, Clip's bounds, a zero initial state: values, not weights.
+            constants[name] = "float initializer read only as a shape, bounds or state operand"
+            continue
+        parameters[name] = "initializer"
+        roles[name] = tuple(dict.fromkeys(label for _, label in weights.get(name, [])))
+    state = frozenset(n for n in parameters if n in weights and all(k == _STATE for k, _ in weights[n]))
+    undeclared_uses = {
+        name: tuple((i, j) for i in analysis.order for j, n in enumerate(nodes[i].input) if n == name)
+        for name in parameters if parameters[name] == "undeclared"
+    }
+    ordered = {n: parameters[n] for n in read_names if n in parameters}
+    ordered.update({n: s for n, s in parameters.items() if n not in ordered})
+    return InputRoles(
+        method="roles",
+        parameters=ordered,
+        parameter_roles=roles,
+        state=state,
+        data_inputs={n: why_data[n] for n in inputs if n in why_data},
+        constants=constants,
+        unsure_data=tuple(unsure),
+        undeclared_uses=undeclared_uses,
+        notes=tuple(_exporter_notes(nodes)),
+    )
+
+
+def _exporter_notes(nodes: list[onnx.NodeProto]) -> list[str]:
+    """What an exporter's optimiser did that changes a training step's cost (from node metadata)."""
+    rules = {prop.value for node in nodes for prop in node.metadata_props
+             if prop.key == "pkg.onnxscript.rewriter.rule_name"}
+    if any("FuseBatchNorm" in rule for rule in rules):
+        return ["the exporter's optimiser folded BatchNormalization into the preceding ops "
+                "(torch.onnx.export optimize=True): this is an inference graph, without the "
+                "BatchNormalization ops and parameters a training step runs; export with optimize=False "
+                "(or dynamo=False, training=torch.onnx.TrainingMode.TRAINING) to cost training"]
+    return []
+
+
+def warn_about(roles: InputRoles, graph_name: str, stacklevel: int = 3) -> None:
+    """Issue the warnings of `InputRoles.warning_messages` (a `DataInputWarning` for inputs taken
+    for data without a role, a UserWarning for the notes)."""
+    for message in roles.warning_messages():
+        category = DataInputWarning if message.startswith("float graph input") else UserWarning
+        warnings.warn(f"graph {graph_name!r}: {message}", category, stacklevel=stacklevel)

@@ -1,0 +1,247 @@
+"""Which inputs of a user's ONNX model are parameters: weight-free exports cost what the model trains.
+
+Six small architectures written in plain torch are exported with `torch.onnx.export`, with and
+without their weights; the parameters the importer finds are compared with each other and with
+``sum(p.numel() for p in model.parameters())``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from placement_gym.graph.onnx_import import import_onnx
+from placement_gym.graph.parameters import DataInputWarning
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+
+# --- the architectures ------------------------------------------------------------------------
+
+
+class CNNWithBatchNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(4, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU())
+        self.head = nn.Linear(6 * 4 * 4, 5)
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+
+class ResNetBlock(nn.Module):
+    """A basic block with a strided projection shortcut (He et al. 2016)."""
+
+    def __init__(self, channels: int = 4, out: int = 6) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, out, 3, stride=2, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(out)
+        self.conv2 = nn.Conv2d(out, out, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(out)
+        self.shortcut = nn.Sequential(nn.Conv2d(channels, out, 1, stride=2, bias=False), nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + self.shortcut(x))
+
+
+class LSTMTagger(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(11, 4)
+        self.lstm = nn.LSTM(4, 5, num_layers=2, batch_first=True)
+        self.out = nn.Linear(5, 3)
+
+    def forward(self, ids):
+        hidden, _ = self.lstm(self.embed(ids))
+        return self.out(hidden)
+
+
+class TransformerEncoder(nn.Module):
+    """Token embedding + a learned position tensor (added, as ViT does) + two post-LN layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(13, 8)
+        self.position = nn.Parameter(torch.zeros(1, 6, 8))
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.layers = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, ids):
+        return self.norm(self.layers(self.embed(ids) + self.position))
+
+
+class TiedDecoder(nn.Module):
+    """A GPT-style pre-LN decoder block whose output projection is the token embedding (tied)."""
+
+    def __init__(self, vocab: int = 17, width: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.position = nn.Embedding(6, width)
+        self.block = nn.TransformerEncoderLayer(width, 2, 16, dropout=0.0, batch_first=True, norm_first=True)
+        self.norm = nn.LayerNorm(width)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.lm_head.weight = self.embed.weight
+        self.register_buffer("causal_mask", torch.triu(torch.full((6, 6), float("-inf")), 1))
+
+    def forward(self, ids):
+        positions = torch.arange(ids.shape[1])
+        hidden = self.block(self.embed(ids) + self.position(positions), src_mask=self.causal_mask)
+        return self.lm_head(self.norm(hidden))
+
+
+class DepthwiseSeparableCNN(nn.Module):
+    """MobileNet-style: a full conv, then a depthwise 3x3 (groups = channels) and a pointwise 1x1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU6(),
+            nn.Conv2d(6, 6, 3, padding=1, groups=6, bias=False), nn.BatchNorm2d(6), nn.ReLU6(),
+            nn.Conv2d(6, 8, 1, bias=False), nn.BatchNorm2d(8), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Linear(8, 4))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+ARCHITECTURES = {
+    "cnn_bn": (CNNWithBatchNorm, lambda: torch.zeros(2, 3, 8, 8)),
+    "resnet_block": (ResNetBlock, lambda: torch.zeros(2, 4, 8, 8)),
+    "lstm": (LSTMTagger, lambda: torch.zeros(2, 6, dtype=torch.long)),
+    "transformer_encoder": (TransformerEncoder, lambda: torch.zeros(2, 6, dtype=torch.long)),
+    "tied_decoder": (TiedDecoder, lambda: torch.zeros(2, 6, dtype=torch.long)),
+    "depthwise_separable": (DepthwiseSeparableCNN, lambda: torch.zeros(2, 3, 8, 8)),
+}
+CONV_NETS = ("cnn_bn", "resnet_block", "depthwise_separable")
+
+
+def build(name: str) -> nn.Module:
+    """The model with seeded, distinct random weights (exporters merge initializers of equal values,
+    such as the identical layers nn.TransformerEncoder deep-copies) in training mode."""
+    torch.manual_seed(0)
+    model = ARCHITECTURES[name][0]()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_()
+    return model.train()
+
+
+def export(model: nn.Module, name: str, path: Path, **options) -> Path:
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (ARCHITECTURES[name][1](),), str(path), **options)
+    return path
+
+
+def n_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def n_float_buffers(model: nn.Module) -> int:
+    """BatchNorm running statistics and the decoder's causal mask: float tensors of the model that
+    are not torch parameters. A file cannot tell them from weights; they count with the parameters
+    (their memory is resident like a weight's), the running statistics as non-trainable state."""
+    return sum(b.numel() for b in model.buffers() if b.is_floating_point())
+
+
+def load(path: Path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataInputWarning)
+        return import_onnx(path)
+
+
+_CACHE: dict[tuple, Path] = {}
+
+
+def exported(tmp_path_factory, name: str, **options) -> Path:
+    """Each export once per test session (the dynamo exporter takes about a second)."""
+    key = (name, tuple(sorted(options.items())))
+    if key not in _CACHE:
+        folder = tmp_path_factory.mktemp(name)
+        _CACHE[key] = export(build(name), name, folder / "model.onnx", **options)
+    return _CACHE[key]
+
+
+# The legacy (TorchScript) exporter in training mode keeps BatchNormalization as an op (in eval
+# mode it folds it into the convolution) and, without constant folding, keeps each weight under its
+# torch name, transposes as Transpose ops and a tied weight as one tensor.
+LEGACY_TRAINING = {"dynamo": False, "training": torch.onnx.TrainingMode.TRAINING, "do_constant_folding": False}
+
+
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_weight_free_export_has_the_parameters_of_the_model(tmp_path_factory, name):
+    model = build(name)
+    with_weights = load(exported(tmp_path_factory, name, export_params=True, **LEGACY_TRAINING))
+    weight_free = load(exported(tmp_path_factory, name, export_params=False, **LEGACY_TRAINING))
+    expected = n_parameters(model) + n_float_buffers(model)
+    assert weight_free.parameter_count == with_weights.parameter_count == expected
+    # The two files are the same graph: every cost is the same, not only the total.
+    a, b = weight_free.graph, with_weights.graph
+    assert np.array_equal(a.param_bytes, b.param_bytes) and np.array_equal(a.flops, b.flops)
+    assert a.param_bytes.sum() == 4 * expected
+    assert [shape for _, shape in a.data_inputs] == [tuple(ARCHITECTURES[name][1]().shape)]
+    state = {p.name for p in weight_free.parameters if not p.trainable}
+    running = {n for n, _ in model.named_buffers() if "running_" in n}
+    assert state == running  # running statistics are reported as non-trainable state
+    assert {p.source for p in weight_free.parameters} == {"graph input"}
+
+
+def test_tied_embedding_counts_once_and_is_shared(tmp_path_factory):
+    result = load(exported(tmp_path_factory, "tied_decoder", export_params=False, **LEGACY_TRAINING))
+    (table,) = [p for p in result.parameters if p.name == "embed.weight"]
+    assert table.shape == (17, 8)
+    assert {"Gather table", "MatMul operand"} <= set(table.roles)
+    g = result.graph
+    tensor = g.tensor_names.index("embed.weight")
+    assert g.tensor_is_parameter[tensor]  # owned by the embedding, sent to the output projection
+    assert [g.op_types[d] for d in g.edge_dst[g.edge_tensor == tensor]] == ["Transpose"]
+
+
+def folded_batch_norm_parameters(model: nn.Module) -> int:
+    """Parameters the default exporter's optimiser removes by folding each BatchNorm into the conv
+    before it: the BatchNorm's scale and shift (2C) and the conv's bias, if any, become one new
+    conv bias (C); the running statistics disappear."""
+    removed = 0
+    modules = list(model.modules())
+    for conv, bn in zip(modules, modules[1:]):
+        if isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d):
+            removed += 2 * bn.num_features + (conv.bias.numel() if conv.bias is not None else 0) - bn.num_features
+    return removed
+
+
+@pytest.mark.parametrize("name", CONV_NETS)
+def test_default_exporter_without_weights_costs_like_with_weights(tmp_path_factory, name):
+    # torch 2.13's default exporter (dynamo=True, optimize=True) with export_params=False writes
+    # nodes that read weights the file does not declare (the ONNX checker rejects it); their shapes
+    # follow from the convolutions and Gemm that read them.
+    with_weights = load(exported(tmp_path_factory, name, export_params=True))
+    weight_free = load(exported(tmp_path_factory, name, export_params=False))
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(onnx.load(exported(tmp_path_factory, name, export_params=False)))
+    model = build(name)
+    assert with_weights.parameter_count == n_parameters(model) - folded_batch_norm_parameters(model)
+    assert weight_free.parameter_count == with_weights.parameter_count
+    assert {p.source for p in weight_free.parameters} == {"undeclared"}
+    assert np.array_equal(weight_free.graph.param_bytes, with_weights.graph.param_bytes)
+    assert any("folded BatchNormalization" in w for w in weight_free.warnings)
+
+
+@pytest.mark.parametrize("name", ["lstm", "transformer_encoder", "tied_decoder"])
+def test_default_exporter_without_weights_refuses_what_it_cannot_size(tmp_path_factory, name):
+    # An embedding table's vocabulary size appears nowhere in such a file: refuse, with the fix.
+    path = exported(tmp_path_factory, name, export_params=False)
+    with pytest.raises(ValueError, match=r"neither contains nor declares.*export_params=True"):
+        import_onnx(path)
+    with_weights = load(exported(tmp_path_factory, name, export_params=True))
+    assert with_weights.parameter_count >= n_parameters(build(name))
