@@ -1,0 +1,46 @@
+"""Random search at a learned agent's budget: the floor a test that claims learning must clear."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pytest
+
+from baselines.learning import BudgetedEvaluator
+from placement_gym.groups import make_grouping
+from placement_gym.task import Task
+
+# A test that claims learning runs its agent on each of these seeds, and random search on the same.
+SEEDS = (0, 1, 2)
+
+
+def random_search(task: Task, budget: int, seed: int, groups=None) -> BudgetedEvaluator:
+    """``budget`` placements of ``task`` drawn uniformly at random from a generator seeded with
+    ``seed``, all scored by the cost model through a `BudgetedEvaluator` (the door the learned agents
+    evaluate through, so both count evaluations alike), which it returns: ``best_runtime``,
+    ``best_feasible``, ``curve``. ``groups`` is the action space of the agent it stands against (any
+    ``groups=`` value of the envs, or a label per op): one uniform device per group, which every op
+    of the group takes; None draws a device per op."""
+    grouping = make_grouping(task.graph, groups)
+    rng = np.random.default_rng(seed)
+    devices = rng.integers(0, task.n_devices, size=(budget, grouping.n_groups))
+    evaluator = BudgetedEvaluator(task, budget)
+    evaluator.evaluate(grouping.expand(devices))
+    return evaluator
+
+
+def random_search_floor(task: Task, budget: int, seeds: Iterable[int], groups=None) -> float:
+    """The shortest feasible runtime `random_search` reaches with ``budget`` evaluations on any of
+    ``seeds`` (inf when none of its placements fits in memory): a learned agent that gets below it
+    at the same budget and seeds found what random search did not."""
+    runs = [random_search(task, budget, seed, groups) for seed in seeds]
+    return min((run.best_runtime for run in runs if run.best_feasible), default=float("inf"))
+
+
+def random_search_control(*values, id: str = "random-search-control"):
+    """A parametrisation of a learning test with the project's ``random-search`` agent in the learned
+    agent's place, marked to fail (strictly: should random search ever pass, the suite fails), which
+    shows the test's threshold is one random search at the same budget and seeds does not reach."""
+    return pytest.param(*values, id=id, marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError, reason="random search must not pass a test that claims learning"))
