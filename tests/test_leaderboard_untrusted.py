@@ -15,6 +15,7 @@ from placement_gym.leaderboard import evaluate, get_suite, render_markdown, save
 from placement_gym.leaderboard.submission import (
     MAX_FILE_BYTES,
     MAX_NESTING,
+    NAME_PATTERN,
     SubmissionError,
     check_schema,
     parse_submission,
@@ -206,3 +207,12 @@ def test_render_refuses_a_file_name_that_is_not_plain(good, tmp_path, capsys):
     assert main(["leaderboard", "render", "--dir", str(board)]) == 1
     assert "file name" in capsys.readouterr().out
     assert not (board / "README.md").exists()
+
+
+def test_readme_states_the_limits_the_code_enforces():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Leaderboard")[1].split("\n## ")[0]
+    assert f"files over {MAX_FILE_BYTES // 2**20} MiB" in section
+    assert f"nested deeper than {MAX_NESTING}" in section
+    assert "letters, digits and `. _ + -` (at most 64 characters)" in section
+    assert NAME_PATTERN == r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
