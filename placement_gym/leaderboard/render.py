@@ -402,7 +402,9 @@ def _generalisation_track(submissions: list[tuple[str, dict]], suite: Suite) -> 
         f"{', '.join(f'`{g}`' for g in split.held_out_graphs)} only, whose {len(held_out)} tasks are "
         f"{', '.join(f'`{t}`' for t in held_out)}. Every held-out task has a training task with the same "
         "number of devices. Each entry states the tasks it trained on (`trained_on`); validation rejects "
-        "one that trained on a held-out graph or that lists a training task's result. Scores use the same "
+        "one that trained on a held-out graph or that lists a training task's result. Evaluations of a "
+        "held-out task during the scored run (zero-shot samples, fine-tuning) are allowed and counted in "
+        "its evaluations. Scores use the same "
         f"best known runtimes as above; the overall score is the mean over the {len(held_out)} held-out "
         "tasks.",
         "",
