@@ -126,7 +126,10 @@ def test_non_graph_observation_falls_back_to_an_mlp():
 
 # --- the graph policy ------------------------------------------------------------------------------
 
-def test_ppo_learns_and_predicts_a_valid_placement():
+def test_ppo_trains_and_predicts_a_valid_placement():
+    """PPO trains with the policy and predicts valid placements. 128 steps teach it nothing that random
+    placements would not match: that PPO with this policy learns is test_learned_sb3.py's claim
+    (sb3-ppo against random search at the same budget)."""
     env = DevicePlacementEnv(graph=GRAPH, cluster=CLUSTER)
     model = PPO(FactorizedPlacementPolicy, env, n_steps=64, batch_size=32, n_epochs=2, seed=0)
     model.learn(128)

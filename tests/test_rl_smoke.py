@@ -1,8 +1,9 @@
-"""Smoke test of learning: stock stable-baselines3 PPO on `DevicePlacementStaged-v0` beats random.
+"""Smoke test of learning: stock stable-baselines3 PPO on `DevicePlacementStaged-v0` beats random search.
 
 The claim is about what was learnt, not about time: after a few thousand steps (about 130
-episodes of 30 stages) the policy's final rewards must beat those of uniformly random devices,
-both its deterministic placement and the mean of its sampled ones (a policy that had learnt nothing
+episodes of 30 stages, one evaluation each) the policy's deterministic placement must be faster than
+anything random search finds with as many evaluations on seeds 0-2, and the mean final reward of
+its sampled placements must beat that of uniformly random devices (a policy that had learnt nothing
 samples close to uniformly, so the sampled mean can fail where a lucky argmax would not).
 """
 
@@ -17,26 +18,29 @@ pytest.importorskip("stable_baselines3")
 from stable_baselines3 import PPO  # noqa: E402
 
 from placement_gym.envs.staged import DevicePlacementStagedEnv  # noqa: E402
+from tests.random_search import SEEDS, random_search_floor  # noqa: E402
 
 GRAPH, CLUSTER = "cifar10_cnn", "k80x2"  # 30 ops: 30 stages per episode
 TRAIN_STEPS = 4096
 EPISODES = 20
 
 
-def _final_reward(env: DevicePlacementStagedEnv, choose) -> float:
-    """Play one episode with ``choose(obs)`` and return its last reward (the sparse one)."""
+def _final_step(env: DevicePlacementStagedEnv, choose) -> tuple[float, float]:
+    """Play one episode with ``choose(obs)``; return its last reward (the sparse one) and the runtime
+    of the placement it made."""
     obs, _ = env.reset()
     terminated = False
     while not terminated:
-        obs, reward, terminated, truncated, _ = env.step(choose(obs))
+        obs, reward, terminated, truncated, info = env.step(choose(obs))
         assert not truncated
-    return reward
+    return reward, float(info["runtime"])
 
 
-def test_ppo_beats_random_on_the_staged_env():
+def test_ppo_beats_random_search_on_the_staged_env():
     env = DevicePlacementStagedEnv(graph=GRAPH, cluster=CLUSTER)  # train_step, sparse log_speedup
     rng = np.random.default_rng(0)
-    random_mean = np.mean([_final_reward(env, lambda _obs: int(rng.integers(env.action_space.n)))
+    uniform = DevicePlacementStagedEnv(graph=GRAPH, cluster=CLUSTER)
+    random_mean = np.mean([_final_step(uniform, lambda _obs: int(rng.integers(env.action_space.n)))[0]
                            for _ in range(EPISODES)])
 
     threads = th.get_num_threads()
@@ -52,8 +56,14 @@ def test_ppo_beats_random_on_the_staged_env():
     def learnt(deterministic: bool):
         return lambda obs: int(model.predict(obs, deterministic=deterministic)[0])
 
-    deterministic = _final_reward(env, learnt(True))
-    model.set_random_seed(1)
-    sampled_mean = np.mean([_final_reward(env, learnt(False)) for _ in range(10)])
+    deterministic, runtime = _final_step(env, learnt(True))
+    budget = env.evaluations  # the training episodes' and the deterministic one's
+    floor = random_search_floor(env.task, budget, SEEDS)  # a device per op, as the env's stages choose
+    assert runtime < floor, (
+        f"PPO's deterministic placement runs {runtime * 1e3:.2f} ms, not below the {floor * 1e3:.2f} ms "
+        f"random search reaches with {budget} evaluations on seeds {SEEDS}"
+    )
     assert deterministic > random_mean
+    model.set_random_seed(1)
+    sampled_mean = np.mean([_final_step(env, learnt(False))[0] for _ in range(10)])
     assert sampled_mean > random_mean
