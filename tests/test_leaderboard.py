@@ -106,7 +106,8 @@ def test_harness_round_trip_validates(submission, tmp_path):
         names = task.cluster.device_names
         assert [result["placement"][op] for op in task.graph.op_names] == [names[d] for d in expected]
         assert result["runtime"] == simulate(task, expected).runtime
-        assert result["evaluations"] == 3 and result["trained_on_task"] is False
+        # How evaluations are counted is tests/test_leaderboard_budgets.py's subject.
+        assert result["trained_on_task"] is False
     path = save_submission(submission, tmp_path / "s.json")
     assert load_submission(path) == json.loads(json.dumps(submission))
     check = validate_file(path)
@@ -118,25 +119,25 @@ def test_harness_takes_a_bare_array_and_marks_trained_on(tmp_path):
     data = evaluate(last_device_agent, mini_suite(), algorithm="cpu", trained_on=[SMALL[1]],
                     out=tmp_path / "x.json")
     assert (tmp_path / "x.json").is_file()
-    assert data["results"][SMALL[0]]["evaluations"] == 1
     assert data["results"][SMALL[1]]["trained_on_task"] is True
     assert validate_submission(data).ok
 
 
 def test_harness_rejects_an_agent_that_changes_the_task():
-    task = parse_task_id(SMALL[0])
-    original = task.duration
+    shared = parse_task_id(SMALL[0])
+    original = shared.duration
 
     def cheating_agent(task, seed, budget):
-        # The arrays are read-only, but an agent can still swap one (tasks are cached and shared).
-        object.__setattr__(task, "duration", original * 0.5)
+        # The arrays are read-only, but an agent can still swap one of the cached task that every user
+        # of the id shares, reached by name.
+        object.__setattr__(parse_task_id(task.id), "duration", original * 0.5)
         return single_placement(task, 0)
 
     try:
         with pytest.raises(RuntimeError, match="modified task"):
             evaluate(cheating_agent, mini_suite(), algorithm="cheat")
     finally:
-        object.__setattr__(task, "duration", original)
+        object.__setattr__(shared, "duration", original)
     assert evaluate(last_device_agent, mini_suite(), algorithm="honest")["results"]
 
 
