@@ -146,11 +146,15 @@ def _bounded_int(text: str) -> int:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    # JSON lets a later key silently replace an earlier one: a reviewer reading the file would see
+    # one placement and the validator check another.
     data = dict(pairs)
     if len(data) != len(pairs):
         seen: set[str] = set()
-        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise SubmissionError(f"duplicate key {shown(duplicate)}: every key of an object must be unique")
+        for key, _ in pairs:
+            if key in seen:
+                raise SubmissionError(f"duplicate key {shown(key)}: every key of an object must be unique")
+            seen.add(key)
     return data
 
 
