@@ -162,6 +162,32 @@ def run_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -
     return AgentResult(placement, int(result.evaluations), dict(result.info))
 
 
+# Algorithms whose leaderboard entries a re-run cannot reproduce bit for bit, and why.
+NOT_RERUNNABLE: dict[str, str] = {
+    "exact": "its leaderboard fill (leaderboard/fill_baselines.py) stops CP-SAT's parallel search at a "
+             "wall-clock time limit, so a re-run may stop at another placement",
+}
+
+
+def leaderboard_agent(name: str) -> Callable[[Task, int, int | None], AgentResult] | None:
+    """The provider of the entry-point group ``placement_gym.agents`` (``leaderboard validate
+    --rerun``): the harness agent ``agent(task, seed, budget)`` that made the leaderboard entries of
+    algorithm ``name``, that is `run_agent` at the agent's default settings as
+    leaderboard/fill_baselines.py and leaderboard/fill_learned.py run it; None for a name this
+    registry does not know; ValueError for one of `NOT_RERUNNABLE`."""
+    if name in NOT_RERUNNABLE:
+        raise ValueError(f"the {name} entries cannot be re-run bit for bit: {NOT_RERUNNABLE[name]}")
+    try:
+        get_agent(name)
+    except ValueError:
+        return None
+
+    def agent(task: Task, seed: int, budget: int | None) -> AgentResult:
+        return run_agent(task, name, seed, budget)
+
+    return agent
+
+
 def evaluate_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> dict[str, Any]:
     """Run agent ``name`` on ``task`` and simulate its placement once more (not counted in
     ``evaluations``, which are the agent's own). Returns a JSON-able dict: agent, runtime (s),

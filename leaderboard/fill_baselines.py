@@ -60,8 +60,9 @@ def exact_agent(time_limit: float, statuses: dict[str, str]):
         f"{agent_descriptions()['exact']}. Settings: groups='auto' (single ops up to 60 forward ops, else "
         "chain merging when it gives at most 60 groups, else a balanced 40-way partition); hint: the best "
         f"single device; link contention and memory constraints modelled; 2 CP-SAT workers; time limit "
-        f"{time_limit:g} s of wall clock per task (2 shared CPU cores). Evaluations: 2 per task (the hint "
-        "and the result). Where the solver stopped at the time limit its placement is its best by then, not "
+        f"{time_limit:g} s of wall clock per task (2 shared CPU cores). Evaluations: 3 per task (the hint's "
+        "schedule, then the runtimes of the result and of the hint). Where the solver stopped at the time "
+        "limit its placement is its best by then, not "
         "a proven optimum; where it found no solution in time (presolve of the largest graphs) the entry is "
         "the hint."
     )

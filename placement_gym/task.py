@@ -21,6 +21,7 @@ P (weights) + P (gradients) + the optimizer's state (Adam 2P, momentum P, SGD 0)
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -51,6 +52,31 @@ def _csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[np.ndarray,
     return pointer, np.ascontiguousarray(values[order], dtype=np.int32)
 
 
+class EvaluationCounter:
+    """How many placements of a task have been evaluated: one per `simulate` or `reference_simulate`
+    call, one per row of a `simulate_batch` call, one per run of a real or Ray evaluator.
+
+    A task owns one; tasks derived from it (`dataclasses.replace`, a profiled task, a deep copy)
+    share it, so their evaluations count for the original; `Task.independent_copy` starts a new one.
+    The count is a plain integer add, cheap on the simulator's hot path and not locked: it is exact
+    when one thread at a time evaluates a task (as the leaderboard harness runs agents); evaluations
+    made in another process (a pickled task, a subprocess env) count on that process's copy."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __copy__(self) -> EvaluationCounter:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> EvaluationCounter:
+        return self  # a deep copy of a task is derived from it: its evaluations count for the original
+
+    def __repr__(self) -> str:
+        return f"EvaluationCounter({self.count})"
+
+
 @dataclass(frozen=True, eq=False)
 class Task:
     """A compiled placement problem. Build it with `make_task`.
@@ -64,6 +90,10 @@ class Task:
     until the end of the step). CSR adjacency: ``op_output_pointer/op_outputs`` (tensors an op
     produces), ``tensor_consumer_pointer/tensor_consumers`` (ops that read a tensor),
     ``op_input_count`` (number of produced tensors an op waits for). ``static_bytes`` per forward op.
+
+    ``evaluations``: placements of this task evaluated so far, through any of the project's ways to
+    evaluate (`EvaluationCounter`; the leaderboard records an agent's from it). ``_cache`` holds
+    what is derived from the arrays once (simulator arrays, reference runtimes, observations).
     """
 
     graph: OpGraph
@@ -85,6 +115,32 @@ class Task:
     op_input_count: np.ndarray
     static_bytes: np.ndarray
     _cache: dict = field(default_factory=dict, repr=False)
+    _evaluations: EvaluationCounter = field(default_factory=EvaluationCounter, repr=False)
+
+    @property
+    def evaluations(self) -> int:
+        """Placements of this task (and of the tasks derived from it) evaluated so far."""
+        return self._evaluations.count
+
+    def count_evaluations(self, n: int = 1) -> None:
+        """Add ``n`` evaluations to the counter (for evaluators that do not run the cost model)."""
+        self._evaluations.count += n
+
+    def independent_copy(self, caches: bool = True) -> Task:
+        """A copy that shares nothing with this task: every array of the task, its graph and its
+        cluster copied (read-only where the original is), the caches deep-copied (``caches=False``:
+        empty, to be rebuilt from the copied arrays) and a new evaluation counter at 0. Whatever is
+        done to the copy, its arrays or its caches, leaves this task as it was."""
+        memo: dict = {id(self._evaluations): EvaluationCounter()}
+        if not caches:
+            memo[id(self._cache)] = {}
+        copied = copy.deepcopy(self, memo)
+        pairs = ((self, copied), (self.graph, copied.graph), (self.cluster, copied.cluster))
+        for original, duplicate in pairs:
+            for name, value in vars(original).items():
+                if isinstance(value, np.ndarray) and not value.flags.writeable:
+                    getattr(duplicate, name).setflags(write=False)
+        return copied
 
     @property
     def n_forward(self) -> int:

@@ -139,7 +139,12 @@ class BudgetedEvaluator:
     (evaluation number, runtime, feasible, best feasible runtime so far).
 
     ``evaluator``: who scores the placements (see the module docstring and `evaluate_rows`); None,
-    the default, is the cost model of ``task``. The budget counts rows whatever scores them."""
+    the default, is the cost model of ``task``. The budget counts rows whatever scores them.
+
+    Every row also counts once in ``task.evaluations`` (the count the leaderboard records): the
+    cost model and the project's evaluators count there themselves (a profiled task shares its
+    task's counter); what an evaluator counted elsewhere, or not at all (a Ray pool built for the
+    task by name, a third-party evaluator), is added to it here."""
 
     task: Task
     budget: int
@@ -184,7 +189,9 @@ class BudgetedEvaluator:
             raise BudgetExhausted(
                 f"asked for {len(rows)} evaluations with {self.remaining} of {self.budget} left"
             )
+        counted = self.task.evaluations
         runtimes, feasible, _ = evaluate_rows(self.task, rows, self.evaluator)
+        self._count_on_task(len(rows), counted)
         for row, runtime, ok in zip(rows, runtimes.tolist(), feasible.tolist()):
             self._record(row, runtime, ok)
         return (runtimes[0:1], feasible[0:1]) if single else (runtimes, feasible)
@@ -194,12 +201,20 @@ class BudgetedEvaluator:
         if self.remaining < 1:
             raise BudgetExhausted(f"no evaluation left of {self.budget}")
         row = self.task.check_placement(placement)
+        counted = self.task.evaluations
         if self.evaluator is None:
             result = simulate(self.task, row, schedule=schedule)
         else:
             result = self.evaluator.simulate(row, schedule=schedule)
+        self._count_on_task(1, counted)
         self._record(row, result.runtime, result.feasible)
         return result
+
+    def _count_on_task(self, rows: int, counted_before: int) -> None:
+        """Make ``task.evaluations`` grow by at least ``rows`` since ``counted_before``."""
+        missing = rows - (self.task.evaluations - counted_before)
+        if missing > 0:
+            self.task.count_evaluations(missing)
 
     def _record(self, row: np.ndarray, runtime: float, ok: bool) -> None:
         self.used += 1

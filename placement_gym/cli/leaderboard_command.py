@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
 
 OK_MARK, BAD_MARK, SKIP_MARK = "✓", "✗", "-"
@@ -83,9 +84,22 @@ def _submission_paths(files: list[str], directory: Path) -> list[Path]:
 
 @_exits_on_suite_mismatch
 def run_validate(args: argparse.Namespace) -> int:
+    if args.rerun is not None or args.tasks is not None or args.budget is not None:
+        return _run_rerun(args)
     checks = _check_report(_submission_paths(args.files, Path(args.dir)))
     _print_checks(checks, args.json)
     return 0 if all(c.ok for c in checks) else 1
+
+
+def _run_rerun(args: argparse.Namespace) -> int:
+    """``validate --rerun FILE [--tasks ...] [--budget N]`` (placement_gym/leaderboard/rerun.py)."""
+    from placement_gym.leaderboard.rerun import run_rerun_command
+
+    if args.rerun is None:
+        raise ValueError("--tasks and --budget are options of --rerun FILE")
+    if args.files:
+        raise ValueError(f"--rerun takes one file; also given: {' '.join(args.files)}")
+    return run_rerun_command(args.rerun, args.tasks, args.budget, args.json)
 
 
 @_exits_on_suite_mismatch
@@ -145,6 +159,15 @@ def add_parser(subparsers) -> None:
                                    description="Re-evaluate every placement of each submission "
                                    "(default: every file under DIR/submissions).")
     validate.add_argument("files", nargs="*", metavar="FILE")
+    validate.add_argument("--rerun", metavar="FILE",
+                          help="run FILE's algorithm again (same seed, budget and tasks, found through the "
+                          "entry-point group placement_gym.agents) and check its placements bit for bit and "
+                          "its evaluation counts; exit 0 reproduced, 1 not (the first differing task named)")
+    validate.add_argument("--tasks", metavar="IDS",
+                          help="with --rerun: only these comma-separated task ids of the file")
+    validate.add_argument("--budget", type=positive_int, metavar="N",
+                          help="with --rerun: run at N evaluations instead of the file's budget; the run "
+                          "then cannot match the file, so two runs at N are compared with each other")
     common(validate)
     validate.set_defaults(run=run_validate)
 

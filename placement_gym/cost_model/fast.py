@@ -441,7 +441,8 @@ def simulate(task, placement, schedule: bool = False) -> SimulationResult:
     """Evaluate one placement (one device index per forward op) of ``task`` with the cost model.
 
     Returns runtime (makespan, seconds), feasibility (no device over its memory capacity), peak
-    memory per device (bytes) and, with ``schedule=True``, the full `Schedule`."""
+    memory per device (bytes) and, with ``schedule=True``, the full `Schedule`. Adds one to
+    ``task.evaluations``."""
     array = _placement_array(task, placement)
     arrays = _arrays(task)
     timeline = None
@@ -462,6 +463,7 @@ def simulate(task, placement, schedule: bool = False) -> SimulationResult:
     else:
         makespan, peak, feasible = _simulate_one(array, arrays, task.cluster.memory_capacity)
         _check_status(task, placement, makespan)
+    task._evaluations.count += 1  # the task's evaluation counter (`Task.evaluations`): one add
     return SimulationResult(runtime=float(makespan), feasible=feasible, peak_memory=peak, schedule=timeline)
 
 
@@ -469,9 +471,11 @@ def simulate_batch(task, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """Evaluate many placements of one task at once (parallel over the machine's cores).
 
     ``placements``: int array ``(batch, n_forward)``. Returns ``(runtimes, feasible, peak_memory)``
-    with shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``."""
+    with shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``. Adds ``batch`` to
+    ``task.evaluations``."""
     rows = np.ascontiguousarray(task.check_placement(placements, batch=True))
     runtimes, peaks = _simulate_batch(rows, _arrays(task))
     _check_status(task, rows, float(runtimes.min(initial=1.0)), batch=True)
+    task._evaluations.count += len(rows)  # one evaluation per row (`Task.evaluations`)
     feasible = np.all(peaks <= task.cluster.memory_capacity[None, :], axis=1)
     return runtimes, feasible, peaks

@@ -19,7 +19,8 @@ _OP_DONE, _TRANSFER_DONE = 0, 1
 
 
 def reference_simulate(task, placement) -> SimulationResult:
-    """Evaluate one placement of ``task`` by event simulation (same result as `fast.simulate`)."""
+    """Evaluate one placement of ``task`` by event simulation (same result as `fast.simulate`, and
+    counted the same way in ``task.evaluations``)."""
     device = task.expand(placement).tolist()
     n_ops, n_devices = task.n_ops, task.n_devices
     duration = task.duration.tolist()
@@ -109,6 +110,7 @@ def reference_simulate(task, placement) -> SimulationResult:
 
     peak = _peak_memory(task, device, start, finish, transfers)
     feasible = bool(np.all(peak <= task.cluster.memory_capacity))
+    task.count_evaluations(1)
     return SimulationResult(runtime=max(finish), feasible=feasible, peak_memory=peak)
 
 

@@ -3,6 +3,7 @@ memory masks and rendering. Each env subclasses `PlacementEnvBase` and adds its 
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from placement_gym.envs.observation import NodeObservation, check_obs_mode
 from placement_gym.envs.rewards import check_oom_settings, penalty_runtime
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.groups import make_grouping, quotient_edges
+from placement_gym.task import OBJECTIVES, Task
 from placement_gym.tasks import get_task
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
@@ -29,6 +31,11 @@ class PlacementEnvBase(gym.Env):
     (parameters, gradients and optimizer state per node), ``best_single_runtime`` and
     ``best_single_device``, ``lower_bound``, ``penalty_runtime`` (the runtime an out-of-memory
     placement is rewarded with), ``device_features`` (also in the dict observation), ``reward_mode``.
+
+    ``graph`` may also be a compiled `Task`: the env then places that very task, so its
+    evaluations add to that task's counter (`Task.evaluations`, what the leaderboard records of an
+    agent handed a task); ``cluster``, ``objective`` and ``optimizer`` are the task's, and a value
+    other than the env's default given for one of them must agree with the task.
 
     ``reward_mode`` (`placement_gym.real.evaluators`) says what a runtime is:
 
@@ -47,7 +54,7 @@ class PlacementEnvBase(gym.Env):
 
     def __init__(
         self,
-        graph: str | Path | OpGraph,
+        graph: str | Path | OpGraph | Task,
         cluster: str | Path | Cluster,
         objective: str,
         optimizer: str,
@@ -66,7 +73,7 @@ class PlacementEnvBase(gym.Env):
         check_obs_mode(obs_mode)
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"unknown render_mode {render_mode!r}; allowed: None, {', '.join(RENDER_MODES)}")
-        task = get_task(graph, cluster, objective, optimizer)
+        task = self._task_of(graph, cluster, objective, optimizer)
         mode_evaluator = None
         if reward_mode != "cost_model" or profile is not None or devices is not None:
             # Imported here: the real-hardware package is only needed (and only loaded) for these modes.
@@ -120,6 +127,25 @@ class PlacementEnvBase(gym.Env):
         # and resets (not for rendering). ``reward_mode`` sets it to its evaluator (None for the cost model).
         self.evaluator = mode_evaluator
         self.evaluations = 0
+
+    def _task_of(self, graph, cluster, objective: str, optimizer: str) -> Task:
+        """``graph`` when it is a `Task` (after checking the other arguments against it), else the task
+        `get_task` builds."""
+        if not isinstance(graph, Task):
+            return get_task(graph, cluster, objective, optimizer)
+        defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
+        agrees = {
+            "cluster": cluster is graph.cluster or cluster == graph.cluster.name,
+            "objective": objective in (graph.objective, OBJECTIVES[graph.objective]),
+            "optimizer": optimizer == graph.optimizer,
+        }
+        for name, value in (("cluster", cluster), ("objective", objective), ("optimizer", optimizer)):
+            if not agrees[name] and value is not defaults.get(name) and value != defaults.get(name):
+                raise ValueError(
+                    f"graph is the compiled task {graph.id}; {name}={value!r} is not the task's "
+                    f"(leave {name} out or give the task's)"
+                )
+        return graph
 
     # --- placements and evaluation ----------------------------------------------------------------
 

@@ -1,12 +1,20 @@
 """Run any agent over a suite and write a submission: `evaluate`.
 
 An agent is any callable ``agent(task, seed, budget)`` returning a placement (array of device indices
-per forward op) or an object with ``.placement`` and ``.evaluations``; this module never imports
-``baselines``.
+per forward op) or an object with a ``.placement``; this module never imports ``baselines``.
+
+Budgets are measured, not reported: each agent gets its own copy of the task
+(`Task.independent_copy`: arrays and caches copied, a new evaluation counter) and the entry records
+the evaluations made of that copy (`Task.evaluations`: every `simulate` call, `simulate_batch` row,
+env step, evaluator run, through the copy or any task derived from it), whatever the agent says it
+used. An agent that evaluated the task it is scored on is marked ``trained_on_task``. The harness
+scores the returned placement on a copy of its own, made before the agent ran, so nothing the agent
+does to its task changes the score.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable
@@ -15,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.cost_model import simulate
+from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.leaderboard.generalisation import get_split
 from placement_gym.leaderboard.submission import SCHEMA_VERSION, TRACKS, check_schema, save_submission
 from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite
@@ -26,13 +34,14 @@ Agent = Callable[[Task, int, "int | None"], Any]
 
 
 def task_digest(task: Task) -> str:
-    """sha256 over every array of the task, its graph and its cluster: the harness compares it before
-    and after an agent runs, since tasks are cached and shared, and a changed task would score a
-    different problem."""
+    """sha256 over every array of the task, its graph and its cluster: the harness compares that of
+    the cached, shared task before and after an agent runs (an agent that reaches it by name, not
+    through the copy it was given, must not change it for whoever uses it next)."""
     digest = hashlib.sha256()
     for owner in (task, task.graph, task.cluster):
-        for name in sorted(vars(owner)):
-            value = vars(owner)[name]
+        # Fields only: a cached property computed meanwhile (a graph's sha256) changes nothing.
+        for name in sorted(f.name for f in dataclasses.fields(owner)):
+            value = getattr(owner, name)
             if isinstance(value, np.ndarray):
                 digest.update(name.encode())
                 digest.update(str(value.dtype).encode())
@@ -42,14 +51,21 @@ def task_digest(task: Task) -> str:
     return digest.hexdigest()
 
 
-def _unpack(task: Task, returned: Any) -> tuple[np.ndarray, int]:
-    """The placement and the evaluation count of what an agent returned (count 1 when not given)."""
-    if hasattr(returned, "placement"):
-        placement = returned.placement
-        evaluations = int(getattr(returned, "evaluations", 1))
-    else:
-        placement, evaluations = returned, 1
-    return task.check_placement(placement), evaluations
+def _placement(task: Task, returned: Any) -> np.ndarray:
+    """The checked placement of what an agent returned (an array, or an object with ``.placement``;
+    a count of evaluations it carries is not used: the harness measures them)."""
+    return task.check_placement(returned.placement if hasattr(returned, "placement") else returned)
+
+
+def agent_copy(task: Task) -> tuple[Task, Task]:
+    """``(scoring, handed)``: the harness's own copy of ``task``, scored on after the agent ran, and
+    the agent's copy of that (caches included, evaluation counter at 0). The reference figures every
+    env and agent may read (the best single device, the lower bound) are computed on the scoring
+    copy first, so the agent's copy holds them and they are not counted as its evaluations."""
+    scoring = task.independent_copy(caches=False)
+    single_device(scoring)
+    lower_bound(scoring)
+    return scoring, scoring.independent_copy()
 
 
 def evaluate(
@@ -67,9 +83,12 @@ def evaluate(
     out: str | Path | None = None,
 ) -> dict:
     """Run ``agent`` on every task of ``suite`` and return (and write to ``out`` when given) the
-    submission. ``trained_on`` lists task ids the agent was trained on (marked per task). With
+    submission. Each task's entry records ``evaluations``, the evaluations the agent made of its copy
+    of the task (module docstring), and ``trained_on_task``: true when that count is above 0 or the
+    task is in ``trained_on``, the task ids the agent says it trained on before. With
     ``track="generalisation"`` only the suite's held-out tasks run (`generalisation`) and
-    ``trained_on`` is required. Raises RuntimeError when the agent modifies a task."""
+    ``trained_on`` is required. Raises RuntimeError when the agent modifies the cached, shared task
+    (reached by name: the copy it is given is its own)."""
     from placement_gym import __version__
 
     if track not in TRACKS:
@@ -84,14 +103,16 @@ def evaluate(
             raise ValueError(f"the suite given holds no held-out task of the {suite.version} split")
     results = {}
     for suite_task in suite.tasks:
-        task = suite_task.task()
-        before = task_digest(task)
+        shared = suite_task.task()
+        before = task_digest(shared)
+        task, handed = agent_copy(shared)
         start = time.perf_counter()
-        returned = agent(task, seed, budget)
+        returned = agent(handed, seed, budget)
         wall_s = time.perf_counter() - start
-        if task_digest(task) != before:
+        if task_digest(shared) != before:
             raise RuntimeError(f"agent {algorithm!r} modified task {task.id}; agents must not change tasks")
-        placement, evaluations = _unpack(task, returned)
+        evaluations = handed.evaluations
+        placement = _placement(task, returned)
         simulated = simulate(task, placement)
         results[task.id] = {
             "graph_sha256": task.graph.sha256,
@@ -100,7 +121,7 @@ def evaluate(
             "feasible": bool(simulated.feasible),
             "evaluations": evaluations,
             "wall_s": round(wall_s, 6),
-            "trained_on_task": task.id in trained_on,
+            "trained_on_task": evaluations > 0 or task.id in trained_on,
         }
     submission = {
         "schema": SCHEMA_VERSION,

@@ -190,10 +190,14 @@ class RayEvaluatorPool:
     used only when this process has not connected to Ray yet (else the pool joins that instance).
     ``evaluator_options``: extra `make_evaluator` options (for ``"real"``: ``seed``, ``batch``, ...).
     ``num_cpus``: CPUs of a local instance the pool starts (default: the machine's, at least one
-    per actor). ``start_timeout_s``: how long to wait for the actors to start.
+    per actor). ``start_timeout_s``: how long to wait for the actors to start. ``task``: the driver's
+    task whose evaluation counter (`Task.evaluations`) the pool's evaluations add to, such as the
+    copy the leaderboard harness hands an agent (default: the task ``task_spec`` builds; given, it
+    must be that task, the same id).
 
     Not thread-safe: one driver thread uses a pool at a time (as an env does). ``task`` is the task
-    built in the driver; placements are checked against it before they travel."""
+    of the driver; placements are checked against it before they travel, and each placement
+    evaluated adds one to its ``evaluations``."""
 
     def __init__(
         self,
@@ -208,6 +212,7 @@ class RayEvaluatorPool:
         evaluator_options: Mapping[str, Any] | None = None,
         num_cpus: int | None = None,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        task: Task | None = None,
     ) -> None:
         self.spec = as_task_spec(task_spec)
         self.reward_mode = check_reward_mode(reward_mode)
@@ -229,7 +234,7 @@ class RayEvaluatorPool:
             )
         if not (isinstance(start_timeout_s, (int, float)) and start_timeout_s > 0):
             raise ValueError(f"start_timeout_s must be a positive number of seconds, got {start_timeout_s!r}")
-        self.task = self.spec.build()
+        self.task = self._driver_task(task)
         self.last_info: dict[str, Any] | None = None
         self._actors: list[Any] = []
         self._owns_ray = False
@@ -254,6 +259,15 @@ class RayEvaluatorPool:
         from ray.util import ActorPool
 
         self._pool = ActorPool(list(self._actors))
+
+    def _driver_task(self, task: Task | None) -> Task:
+        built = self.spec.build()
+        if task is None:
+            return built
+        if not isinstance(task, Task) or task.id != built.id:
+            raise ValueError(f"task= must be the task of task_spec ({built.id}), got "
+                             f"{getattr(task, 'id', type(task).__name__)!r}")
+        return task
 
     def _device_sets(self, devices) -> list[Mapping[str, str] | None]:
         if devices is None or isinstance(devices, Mapping):
@@ -315,6 +329,7 @@ class RayEvaluatorPool:
             result, info = self._pool.get_next()
         except self._ray.exceptions.RayError as error:
             raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
+        self.task.count_evaluations(1)
         self.last_info = info
         return result
 
@@ -334,6 +349,7 @@ class RayEvaluatorPool:
         except self._ray.exceptions.RayError as error:
             raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
         runtimes, feasible, peaks = zip(*parts, strict=True)
+        self.task.count_evaluations(len(rows))
         return np.concatenate(runtimes), np.concatenate(feasible), np.concatenate(peaks)
 
     def simulate_batch(self, task: Task, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -124,10 +124,12 @@ def make_evaluator(
                 names = ",".join(task.cluster.device_names)
                 which = f" for optimizer {optimizer}" if optimizer else ""
                 flag = f" --optimizer {optimizer}" if optimizer else ""
+                # --devices takes NAME=TORCH pairs; without a map the cluster's own names are used.
+                where = (f"--devices {','.join(f'{n}={d}' for n, d in devices.items())}"
+                         if devices is not None else f"--cluster {task.cluster.name}")
                 raise ValueError(
                     f"no cached profile of graph {task.graph.name!r} on devices {names}{which}; run "
-                    f"placement-gym profile --graph {task.graph.name} --devices {names}{flag} "
-                    f"(or pass profile=)"
+                    f"placement-gym profile --graph {task.graph.name} {where}{flag} (or pass profile=)"
                 )
         return ProfiledEvaluator(task, profile)
     if profile is not None:

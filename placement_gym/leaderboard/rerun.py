@@ -1,0 +1,220 @@
+"""`placement-gym leaderboard validate --rerun FILE`: run a seeded entry again and check that it reproduces.
+
+A submission records an algorithm, a seed, a budget and per task a placement and the evaluations the
+harness measured. `rerun_submission` finds the algorithm through the entry-point group
+``placement_gym.agents`` (`find_agent`: the core never imports an agent package), runs it through the
+harness (`placement_gym.leaderboard.harness.evaluate`) with the file's seed, budget, track and
+``trained_on``, one task at a time, and compares each task with the file: the placement op by op (bit
+for bit: the same device for every op) and the evaluation count.
+
+Quick checks: ``tasks`` re-runs a subset of the file's tasks (the same comparison, on those tasks
+only). ``budget`` other than the file's re-runs every task twice at that budget and compares the two
+runs with each other, since a run at another budget cannot give the file's placements: it checks that
+the agent is deterministic for the seed, not the file.
+
+An agent package registers a *provider* in the entry-point group: a callable ``lookup(name)`` that
+returns the harness agent ``agent(task, seed, budget)`` that made the entries of algorithm ``name``
+(exactly as its fill scripts ran it), None for a name it does not know, or raises ValueError for a
+name whose entries cannot be re-run (such as a solver stopped by a wall-clock limit). In
+``pyproject.toml``::
+
+    [project.entry-points."placement_gym.agents"]
+    baselines = "baselines.registry:leaderboard_agent"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from placement_gym.leaderboard.harness import Agent, evaluate
+from placement_gym.leaderboard.submission import load_submission
+from placement_gym.leaderboard.suite import get_suite
+
+AGENT_GROUP = "placement_gym.agents"
+
+
+def find_agent(name: str) -> Agent:
+    """The harness agent of algorithm ``name`` from the providers of `AGENT_GROUP` (in name order);
+    ValueError when none knows it (naming the providers) or when its provider says it cannot be
+    re-run."""
+    providers = sorted(entry_points(group=AGENT_GROUP), key=lambda point: point.name)
+    unloadable = []
+    for point in providers:
+        try:
+            lookup = point.load()
+        except ImportError as error:  # a provider whose optional dependencies are missing
+            unloadable.append(f"{point.name} ({error})")
+            continue
+        agent = lookup(name)
+        if agent is not None:
+            return agent
+    known = ", ".join(point.name for point in providers) or "none installed"
+    extra = f"; could not load: {', '.join(unloadable)}" if unloadable else ""
+    raise ValueError(
+        f"no agent provider of entry-point group {AGENT_GROUP} knows algorithm {name!r} "
+        f"(providers: {known}{extra})"
+    )
+
+
+@dataclass(frozen=True)
+class TaskRerun:
+    """One task re-run: ``ok`` when it reproduced; ``reasons`` say what differs (or why it failed);
+    ``evaluations`` and ``runtime`` are the re-run's (None where the agent failed)."""
+
+    task_id: str
+    ok: bool
+    reasons: tuple[str, ...] = ()
+    evaluations: int | None = None
+    runtime: float | None = None
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """The re-run of one submission file: what was run (``algorithm``, ``seed``, ``budget``), what
+    each task was compared with (``compared_with``) and the per-task verdicts, in the file's order."""
+
+    source: str
+    algorithm: str
+    seed: int
+    budget: int | None
+    compared_with: str
+    tasks: tuple[TaskRerun, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return all(task.ok for task in self.tasks)
+
+    @property
+    def first_failure(self) -> TaskRerun | None:
+        return next((task for task in self.tasks if not task.ok), None)
+
+
+def placement_differences(expected: dict, got: dict) -> list[str]:
+    """Why two placements (``{op name: device name}``) differ: the first op placed differently and
+    how many are, or ops only one of them places (empty: the same placement)."""
+    reasons = []
+    missing = [op for op in got if op not in expected]
+    extra = [op for op in expected if op not in got]
+    if missing or extra:
+        reasons.append(f"ops placed by one run only: {len(missing)} missing from the file "
+                       f"(first {missing[0]!r})" if missing else
+                       f"ops placed by one run only: {len(extra)} in the file only (first {extra[0]!r})")
+    differing = [op for op in got if op in expected and expected[op] != got[op]]
+    if differing:
+        op = differing[0]
+        reasons.append(f"placement differs on {len(differing)} of {len(got)} ops; first {op!r}: "
+                       f"{expected[op]!r} in the file, {got[op]!r} re-run")
+    return reasons
+
+
+def _compare(task_id: str, expected: dict, got: dict, what: str) -> TaskRerun:
+    reasons = placement_differences(expected["placement"], got["placement"])
+    if expected["evaluations"] != got["evaluations"]:
+        reasons.append(f"evaluations: {expected['evaluations']} {what}, {got['evaluations']} re-run")
+    return TaskRerun(task_id, not reasons, tuple(reasons), got["evaluations"], got["runtime"])
+
+
+def rerun_submission(
+    path: str | Path,
+    tasks: Sequence[str] | None = None,
+    budget: int | None = None,
+    progress: Callable[[TaskRerun], Any] | None = None,
+) -> Rerun:
+    """Re-run the entry of submission file ``path`` and compare it (module docstring).
+
+    ``tasks``: task ids of the file to re-run (default: all of them, in the file's order).
+    ``budget``: None re-runs at the file's budget and compares with the file; another number re-runs
+    twice at that budget and compares the runs. ``progress`` is called with each task's verdict as
+    it is made. ValueError (before anything runs) for a file or options that cannot be re-run."""
+    data = load_submission(path)
+    track = data.get("track", "cost_model")
+    if track == "real":
+        raise ValueError(f"{path}: a real-hardware entry was searched on its machine; it cannot be re-run "
+                         "here")
+    suite = get_suite(data["suite"])
+    chosen = list(data["results"]) if tasks is None else list(tasks)
+    unknown = [t for t in chosen if t not in data["results"]]
+    if unknown or not chosen:
+        raise ValueError(f"--tasks names {', '.join(unknown) or 'no task'}; the tasks of {path} are: "
+                         f"{', '.join(data['results'])}")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise ValueError(f"budget must be a positive number of evaluations, got {budget!r}")
+    agent = find_agent(data["algorithm"])
+    twice = budget is not None and budget != data.get("budget")
+    run_budget = budget if twice else data.get("budget")
+    if twice:
+        made_at = data.get("budget") or "the agent's default"
+        compared_with = (f"a second re-run at budget {budget} (the file was made at budget {made_at}; "
+                         "its placements are not compared)")
+    else:
+        compared_with = "the file: placements bit for bit and evaluation counts"
+
+    def run(task_id: str) -> dict:
+        return evaluate(agent, suite.subset([task_id]), run_budget, algorithm=data["algorithm"],
+                        authors=data["authors"], description=data["description"], link=data.get("link"),
+                        seed=data["seed"], trained_on=data.get("trained_on", ()), track=track,
+                        )["results"][task_id]
+
+    verdicts = []
+    for task_id in chosen:
+        try:
+            got = run(task_id)
+            if twice:
+                verdict = _compare(task_id, run(task_id), got, "in the first re-run")
+            else:
+                verdict = _compare(task_id, data["results"][task_id], got, "in the file")
+        except Exception as error:  # noqa: BLE001 - an agent that fails has not reproduced its entry
+            verdict = TaskRerun(task_id, False, (f"the agent failed: {type(error).__name__}: {error}",))
+        verdicts.append(verdict)
+        if progress is not None:
+            progress(verdict)
+    return Rerun(str(path), data["algorithm"], int(data["seed"]), run_budget, compared_with, tuple(verdicts))
+
+
+def rerun_json(rerun: Rerun) -> dict:
+    """A JSON-able summary of a `Rerun`."""
+    first = rerun.first_failure
+    return {
+        "file": rerun.source, "algorithm": rerun.algorithm, "seed": rerun.seed, "budget": rerun.budget,
+        "compared_with": rerun.compared_with, "ok": rerun.ok,
+        "first_failure": None if first is None else first.task_id,
+        "tasks": [{"task": t.task_id, "ok": t.ok, "reasons": list(t.reasons), "evaluations": t.evaluations,
+                   "runtime": t.runtime} for t in rerun.tasks],
+    }
+
+
+def run_rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bool) -> int:
+    """The command line's ``validate --rerun``: print the verdict per task (a table, or JSON) and
+    return the exit code, 0 reproduced, 1 not (the first differing task named on stderr)."""
+    import sys
+
+    from placement_gym.cli.output import print_json, print_table
+
+    chosen = None if tasks is None else [t.strip() for t in tasks.split(",") if t.strip()]
+
+    def show(verdict: TaskRerun) -> None:
+        mark = "reproduced" if verdict.ok else "NOT reproduced: " + "; ".join(verdict.reasons)
+        print(f"  {verdict.task_id}: {mark}", file=sys.stderr, flush=True)
+
+    rerun = rerun_submission(path, chosen, budget, progress=None if as_json else show)
+    if as_json:
+        print_json(rerun_json(rerun))
+    else:
+        budget_text = "the agent's default" if rerun.budget is None else str(rerun.budget)
+        print(f"re-run of {rerun.algorithm} (seed {rerun.seed}, budget {budget_text}) compared with "
+              f"{rerun.compared_with}")
+        rows = [[t.task_id, "✓" if t.ok else "✗", str(t.evaluations), "; ".join(t.reasons)]
+                for t in rerun.tasks]
+        print_table(["task", "ok", "evaluations", "reason"], rows, numeric=[False, False, True, False])
+    first = rerun.first_failure
+    if first is not None:
+        print(f"{path}: not reproduced; first differing task {first.task_id}: {'; '.join(first.reasons)}",
+              file=sys.stderr)
+        return 1
+    if not as_json:
+        print(f"{path}: reproduced on {len(rerun.tasks)} task(s)")
+    return 0
