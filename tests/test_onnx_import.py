@@ -14,6 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from placement_gym.graph import bundled_graph_names, graph_from_onnx, load_graph
 from placement_gym.graph.bundled import BUNDLED_GRAPHS_DIR, manifest
+from placement_gym.graph.onnx_import import import_onnx
+from placement_gym.graph.parameters import PARAMETERS_METADATA_KEY, DataInputWarning
 
 
 def value(name: str, shape, elem_type: int = TensorProto.FLOAT) -> onnx.ValueInfoProto:
@@ -37,7 +39,7 @@ def weight(name: str, *shape: int) -> onnx.TensorProto:
 
 def import_quietly(model, **kwargs):
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no "no formula" warning expected
+        warnings.simplefilter("error")  # no "no formula" or "taken for data" warning expected
         return graph_from_onnx(model, **kwargs)
 
 
@@ -105,6 +107,112 @@ def test_single_use_parameter_is_not_a_tensor_and_weight_free_contract():
     assert g.param_bytes.tolist() == [4.0 * (35 + 7)]
     assert g.data_inputs == (("x", (3, 5)),)
     assert g.flops[0] == 2 * 3 * 7 * 5 + 3 * 7
+
+
+def test_weight_free_file_without_metadata_finds_its_weights_by_role():
+    # The same Gemm without the metadata key: W and bias are read as a Gemm's weight and bias, x as
+    # its input A. (Before roles, all three were data inputs and the graph had no parameters.)
+    nodes = [helper.make_node("Gemm", ["x", "W", "bias"], ["y"], name="fc", transB=1)]
+    inputs = [value("x", [3, 5]), value("W", [7, 5]), value("bias", [7])]
+    result = import_onnx(make_model(nodes, inputs, [value("y", [3, 7])]))
+    g = result.graph
+    assert g.param_bytes.tolist() == [4.0 * (35 + 7)]
+    assert g.data_inputs == (("x", (3, 5)),)
+    assert [(p.name, p.source, p.roles) for p in result.parameters] == [
+        ("W", "graph input", ("Gemm weight",)), ("bias", "graph input", ("Gemm bias",))]
+    assert result.roles.data_inputs == {"x": "Gemm input A"}
+
+
+def test_metadata_wins_over_roles():
+    nodes = [helper.make_node("Gemm", ["x", "W", "bias"], ["y"], name="fc", transB=1)]
+    inputs = [value("x", [3, 5]), value("W", [7, 5]), value("bias", [7])]
+    g = import_quietly(make_model(nodes, inputs, [value("y", [3, 7])], parameters=["W"]))
+    assert g.param_bytes.tolist() == [4.0 * 35]  # bias is data: the file says so
+    assert dict(g.data_inputs) == {"x": (3, 5), "bias": (7,)}
+
+
+def test_weights_reshaped_before_use_and_tied_weights_count_once():
+    # E (10 x 4) is an embedding table and, transposed, the output projection (tied weights);
+    # P reaches the MatMul through Transpose and Reshape, the bias b through Cast.
+    nodes = [
+        helper.make_node("Gather", ["E", "ids"], ["h"], name="embed"),
+        helper.make_node("Transpose", ["P"], ["pt"], name="pt", perm=[1, 0]),
+        helper.make_node("Reshape", ["pt", "shape"], ["pr"], name="pr"),
+        helper.make_node("MatMul", ["h", "pr"], ["h2"], name="proj"),
+        helper.make_node("Cast", ["b"], ["bc"], name="bc", to=TensorProto.FLOAT),
+        helper.make_node("Add", ["h2", "bc"], ["h3"], name="bias"),
+        helper.make_node("Transpose", ["E"], ["et"], name="et", perm=[1, 0]),
+        helper.make_node("MatMul", ["h3", "et"], ["logits"], name="lm_head"),
+    ]
+    shape = numpy_helper.from_array(np.array([4, 4], dtype=np.int64), name="shape")
+    inputs = [value("ids", [2, 3], TensorProto.INT64), value("E", [10, 4]), value("P", [4, 4]),
+              value("b", [4], TensorProto.FLOAT16)]
+    result = import_onnx(make_model(nodes, inputs, [value("logits", [2, 3, 10])], [shape]))
+    g = result.graph
+    assert {p.name: p.nbytes for p in result.parameters} == {"E": 160, "P": 64, "b": 8}
+    assert g.param_bytes.sum() == 160 + 64 + 8
+    assert g.param_bytes[g.op_names.index("embed")] == 160  # E's owner: its first reader
+    e = g.tensor_names.index("E")
+    assert g.tensor_is_parameter[e] and [g.op_names[d] for d in g.edge_dst[g.edge_tensor == e]] == ["et"]
+    assert g.data_inputs == (("ids", (2, 3)),)
+
+
+def test_inputs_read_as_shapes_or_single_values_are_constants():
+    # x @ W, reshaped by an integer input, times a single-element float input.
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="matmul"),
+             helper.make_node("Reshape", ["h", "target"], ["r"], name="reshape"),
+             helper.make_node("Mul", ["r", "temperature"], ["y"], name="scale")]
+    inputs = [value("x", [3, 4]), value("W", [4, 4]), value("target", [2], TensorProto.INT64),
+              value("temperature", [1])]
+    model = make_model(nodes, inputs, [value("y", [6, 2])], value_info=[value("r", [6, 2])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = import_onnx(model)
+    assert result.graph.data_inputs == (("x", (3, 4)),)
+    assert [p.name for p in result.parameters] == ["W"]
+    assert set(result.roles.constants) == {"target", "temperature"}
+
+
+def test_float_initializer_read_only_as_a_shape_operand_is_not_a_weight():
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), name="scales")
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="upsample", mode="nearest")]
+    g = import_quietly(make_model(nodes, [value("x", [1, 3, 4, 4])], [value("y", [1, 3, 8, 8])], [scales]))
+    assert g.param_bytes.sum() == 0  # Resize's scales are values, not something a step trains
+
+
+def test_float_input_without_a_role_warns_and_is_data():
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    model = make_model(nodes, [value("a", [2, 4]), value("b", [2, 4])], [value("y", [2, 4])])
+    with pytest.warns(DataInputWarning, match=r"'a', 'b' with a static shape were taken for data"):
+        g = graph_from_onnx(model)
+    assert dict(g.data_inputs) == {"a": (2, 4), "b": (2, 4)}
+    # A graph's only input is its data by elimination: no warning (import_quietly turns one into an error).
+    lone = make_model([helper.make_node("Relu", ["a"], ["y"])], [value("a", [2, 4])], [value("y", [2, 4])])
+    assert import_quietly(lone).data_inputs == (("a", (2, 4)),)
+
+
+def test_undeclared_weights_get_their_shapes_from_the_ops_that_read_them():
+    # What torch.onnx.export(dynamo=True, export_params=False) writes: W and B are read, never
+    # declared; the exporter's value_info gives the activations' shapes.
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", kernel_shape=[3, 3], group=1),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    model = make_model(nodes, [value("x", [2, 3, 8, 8])], [value("y", [2, 5])],
+                       value_info=[value("c", [2, 4, 6, 6]), value("r", [2, 4, 6, 6]), value("f", [2, 144])],
+                       check=False)
+    result = import_onnx(model)
+    assert {p.name: p.shape for p in result.parameters} == {
+        "W": (4, 3, 3, 3), "B": (4,), "fc_w": (5, 144), "fc_b": (5,)}
+    assert result.graph.param_bytes.tolist() == [4.0 * (108 + 4), 0.0, 0.0, 4.0 * (720 + 5)]
+    assert {p.source for p in result.parameters} == {"undeclared"}
+
+
+def test_undeclared_embedding_table_is_refused_with_the_way_out():
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["y"], name="embed")]
+    model = make_model(nodes, [value("ids", [2, 3], TensorProto.INT64)], [value("y", [2, 3, 4])], check=False)
+    with pytest.raises(ValueError, match=r"'table' \(read by Gather 'embed'\).*export_params=True"):
+        graph_from_onnx(model)
 
 
 def test_integer_and_scalar_initializers_are_constants():
@@ -271,3 +379,25 @@ def test_bundled_graph_imports_cleanly(name: str):
     assert dict(g.data_inputs) == {k: tuple(v) for k, v in entry["inputs"].items()}
     assert g.flops.sum() > 0
     assert g.category.max() < 6  # no "other" ops
+
+
+@pytest.mark.skipif(not BUNDLED, reason="no bundled graphs yet")
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_graph_without_its_metadata_imports_the_same(name: str):
+    # The metadata lists the parameters; the roles alone must find exactly the same ones, so the
+    # graph (every cost, edge and parameter byte) is the same without it.
+    proto = onnx.load(BUNDLED_GRAPHS_DIR / manifest()["graphs"][name]["file"])
+    kept = [p for p in proto.metadata_props if p.key != PARAMETERS_METADATA_KEY]
+    del proto.metadata_props[:]
+    proto.metadata_props.extend(kept)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = import_onnx(proto, name=name)
+    bundled, g = load_graph(name), result.graph
+    assert result.roles.method == "roles"
+    for key in ("param_bytes", "flops", "bytes_accessed", "tensor_bytes", "tensor_is_parameter",
+                "edge_tensor", "edge_dst"):
+        assert np.array_equal(getattr(g, key), getattr(bundled, key)), key
+    assert g.data_inputs == bundled.data_inputs and g.op_names == bundled.op_names
+    running = {p.name for p in result.parameters if "running_" in p.name}
+    assert {p.name for p in result.parameters if not p.trainable} == running

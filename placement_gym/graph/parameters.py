@@ -425,7 +425,7 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
         operands = [sources.get(r.name, frozenset()) & analysis.candidates for r in analysis.reads[tie]]
         chosen = operands[0] or frozenset().union(*operands[1:])
         node = nodes[tie]
-        evidence_of_data.update({n: f"{node.op_type} {node.name or '(unnamed)'!r} operand, before any weight"
+        evidence_of_data.update({n: f"activation operand of {node.op_type} {node.name or '(unnamed)'!r}"
                                  for n in chosen})
         data |= chosen
 
