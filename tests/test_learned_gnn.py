@@ -249,8 +249,8 @@ def test_hsdag_learns_to_avoid_out_of_memory(agent, config):
     ops on the CPU, so this test claims only the memory.)"""
     task = heavy_weights_task()
     for seed in SEEDS:
-        floor = random_search(task, OOM_BUDGET, seed).curve[-OOM_LAST:]
-        random_share = np.mean([ok for _, _, ok, _ in floor])
+        random_last = random_search(task, OOM_BUDGET, seed).curve[-OOM_LAST:]
+        random_share = np.mean([ok for _, _, ok, _ in random_last])
         assert random_share < 0.25  # the premise: at this budget random search has not stopped failing
         result = train(agent, task, OOM_BUDGET, seed=seed, progress=False, **config)
         share = np.mean([ok for _, _, ok, _ in result.curve[-OOM_LAST:]])
