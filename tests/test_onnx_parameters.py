@@ -323,3 +323,22 @@ def test_info_command_reports_what_it_cannot_load(tmp_path_factory, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert "'embed.weight' (read by Gather" in err and "export_params=True" in err
+
+
+def test_real_mode_trains_the_parameters_the_importer_found(tmp_path):
+    # The torch executor takes the importer's account, so a real step updates what the cost model
+    # counts. (Legacy exporter in eval mode: BatchNorm folded into the convolutions, ops it runs.)
+    from placement_gym.real.devices import virtual_cpu_cluster
+    from placement_gym.real.executor import Executor
+    from placement_gym.task import make_task
+
+    model = build("depthwise_separable").eval()
+    path = export(model, "depthwise_separable", tmp_path / "model.onnx", export_params=False, dynamo=False)
+    result = load(path)
+    assert {p.source for p in result.parameters} == {"graph input"} and result.parameter_count > 0
+    task = make_task(result.graph, virtual_cpu_cluster(2), "train_step")
+    executor = Executor(task, {"cpu:0": "cpu", "cpu:1": "cpu"}, seed=0, model=onnx.load(path))
+    run = executor.run(np.arange(result.graph.n_ops) % 2, warmup=0, repeats=1)
+    assert run.feasible, run.error
+    assert {name: tuple(w.shape) for name, w in executor.parameters.items()} == {
+        p.name: p.shape for p in result.parameters}

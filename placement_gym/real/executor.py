@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import gc
 import heapq
-import json
 import math
 import statistics
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +48,7 @@ import onnx
 from onnx import numpy_helper
 
 from placement_gym.cost_model.result import SimulationResult
-from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY
+from placement_gym.graph.onnx_import import import_onnx
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.real.devices import intra_op_threads, virtual_cpus
 from placement_gym.real.optimizers import apply_update, new_state
@@ -56,7 +56,6 @@ from placement_gym.task import Task
 
 # Learning rate of the update of a real train step, every optimizer (the value only matters for the numbers).
 DEFAULT_LEARNING_RATE = 1e-3
-_FLOAT_ONNX_TYPES = {1, 10, 11, 16}
 _TORCH_DEVICE_TYPES = ("cpu", "cuda", "mps")
 
 
@@ -185,14 +184,12 @@ def _build_program(graph: OpGraph, model: onnx.ModelProto, batch: int | None) ->
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     initializers = {t.name: t for t in g.initializer}
     inputs = {v.name: v for v in g.input}
-    parameters: set[str] | None = None
-    for prop in model.metadata_props:
-        if prop.key == PARAMETERS_METADATA_KEY:
-            parameters = set(json.loads(prop.value))
-    if parameters is None:  # the importer's rule for other files: float initializers of 2+ elements
-        parameters = {
-            t.name for t in g.initializer if t.data_type in _FLOAT_ONNX_TYPES and math.prod(t.dims) > 1
-        }
+    # The importer's own account (metadata, initializers, roles of graph inputs, shapes of undeclared
+    # weights), so that a real step trains exactly the parameters the cost model counts.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # given once already, when the graph was loaded
+        imported_shapes = {p.name: p.shape for p in import_onnx(model, name=graph.name).parameters}
+    parameters = set(imported_shapes)
     constants: dict[str, np.ndarray] = {
         name: numpy_helper.to_array(t) for name, t in initializers.items() if name not in parameters
     }
@@ -219,6 +216,8 @@ def _build_program(graph: OpGraph, model: onnx.ModelProto, batch: int | None) ->
         data_shapes = {name: (int(batch), *shape[1:]) for name, shape in data_shapes.items()}
 
     def parameter_shape(name: str) -> tuple[int, ...]:
+        if name in imported_shapes:
+            return imported_shapes[name]
         if name in initializers:
             return tuple(initializers[name].dims)
         dims = inputs[name].type.tensor_type.shape.dim
