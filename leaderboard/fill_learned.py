@@ -3,13 +3,23 @@
 Run from the repository root (hours of CPU; stop it any time and run it again to resume)::
 
     PYTHONPATH=. python leaderboard/fill_learned.py [--agents pg,spotlight] [--seeds 0,1,2] [--workers 2]
+        [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions]
 
 Each (agent, seed, task) runs once through the leaderboard harness on a one-task subset of the suite,
 and its result is merged at once into ``leaderboard/submissions/<suite>-<agent>-seed<seed>.json``:
 the file holds the tasks done so far, so a stopped fill leaves valid submissions (the leaderboard
 shows how many tasks each covers) and a new run skips the tasks they already hold. Tasks run cheapest
 first, so that every agent covers the same tasks at any time. The leaderboard is rendered at the end
-(it shows the median seed per task).
+(it shows the median seed per task). Each run is the agent of the baselines registry at its default
+settings (`baselines.registry.leaderboard_agent`), which is what ``placement-gym leaderboard validate
+--rerun`` runs again.
+
+``--tasks`` and ``--out-dir`` make small entries elsewhere: the one CI re-runs bit for bit,
+``leaderboard/reproducible/v0-pg-seed0.json``, was made with::
+
+    PYTHONPATH=. python leaderboard/fill_learned.py --agents pg --seeds 0 --budget 200 \
+        --tasks cifar10_cnn/k80x2/train,resnet50/cpu-igpu/inference --out-dir leaderboard/reproducible \
+        --workers 1 --no-render
 """
 
 from __future__ import annotations
@@ -28,18 +38,17 @@ BUDGET = 10_000
 SEEDS = (0, 1, 2)
 
 
-def submission_path(agent: str, seed: int) -> Path:
+def submission_path(agent: str, seed: int, folder: Path = LEADERBOARD / "submissions") -> Path:
     from placement_gym.leaderboard import CURRENT_SUITE, submission_filename
 
-    return LEADERBOARD / "submissions" / submission_filename(
-        {"suite": CURRENT_SUITE, "algorithm": agent, "seed": seed})
+    return folder / submission_filename({"suite": CURRENT_SUITE, "algorithm": agent, "seed": seed})
 
 
-def done_tasks(agent: str, seed: int, budget: int) -> set[str]:
-    """Tasks the (agent, seed) submission already holds at this budget."""
+def done_tasks(agent: str, seed: int, budget: int, folder: Path) -> set[str]:
+    """Tasks the (agent, seed) submission in ``folder`` already holds at this budget."""
     from placement_gym.leaderboard import load_submission
 
-    path = submission_path(agent, seed)
+    path = submission_path(agent, seed, folder)
     if not path.is_file():
         return set()
     submission = load_submission(path)
@@ -53,22 +62,22 @@ def run_one(agent: str, seed: int, task_id: str, budget: int) -> dict:
     """One harness run on a one-task suite (in a worker process); returns its submission."""
     import torch
 
-    from baselines.registry import agent_descriptions, run_agent
+    from baselines.registry import agent_descriptions, leaderboard_agent
     from placement_gym.leaderboard import evaluate, get_suite
 
     torch.set_num_threads(1)
     return evaluate(
-        lambda task, s, b: run_agent(task, agent, s, b),
+        leaderboard_agent(agent),
         get_suite().subset([task_id]), budget, algorithm=agent, authors=["placement-gym baselines"],
         description=agent_descriptions().get(agent, ""), seed=seed,
     )
 
 
-def merge(part: dict) -> Path:
-    """Add a one-task submission to its (agent, seed) file; tasks stay in suite order."""
+def merge(part: dict, folder: Path) -> Path:
+    """Add a one-task submission to its (agent, seed) file in ``folder``; tasks stay in suite order."""
     from placement_gym.leaderboard import get_suite, load_submission, save_submission
 
-    path = submission_path(part["algorithm"], part["seed"])
+    path = submission_path(part["algorithm"], part["seed"], folder)
     merged = load_submission(path) if path.is_file() else dict(part, results={})
     results = {**merged["results"], **part["results"]}
     merged["results"] = {t: results[t] for t in get_suite().task_ids if t in results}
@@ -81,6 +90,9 @@ def main() -> None:
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="comma-separated seeds")
     parser.add_argument("--budget", type=int, default=BUDGET, help="evaluations per task")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--tasks", default=None, help="comma-separated task ids (default: the whole suite)")
+    parser.add_argument("--out-dir", type=Path, default=LEADERBOARD / "submissions",
+                        help="folder of the submission files (default: %(default)s)")
     parser.add_argument("--no-render", action="store_true")
     args = parser.parse_args()
 
@@ -91,10 +103,12 @@ def main() -> None:
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     suite = get_suite()
+    if args.tasks is not None:
+        suite = suite.subset([t.strip() for t in args.tasks.split(",") if t.strip()])
     # Cheapest first: forward ops x devices is roughly what an evaluation and a policy step cost.
     cost = {t: suite.get(t).task().n_forward * suite.get(t).task().n_devices for t in suite.task_ids}
     tasks = sorted(suite.task_ids, key=cost.__getitem__)
-    done = {(a, s): done_tasks(a, s, args.budget) for a in agents for s in seeds}
+    done = {(a, s): done_tasks(a, s, args.budget, args.out_dir) for a in agents for s in seeds}
     jobs = [(a, s, t) for t in tasks for a in agents for s in seeds if t not in done[a, s]]
     total = len(agents) * len(seeds) * len(tasks)
     print(f"{len(jobs)} of {total} runs to do ({len(agents)} agents x {len(seeds)} seeds x "
@@ -103,7 +117,7 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(run_one, a, s, t, args.budget) for a, s, t in jobs]
         for future in track(as_completed(futures), total=len(futures), description="learned runs"):
-            merge(future.result())
+            merge(future.result(), args.out_dir)
     print(f"done in {time.perf_counter() - start:.0f} s")
     if not args.no_render:
         render(LEADERBOARD)

@@ -5,7 +5,7 @@ harness measured. `rerun_submission` finds the algorithm through the entry-point
 ``placement_gym.agents`` (`find_agent`: the core never imports an agent package), runs it through the
 harness (`placement_gym.leaderboard.harness.evaluate`) with the file's seed, budget, track and
 ``trained_on``, one task at a time, and compares each task with the file: the placement op by op (bit
-for bit: the same device for every op) and the evaluation count.
+for bit: the same device for every op), its runtime and feasibility, and the evaluation count.
 
 Quick checks: ``tasks`` re-runs a subset of the file's tasks (the same comparison, on those tasks
 only). ``budget`` other than the file's re-runs every task twice at that budget and compares the two
@@ -113,6 +113,9 @@ def placement_differences(expected: dict, got: dict) -> list[str]:
 
 def _compare(task_id: str, expected: dict, got: dict, what: str) -> TaskRerun:
     reasons = placement_differences(expected["placement"], got["placement"])
+    for name in ("runtime", "feasible"):
+        if not reasons and expected[name] != got[name]:  # the same placement scored otherwise
+            reasons.append(f"{name}: {expected[name]!r} {what}, {got[name]!r} re-run")
     if expected["evaluations"] != got["evaluations"]:
         reasons.append(f"evaluations: {expected['evaluations']} {what}, {got['evaluations']} re-run")
     return TaskRerun(task_id, not reasons, tuple(reasons), got["evaluations"], got["runtime"])
