@@ -7,37 +7,44 @@ taken for data is a silently wrong training cost. The rules, in order:
    those tensors are the parameters, every other graph input is data, every initializer a constant.
    The bundled graphs carry it.
 2. Otherwise a float initializer with two or more elements is a parameter (weights stored in the
-   file, inline or in an external data file, whose absence does not matter: only shapes are read).
-   A single-element one is a constant (an epsilon, GELU's 0.5, attention's 1/sqrt(d)): an optimiser
-   often shares one such scalar across layers, and as a shared parameter it would add a fake edge
-   from the first layer to every other. Integer and bool initializers are constants.
+   file, inline or in an external data file, whose absence does not matter: only shapes are read),
+   unless it is read only as a shape, bounds or state operand (Resize's scales, Clip's bounds, a
+   recurrent op's zero initial state). A single-element one is a constant (an epsilon, GELU's 0.5,
+   attention's 1/sqrt(d)): an optimiser often shares one such scalar across layers, and as a shared
+   parameter it would add a fake edge from the first layer to every other. Integer and bool
+   initializers are constants.
 3. A graph input, or a tensor a node reads that the file neither declares nor produces (what
    ``torch.onnx.export(dynamo=True, export_params=False)`` writes), is classified by the role its
    value plays where it meets the computation:
 
    - data flows forward from the integer and bool graph inputs (ids, masks) and from float inputs
-     found in an *activation* slot (the input of a Conv, ConvTranspose, Gemm, normalisation, pooling
-     or recurrent op; a MatMul or Einsum's first operand when no operand is reached by data yet);
+     found in an *activation* slot: the input of a Conv, ConvTranspose, Gemm, normalisation, pooling
+     or recurrent op (or its initial state), when the value there is computed from that one
+     undecided input; failing that, the first operand of the first MatMul or Einsum that no data
+     reaches yet (``x @ W`` is how layers are written);
    - a value computed only from undecided inputs and constants (through Transpose, Reshape, Cast,
      Slice, Concat or any other op: a weight is often reshaped, transposed, split or cast before
      use) that reaches a *weight* slot makes those inputs parameters: the weight and bias of Conv,
      ConvTranspose and Gemm, the scale and bias of a normalisation op, the table of a Gather on
      axis 0 (an embedding), an LSTM/GRU/RNN's W, R, B (and P), PRelu's slope; or any operand of an
      op whose other operand is reached by data (a MatMul weight, a bias added to a MatMul's output,
-     a position embedding, a class token, a layer scale);
+     a position embedding, a class token, a layer scale). A weight in a weight slot does not pass
+     on to the op's output: a Conv's output is its input's, not its weight's;
    - a tensor read only as a shape, axes, bounds or indices operand (Reshape's shape, Slice's
-     starts, Clip's bounds...) is a constant;
+     starts, Clip's bounds...) is a constant, and so is an undeclared tensor found in an
+     activation slot (exporters declare every data input: it is a folded constant);
    - a float input found in both kinds of slot is data. A float input found in neither is taken
      for data, with a `DataInputWarning` naming it, unless it is the graph's only data input.
 
    A weight used by several ops (tied embeddings) is one tensor, so it counts once. A
-   single-element float tensor in a weight role is a constant, as in rule 2.
+   single-element float tensor in a weight role is a constant, as in rule 2. The shapes of
+   undeclared weights come from `placement_gym.graph.undeclared_weights`.
 
 BatchNormalization's running mean and variance are non-trainable state (torch buffers), not
 parameters, but they are resident in device memory like weights; they count with the parameters,
 as in the bundled graphs, and are reported as state (``trainable=False``). A training step then
-gives them gradient and optimizer memory they do not have: at most 3x their size, about 0.2% of a
-CNN's parameter memory. Other float buffers a graph reads (a causal mask) are indistinguishable
+gives them gradient and optimizer memory they do not have: at most 3x their size, which is 0.2% of
+ResNet-50's parameters. Other float buffers a graph reads (a causal mask) are indistinguishable
 from parameters in a file and count the same way.
 """
 
@@ -58,10 +65,11 @@ PARAMETERS_METADATA_KEY = "placement_gym.parameters"
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _MICROSOFT = "com.microsoft"
 
-FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE} | {
-    getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
-    if hasattr(TensorProto, n)
-})
+_FLOAT_TYPES = frozenset(
+    {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
+    | {getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+       if hasattr(TensorProto, n)}
+)
 
 
 class DataInputWarning(UserWarning):
@@ -211,8 +219,8 @@ class InputRoles:
         parameter_roles: parameter name -> the roles found for it, such as ``"Conv weight"`` or
             ``"BatchNormalization running mean"`` (empty for metadata and role-less initializers).
         state: the parameters whose every role is non-trainable state (running statistics).
-        data_inputs: data input name -> why it is data (``"integer ids/mask"``, ``"Conv input"``,
-            ``"no weight role found"``...), in graph-input order.
+        data_inputs: data input name -> why it is data (``"Conv input"``, ``"integer or bool input
+            (ids, indices, mask)"``, ``"no role found"``...), in graph-input order.
         constants: graph inputs and undeclared tensors read as constants -> why.
         unsure_data: the float data inputs with a static shape that no role marked as data (each
             gets a `DataInputWarning`).
@@ -237,17 +245,16 @@ class InputRoles:
 
     def warning_messages(self) -> list[str]:
         """The warnings loading this graph gives (also shown by ``placement-gym graphs --info``)."""
-        messages = []
-        if self.unsure_data:
-            names = ", ".join(repr(n) for n in self.unsure_data[:5])
-            more = f" and {len(self.unsure_data) - 5} more" if len(self.unsure_data) > 5 else ""
-            messages.append(
-                f"float graph input(s) {names}{more} with a static shape were taken for data: no op reads "
-                "them as an activation (a Conv, Gemm, normalisation or pooling input) or as a weight. If "
-                f"they are weights, list every parameter in metadata_props[{PARAMETERS_METADATA_KEY!r}] "
-                "(a JSON list of names)"
-            )
-        return messages + list(self.notes)
+        return ([_unsure_data_message(self.unsure_data)] if self.unsure_data else []) + list(self.notes)
+
+
+def _unsure_data_message(names: tuple[str, ...]) -> str:
+    listed = ", ".join(repr(n) for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"float graph input(s) {listed} with a static shape were taken for data: no op reads them as an "
+        "activation (a Conv, Gemm, normalisation or pooling input) or as a weight. If they are weights, list "
+        f"every parameter in metadata_props[{PARAMETERS_METADATA_KEY!r}] (a JSON list of names)"
+    )
 
 
 # --- the analysis -----------------------------------------------------------------------------
@@ -397,14 +404,14 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
     initializer_types = {t.name: (t.data_type, math.prod(t.dims)) for t in graph.initializer}
     for sparse in graph.sparse_initializer:
         initializer_types[sparse.values.name] = (sparse.values.data_type, math.prod(sparse.dims))
-    fixed = {n for n, (dtype, numel) in initializer_types.items() if dtype in FLOAT_TYPES and numel > 1}
+    fixed = {n for n, (dtype, numel) in initializer_types.items() if dtype in _FLOAT_TYPES and numel > 1}
     inputs = {v.name: v for v in graph.input if v.name not in initializer_types}
     produced = {out for node in nodes for out in node.output if out}
     analysis = _Analysis(nodes, [], fixed)
     read_names = list(dict.fromkeys(r.name for reads in analysis.reads for r in reads))
     undeclared = [n for n in read_names
                   if n not in produced and n not in initializer_types and n not in inputs]
-    float_inputs = [n for n, v in inputs.items() if v.type.tensor_type.elem_type in FLOAT_TYPES]
+    float_inputs = [n for n, v in inputs.items() if v.type.tensor_type.elem_type in _FLOAT_TYPES]
     analysis.candidates = set(float_inputs) | set(undeclared)
 
     data = {n for n in inputs if n not in float_inputs}
@@ -468,7 +475,7 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
         # A graph's only data input is the data by elimination (a model reads at least one).
         why_data[unsure[0]] = "the graph's only data input"
         unsure = []
-    for name in fixed:
+    for name in (n for n in initializer_types if n in fixed):  # file order, for stable reports
         if direct.get(name) and direct[name] <= {_SHAPE, _INDEX, _ACTIVATION}:
             # Resize's scales, Clip's bounds, a zero initial state: values, not weights.
             constants[name] = "float initializer read only as a shape, bounds or state operand"
@@ -508,8 +515,10 @@ def _exporter_notes(nodes: list[onnx.NodeProto]) -> list[str]:
 
 
 def warn_about(roles: InputRoles, graph_name: str, stacklevel: int = 3) -> None:
-    """Issue the warnings of `InputRoles.warning_messages` (a `DataInputWarning` for inputs taken
-    for data without a role, a UserWarning for the notes)."""
-    for message in roles.warning_messages():
-        category = DataInputWarning if message.startswith("float graph input") else UserWarning
-        warnings.warn(f"graph {graph_name!r}: {message}", category, stacklevel=stacklevel)
+    """Issue the warnings of `InputRoles.warning_messages`: a `DataInputWarning` for float inputs
+    taken for data without a role, a UserWarning for each note."""
+    if roles.unsure_data:
+        warnings.warn(f"graph {graph_name!r}: {_unsure_data_message(roles.unsure_data)}", DataInputWarning,
+                      stacklevel=stacklevel)
+    for note in roles.notes:
+        warnings.warn(f"graph {graph_name!r}: {note}", UserWarning, stacklevel=stacklevel)
