@@ -181,6 +181,9 @@ def exported(tmp_path_factory, name: str, **options) -> Path:
 # The legacy (TorchScript) exporter in training mode keeps BatchNormalization as an op (in eval
 # mode it folds it into the convolution) and, without constant folding, keeps each weight under its
 # torch name, transposes as Transpose ops and a tied weight as one tensor.
+# torch.onnx.export's default since torch 2.9 (the ONNX program from torch.export, optimised), pinned
+# so that the tests mean the same on any torch the test extra allows.
+DEFAULT_EXPORTER = {"dynamo": True}
 LEGACY_TRAINING = {"dynamo": False, "training": torch.onnx.TrainingMode.TRAINING,
                    "do_constant_folding": False}
 
@@ -232,10 +235,11 @@ def test_default_exporter_without_weights_costs_like_with_weights(tmp_path_facto
     # torch 2.13's default exporter (dynamo=True, optimize=True) with export_params=False writes
     # nodes that read weights the file does not declare (the ONNX checker rejects it); their shapes
     # follow from the convolutions and Gemm that read them.
-    with_weights = load(exported(tmp_path_factory, name, export_params=True))
-    weight_free = load(exported(tmp_path_factory, name, export_params=False))
+    with_weights = load(exported(tmp_path_factory, name, export_params=True, **DEFAULT_EXPORTER))
+    weight_free_file = exported(tmp_path_factory, name, export_params=False, **DEFAULT_EXPORTER)
+    weight_free = load(weight_free_file)
     with pytest.raises(onnx.checker.ValidationError):
-        onnx.checker.check_model(onnx.load(exported(tmp_path_factory, name, export_params=False)))
+        onnx.checker.check_model(onnx.load(weight_free_file))
     model = build(name)
     assert with_weights.parameter_count == n_parameters(model) - folded_batch_norm_parameters(model)
     assert weight_free.parameter_count == with_weights.parameter_count
@@ -243,7 +247,7 @@ def test_default_exporter_without_weights_costs_like_with_weights(tmp_path_facto
     assert np.array_equal(weight_free.graph.param_bytes, with_weights.graph.param_bytes)
     # Folding BatchNorm makes it an inference graph: the import says so.
     with pytest.warns(UserWarning, match="folded BatchNormalization into the preceding ops"):
-        import_onnx(exported(tmp_path_factory, name, export_params=False))
+        import_onnx(weight_free_file)
 
 
 # What the default exporter stores beyond the model's parameters, when nothing is folded away.
@@ -263,11 +267,11 @@ DEFAULT_EXPORTER_EXTRA = {
 @pytest.mark.parametrize("name", list(DEFAULT_EXPORTER_EXTRA))
 def test_default_exporter_without_weights_refuses_what_it_cannot_size(tmp_path_factory, name):
     model = build(name)
-    with_weights = load(exported(tmp_path_factory, name, export_params=True))
+    with_weights = load(exported(tmp_path_factory, name, export_params=True, **DEFAULT_EXPORTER))
     assert with_weights.parameter_count == n_parameters(model) + DEFAULT_EXPORTER_EXTRA[name](model)
     # Without weights, an embedding table's vocabulary size (or a bias added element-wise) appears
     # nowhere in the file: refuse, naming the tensors and the way to export a loadable file.
-    path = exported(tmp_path_factory, name, export_params=False)
+    path = exported(tmp_path_factory, name, export_params=False, **DEFAULT_EXPORTER)
     refusal = r"neither contains nor declares.*'[^']*embed[^']*'.*export_params=True"
     with pytest.raises(ValueError, match=refusal):
         import_onnx(path)
@@ -275,7 +279,7 @@ def test_default_exporter_without_weights_refuses_what_it_cannot_size(tmp_path_f
 
 def test_missing_external_data_file_still_loads(tmp_path_factory, tmp_path):
     # The default exporter writes weights to model.onnx.data; only their shapes are needed.
-    source = exported(tmp_path_factory, "cnn_bn", export_params=True)
+    source = exported(tmp_path_factory, "cnn_bn", export_params=True, **DEFAULT_EXPORTER)
     data = source.with_name(source.name + ".data")
     assert data.is_file()
     path = tmp_path / "model.onnx"
@@ -318,7 +322,7 @@ def test_info_command_json_and_text(tmp_path_factory, capsys):
 
 
 def test_info_command_reports_what_it_cannot_load(tmp_path_factory, capsys):
-    path = exported(tmp_path_factory, "lstm", export_params=False)
+    path = exported(tmp_path_factory, "lstm", export_params=False, **DEFAULT_EXPORTER)
     assert main(["graphs", "--info", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err

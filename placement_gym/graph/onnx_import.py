@@ -398,7 +398,7 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     roles = classify_inputs(model)
     parameters = roles.parameter_names
     data_input_names = list(roles.data_inputs)
-    undeclared = {n for n, source in roles.parameters.items() if source == "undeclared"}
+    undeclared = [n for n, source in roles.parameters.items() if source == "undeclared"]  # by first read
 
     constant_nodes = [n for n in graph.node if _is_constant_node(n)]
     ops = [n for n in graph.node if not _is_constant_node(n)]

@@ -97,7 +97,8 @@ def derive_shapes(nodes: list[onnx.NodeProto], uses: Mapping[str, tuple[tuple[in
     """The shape of each undeclared weight in ``uses`` (name -> (node index, input index) pairs).
 
     ``info`` gives the static shape of any other tensor (None if unknown). Raises ValueError
-    naming every weight whose shape no reading op fixes, or whose readers disagree.
+    naming the weights (the first ten, in the order of ``uses``) whose shape no reading op fixes,
+    or whose readers disagree.
     """
     shapes: dict[str, TensorInfo] = {}
     unknown: list[str] = []
@@ -112,7 +113,7 @@ def derive_shapes(nodes: list[onnx.NodeProto], uses: Mapping[str, tuple[tuple[in
                                         for i, _ in places}))
             unknown.append(f"{name!r} (read by {readers})" + (": the readers disagree" if numels else ""))
     if unknown:
-        listed = "; ".join(unknown[:5]) + (f"; and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        listed = "; ".join(unknown[:10]) + (f"; and {len(unknown) - 10} more" if len(unknown) > 10 else "")
         raise ValueError(
             f"the file reads {len(uses)} weight(s) it neither contains nor declares (what "
             "torch.onnx.export(dynamo=True, export_params=False) writes), and the size of "
