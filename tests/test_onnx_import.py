@@ -401,3 +401,18 @@ def test_bundled_graph_without_its_metadata_imports_the_same(name: str):
     assert g.data_inputs == bundled.data_inputs and g.op_names == bundled.op_names
     running = {p.name for p in result.parameters if "running_" in p.name}
     assert {p.name for p in result.parameters if not p.trainable} == running
+
+
+@pytest.mark.skipif(not BUNDLED, reason="no bundled graphs yet")
+def test_info_command_on_a_bundled_graph_and_a_missing_file(capsys):
+    from placement_gym.cli import main
+
+    name = BUNDLED[0]
+    assert main(["graphs", "--info", name, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["parameters"]["identified_by"] == "metadata"
+    assert info["parameters"]["count"] == manifest()["graphs"][name]["parameters"]
+    assert info["warnings"] == []
+    assert main(["graphs", "--info", "/nonexistent/model.onnx"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "/nonexistent/model.onnx" in err and "Traceback" not in err
