@@ -83,6 +83,18 @@ def test_a_reported_count_is_replaced_by_the_measured_one():
     assert entry["evaluations"] == 1 and entry["trained_on_task"] is True
 
 
+def test_evaluations_of_the_cached_task_reached_by_name_count_too():
+    def agent(task, seed, budget):
+        shared = parse_task_id(task.id)
+        for row in rows(task, 5):
+            simulate(shared, row)
+        single_device(shared)  # the reference figures are already there: not an evaluation
+        return np.zeros(task.n_forward, dtype=np.int64)
+
+    entry = harness_entry(agent)
+    assert entry["evaluations"] == 5 and entry["trained_on_task"] is True
+
+
 def test_an_agent_that_evaluates_nothing_is_recorded_with_0_evaluations():
     def agent(task, seed, budget):
         # The reference figures every env reports are computed before the agent gets its copy.

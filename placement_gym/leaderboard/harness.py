@@ -7,9 +7,12 @@ Budgets are measured, not reported: each agent gets its own copy of the task
 (`Task.independent_copy`: arrays and caches copied, a new evaluation counter) and the entry records
 the evaluations made of that copy (`Task.evaluations`: every `simulate` call, `simulate_batch` row,
 env step, evaluator run, through the copy or any task derived from it), whatever the agent says it
-used. An agent that evaluated the task it is scored on is marked ``trained_on_task``. The harness
-scores the returned placement on a copy of its own, made before the agent ran, so nothing the agent
-does to its task changes the score.
+used, plus those it made of the cached task of the same id (reached by name, `get_task`). An agent
+that evaluated the task it is scored on is marked ``trained_on_task``. The harness scores the
+returned placement on a copy of its own, made before the agent ran, so nothing the agent does to its
+task changes the score. Not seen: evaluations of a task the agent compiles itself (`make_task` on the
+graph and cluster) or evaluates in another process; agents build envs on the task they are given
+(``graph=task``).
 """
 
 from __future__ import annotations
@@ -104,14 +107,18 @@ def evaluate(
     results = {}
     for suite_task in suite.tasks:
         shared = suite_task.task()
-        before = task_digest(shared)
+        # Its reference figures too, so that an agent reaching it by name is counted the same whatever
+        # ran before.
+        single_device(shared)
+        lower_bound(shared)
+        before, shared_before = task_digest(shared), shared.evaluations
         task, handed = agent_copy(shared)
         start = time.perf_counter()
         returned = agent(handed, seed, budget)
         wall_s = time.perf_counter() - start
         if task_digest(shared) != before:
             raise RuntimeError(f"agent {algorithm!r} modified task {task.id}; agents must not change tasks")
-        evaluations = handed.evaluations
+        evaluations = handed.evaluations + (shared.evaluations - shared_before)
         placement = _placement(task, returned)
         simulated = simulate(task, placement)
         results[task.id] = {
