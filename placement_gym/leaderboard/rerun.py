@@ -56,7 +56,8 @@ def find_agent(name: str) -> Agent:
     extra = f"; could not load: {', '.join(unloadable)}" if unloadable else ""
     raise ValueError(
         f"no agent provider of entry-point group {AGENT_GROUP} knows algorithm {name!r} "
-        f"(providers: {known}{extra})"
+        f"(providers: {known}{extra}; a provider leaves out agents whose optional dependencies are "
+        "missing, such as the learned agents without torch: pip install 'placement-gym[baselines]')"
     )
 
 
