@@ -274,7 +274,7 @@ def test_profiled_env_runtimes_are_the_profiled_task_s(cifar, env_class):
 
 def test_profiled_env_finds_the_cached_profile(cifar, cache):
     cluster = hand_cluster(2)
-    hint = "run placement-gym profile --graph cifar10_cnn --devices gpu:0,gpu:1"
+    hint = "run placement-gym profile --graph cifar10_cnn --devices gpu:0=<torch device>,gpu:1=<torch device>"
     with pytest.raises(ValueError, match=hint):
         DevicePlacementEnv(graph=cifar, cluster=cluster, reward_mode="profiled")
     profile = synthetic_profile(cifar, cluster.device_names)

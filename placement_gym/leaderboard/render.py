@@ -320,8 +320,9 @@ def _meaning(suite: Suite) -> list[str]:
         "- **seeds**: submissions of one algorithm and budget with several seeds are one entry: per task "
         "the median seed's result is shown (runs sorted by infeasible, then runtime; the lower middle for "
         "an even count), with the number of seeds and the span of their runtimes.",
-        "- **evaluations** and **wall (s)**: cost-model evaluations and wall-clock seconds the algorithm "
-        "spent on the task, as the submission states them.",
+        "- **evaluations** and **wall (s)**: the evaluations of the task the algorithm made (counted by the "
+        "harness on the agent's copy of the task, whatever the agent reports; `validate --rerun` "
+        "re-counts them) and the wall-clock seconds it spent on the task.",
         "",
         "Speedup, gap and the reference runtimes come from the suite's frozen fingerprint; geomeans are over "
         "an entry's feasible per-task results.",

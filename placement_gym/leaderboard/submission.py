@@ -22,9 +22,9 @@ Schema (``schema`` = 1)::
           "placement": {"<op name>": "<device name>", ...},
           "runtime": 0.0123,              # claimed cost-model runtime (s); re-checked by validate
           "feasible": true,               # claimed feasibility (fits in every device's memory)
-          "evaluations": 100,             # cost-model evaluations the algorithm used on this task
+          "evaluations": 100,             # evaluations of this task the harness counted for the agent
           "wall_s": 1.5,                  # the algorithm's wall-clock seconds on this task
-          "trained_on_task": false,       # whether the algorithm was trained on this very task
+          "trained_on_task": false,       # whether the agent evaluated this very task (evaluations > 0)
           "measured_runtime": null        # optional, track "real": measured step time (s)
         }
       }

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from placement_gym.cluster.load import REAL_CLUSTER_NAME
 from placement_gym.cost_model import SimulationResult, simulate
 from placement_gym.real.profile import find_profile, load_profile, profiled_task
 from placement_gym.task import Task
@@ -124,9 +125,13 @@ def make_evaluator(
                 names = ",".join(task.cluster.device_names)
                 which = f" for optimizer {optimizer}" if optimizer else ""
                 flag = f" --optimizer {optimizer}" if optimizer else ""
-                # --devices takes NAME=TORCH pairs; without a map the cluster's own names are used.
-                where = (f"--devices {','.join(f'{n}={d}' for n, d in devices.items())}"
-                         if devices is not None else f"--cluster {task.cluster.name}")
+                # --devices takes NAME=TORCH pairs; only this machine's own clusters resolve by name.
+                if devices is not None:
+                    where = f"--devices {','.join(f'{n}={d}' for n, d in devices.items())}"
+                elif REAL_CLUSTER_NAME.fullmatch(task.cluster.name):
+                    where = f"--cluster {task.cluster.name}"
+                else:
+                    where = f"--devices {','.join(f'{n}=<torch device>' for n in task.cluster.device_names)}"
                 raise ValueError(
                     f"no cached profile of graph {task.graph.name!r} on devices {names}{which}; run "
                     f"placement-gym profile --graph {task.graph.name} {where}{flag} (or pass profile=)"
