@@ -216,3 +216,15 @@ def test_readme_states_the_limits_the_code_enforces():
     assert f"nested deeper than {MAX_NESTING}" in section
     assert "letters, digits and `. _ + -` (at most 64 characters)" in section
     assert NAME_PATTERN == r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
+
+
+def test_the_harness_refuses_a_bad_name_before_the_agent_runs():
+    ran = []
+
+    def agent(task, seed, budget):
+        ran.append(task.id)
+        return single_placement(task, 0)
+
+    with pytest.raises(SubmissionError, match="field 'algorithm'"):
+        evaluate(agent, get_suite("v0").subset([TASK_ID]), algorithm=EVIL)
+    assert ran == []

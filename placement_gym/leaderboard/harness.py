@@ -28,7 +28,13 @@ import numpy as np
 
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.leaderboard.generalisation import get_split
-from placement_gym.leaderboard.submission import SCHEMA_VERSION, TRACKS, check_schema, save_submission
+from placement_gym.leaderboard.submission import (
+    SCHEMA_VERSION,
+    TRACKS,
+    check_header,
+    check_schema,
+    save_submission,
+)
 from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite
 from placement_gym.placements import placement_to_dict
 from placement_gym.task import Task
@@ -104,7 +110,23 @@ def evaluate(
         suite = suite.subset([t for t in suite.task_ids if t in held_out])
         if not suite.tasks:
             raise ValueError(f"the suite given holds no held-out task of the {suite.version} split")
-    results = {}
+    results: dict[str, dict] = {}
+    submission = {
+        "schema": SCHEMA_VERSION,
+        "suite": suite.version,
+        "package_version": __version__,
+        "algorithm": algorithm,
+        "authors": list(authors),
+        "description": description,
+        "link": link,
+        "seed": int(seed),
+        "budget": budget,
+        "track": track,
+        "results": results,
+    }
+    if trained_on:
+        submission["trained_on"] = list(trained_on)
+    check_header(submission)
     for suite_task in suite.tasks:
         shared = suite_task.task()
         # Its reference figures too, so that an agent reaching it by name is counted the same whatever
@@ -130,21 +152,6 @@ def evaluate(
             "wall_s": round(wall_s, 6),
             "trained_on_task": evaluations > 0 or task.id in trained_on,
         }
-    submission = {
-        "schema": SCHEMA_VERSION,
-        "suite": suite.version,
-        "package_version": __version__,
-        "algorithm": algorithm,
-        "authors": list(authors),
-        "description": description,
-        "link": link,
-        "seed": int(seed),
-        "budget": budget,
-        "track": track,
-        "results": results,
-    }
-    if trained_on:
-        submission["trained_on"] = list(trained_on)
     check_schema(submission)
     if out is not None:
         save_submission(submission, out)

@@ -256,6 +256,19 @@ def check_schema(data: Any, where: str = "submission") -> dict:
     """Return ``data`` if it follows the schema, else raise `SubmissionError` naming the problem.
     Per-task results are only checked for being objects here; `validate` checks each one's fields
     (`check_result`) and content, so that one bad task does not hide the verdict on the others."""
+    check_header(data, where)
+    if not data["results"]:
+        raise SubmissionError(f"{where}: 'results' holds no task")
+    if len(data["results"]) > MAX_LIST:
+        raise SubmissionError(f"{where}: 'results' holds {len(data['results'])} tasks; at most {MAX_LIST}")
+    for task_id in data["results"]:
+        check_text(task_id, where, "results (a task id)", "task id")
+    return data
+
+
+def check_header(data: Any, where: str = "submission") -> None:
+    """Raise `SubmissionError` unless every field of ``data`` but the results follows the schema (the
+    harness checks them before it runs an agent, so that a bad name does not waste a run)."""
     if not isinstance(data, dict):
         raise SubmissionError(f"{where}: a submission is a JSON object, got {_type_name(data)}")
     _check_fields(data, REQUIRED_FIELDS, where)
@@ -291,13 +304,6 @@ def check_schema(data: Any, where: str = "submission") -> dict:
         raise SubmissionError(
             f"{where}: a generalisation submission must state 'trained_on' (the task ids it trained on)"
         )
-    if not data["results"]:
-        raise SubmissionError(f"{where}: 'results' holds no task")
-    if len(data["results"]) > MAX_LIST:
-        raise SubmissionError(f"{where}: 'results' holds {len(data['results'])} tasks; at most {MAX_LIST}")
-    for task_id in data["results"]:
-        check_text(task_id, where, "results (a task id)", "task id")
-    return data
 
 
 def check_result(result: Any, where: str = "result") -> None:
