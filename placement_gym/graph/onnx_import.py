@@ -16,7 +16,6 @@ devices. Constant nodes are folded away: their values are constants, read by the
 from __future__ import annotations
 
 import hashlib
-import heapq
 import math
 import warnings
 from collections.abc import Iterable
@@ -30,6 +29,7 @@ from onnx import TensorProto
 
 from placement_gym.graph.op_costs import DEFAULT_DOMAINS, TensorInfo, all_bytes, op_cost
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
+from placement_gym.graph.ordering import stable_topological_order
 from placement_gym.graph.parameters import (
     PARAMETERS_METADATA_KEY,
     InputRoles,
@@ -129,24 +129,10 @@ def _constant_node_info(node: onnx.NodeProto) -> TensorInfo | None:
 def _topological_order(deps: list[list[int]], names: list[str]) -> list[int]:
     """Stable Kahn order: among ready ops, the one earliest in the file goes first."""
     n = len(deps)
-    indegree = [len(d) for d in deps]
-    users: list[list[int]] = [[] for _ in range(n)]
-    for i, d in enumerate(deps):
-        for j in d:
-            users[j].append(i)
-    ready = [i for i in range(n) if indegree[i] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users[i]:
-            indegree[u] -= 1
-            if indegree[u] == 0:
-                heapq.heappush(ready, u)
+    order = stable_topological_order(deps)
     if len(order) < n:
         # Walk predecessors among the unplaced ops until one repeats: it lies on a cycle.
-        remaining = {i for i in range(n) if indegree[i] > 0}
+        remaining = set(range(n)) - set(order)
         node = min(remaining)
         seen: list[int] = []
         while node not in seen:

@@ -50,7 +50,6 @@ from parameters in a file and count the same way.
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
 import warnings
@@ -59,6 +58,8 @@ from dataclasses import dataclass, field
 
 import onnx
 from onnx import TensorProto
+
+from placement_gym.graph.ordering import stable_topological_order
 
 PARAMETERS_METADATA_KEY = "placement_gym.parameters"
 
@@ -309,21 +310,7 @@ def _node_order(nodes: list[onnx.NodeProto], reads: list[list[_Read]]) -> list[i
     (the importer reports the cycle)."""
     producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
     deps = [{producer[r.name] for r in rs if r.name in producer} - {i} for i, rs in enumerate(reads)]
-    users: list[list[int]] = [[] for _ in nodes]
-    for i, d in enumerate(deps):
-        for j in d:
-            users[j].append(i)
-    indegree = [len(d) for d in deps]
-    ready = [i for i, k in enumerate(indegree) if k == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users[i]:
-            indegree[u] -= 1
-            if indegree[u] == 0:
-                heapq.heappush(ready, u)
+    order = stable_topological_order(deps)
     placed = set(order)
     return order + [i for i in range(len(nodes)) if i not in placed]
 
