@@ -108,12 +108,6 @@ def link_rates(task: Task) -> tuple[np.ndarray, np.ndarray]:
     return cached
 
 
-def comm_times(task: Task, nbytes: float, src: int) -> np.ndarray:
-    """Time to move ``nbytes`` from device ``src`` to every device (0 to itself)."""
-    latency, inverse = link_rates(task)
-    return latency[src] + nbytes * inverse[src]
-
-
 def mean_comm(task: Task, pool: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
     """HEFT's average communication cost of edges of ``nbytes``: mean latency + bytes / mean
     bandwidth over ordered pairs of distinct devices of ``pool`` (0 for a one-device pool)."""

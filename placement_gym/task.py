@@ -158,6 +158,13 @@ class Task:
     def n_tensors(self) -> int:
         return len(self.tensor_bytes)
 
+    def __repr__(self) -> str:
+        ops = f"{self.n_ops} ops"
+        if self.n_ops != self.n_forward:
+            ops += f" ({self.n_forward} forward)"
+        training = f", optimizer={self.optimizer!r}" if self.objective == "train_step" else ""
+        return f"Task({self.id!r}, {ops}, {self.n_devices} devices{training})"
+
     @cached_property
     def op_names(self) -> tuple[str, ...]:
         suffix = ("", ".grad", ".update")

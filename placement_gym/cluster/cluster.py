@@ -109,4 +109,25 @@ class Cluster:
             ) from None
 
     def __repr__(self) -> str:
-        return f"Cluster({self.name!r}, devices={list(self.device_names)})"
+        return f"Cluster({self.name!r}, {self.n_devices} devices: {_device_ranges(self.device_names)})"
+
+
+def _device_ranges(names: tuple[str, ...], limit: int = 8) -> str:
+    """Device names with runs of one prefix and consecutive numbers shortened to a range
+    (``cpu:0, gpu:0..3``); at most ``limit`` entries, then how many more."""
+    runs: list[list] = []  # [prefix, first, last] or [name, None, None]
+    for name in names:
+        prefix, _, number = name.rpartition(":")
+        if prefix and number.isdigit():
+            if runs and runs[-1][0] == prefix and runs[-1][2] == int(number) - 1:
+                runs[-1][2] = int(number)
+                continue
+            runs.append([prefix, int(number), int(number)])
+        else:
+            runs.append([name, None, None])
+    shown = [
+        name if first is None else f"{name}:{first}" if first == last else f"{name}:{first}..{last}"
+        for name, first, last in runs[:limit]
+    ]
+    more = f", ... ({len(runs) - limit} more)" if len(runs) > limit else ""
+    return ", ".join(shown) + more

@@ -210,12 +210,6 @@ def local_cluster() -> Cluster:
     )
 
 
-def local_device_map(cluster: Cluster) -> dict[str, str]:
-    """Torch device of each device of `local_cluster()` (``cpu:0`` -> ``cpu``, ``gpu:i`` -> ``cuda:i``)."""
-    return {name: "cpu" if kind == "cpu" else f"cuda:{name.split(':')[1]}"
-            for name, kind in zip(cluster.device_names, cluster.device_kinds)}
-
-
 _CPU_N = re.compile(r"cpu(\d+)")
 
 

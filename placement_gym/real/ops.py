@@ -538,8 +538,3 @@ OP_TABLE: dict[str, OpFunction] = {
     "Pad": _pad, "Expand": _expand, "Tile": _tile, "Shape": _shape, "Constant": _constant,
     "ConstantOfShape": _constant_of_shape, "Range": _range,
 }
-
-
-def supported_op_types() -> list[str]:
-    """The ONNX op types (default domain) the torch executor can run, sorted."""
-    return sorted(OP_TABLE)
