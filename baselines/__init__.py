@@ -1,6 +1,8 @@
 """Baselines: placement agents built on `placement_gym` (the dependency never goes the other way).
 
-The expert, partitioning, scheduling, search and learned agents arrive with the baseline issues.
+Agents register by name in `baselines.registry` (`get_agent`, `agent_names`): simple ones there, the
+expert, partitioning, scheduling (HEFT, Baechi), search and exact agents in their modules, the
+learned agents in `baselines.learning`.
 
 `baselines.policies` (needs torch and stable-baselines3, the ``baselines`` extra) holds
 `FactorizedPlacementPolicy`, a fast SB3 policy for per-op placement actions. Its names are

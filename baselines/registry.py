@@ -46,8 +46,8 @@ class AgentResult:
 
 Agent = Callable[..., AgentResult]  # agent(task, seed: int = 0, budget: int | None = None) -> AgentResult
 
-# The modules of the baselines package whose agents register on import. A module that has not been
-# written yet (or whose optional dependency is missing) is skipped.
+# The modules of the baselines package whose agents register on import. A module whose optional
+# third-party dependency is missing (or that is absent) is skipped.
 AGENT_MODULES: tuple[str, ...] = (
     "baselines.experts",
     "baselines.partition",
@@ -100,8 +100,8 @@ def _load_all() -> None:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as error:
-            # A module not written yet, or one whose optional third-party dependency is missing, is
-            # skipped; a missing module of this project inside a module that exists is a bug.
+            # A module whose optional third-party dependency is missing is skipped, as is a listed module
+            # that is absent; a module of this project missing inside a listed one is a bug.
             missing = error.name or ""
             if missing != module and missing.split(".")[0] in ("baselines", "placement_gym"):
                 raise

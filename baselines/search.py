@@ -201,7 +201,7 @@ def _start_candidates(task: Task, start, seed: int) -> tuple[list[tuple[str, np.
         try:
             agent = get_agent(name)
         except ValueError:
-            if name in START_AGENTS:  # a default start agent that is not written (or installed) yet
+            if name in START_AGENTS:  # a default start agent whose optional dependency is missing
                 continue
             raise
         result = agent(task, seed=seed, budget=None)

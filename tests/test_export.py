@@ -249,7 +249,7 @@ def test_weight_free_graphs_compute_what_the_torch_models_compute():
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnxscript")
     ort = pytest.importorskip("onnxruntime")
-    from placement_gym.export.export import export_module
+    from placement_gym.export.onnx_export import export_module
 
     torch.manual_seed(0)
     for label, (module, inputs, input_names) in _tiny_models().items():

@@ -67,7 +67,7 @@ def reasons(data: dict, task_id: str = SMALL[0]) -> str:
 
 # --- suite -----------------------------------------------------------------------------------------
 
-def test_suite_v0_lists_the_issue_tasks_and_every_task_builds():
+def test_suite_v0_lists_the_benchmark_tasks_and_every_task_builds():
     suite = SUITES["v0"]
     assert set(suite.task_ids) == V0_TASKS and len(suite.task_ids) == len(V0_TASKS)
     for suite_task in suite.tasks:

@@ -27,7 +27,7 @@ Policy (choices where the paper leaves a detail open, or where we simplify it):
 * Training: REINFORCE with a baseline. ``batch`` episodes run in parallel, so every step evaluates
   ``batch`` placements in one batched call. The returns ``G_t = r_t + gamma G_{t+1}`` run to the end of
   the current update window; the baseline is the mean of ``G_t`` over the batch at the same time step
-  (the brief's time-step-wise baseline; with one episode there is none), and advantages are divided
+  (a time-step-wise baseline; with one episode there is none), and advantages are divided
   by their standard deviation so one learning rate fits graphs of 30 to 2,500 ops. An update comes
   every ``steps_per_update`` steps (and at the end of an episode): Placeto updates once per episode,
   but a gnmt4 episode is 2,182 steps x ``batch`` evaluations, more than a 10,000 budget, so updating

@@ -85,7 +85,7 @@ def _is_simple(agent: str) -> bool:
     return agent.startswith("single:") or agent in SIMPLE_AGENTS
 
 
-def run_agent(task: Task, agent: str, seed: int, budget: int | None = None) -> Found:
+def place_with_agent(task: Task, agent: str, seed: int, budget: int | None = None) -> Found:
     """Place ``task`` with a simple agent or an agent of the `baselines` registry (which returns an
     `AgentResult`: placement, evaluations, info)."""
     start = time.perf_counter()
@@ -106,4 +106,4 @@ def find_placement(task: Task, args: argparse.Namespace) -> Found:
     if args.placement is not None:
         start = time.perf_counter()
         return Found(load_placement(task, args.placement), 0, time.perf_counter() - start, args.placement)
-    return run_agent(task, args.agent, args.seed, getattr(args, "budget", None))
+    return place_with_agent(task, args.agent, args.seed, getattr(args, "budget", None))

@@ -3,8 +3,8 @@
 Structure of the tutorial's `cifar10.inference`: two 5x5 convolutions of 64 channels, each followed by a
 3x3 stride-2 max pool and a local response normalisation (depth radius 4, bias 1, alpha 0.001/9,
 beta 0.75), then fully connected layers of 384 and 192 units and a 10-way linear classifier.
-The tutorial crops images to 24x24; the benchmark here takes full 32x32 images (as the brief of this
-graph set asks), so the first fully connected layer reads 8x8x64 = 4096 features.
+The tutorial crops images to 24x24; the bundled graph takes full 32x32 CIFAR-10 images, so the first
+fully connected layer reads 8x8x64 = 4096 features.
 TensorFlow's 'SAME' pooling pads one pixel at the bottom/right only; symmetric padding of 1 gives the
 same output sizes and the same cost, which is all a placement graph needs.
 """
