@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,24 +63,51 @@ def placement_to_dict(task: Task, placement) -> dict[str, str]:
     return {op: names[d] for op, d in zip(task.graph.op_names, array.tolist())}
 
 
-def placement_from_dict(task: Task, mapping: dict[str, str]) -> np.ndarray:
-    """A placement from {op name: device name}; every op must be named, with a device of the cluster."""
-    if not isinstance(mapping, dict):
-        raise ValueError("a placement must be a JSON object mapping op names to device names")
+def _listed(names: list, quote: Callable[[Any], str]) -> str:
+    return ", ".join(quote(name) for name in names[:3]) + (" ..." if len(names) > 3 else "")
+
+
+def placement_problems(
+    task: Task, mapping: dict[str, str], quote: Callable[[Any], str] = repr
+) -> tuple[np.ndarray | None, list[str]]:
+    """The placement of an {op name: device name} mapping, or (None and) every reason it is not one of
+    ``task``: op names not in the graph, ops of the graph not named, devices not in the cluster.
+    ``quote`` shows a name in a reason (the leaderboard passes its `shown`, for untrusted names)."""
+    reasons = []
     ops = task.graph.op_names
     unknown = sorted(set(mapping) - set(ops))
     if unknown:
-        raise ValueError(
-            f"placement names ops not in graph {task.graph.name!r}: {', '.join(unknown[:5])}"
-            + (" ..." if len(unknown) > 5 else "")
-        )
+        reasons.append(f"{len(unknown)} unknown op names: {_listed(unknown, quote)}")
     missing = [op for op in ops if op not in mapping]
     if missing:
-        raise ValueError(
-            f"placement misses {len(missing)} ops of graph {task.graph.name!r}, "
-            f"such as {', '.join(missing[:5])}"
+        reasons.append(
+            f"{len(missing)} of the task's {len(ops)} ops missing, such as {_listed(missing, quote)}"
         )
-    return np.array([task.cluster.device_index(mapping[op]) for op in ops], dtype=np.int64)
+    devices = task.cluster.device_names
+    bad_devices = sorted({d for d in mapping.values() if d not in devices})
+    if bad_devices:
+        reasons.append(
+            f"devices not in cluster {task.cluster.name!r}: {_listed(bad_devices, quote)} "
+            f"(devices are {', '.join(devices)})"
+        )
+    if reasons:
+        return None, reasons
+    index = {name: i for i, name in enumerate(devices)}
+    return np.array([index[mapping[op]] for op in ops], dtype=np.int64), []
+
+
+def placement_from_dict(task: Task, mapping: dict[str, str]) -> np.ndarray:
+    """A placement from {op name: device name}; every op must be named, with a device of the cluster
+    (ValueError naming every problem, `placement_problems`)."""
+    if not isinstance(mapping, dict):
+        raise ValueError("a placement must be a JSON object mapping op names to device names")
+    for op, device in mapping.items():
+        if not isinstance(device, str):
+            raise ValueError(f"a placement maps op names to device names; op {op!r} is placed on {device!r}")
+    placement, reasons = placement_problems(task, mapping)
+    if placement is None:
+        raise ValueError(f"placement for task {task.id}: " + "; ".join(reasons))
+    return placement
 
 
 def save_placement(task: Task, placement, path: str | Path) -> None:

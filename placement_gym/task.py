@@ -176,28 +176,11 @@ class Task:
 
         A placement has one device index per forward op (shape ``(n_forward,)``, or
         ``(batch, n_forward)`` with ``batch=True``); backward and update ops follow their forward op."""
-        array = np.asarray(placement)
-        shape = ("batch, " if batch else "") + f"{self.n_forward},"
-        if array.ndim != 1 + batch or array.shape[-1] != self.n_forward:
-            raise ValueError(
-                f"placement for task {self.id} must have shape ({shape}): one device index per "
-                f"forward op; got shape {array.shape}"
-            )
-        if array.dtype.kind not in "iu":
-            if array.dtype.kind != "f" or not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
-                raise ValueError(
-                    f"placement for task {self.id} must hold integer device indices, got dtype {array.dtype}"
-                )
-        array = array.astype(np.int64)
-        bad = np.argwhere((array < 0) | (array >= self.n_devices))
-        if len(bad):
-            i = int(bad[0][-1])
-            raise ValueError(
-                f"placement for task {self.id}: device index {int(array[tuple(bad[0])])} at op {i} "
-                f"({self.graph.op_names[i]!r}) is out of range; allowed 0..{self.n_devices - 1} "
-                f"({', '.join(self.cluster.device_names)})"
-            )
-        return array
+        names = self.graph.op_names
+        return check_device_indices(
+            placement, self.cluster.device_names, self.n_forward, f"placement for task {self.id}",
+            "forward op", lambda i: f"op {i} ({names[i]!r})", batch,
+        )
 
     def expand(self, placement) -> np.ndarray:
         """Device (int32) of every task op for a placement of the forward ops."""
@@ -207,6 +190,34 @@ class Task:
         """Bytes of parameters (and for training, gradients and optimizer state) per device."""
         array = self.check_placement(placement)
         return np.bincount(array, weights=self.static_bytes, minlength=self.n_devices)
+
+
+def check_device_indices(
+    values, device_names, length: int, subject: str, unit: str, locate, batch: bool = False
+) -> np.ndarray:
+    """``values`` as an int64 array of device indices, one per ``unit`` (shape ``(length,)``, or
+    ``(batch, length)`` with ``batch``), or a ValueError that starts with ``subject``: wrong shape, values
+    that are not integers (floats with integral values pass), or an index outside ``device_names``
+    (the first one located by ``locate(position)``). `Task.check_placement` and the envs' actions
+    (one device per group) are checked by it."""
+    array = np.asarray(values)
+    shape = ("batch, " if batch else "") + f"{length},"
+    if array.ndim != 1 + batch or array.shape[-1] != length:
+        raise ValueError(
+            f"{subject} must have shape ({shape}): one device index per {unit}; got shape {array.shape}"
+        )
+    if array.dtype.kind not in "iu":
+        if array.dtype.kind != "f" or not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
+            raise ValueError(f"{subject} must hold integer device indices, got dtype {array.dtype}")
+    array = array.astype(np.int64)
+    n_devices = len(device_names)
+    bad = np.argwhere((array < 0) | (array >= n_devices))
+    if len(bad):
+        raise ValueError(
+            f"{subject}: device index {int(array[tuple(bad[0])])} at {locate(int(bad[0][-1]))} is out of "
+            f"range; allowed 0..{n_devices - 1} ({', '.join(device_names)})"
+        )
+    return array
 
 
 def _op_durations(flops, bytes_moved, category, cluster: Cluster) -> np.ndarray:

@@ -65,6 +65,19 @@ def make_task_id(graph: OpGraph, cluster: Cluster, objective_suffix: str, optimi
     return f"{graph_id(graph)}/{cluster_id(cluster)}/{objective_id(objective_suffix, optimizer)}"
 
 
+def task_id_parts(task_id: str) -> tuple[str, str, str]:
+    """``(graph, cluster, objective)``, the three parts of any well-formed task id, hashed parts and
+    ``+optimizer`` kept as they are; ValueError for an id that is not three non-empty parts."""
+    parts = task_id.split("/") if isinstance(task_id, str) else []
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(
+            "a task id is graph/cluster/objective, such as inception_v3/k80x4/train or "
+            f"my_model@3f2a9c1d0b7e/k80x4/train+sgd; got {task_id!r}"
+        )
+    graph, cluster, objective = parts
+    return graph, cluster, objective
+
+
 def split_task_id(task_id: str) -> tuple[str, str, str, str | None]:
     """``(graph name, cluster name, objective suffix, optimizer)`` of an id that names can rebuild
     (optimizer None where the id names none: Adam for a training step).
@@ -72,13 +85,7 @@ def split_task_id(task_id: str) -> tuple[str, str, str, str | None]:
     Raises ValueError for an id that is not ``graph/cluster/objective[+optimizer]``, and for a part
     with a content hash (``name@hash``): such a graph or cluster is not bundled (not a preset), so
     no name rebuilds it; the task is built from its file."""
-    parts = task_id.split("/") if isinstance(task_id, str) else []
-    if len(parts) != 3:
-        raise ValueError(
-            "a task id is graph/cluster/objective, such as inception_v3/k80x4/train or "
-            f"my_model@3f2a9c1d0b7e/k80x4/train+sgd; got {task_id!r}"
-        )
-    graph, cluster, objective = parts
+    graph, cluster, objective = task_id_parts(task_id)
     for what, part, known, example in (
         ("graph", graph, "a graph bundled with placement-gym", "get_task('path/to/{}.onnx', ...)"),
         ("cluster", cluster, "a preset", "get_task(graph, 'path/to/{}.json', ...)"),

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from baselines.learning.evaluator import BudgetedEvaluator
-from baselines.learning.options import check_positive
+from baselines.learning.options import check_number
 from baselines.learning.seq2seq import (
     MAX_GRAD_NORM,
     Seq2SeqPlacer,
@@ -127,23 +127,23 @@ class HierarchicalPlacer(LearnedAgent):
     ) -> None:
         super().__init__(task, seed, **config)
         n_groups = min(DEFAULT_GROUPS, task.n_forward) if n_groups is None else n_groups
-        check_positive("n_groups", n_groups, integer=True)
+        check_number("n_groups", n_groups, 1, integer=True)
         for key, value in (("hidden", hidden), ("grouper_hidden", grouper_hidden),
                            ("placer_samples", placer_samples)):
-            check_positive(key, value, integer=True)
-        check_positive("grouper_samples", grouper_samples, integer=True)
+            check_number(key, value, 1, integer=True)
+        check_number("grouper_samples", grouper_samples, 1, integer=True)
         if grouper_samples < 2:
             raise ValueError(
                 f"grouper_samples must be >= 2 (with one grouping per batch the batch-mean baseline gives "
                 f"the grouper no gradient), got {grouper_samples!r}"
             )
-        check_positive("lr", lr)
-        check_positive("entropy_coef", entropy_coef, allow_zero=True)
-        check_positive("oom_factor", oom_factor)
+        check_number("lr", lr, 0, open_low=True)
+        check_number("entropy_coef", entropy_coef, 0)
+        check_number("oom_factor", oom_factor, 0, open_low=True)
         self.n_groups = int(n_groups)
         self.grouper_samples, self.placer_samples = int(grouper_samples), int(placer_samples)
         self.entropy_coef, self.oom_factor = float(entropy_coef), float(oom_factor)
-        check_positive("position_prior", position_prior, allow_zero=True)
+        check_number("position_prior", position_prior, 0)
         self.op_inputs = torch.from_numpy(node_inputs(task))
         self.prior = torch.from_numpy(position_logits(task.n_forward, self.n_groups, float(position_prior)))
         with torch.random.fork_rng():

@@ -39,7 +39,7 @@ from torch import nn
 
 from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.gnn import DagEncoder, graph_inputs, mlp, sample_categorical
-from baselines.learning.options import check_float, check_int
+from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
 from placement_gym.envs.observation import NODE_FEATURES
 from placement_gym.task import Task
@@ -99,16 +99,16 @@ class HSDAG(LearnedAgent):
     ) -> None:
         super().__init__(task, seed, **config)
         self.groups = groups
-        self.batch = check_int("batch", batch, 1)
-        self.max_groups = check_int("max_groups", max_groups, 1)
-        self.entropy = check_float("entropy", entropy, 0.0)
-        self.oom_factor = check_float("oom_factor", oom_factor, 1.0)
-        self.max_grad_norm = check_float("max_grad_norm", max_grad_norm, 0.0, open_low=True)
+        self.batch = check_number("batch", batch, 1, integer=True)
+        self.max_groups = check_number("max_groups", max_groups, 1, integer=True)
+        self.entropy = check_number("entropy", entropy, 0.0)
+        self.oom_factor = check_number("oom_factor", oom_factor, 1.0)
+        self.max_grad_norm = check_number("max_grad_norm", max_grad_norm, 0.0, open_low=True)
         self.graph = graph_inputs(task, groups)
-        self.policy = GroupPlacer(
-            task.n_devices, check_int("hidden", hidden, 1), check_int("rounds", rounds, 0), self.max_groups
-        )
-        lr = check_float("lr", lr, 0.0, open_low=True)
+        hidden = check_number("hidden", hidden, 1, integer=True)
+        rounds = check_number("rounds", rounds, 0, integer=True)
+        self.policy = GroupPlacer(task.n_devices, hidden, rounds, self.max_groups)
+        lr = check_number("lr", lr, 0.0, open_low=True)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr)
 
     def set_task(self, task: Task) -> None:
@@ -170,7 +170,7 @@ class HSDAG(LearnedAgent):
         """``count`` placements (int64 ``(count, n_forward)``) of the current policy on the current
         task, evaluating nothing: the first row greedy (each node's most likely group, each group's
         most likely device), the others sampled."""
-        count = check_int("count", count, 1)
+        count = check_number("count", count, 1, integer=True)
         with torch.no_grad():
             log_assign, log_device, _ = self.policy(self.graph)
         groups, devices = self._sample(log_assign, log_device, count, greedy_rows=1)

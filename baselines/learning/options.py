@@ -1,30 +1,56 @@
-"""Checks of the learned agents' options: a clear ValueError naming the option and what is allowed."""
+"""The one check of the learned agents' numeric options: a clear ValueError naming the option and what
+is allowed.
+
+The rule, for every agent and every option: a number is a Python or numpy integer or float, never a
+bool (``True`` is not a learning rate), and finite; an integer option takes only Python or numpy
+integers (``2.0`` is not a batch size). Bounds are inclusive unless ``open_low`` / ``open_high``."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 
-
-def check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+_INTEGERS = (int, np.integer)
+_NUMBERS = (int, float, np.integer, np.floating)
 
 
-def check_float(name: str, value, low: float, high: float = float("inf"), open_low: bool = False) -> float:
-    ok = isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
-    ok = ok and np.isfinite(value) and (value > low if open_low else value >= low) and value <= high
+def _bound(low: float | None, high: float | None, open_low: bool, open_high: bool) -> str:
+    if low is not None and high is not None:
+        return f"in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+    if low is not None:
+        return f"{'>' if open_low else '>='} {low:g}"
+    if high is not None:
+        return f"{'<' if open_high else '<='} {high:g}"
+    return ""
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def check_number(
+    name: str,
+    value: Any,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    integer: bool = False,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> Any:
+    """``value`` as an int (``integer``) or a float, or a ValueError naming ``name`` and the allowed
+    values unless it is a number (module docstring) within ``low`` and ``high``."""
+    ok = isinstance(value, _INTEGERS if integer else _NUMBERS) and not isinstance(value, (bool, np.bool_))
+    ok = ok and (integer or _finite(value))
+    ok = ok and (low is None or (value > low if open_low else value >= low))
+    ok = ok and (high is None or (value < high if open_high else value <= high))
     if not ok:
-        bound = f"{'>' if open_low else '>='} {low}" + (f" and <= {high}" if high != float("inf") else "")
-        raise ValueError(f"{name} must be a number {bound}, got {value!r}")
-    return float(value)
-
-
-def check_positive(name: str, value, integer: bool = False, allow_zero: bool = False) -> None:
-    """A ValueError naming ``name`` unless ``value`` is a positive (or >= 0) number / integer."""
-    kind = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    ok = isinstance(value, kind) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        what = "integer" if integer else "number"
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite {what} {bound}, got {value!r}")
+        what = "an integer" if integer else "a finite number"
+        bound = _bound(low, high, open_low, open_high)
+        raise ValueError(f"{name} must be {what}{' ' if bound else ''}{bound}, got {value!r}")
+    return int(value) if integer else float(value)

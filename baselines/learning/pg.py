@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from baselines.learning.evaluator import BudgetedEvaluator
-from baselines.learning.options import check_positive
+from baselines.learning.options import check_number
 from baselines.learning.seq2seq import Seq2SeqAgent, normalised_runtimes
 from baselines.learning.trainer import register_learned
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR
@@ -67,11 +67,10 @@ class PolicyGradientPlacer(Seq2SeqAgent):
         **config: Any,
     ) -> None:
         super().__init__(task, seed, **config)
-        check_positive("batch", batch, integer=True)
-        check_positive("entropy_coef", entropy_coef, allow_zero=True)
-        check_positive("oom_factor", oom_factor)
-        if not (isinstance(baseline_decay, (int, float)) and 0 <= baseline_decay < 1):
-            raise ValueError(f"baseline_decay must be a number in [0, 1), got {baseline_decay!r}")
+        check_number("batch", batch, 1, integer=True)
+        check_number("entropy_coef", entropy_coef, 0)
+        check_number("oom_factor", oom_factor, 0, open_low=True)
+        check_number("baseline_decay", baseline_decay, 0, 1, open_high=True)
         self.batch = int(batch)
         self.baseline_decay = float(baseline_decay)
         self.entropy_coef = float(entropy_coef)

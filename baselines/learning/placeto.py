@@ -57,7 +57,7 @@ from torch import nn
 
 from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.gnn import DagEncoder, graph_inputs, mlp, sample_categorical
-from baselines.learning.options import check_float, check_int
+from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
 from placement_gym.task import Task
@@ -142,16 +142,17 @@ class Placeto(LearnedAgent):
     ) -> None:
         super().__init__(task, seed, **config)
         self.groups = groups
-        self.batch = check_int("batch", batch, 1)
-        self.steps_per_update = check_int("steps_per_update", steps_per_update, 1)
-        self.gamma = check_float("gamma", gamma, 0.0, 1.0)
-        self.entropy = check_float("entropy", entropy, 0.0)
-        self.oom_factor = check_float("oom_factor", oom_factor, 1.0)
-        self.max_grad_norm = check_float("max_grad_norm", max_grad_norm, 0.0, open_low=True)
+        self.batch = check_number("batch", batch, 1, integer=True)
+        self.steps_per_update = check_number("steps_per_update", steps_per_update, 1, integer=True)
+        self.gamma = check_number("gamma", gamma, 0.0, 1.0)
+        self.entropy = check_number("entropy", entropy, 0.0)
+        self.oom_factor = check_number("oom_factor", oom_factor, 1.0)
+        self.max_grad_norm = check_number("max_grad_norm", max_grad_norm, 0.0, open_low=True)
         self.graph = graph_inputs(task, groups)
-        hidden, rounds = check_int("hidden", hidden, 1), check_int("rounds", rounds, 0)
+        hidden = check_number("hidden", hidden, 1, integer=True)
+        rounds = check_number("rounds", rounds, 0, integer=True)
         self.policy = RefinePolicy(task.n_devices, hidden, rounds)
-        lr = check_float("lr", lr, 0.0, open_low=True)
+        lr = check_number("lr", lr, 0.0, open_low=True)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr)
         self._reset_episodes()
 
@@ -263,7 +264,7 @@ class Placeto(LearnedAgent):
         current policy on the current task, started from random placements: the first row greedy (the
         most likely device at every visit), the others sampled. Evaluates nothing: the policy reads
         the placement, not its runtime, so an episode needs evaluations only for its rewards."""
-        count = check_int("count", count, 1)
+        count = check_number("count", count, 1, integer=True)
         nodes = self.rng.integers(0, self.task.n_devices, size=(count, self.graph.n_nodes))
         for node in range(self.graph.n_nodes):
             nodes[:, node] = self._choose(nodes, node, greedy_rows=1)

@@ -39,7 +39,6 @@ using ``np.random`` neither disturbs it nor is disturbed). What resumes exactly 
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -51,6 +50,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from baselines.learning.evaluator import BudgetedEvaluator
+from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
 from baselines.policies import FactorizedPlacementPolicy
 from placement_gym.envs.base import PlacementEnvBase
@@ -66,17 +66,6 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
 # Seeds handed to SB3 and numpy's legacy global generator must fit 32 bits.
 SEED_MODULUS = 2**32
-
-
-def _check_number(name: str, value: Any, low: float, integer: bool = False, allow_equal: bool = True) -> None:
-    """A ValueError naming ``name`` unless ``value`` is a finite number >= ``low`` (> ``low`` when
-    ``allow_equal`` is False), an int when ``integer``."""
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    ok = isinstance(value, kinds) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
-    ok = ok and (value >= low if allow_equal else value > low)
-    if not ok:
-        bound = f"{'>=' if allow_equal else '>'} {low:g}"
-        raise ValueError(f"{name} must be {'an integer' if integer else 'a number'} {bound}, got {value!r}")
 
 
 class _BudgetStop(BaseCallback):
@@ -121,15 +110,15 @@ class _SB3Agent(LearnedAgent):
         **config: Any,
     ) -> None:
         super().__init__(task, seed, **config)
-        _check_number("learning_rate", learning_rate, 0.0, allow_equal=False)
+        check_number("learning_rate", learning_rate, 0.0, open_low=True)
         # SB3 needs at least two samples to form a minibatch advantage normalisation.
-        _check_number("n_steps", n_steps, 2, integer=True)
-        _check_number("batch_size", batch_size, 2, integer=True)
+        check_number("n_steps", n_steps, 2, integer=True)
+        check_number("batch_size", batch_size, 2, integer=True)
         if batch_size > n_steps:
             raise ValueError(f"batch_size ({batch_size}) must be at most n_steps ({n_steps})")
-        _check_number("n_epochs", n_epochs, 1, integer=True)
-        _check_number("ent_coef", ent_coef, 0.0)
-        _check_number("hidden", hidden, 1, integer=True)
+        check_number("n_epochs", n_epochs, 1, integer=True)
+        check_number("ent_coef", ent_coef, 0.0)
+        check_number("hidden", hidden, 1, integer=True)
         make_grouping(task.graph, groups)  # a clear error for a bad grouping now, not at the first iteration
         self.learning_rate = float(learning_rate)
         self.n_steps, self.batch_size, self.n_epochs = int(n_steps), int(batch_size), int(n_epochs)
@@ -284,7 +273,7 @@ class SB3PPOAgent(_SB3Agent):
                  batch_size: int = 32, rounds: int = 2, groups: Any = "chains", **config: Any) -> None:
         super().__init__(task, seed, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size,
                          groups=groups, **config)
-        _check_number("rounds", rounds, 0, integer=True)
+        check_number("rounds", rounds, 0, integer=True)
         self.rounds = int(rounds)
 
     def _make_env(self) -> PlacementEnvBase:

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from baselines.learning.options import check_positive
+from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent
 from placement_gym.envs.observation import NODE_FEATURES, node_features, op_edges
 from placement_gym.groups import Grouping, make_grouping, quotient_edges
@@ -222,8 +222,8 @@ class Seq2SeqAgent(LearnedAgent):
     generator), so building an agent is deterministic on its own."""
 
     def _build(self, hidden: int, lr: float, groups, max_groups: int | None, value_head: bool) -> None:
-        check_positive("hidden", hidden, integer=True)
-        check_positive("lr", lr)
+        check_number("hidden", hidden, 1, integer=True)
+        check_number("lr", lr, 0, open_low=True)
         self.grouping = placer_grouping(self.task, groups, max_groups)
         self.inputs = torch.from_numpy(node_inputs(self.task, self.grouping))[None]
         with torch.random.fork_rng():

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from baselines.learning.evaluator import BudgetedEvaluator
-from baselines.learning.options import check_positive
+from baselines.learning.options import check_number
 from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward_name, shape_reward
@@ -93,14 +93,13 @@ class SpotlightPlacer(Seq2SeqAgent):
         **config: Any,
     ) -> None:
         super().__init__(task, seed, **config)
-        check_positive("batch", batch, integer=True)
-        check_positive("epochs", epochs, integer=True)
-        check_positive("clip", clip)
-        check_positive("value_coef", value_coef, allow_zero=True)
-        check_positive("entropy_coef", entropy_coef, allow_zero=True)
-        check_positive("oom_factor", oom_factor)
-        if not (isinstance(gae_lambda, (int, float)) and 0 <= gae_lambda <= 1):
-            raise ValueError(f"gae_lambda must be a number in [0, 1], got {gae_lambda!r}")
+        check_number("batch", batch, 1, integer=True)
+        check_number("epochs", epochs, 1, integer=True)
+        check_number("clip", clip, 0, open_low=True)
+        check_number("value_coef", value_coef, 0)
+        check_number("entropy_coef", entropy_coef, 0)
+        check_number("oom_factor", oom_factor, 0, open_low=True)
+        check_number("gae_lambda", gae_lambda, 0, 1)
         if oom_factor < 1:
             raise ValueError(f"oom_factor must be >= 1 (an OOM placement scores below the best single), "
                              f"got {oom_factor!r}")

@@ -16,7 +16,7 @@ from placement_gym.envs.observation import NodeObservation, check_obs_mode
 from placement_gym.envs.rewards import check_oom_settings, penalty_runtime
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.groups import make_grouping, quotient_edges
-from placement_gym.task import OBJECTIVES, Task
+from placement_gym.task import OBJECTIVES, Task, check_device_indices
 from placement_gym.tasks import get_task
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
@@ -157,24 +157,11 @@ class PlacementEnvBase(gym.Env):
         """``action`` (one device per node) as int64, or a clear ValueError."""
         if self._identity:
             return self.task.check_placement(action)  # its messages name the op
-        array = np.asarray(action)
-        if array.ndim != 1 or array.shape[0] != self.n_nodes:
-            raise ValueError(
-                f"action for task {self.task.id} with {self.n_nodes} groups ({self.grouping.name}) must have "
-                f"shape ({self.n_nodes},): one device index per group; got shape {array.shape}"
-            )
-        if array.dtype.kind not in "iu":
-            if array.dtype.kind != "f" or not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
-                raise ValueError(f"action must hold integer device indices, got dtype {array.dtype}")
-        array = array.astype(np.int64)
-        bad = np.flatnonzero((array < 0) | (array >= self.task.n_devices))
-        if len(bad):
-            g = int(bad[0])
-            raise ValueError(
-                f"device index {int(array[g])} at group {g} (first op {self.node_name(g)!r}) is out of "
-                f"range; allowed 0..{self.task.n_devices - 1} ({', '.join(self.task.cluster.device_names)})"
-            )
-        return array
+        return check_device_indices(
+            action, self.task.cluster.device_names, self.n_nodes,
+            f"action for task {self.task.id} with {self.n_nodes} groups ({self.grouping.name})", "group",
+            lambda g: f"group {g} (first op {self.node_name(g)!r})",
+        )
 
     def _check_device(self, action) -> int:
         """A `Discrete` action as an int device index, or a clear ValueError."""

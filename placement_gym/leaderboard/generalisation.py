@@ -19,16 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement_gym.leaderboard.suite import Suite, get_suite
+from placement_gym.task_ids import task_id_parts
 
 
 def graph_of(task_id: str) -> str:
     """The graph name of a task id ``graph/cluster/objective``; ValueError for another shape."""
-    parts = task_id.split("/") if isinstance(task_id, str) else []
-    if len(parts) != 3 or not all(parts):
-        raise ValueError(
-            f"a task id is graph/cluster/objective, such as inception_v3/k80x4/train; got {task_id!r}"
-        )
-    return parts[0]
+    return task_id_parts(task_id)[0]
 
 
 @dataclass(frozen=True)

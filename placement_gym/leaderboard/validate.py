@@ -15,8 +15,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from placement_gym.cost_model import simulate
 from placement_gym.leaderboard.generalisation import SPLITS, result_problems, trained_on_problems
 from placement_gym.leaderboard.submission import (
@@ -27,6 +25,7 @@ from placement_gym.leaderboard.submission import (
     shown,
 )
 from placement_gym.leaderboard.suite import CURRENT_SUITE, SUITES, SuiteMismatchError, suite_mismatch
+from placement_gym.placements import placement_problems
 
 # A claimed runtime may differ from the re-evaluated one by float printing only.
 RUNTIME_RTOL = 1e-6
@@ -58,33 +57,6 @@ class SubmissionCheck:
         return not self.problems and all(t.ok for t in self.tasks)
 
 
-def _listed(names: list[str]) -> str:
-    return ", ".join(shown(name) for name in names[:3]) + (" ..." if len(names) > 3 else "")
-
-
-def _placement_array(task, mapping: dict) -> tuple[np.ndarray | None, list[str]]:
-    """The placement of an {op: device} mapping, or the reasons it is not one of ``task``."""
-    reasons = []
-    ops = task.graph.op_names
-    unknown = sorted(set(mapping) - set(ops))
-    if unknown:
-        reasons.append(f"{len(unknown)} unknown op names: {_listed(unknown)}")
-    missing = [op for op in ops if op not in mapping]
-    if missing:
-        reasons.append(f"{len(missing)} of the task's {len(ops)} ops missing, such as {_listed(missing)}")
-    devices = task.cluster.device_names
-    bad_devices = sorted({d for d in mapping.values() if d not in devices})
-    if bad_devices:
-        reasons.append(
-            f"devices not in cluster {task.cluster.name!r}: {_listed(bad_devices)} "
-            f"(devices are {', '.join(devices)})"
-        )
-    if reasons:
-        return None, reasons
-    index = {name: i for i, name in enumerate(devices)}
-    return np.array([index[mapping[op]] for op in ops], dtype=np.int64), []
-
-
 def check_task_result(suite_version: str, task_id: str, result: object) -> TaskCheck:
     """Check one task's entry of a submission against the suite and a fresh simulation. The caller
     makes sure the cost model reproduces the suite (`validate_submission` does)."""
@@ -104,7 +76,7 @@ def check_task_result(suite_version: str, task_id: str, result: object) -> TaskC
             f"suite {suite_version} has {suite_task.graph_sha256[:12]}..."
         )
     task = suite_task.task()
-    placement, placement_reasons = _placement_array(task, result["placement"])
+    placement, placement_reasons = placement_problems(task, result["placement"], shown)
     reasons += placement_reasons
     if placement is None:
         return TaskCheck(task_id, False, tuple(reasons))
