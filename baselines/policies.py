@@ -2,9 +2,9 @@
 
 Stock SB3 turns ``MultiDiscrete([n_devices] * n_ops)`` into ``n_ops`` separate torch ``Categorical``
 objects and loops over them in Python at every forward pass: about 7 steps/s with 1,000 ops on a
-2-core machine (REFERENCE.md). `FactorizedCategoricalDistribution` is the same distribution (ops
-are independent given the observation) held as ONE ``Categorical`` over logits of shape
-``(batch, n_ops, n_devices)``; log-probabilities and entropies are summed over the ops.
+2-core machine (this project's measurement). `FactorizedCategoricalDistribution` is the same
+distribution (ops are independent given the observation) held as ONE ``Categorical`` over logits of
+shape ``(batch, n_ops, n_devices)``; log-probabilities and entropies are summed over the ops.
 
 `FactorizedPlacementPolicy` (``PPO(FactorizedPlacementPolicy, env)``) uses it, with a network
 that suits graph observations (see `PlacementGraphNet`): one MLP shared by every node, a few rounds

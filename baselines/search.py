@@ -44,7 +44,7 @@ noise of each other, 1e-2 worse (a random walk); 20% swaps cost 1-3% on these gr
 nothing. Hence ``batch=16`` and ``t_start=1e-3``
 (`ANNEAL_BATCH`, `ANNEAL_T_START`).
 
-`cem`: the cross-entropy method, the search half of Post (Gao et al., NeurIPS 2018; REFERENCE.md):
+`cem`: the cross-entropy method, the search half of Post (Gao et al., NeurIPS 2018; docs/references.md):
 independent categorical distributions over devices, one per op (or per group with ``groups=``);
 each generation samples ``population`` placements, evaluates them in one `simulate_batch` call,
 keeps the elite fraction (ranked as above; the best placement seen so far always joins the elite),

@@ -7,7 +7,7 @@ No RL library: a small MLP picks the device of the current node from
     each device (the load so far),
 so its size does not depend on the graph. The reward comes at the last stage (log speedup over the
 best single device); each episode's log-probabilities are weighted by (reward - baseline), the
-baseline a moving average of past rewards with decay 0.9 (Mirhoseini et al. 2017, REFERENCE.md).
+baseline a moving average of past rewards with decay 0.9 (Mirhoseini et al. 2017; docs/references.md).
 
     PYTHONPATH=. python examples/reinforce_staged.py
     PYTHONPATH=. python examples/reinforce_staged.py --graph resnet50 --steps 40000
@@ -24,7 +24,7 @@ from torch import nn
 
 from placement_gym.envs.staged import DevicePlacementStagedEnv
 
-BASELINE_DECAY = 0.9  # Mirhoseini et al. 2017's moving-average baseline (REFERENCE.md)
+BASELINE_DECAY = 0.9  # Mirhoseini et al. 2017's moving-average baseline (docs/references.md)
 
 
 class StagePolicy(nn.Module):

@@ -45,7 +45,7 @@ SEEDS = (0, 1, 2)
 CONSTRUCTIVE_HEURISTICS = ("expert", "partition", "heft", "cpop", "m-topo", "m-etf", "m-sct")
 SEARCH_HEURISTICS = ("anneal", "cem")
 HEURISTIC_SEED = 0
-# Spotlight (Gao et al., ICML 2018; REFERENCE.md): its placements train in 60.9% of the time of
+# Spotlight (Gao et al., ICML 2018; docs/references.md): its placements train in 60.9% of the time of
 # policy-gradient's placements.
 SPOTLIGHT_PAPER_RATIO = 0.609
 

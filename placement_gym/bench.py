@@ -3,7 +3,7 @@
 Each row is one task (``train_step`` on ``k80x4``): a bundled graph, or a synthetic layered graph of
 ``n`` ops (`layered_graph`), so that the time per op can be compared from 1k to 100k ops. Before
 timing, the row checks that the fast simulator, the batched call and the reference give the same
-runtime (bit for bit, as DESIGN.md requires) on the placement they time.
+runtime (bit for bit, as docs/design.md requires) on the placement they time.
 
 Rates are throughputs: calls made / seconds spent (`time.perf_counter`). Each measurement runs for at
 least ``seconds``; the fast and batched calls at least ``repeats`` times, the reference at least once

@@ -1,6 +1,6 @@
 """`Task` = OpGraph + Cluster + Objective, compiled once into the flat arrays the simulators read.
 
-For ``train_step`` the forward graph is extended, as DESIGN.md says:
+For ``train_step`` the forward graph is extended (docs/design.md, section 2):
 
 * a backward op ``f.grad`` for every forward op ``f``, on ``f``'s device, at index ``2n - 1 - f`` (so
   backward ops follow the reverse topological order and every index stays topological);

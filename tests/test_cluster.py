@@ -65,7 +65,7 @@ def test_preset_figures_are_sane(name):
         assert cluster.peak_flops[gpus].min() > cluster.peak_flops[~gpus].max()
 
 
-# Datasheet figures from REFERENCE.md (per GK210 die for the K80).
+# NVIDIA datasheet figures, as in docs/references.md, "Hardware figures" (per GK210 die for the K80).
 DATASHEET = {
     "k80x2": (4.37e12, 12 * GB, 240 * GB),
     "k80x4": (4.37e12, 12 * GB, 240 * GB),
@@ -96,7 +96,7 @@ def test_pcie_presets_use_pcie3_figures_everywhere(name):
 
 
 def test_server_cpus_are_in_the_reference_range():
-    # REFERENCE.md: a Broadwell or Haswell server CPU of 8-18 cores: 0.5-1.3 TFLOP/s, 60-70 GB/s
+    # docs/references.md: a Broadwell or Haswell server CPU of 8-18 cores: 0.5-1.3 TFLOP/s, 60-70 GB/s
     # (1.3248 = 18 x 2.3 GHz x 32 rounds to 1.3).
     for name in ("k80x2", "k80x4", "k40x8", "p100x4"):
         cluster = PRESETS[name]()

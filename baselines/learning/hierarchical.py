@@ -1,6 +1,6 @@
 """`hierarchical`: Mirhoseini et al. (ICLR 2018), "A Hierarchical Model for Device Placement".
 
-Two networks trained jointly with policy gradient (REFERENCE.md):
+Two networks trained jointly with policy gradient (docs/references.md):
 
 * *Grouper*: a feed-forward network (two layers, tanh) over each forward op's input row
   (`baselines.learning.seq2seq.node_inputs`: op features, mean neighbour features) with a softmax

@@ -22,7 +22,7 @@ Training: REINFORCE, ``batch`` placements per iteration (one batched evaluation)
 one learning rate fits every graph; 0 for the best single device, positive when faster). An
 out-of-memory placement is rewarded as if it ran ``oom_factor`` (10) x the best single-device runtime.
 A placement that puts everything on one device is rewarded with its own runtime like any other (the
-released HSDAG code forces those to a 1e10 runtime, REFERENCE.md: a pitfall not repeated). The log
+released HSDAG code forces those to a 1e10 runtime, docs/references.md: a pitfall not repeated). The log
 probability of a sample is the sum of its nodes' group draws and its used groups' device draws (an
 unused group's device has no effect on the runtime, so it is left out). Baseline: the batch's mean
 reward; advantages divided by their standard deviation; an entropy bonus of weight ``entropy`` on both

@@ -1,7 +1,7 @@
 """`pg`: Mirhoseini et al. (ICML 2017), "Device Placement Optimization with Reinforcement Learning".
 
 A seq2seq LSTM with attention (`baselines.learning.seq2seq.Seq2SeqPlacer`) reads the op groups in
-topological order and emits one device per group; it is trained with REINFORCE (REFERENCE.md):
+topological order and emits one device per group; it is trained with REINFORCE (docs/references.md):
 
 * Groups: the co-location groups (``groups="colocate"``), merged further into at most
   ``max_groups`` = min(256, 20 x devices) groups, the paper's group count, by a balanced
@@ -36,7 +36,7 @@ from baselines.learning.trainer import register_learned
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR
 from placement_gym.task import Task
 
-# Mirhoseini et al. 2017 (REFERENCE.md): moving-average baseline with decay 0.9.
+# Mirhoseini et al. 2017 (docs/references.md): moving-average baseline with decay 0.9.
 BASELINE_DECAY = 0.9
 
 

@@ -1,6 +1,6 @@
 """The network and helpers shared by the seq2seq placers `pg`, `spotlight` and `hierarchical`.
 
-Mirhoseini et al. (ICML 2017, REFERENCE.md) place a graph with a sequence-to-sequence LSTM: an
+Mirhoseini et al. (ICML 2017; docs/references.md) place a graph with a sequence-to-sequence LSTM: an
 encoder reads one embedding per op group in topological order, a decoder with attention emits one
 device per group, feeding back the device it chose. `Seq2SeqPlacer` is that network, kept small
 (hidden 64 by default) so that training runs on a CPU:
@@ -38,7 +38,7 @@ from placement_gym.envs.observation import NODE_FEATURES, node_features, op_edge
 from placement_gym.groups import Grouping, make_grouping, quotient_edges
 from placement_gym.task import Task
 
-# Mirhoseini et al. 2017 (REFERENCE.md): num_groups = min(256, 20 x devices).
+# Mirhoseini et al. 2017 (docs/references.md): num_groups = min(256, 20 x devices).
 GROUP_LIMIT = 256
 GROUPS_PER_DEVICE = 20
 

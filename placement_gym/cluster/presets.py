@@ -1,11 +1,11 @@
 """Preset clusters: the machines of the device-placement papers, with every figure's source.
 
-Sources (see REFERENCE.md, "Hardware figures" and the papers table):
+Sources (see docs/references.md, "Hardware figures" and "Papers"):
 - GPU peak FP32 FLOP/s, memory and memory bandwidth: NVIDIA datasheets (per GK210 die for the K80,
   which has two dies per board).
 - Server CPUs: peak = cores x base clock x 32 FP32 FLOP/cycle (AVX2: two 256-bit FMA units x 8 lanes
   x 2 FLOP per FMA), which puts a Broadwell/Haswell server CPU of 8-18 cores at 0.5-1.3 TFLOP/s as
-  REFERENCE.md says; 60-70 GB/s memory bandwidth (four DDR4-2133 channels: 4 x 17 GB/s).
+  docs/references.md says; 60-70 GB/s memory bandwidth (four DDR4-2133 channels: 4 x 17 GB/s).
 - Links: PCIe 3.0 x16 about 12 GB/s achievable (15.75 theoretical); PCIe 5.0 about 50 GB/s.
   Latency per transfer 25 us on PCIe (Addanki's / Park's simulator, p2.8xlarge constants), a few us
   over NVLink / NVSwitch.
@@ -65,12 +65,12 @@ assert all(tuple(table) == CATEGORIES for table in DEFAULT_EFFICIENCY.values())
 # tf_placement_sim. Used for GPUs and, as a TensorFlow executor dispatch of similar cost, for CPUs.
 OP_LAUNCH_OVERHEAD = 5.7e-6
 
-# PCIe 3.0 x16: about 12 GB/s achievable of 15.75 GB/s theoretical (REFERENCE.md). Latency 25 us per
+# PCIe 3.0 x16: about 12 GB/s achievable of 15.75 GB/s theoretical (docs/references.md). Latency 25 us per
 # transfer (Addanki's simulator: transfer = bytes / 7600 B/us + 25 us). That simulator's 7.6 GB/s was
 # measured on p2.8xlarge K80s; users who want it can load a JSON cluster with that figure.
 PCIE3_BANDWIDTH = 12 * GB
 PCIE3_LATENCY = 25e-6
-# PCIe 5.0 x16: about 50 GB/s achievable (REFERENCE.md); same per-transfer latency assumed.
+# PCIe 5.0 x16: about 50 GB/s achievable (docs/references.md); same per-transfer latency assumed.
 PCIE5_BANDWIDTH = 50 * GB
 # NVLink / NVSwitch latency: a few microseconds (copy issue and DMA start; no PCIe root complex hop).
 NVLINK_LATENCY = 5e-6
@@ -94,7 +94,7 @@ def default_efficiency_row(kind: str) -> np.ndarray:
 
 # --- CPUs ------------------------------------------------------------------------------------------
 # Spotlight (Gao et al. 2018): "Broadwell 8-core CPU" on Google Cloud. 8 cores x 2.2 GHz (Google Cloud
-# Broadwell all-core clock) x 32 FLOP/cycle = 0.563 TFLOP/s; 68 GB/s (REFERENCE.md: 60-70 GB/s).
+# Broadwell all-core clock) x 32 FLOP/cycle = 0.563 TFLOP/s; 68 GB/s (four DDR4-2133 channels).
 # Host memory: 128 GB, an assumption (a plausible cloud host for 2-4 K80s; the papers do not say).
 BROADWELL_8C = DeviceSpec("cpu", peak_flops=8 * 2.2e9 * 32, memory_bandwidth=68 * GB, memory=128 * GB)
 # Mirhoseini et al. 2017/2018: a Haswell server CPU with 18 cores ("Intel Haswell 2300"). 18 x 2.3 GHz x
@@ -110,7 +110,7 @@ DGXH100_CPU = DeviceSpec(
     "cpu", peak_flops=112 * 2.0e9 * 64, memory_bandwidth=2 * 8 * 38.4 * GB, memory=2000 * GB
 )
 
-# --- GPUs (NVIDIA datasheets, REFERENCE.md table) --------------------------------------------------
+# --- GPUs (NVIDIA datasheets, docs/references.md table) --------------------------------------------
 # Tesla K80, one GK210 die: 4.37 TFLOP/s FP32 (boost), 12 GB GDDR5, 240 GB/s.
 K80_DIE = DeviceSpec("gpu", peak_flops=4.37e12, memory_bandwidth=240 * GB, memory=12 * GB)
 # Tesla K40: 4.29 TFLOP/s FP32 (boost), 12 GB, 288 GB/s.

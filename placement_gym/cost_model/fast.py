@@ -1,6 +1,6 @@
 """The fast simulator: list scheduling over a task's arrays, compiled with numba.
 
-Semantics (DESIGN.md, "Cost-model semantics"), implemented so that the event-driven reference in
+Semantics (docs/design.md, section 3), implemented so that the event-driven reference in
 `reference.py` gives bit-identical results:
 
 * each device runs one op at a time; a free device takes, among the ops whose inputs are all on

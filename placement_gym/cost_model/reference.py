@@ -3,7 +3,7 @@
 This is the classic design of the Placeto and Baechi simulators: a heap of timed events (an op
 finishes, a transfer arrives), a ready queue per device, a FIFO queue per directed link. It is
 deliberately simple and slow; `fast.simulate` must agree with it exactly (tests/test_cost_model.py).
-The semantics are those stated in `fast.py`'s docstring and DESIGN.md.
+The semantics are those stated in `fast.py`'s docstring and docs/design.md (section 3).
 """
 
 from __future__ import annotations

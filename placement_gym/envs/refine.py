@@ -27,7 +27,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     picks the new device of the current node (keeping it where it is is allowed) and is rewarded by
     how much faster the placement became, according to the cost model (`placement_gym.simulate`).
 
-    Two pitfalls of Park's public version of this env (REFERENCE.md) are avoided: the last node of
+    Two pitfalls of Park's public version of this env (docs/references.md) are avoided: the last node of
     the episode is placed too (Park's ends one step early), and a faster placement gives a positive
     reward (Park's returns ``new - previous``, the wrong sign).
 

@@ -15,7 +15,7 @@ REWARDS: tuple[str, ...] = ("log_speedup", "neg_runtime", "neg_sqrt_runtime", "i
 * ``log_speedup``: ``log(best_single / runtime)``; 0 for the best single-device placement, positive
   when faster. Scale-free across graphs and clusters (the default).
 * ``neg_runtime``: ``-runtime`` in seconds.
-* ``neg_sqrt_runtime``: ``-sqrt(runtime)`` in seconds (Mirhoseini et al. 2017, REFERENCE.md).
+* ``neg_sqrt_runtime``: ``-sqrt(runtime)`` in seconds (Mirhoseini et al. 2017; docs/references.md).
 * ``inverse``: ``best_single / runtime``, the speedup over the best single device. HSDAG (Duan et al.
   2024) rewards with the execution time; dividing the best single-device time by it keeps the reward
   scale-free.

@@ -499,7 +499,7 @@ def render_chart(submissions: list[tuple[str, dict]], path: str | Path,
 def render(directory: str | Path, check: bool = False, chart: bool = True) -> bool:
     """Validate every submission under ``directory/submissions`` (`checked_submissions`: raises
     `RenderRefused` naming each failing file, `SuiteMismatchError` when the cost model no longer
-    reproduces the suite), then render ``directory/README.md`` and, with ``chart``, the chart.
+    reproduces the suite), then render the ``README.md`` of ``directory`` and, with ``chart``, the chart.
 
     With ``check=True`` nothing is written; returns whether the README is up to date. Otherwise writes
     and returns True."""

@@ -1,6 +1,6 @@
 """Run a placement of a task's op graph on real torch devices and time it.
 
-How one step runs (the cost model's semantics, DESIGN.md, on real devices):
+How one step runs (the cost model's semantics, docs/design.md section 3, on real devices):
 
 * Jobs are the task's ops: forward op ``f`` (index ``f``), for ``train_step`` its backward op
   (index ``2n - 1 - f``) and, for an op that owns parameters, its update op (``2n + ...``), each on
