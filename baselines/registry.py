@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cost_model import lower_bound, simulate, single_device
-from placement_gym.placements import simple_placement
+from placement_gym.placements import SIMPLE_AGENT_DESCRIPTIONS, simple_agent
 from placement_gym.task import Task
 
 
@@ -117,7 +117,8 @@ def agent_names() -> list[str]:
 def agent_descriptions() -> dict[str, str]:
     """Name -> one-line description of every registered agent."""
     _load_all()
-    return {f"{SINGLE_PREFIX}<device>": "every op on the named device", **_DESCRIPTIONS}
+    single = f"{SINGLE_PREFIX}<device>"
+    return {single: SIMPLE_AGENT_DESCRIPTIONS[single], **_DESCRIPTIONS}
 
 
 def agents_for_all(task: Task) -> list[str]:
@@ -141,11 +142,7 @@ def get_agent(name: str) -> Agent:
         device = name[len(SINGLE_PREFIX):]
         if not device:
             raise ValueError("agent 'single:<device>' needs a device name, such as single:gpu:0")
-
-        def single(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
-            return AgentResult(simple_placement(task, name, seed), 0)
-
-        return single
+        return _simple(name)
     if name not in _AGENTS:
         _load_all()
     if name not in _AGENTS:
@@ -219,20 +216,18 @@ def evaluate_agent(task: Task, name: str, seed: int = 0, budget: int | None = No
 
 
 # ---------------------------------------------------------------------------------------------------
-# The simple agents of `placement_gym.placements`, so that one registry knows every name.
+# The simple agents of `placement_gym.placements` (placement and evaluation count from there), so that
+# one registry knows every name.
 
 
-@register("best-single", "every op on the fastest device that holds the task in memory")
-def best_single(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
-    # single_device simulates the task once on every device (cached on the task).
-    return AgentResult(simple_placement(task, "best-single", seed), task.n_devices)
+def _simple(name: str) -> Agent:
+    def agent(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
+        placement, evaluations = simple_agent(task, name, seed)
+        return AgentResult(placement, evaluations)
+
+    agent.__name__ = agent.__qualname__ = name.replace("-", "_").replace(":", "_")
+    return agent
 
 
-@register("round-robin", "ops dealt to the GPUs in topological order, one after the other")
-def round_robin(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
-    return AgentResult(simple_placement(task, "round-robin", seed), 0)
-
-
-@register("random", "each op on a device drawn uniformly (seeded)")
-def random_agent(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
-    return AgentResult(simple_placement(task, "random", seed), 0)
+for _name in ("best-single", "round-robin", "random"):
+    register(_name, SIMPLE_AGENT_DESCRIPTIONS[_name])(_simple(_name))

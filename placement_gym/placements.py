@@ -12,7 +12,15 @@ import numpy as np
 from placement_gym.cost_model import single_device
 from placement_gym.task import Task
 
-SIMPLE_AGENTS = ("single:<device>", "best-single", "round-robin", "random")
+# The simple agents every comparison starts from, by name: the CLI runs them without an agent package,
+# and the baselines registry registers them (`simple_agent`), so both place and count alike.
+SIMPLE_AGENT_DESCRIPTIONS = {
+    "single:<device>": "every op on the named device",
+    "best-single": "every op on the fastest device that holds the task in memory",
+    "round-robin": "ops dealt to the GPUs in topological order, one after the other",
+    "random": "each op on a device drawn uniformly (seeded)",
+}
+SIMPLE_AGENTS = tuple(SIMPLE_AGENT_DESCRIPTIONS)
 
 
 def single_placement(task: Task, device: int | str) -> np.ndarray:
@@ -54,6 +62,17 @@ def simple_placement(task: Task, agent: str, seed: int = 0) -> np.ndarray:
     if agent not in table:
         raise ValueError(f"unknown agent {agent!r}; allowed: {', '.join(SIMPLE_AGENTS)}")
     return table[agent]()
+
+
+def is_simple_agent(agent: str) -> bool:
+    """Whether ``agent`` names one of `SIMPLE_AGENTS` (``single:<device>`` for any device)."""
+    return isinstance(agent, str) and (agent.startswith("single:") or agent in SIMPLE_AGENTS)
+
+
+def simple_agent(task: Task, agent: str, seed: int = 0) -> tuple[np.ndarray, int]:
+    """The placement of one of `SIMPLE_AGENTS` and the cost-model evaluations it took: best-single
+    simulates the task once on every device (`single_device`), the others evaluate nothing."""
+    return simple_placement(task, agent, seed), (task.n_devices if agent == "best-single" else 0)
 
 
 def placement_to_dict(task: Task, placement) -> dict[str, str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement_gym.placements import SIMPLE_AGENTS, load_placement, simple_placement
+from placement_gym.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
 from placement_gym.task import OBJECTIVES, Task
 from placement_gym.tasks import get_task
 
@@ -81,18 +81,12 @@ def _known_agents() -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _is_simple(agent: str) -> bool:
-    return agent.startswith("single:") or agent in SIMPLE_AGENTS
-
-
 def place_with_agent(task: Task, agent: str, seed: int, budget: int | None = None) -> Found:
     """Place ``task`` with a simple agent or an agent of the `baselines` registry (which returns an
     `AgentResult`: placement, evaluations, info)."""
     start = time.perf_counter()
-    if _is_simple(agent):
-        placement = simple_placement(task, agent, seed)
-        # best-single simulates every device once (single_device); the others evaluate nothing.
-        evaluations = task.n_devices if agent == "best-single" else 0
+    if is_simple_agent(agent):
+        placement, evaluations = simple_agent(task, agent, seed)
         return Found(task.check_placement(placement), evaluations, time.perf_counter() - start, agent)
     registry = baselines_registry()
     if registry is None or agent == "all":
