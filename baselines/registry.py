@@ -13,10 +13,13 @@ Register one with the decorator::
 `get_agent(name)` finds an agent by name (``single:<device>`` names any device of the task's
 cluster), `agent_names()` lists them all (importing every baselines module first so that each has
 registered), and `evaluate_agent` runs one and scores its placement once more with `simulate`.
+`provider` is what the entry-point group ``placement_gym.agents`` names (``pyproject.toml``): the CLI
+(``evaluate``, ``train``), ``fidelity`` and the leaderboard harness find these agents through it.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from collections.abc import Callable
@@ -25,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.agents import agent_report
 from placement_gym.placements import SIMPLE_AGENT_DESCRIPTIONS, simple_agent
 from placement_gym.task import Task
 
@@ -167,11 +170,12 @@ NOT_RERUNNABLE: dict[str, str] = {
 
 
 def leaderboard_agent(name: str) -> Callable[[Task, int, int | None], AgentResult] | None:
-    """The provider of the entry-point group ``placement_gym.agents`` (``leaderboard validate
-    --rerun``): the harness agent ``agent(task, seed, budget)`` that made the leaderboard entries of
-    algorithm ``name``, that is `run_agent` at the agent's default settings as
-    leaderboard/fill_baselines.py and leaderboard/fill_learned.py run it; None for a name this
-    registry does not know; ValueError for one of `NOT_RERUNNABLE`."""
+    """What this package's `provider` gives the leaderboard (``leaderboard validate --rerun``,
+    through the entry-point group ``placement_gym.agents``): the harness agent
+    ``agent(task, seed, budget)`` that made the leaderboard entries of algorithm ``name``, that is
+    `run_agent` at the agent's default settings as leaderboard/fill_baselines.py and
+    leaderboard/fill_learned.py run it; None for a name this registry does not know; ValueError for
+    one of `NOT_RERUNNABLE`."""
     if name in NOT_RERUNNABLE:
         raise ValueError(f"the {name} entries cannot be re-run bit for bit: {NOT_RERUNNABLE[name]}")
     try:
@@ -185,34 +189,58 @@ def leaderboard_agent(name: str) -> Callable[[Task, int, int | None], AgentResul
     return agent
 
 
+class Provider:
+    """This package's provider of the entry-point group ``placement_gym.agents`` (the protocol:
+    `placement_gym.agents`), through which the CLI (``evaluate``, ``train``), ``fidelity`` and the
+    leaderboard harness find the agents registered here and the learned agents of
+    `baselines.learning`."""
+
+    def names(self) -> list[str]:
+        return agent_names()
+
+    def agent(self, name: str) -> Callable[[Task, int, int | None], AgentResult] | None:
+        try:
+            get_agent(name)
+        except ValueError:
+            return None
+
+        def agent(task: Task, seed: int, budget: int | None) -> AgentResult:
+            return run_agent(task, name, seed, budget)
+
+        return agent
+
+    def agents_for_all(self, task: Task) -> list[str]:
+        return agents_for_all(task)
+
+    def leaderboard_agent(self, name: str) -> Callable[[Task, int, int | None], AgentResult] | None:
+        return leaderboard_agent(name)
+
+    def trainable(self) -> list[str]:
+        from baselines.learning import LEARNED_AGENTS
+
+        _load_all()
+        return sorted(LEARNED_AGENTS)
+
+    def trainer(self, name: str) -> Callable[..., Any] | None:
+        from baselines.learning import LEARNED_AGENTS, train
+
+        _load_all()
+        if name not in LEARNED_AGENTS:
+            return None
+        return functools.partial(train, name)
+
+
+provider = Provider()
+
+
 def evaluate_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> dict[str, Any]:
     """Run agent ``name`` on ``task`` and simulate its placement once more (not counted in
-    ``evaluations``, which are the agent's own). Returns a JSON-able dict: agent, runtime (s),
-    feasible, peak_memory (bytes per device), lower_bound, best_single_runtime, speedup (best single
-    device runtime / runtime), gap (runtime / lower bound - 1), evaluations, wall_s (the agent's
-    wall-clock seconds), info, placement (device index per forward op)."""
+    ``evaluations``, which are the agent's own): the JSON-able dict of
+    `placement_gym.agents.agent_report` (agent, runtime, feasible, peak_memory, lower_bound,
+    best_single_runtime, speedup, gap, evaluations, wall_s, info, placement...)."""
     start = time.perf_counter()
     result = run_agent(task, name, seed, budget)
-    wall_s = time.perf_counter() - start
-    simulated = simulate(task, result.placement)
-    bound = lower_bound(task)
-    single = single_device(task)
-    return {
-        "agent": name,
-        "task": task.id,
-        "seed": seed,
-        "runtime": simulated.runtime,
-        "feasible": simulated.feasible,
-        "peak_memory": simulated.peak_memory.tolist(),
-        "lower_bound": bound,
-        "best_single_runtime": single.runtime,
-        "speedup": single.runtime / simulated.runtime,
-        "gap": simulated.runtime / bound - 1.0,
-        "evaluations": result.evaluations,
-        "wall_s": wall_s,
-        "info": result.info,
-        "placement": result.placement.tolist(),
-    }
+    return agent_report(task, name, seed, result, time.perf_counter() - start)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placement_gym import agents
 from placement_gym.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
 from placement_gym.task import OBJECTIVES, Task
 from placement_gym.tasks import get_task
@@ -29,8 +30,8 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
 def add_placement_arguments(parser: argparse.ArgumentParser, required: bool, allow_all: bool = False) -> None:
     """--agent / --placement (one of them), --seed, --budget."""
     group = parser.add_mutually_exclusive_group(required=required)
-    group.add_argument("--agent", help=f"agent that places the ops: {', '.join(SIMPLE_AGENTS)}, "
-                                       "or an agent of the baselines package (heft, expert, ...)"
+    group.add_argument("--agent", help=f"agent that places the ops: {', '.join(SIMPLE_AGENTS)}, or an "
+                                       "agent of an installed agent package (baselines: heft, expert, ...)"
                                        + (", or 'all' for every baseline" if allow_all else ""))
     group.add_argument("--placement", metavar="FILE", help="use a saved placement file instead of an agent")
     parser.add_argument("--seed", type=int, default=0, help="seed of the agent's random choices (default: 0)")
@@ -56,7 +57,7 @@ def task_from_args(args: argparse.Namespace) -> Task:
 @dataclass(frozen=True)
 class Found:
     """A placement and what it cost to find: cost-model evaluations the agent made, wall seconds,
-    and the agent's extras (`baselines.registry.AgentResult.info`)."""
+    and the agent's extras (``info`` of the agent's result)."""
 
     placement: np.ndarray
     evaluations: int
@@ -65,33 +66,22 @@ class Found:
     info: dict = field(default_factory=dict)
 
 
-def baselines_registry():
-    """The agent registry of the optional `baselines` package (imported lazily: the core never
-    needs it), or None when the package is not installed."""
-    try:
-        from baselines import registry
-    except ImportError:
-        return None
-    return registry
-
-
 def _known_agents() -> list[str]:
-    registry = baselines_registry()
-    names = list(SIMPLE_AGENTS) + (registry.agent_names() if registry is not None else [])
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys([*SIMPLE_AGENTS, *agents.agent_names()]))
 
 
 def place_with_agent(task: Task, agent: str, seed: int, budget: int | None = None) -> Found:
-    """Place ``task`` with a simple agent or an agent of the `baselines` registry (which returns an
-    `AgentResult`: placement, evaluations, info)."""
+    """Place ``task`` with a simple agent or an agent of a provider of the entry-point group
+    ``placement_gym.agents`` (`placement_gym.agents`: the baselines package, or any other)."""
     start = time.perf_counter()
     if is_simple_agent(agent):
         placement, evaluations = simple_agent(task, agent, seed)
         return Found(task.check_placement(placement), evaluations, time.perf_counter() - start, agent)
-    registry = baselines_registry()
-    if registry is None or agent == "all":
-        raise ValueError(f"unknown agent {agent!r}; allowed: {', '.join(_known_agents())}")
-    result = registry.run_agent(task, agent, seed, budget)  # ValueError naming the agents if unknown
+    found = None if agent == "all" else agents.lookup_agent(agent)
+    if found is None:
+        raise ValueError(f"unknown agent {agent!r}; allowed: {', '.join(_known_agents())}"
+                         + agents.providers().note())
+    result = agents.AgentRun.checked(task, found(task, seed, budget))
     return Found(result.placement, result.evaluations, time.perf_counter() - start, agent, result.info)
 
 

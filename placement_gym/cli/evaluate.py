@@ -6,10 +6,10 @@ import argparse
 import time
 from typing import Any
 
+from placement_gym import agents
 from placement_gym.cli.common import (
     add_placement_arguments,
     add_task_arguments,
-    baselines_registry,
     find_placement,
     task_from_args,
 )
@@ -56,16 +56,16 @@ def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def all_agents_report(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Run every baseline (`baselines.registry.agents_for_all`) and evaluate each placement; rows
-    sorted by runtime, infeasible ones last."""
-    registry = baselines_registry()
-    if registry is None:
-        raise ValueError("--agent all needs the baselines package (pip install placement-gym[baselines])")
+    """Run every agent the providers choose for ``--agent all`` (`placement_gym.agents.agents_for_all`)
+    and evaluate each placement; rows sorted by runtime, infeasible ones last."""
     task = task_from_args(args)
+    chosen = agents.agents_for_all(task)
+    if chosen is None:
+        raise ValueError("--agent all needs the baselines package (pip install placement-gym[baselines])")
     names = task.cluster.device_names
     rows = []
-    for agent in registry.agents_for_all(task):
-        row = registry.evaluate_agent(task, agent, args.seed, args.budget)
+    for agent in chosen:
+        row = agents.evaluate_agent(task, agent, args.seed, args.budget)
         row["placement"] = dict(zip(task.graph.op_names, (names[d] for d in row["placement"])))
         row["peak_memory"] = dict(zip(names, row["peak_memory"]))
         rows.append(row)

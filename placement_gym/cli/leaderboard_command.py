@@ -93,13 +93,42 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def _run_rerun(args: argparse.Namespace) -> int:
     """``validate --rerun FILE [--tasks ...] [--budget N]`` (placement_gym/leaderboard/rerun.py)."""
-    from placement_gym.leaderboard.rerun import run_rerun_command
-
     if args.rerun is None:
         raise ValueError("--tasks and --budget are options of --rerun FILE")
     if args.files:
         raise ValueError(f"--rerun takes one file; also given: {' '.join(args.files)}")
-    return run_rerun_command(args.rerun, args.tasks, args.budget, args.json)
+    return _rerun_command(args.rerun, args.tasks, args.budget, args.json)
+
+
+def _rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bool) -> int:
+    """The command line's ``validate --rerun``: print the verdict per task (a table, or JSON) and
+    return the exit code, 0 reproduced, 1 not (the first differing task named on stderr)."""
+    from placement_gym.leaderboard.rerun import TaskRerun, rerun_json, rerun_submission
+
+    chosen = None if tasks is None else [t.strip() for t in tasks.split(",") if t.strip()]
+
+    def show(verdict: TaskRerun) -> None:
+        mark = "reproduced" if verdict.ok else "NOT reproduced: " + "; ".join(verdict.reasons)
+        print(f"  {verdict.task_id}: {mark}", file=sys.stderr, flush=True)
+
+    rerun = rerun_submission(path, chosen, budget, progress=None if as_json else show)
+    if as_json:
+        print_json(rerun_json(rerun))
+    else:
+        budget_text = "the agent's default" if rerun.budget is None else str(rerun.budget)
+        print(f"re-run of {rerun.algorithm} (seed {rerun.seed}, budget {budget_text}) compared with "
+              f"{rerun.compared_with}")
+        rows = [[t.task_id, "✓" if t.ok else "✗", str(t.evaluations), "; ".join(t.reasons)]
+                for t in rerun.tasks]
+        print_table(["task", "ok", "evaluations", "reason"], rows, numeric=[False, False, True, False])
+    first = rerun.first_failure
+    if first is not None:
+        print(f"{path}: not reproduced; first differing task {first.task_id}: {'; '.join(first.reasons)}",
+              file=sys.stderr)
+        return 1
+    if not as_json:
+        print(f"{path}: reproduced on {len(rerun.tasks)} task(s)")
+    return 0
 
 
 @_exits_on_suite_mismatch

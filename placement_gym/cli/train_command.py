@@ -1,4 +1,7 @@
-"""`placement-gym train`: train a learned agent of the `baselines` package on an evaluation budget.
+"""`placement-gym train`: train a learned agent on an evaluation budget.
+
+The agent comes from a provider of the entry-point group ``placement_gym.agents``
+(`placement_gym.agents.find_trainer`): the `baselines` package's learned agents, or another package's.
 
 ``--reward-mode`` picks what scores the agent's placements, as the envs' ``reward_mode`` does
 (`placement_gym.real.evaluators.make_evaluator`): ``cost_model`` (default), ``profiled`` (the cost
@@ -16,6 +19,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from placement_gym.agents import find_trainer
 from placement_gym.cli.common import DEFAULT_CLUSTER, add_task_arguments, positive_int
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import _graph_and_model
@@ -23,7 +27,7 @@ from placement_gym.real.evaluators import REWARD_MODES
 from placement_gym.task import OPTIMIZERS, Task
 from placement_gym.tasks import get_task
 
-# How the results table names what scored the runtimes (`baselines.learning.evaluator.evaluator_name`).
+# How the results table names what scored the runtimes (the result's ``scored_by``).
 SCORED_BY = {"cost_model": "cost model", "profiled": "profiled cost model", "real": "measured on the devices"}
 
 
@@ -73,13 +77,9 @@ def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    try:
-        from baselines.learning import get_learned, train
-    except ImportError as error:
-        raise ImportError(
-            f"training needs the baselines extra: pip install 'placement-gym[baselines]' ({error})"
-        ) from None
-    get_learned(args.agent)  # a clear error for an unknown agent before any work
+    # The learned agent from a provider of the entry-point group placement_gym.agents (the baselines
+    # package, or another): a clear error for an unknown agent, or a missing extra, before any work.
+    train = find_trainer(args.agent)
     task, evaluator = task_and_evaluator(args)
     mode = "" if args.reward_mode == "cost_model" else f"-{args.reward_mode}"
     out = (
@@ -88,7 +88,6 @@ def run_train(args: argparse.Namespace) -> int:
         else Path("runs") / f"{args.agent}-{task.id.replace('/', '-')}{mode}-s{args.seed}"
     )
     result = train(
-        args.agent,
         task,
         args.budget,
         seed=args.seed,

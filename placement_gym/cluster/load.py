@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cluster.cluster import DEVICE_KINDS, Cluster
+from placement_gym.cluster.machine import get_real_cluster
 from placement_gym.cluster.presets import DEFAULT_EFFICIENCY, PRESETS
 from placement_gym.graph.opgraph import CATEGORIES
 
@@ -256,14 +257,12 @@ def _preset_sha256(name: str) -> str:
 def is_named_cluster(cluster: Cluster) -> bool:
     """Whether ``load_cluster(cluster.name)`` gives this cluster's devices and figures: a preset with
     the preset's figures, or this machine's own devices (``local``, ``cpu<N>``, see
-    `placement_gym.real.devices.get_real_cluster`; their figures are estimated or measured on this
+    `placement_gym.cluster.machine.get_real_cluster`; their figures are estimated or measured on this
     machine, so their name stands for the hardware). Task ids give such a cluster its plain name;
     any other cluster, even one named like a preset, carries its content hash."""
     if cluster.name in PRESETS:
         return cluster.content_sha256 == _preset_sha256(cluster.name)
     if REAL_CLUSTER_NAME.fullmatch(cluster.name):
-        from placement_gym.real.devices import get_real_cluster
-
         try:
             # Cached in the process: the machine's own cluster is not measured again.
             machine = get_real_cluster(cluster.name)
@@ -279,8 +278,6 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         return PRESETS[name_or_path]()
     if isinstance(name_or_path, str) and REAL_CLUSTER_NAME.fullmatch(name_or_path):
         # The machine's own devices, for the real-hardware mode: "local" or "cpu<N>" virtual CPUs.
-        from placement_gym.real.devices import get_real_cluster
-
         return get_real_cluster(name_or_path)
     path = Path(name_or_path)
     if not path.is_file():

@@ -12,53 +12,33 @@ only). ``budget`` other than the file's re-runs every task twice at that budget 
 runs with each other, since a run at another budget cannot give the file's placements: it checks that
 the agent is deterministic for the seed, not the file.
 
-An agent package registers a *provider* in the entry-point group: a callable ``lookup(name)`` that
-returns the harness agent ``agent(task, seed, budget)`` that made the entries of algorithm ``name``
-(exactly as its fill scripts ran it), None for a name it does not know, or raises ValueError for a
-name whose entries cannot be re-run (such as a solver stopped by a wall-clock limit). In
-``pyproject.toml``::
+An agent package registers a *provider* in the entry-point group (`placement_gym.agents` describes
+the protocol); its ``leaderboard_agent(name)`` returns the harness agent ``agent(task, seed, budget)``
+that made the entries of algorithm ``name`` (exactly as its fill scripts ran it), None for a name it
+does not know, or raises ValueError for a name whose entries cannot be re-run (such as a solver
+stopped by a wall-clock limit). In ``pyproject.toml``::
 
     [project.entry-points."placement_gym.agents"]
-    baselines = "baselines.registry:leaderboard_agent"
+    baselines = "baselines.registry:provider"
+
+The command line's ``validate --rerun`` prints the verdicts (`placement_gym.cli.leaderboard_command`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from placement_gym.leaderboard.harness import Agent, evaluate
+from placement_gym.agents import leaderboard_agent
+from placement_gym.leaderboard.harness import evaluate
 from placement_gym.leaderboard.submission import load_submission
 from placement_gym.leaderboard.suite import get_suite
 
-AGENT_GROUP = "placement_gym.agents"
-
-
-def find_agent(name: str) -> Agent:
-    """The harness agent of algorithm ``name`` from the providers of `AGENT_GROUP` (in name order);
-    ValueError when none knows it (naming the providers) or when its provider says it cannot be
-    re-run."""
-    providers = sorted(entry_points(group=AGENT_GROUP), key=lambda point: point.name)
-    unloadable = []
-    for point in providers:
-        try:
-            lookup = point.load()
-        except ImportError as error:  # a provider whose optional dependencies are missing
-            unloadable.append(f"{point.name} ({error})")
-            continue
-        agent = lookup(name)
-        if agent is not None:
-            return agent
-    known = ", ".join(point.name for point in providers) or "none installed"
-    extra = f"; could not load: {', '.join(unloadable)}" if unloadable else ""
-    raise ValueError(
-        f"no agent provider of entry-point group {AGENT_GROUP} knows algorithm {name!r} "
-        f"(providers: {known}{extra}; a provider leaves out agents whose optional dependencies are "
-        "missing, such as the learned agents without torch: pip install 'placement-gym[baselines]')"
-    )
+# The harness agent of an algorithm, from the providers of the entry-point group placement_gym.agents
+# (the core never imports an agent package): ValueError when none knows it or it cannot be re-run.
+find_agent = leaderboard_agent
 
 
 @dataclass(frozen=True)
@@ -189,36 +169,3 @@ def rerun_json(rerun: Rerun) -> dict:
         "tasks": [{"task": t.task_id, "ok": t.ok, "reasons": list(t.reasons), "evaluations": t.evaluations,
                    "runtime": t.runtime} for t in rerun.tasks],
     }
-
-
-def run_rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bool) -> int:
-    """The command line's ``validate --rerun``: print the verdict per task (a table, or JSON) and
-    return the exit code, 0 reproduced, 1 not (the first differing task named on stderr)."""
-    import sys
-
-    from placement_gym.cli.output import print_json, print_table
-
-    chosen = None if tasks is None else [t.strip() for t in tasks.split(",") if t.strip()]
-
-    def show(verdict: TaskRerun) -> None:
-        mark = "reproduced" if verdict.ok else "NOT reproduced: " + "; ".join(verdict.reasons)
-        print(f"  {verdict.task_id}: {mark}", file=sys.stderr, flush=True)
-
-    rerun = rerun_submission(path, chosen, budget, progress=None if as_json else show)
-    if as_json:
-        print_json(rerun_json(rerun))
-    else:
-        budget_text = "the agent's default" if rerun.budget is None else str(rerun.budget)
-        print(f"re-run of {rerun.algorithm} (seed {rerun.seed}, budget {budget_text}) compared with "
-              f"{rerun.compared_with}")
-        rows = [[t.task_id, "✓" if t.ok else "✗", str(t.evaluations), "; ".join(t.reasons)]
-                for t in rerun.tasks]
-        print_table(["task", "ok", "evaluations", "reason"], rows, numeric=[False, False, True, False])
-    first = rerun.first_failure
-    if first is not None:
-        print(f"{path}: not reproduced; first differing task {first.task_id}: {'; '.join(first.reasons)}",
-              file=sys.stderr)
-        return 1
-    if not as_json:
-        print(f"{path}: reproduced on {len(rerun.tasks)} task(s)")
-    return 0

@@ -3,8 +3,10 @@
 * `placement_gym.real.executor`: `Executor` (run a placement: forward, or forward + backward + the
   task's optimizer update, one worker thread per device), `RealResult`, `run_reference_forward`.
 * `placement_gym.real.optimizers`: the Adam, momentum and SGD updates a real train step runs.
-* `placement_gym.real.devices`: `virtual_cpu_cluster` (the CPU split into virtual devices, runs
-  everywhere), `local_cluster` (CPU + CUDA devices, measured), `get_real_cluster` ("local", "cpu<N>").
+* `placement_gym.real.devices`: `virtual_cpus` and `intra_op_threads` (one intra-op thread per virtual
+  CPU device); the clusters of this machine's devices come from `placement_gym.cluster.machine`:
+  `virtual_cpu_cluster` (the CPU split into virtual devices, runs everywhere), `local_cluster` (CPU +
+  CUDA devices, measured), `get_real_cluster` ("local", "cpu<N>").
 * `placement_gym.real.ops`: the ONNX-op -> torch-function table.
 
 torch is an optional extra: importing this package does not import it; the submodules that run
@@ -19,9 +21,9 @@ _EXPORTS = {
     "Executor": "placement_gym.real.executor",
     "RealResult": "placement_gym.real.executor",
     "run_reference_forward": "placement_gym.real.executor",
-    "virtual_cpu_cluster": "placement_gym.real.devices",
-    "local_cluster": "placement_gym.real.devices",
-    "get_real_cluster": "placement_gym.real.devices",
+    "virtual_cpu_cluster": "placement_gym.cluster.machine",
+    "local_cluster": "placement_gym.cluster.machine",
+    "get_real_cluster": "placement_gym.cluster.machine",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -2,8 +2,9 @@
 
 * `spearman` and `mape`: the two figures of merit (numpy only).
 * `parse_device_map` / `cluster_device_map` / `resolve_devices`: cluster device name -> torch device.
-* `rebatched_graph`: the graph re-imported at a smaller batch (the cost models must see the batch
-  the executor runs, or every predicted transfer and FLOP count is off by the batch ratio).
+* `rebatched_graph` (from `placement_gym.real.rebatch`): the graph re-imported at a smaller batch (the
+  cost models must see the batch the executor runs, or every predicted transfer and FLOP count is off
+  by the batch ratio).
 * `fidelity_placements`: single-device, heuristic and seeded random placements.
 * `run_fidelity`: each placement on real devices (`Executor`), in the analytical cost model and in
   the profiled one; returns a `FidelityReport`. `scatter_plot` draws predicted vs measured.
@@ -13,7 +14,6 @@ torch (and matplotlib, for the plot) are imported only inside the functions that
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -22,15 +22,17 @@ from typing import Any
 
 import numpy as np
 
+from placement_gym.agents import AgentRun, lookup_agent
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import simulate
-from placement_gym.graph.opgraph import OpGraph
 from placement_gym.real.devices import intra_op_threads, virtual_cpus
 from placement_gym.real.profile import profiled_task
+from placement_gym.real.rebatch import graph_batch, rebatched_graph  # noqa: F401 - re-exported
 from placement_gym.task import Task, make_task
 
-# Heuristic agents of the `baselines` package tried as fidelity placements (those registered and
-# quick; the learned and searching agents are left out: they cost many evaluations).
+# Heuristic agents (of the `baselines` package, found through the entry-point group placement_gym.agents)
+# tried as fidelity placements (those installed and quick; the learned and searching agents are left
+# out: they cost many evaluations).
 HEURISTIC_AGENTS: tuple[str, ...] = ("heft", "m-etf", "expert", "partition", "m-topo", "cpop")
 
 
@@ -155,69 +157,6 @@ def resolve_devices(devices: str | None, cluster: str | None) -> tuple[Cluster, 
     return loaded, mapping
 
 
-# --- the graph at the measured batch ----------------------------------------------------------------
-
-
-def graph_batch(graph: OpGraph) -> int | None:
-    """The leading dimension the graph's data inputs share (None when they do not share one)."""
-    leading = {shape[0] for _, shape in graph.data_inputs if shape}
-    return leading.pop() if len(leading) == 1 else None
-
-
-def rebatched_graph(graph: OpGraph, batch: int | None, model: Any = None) -> OpGraph:
-    """``graph`` re-imported from its ONNX model with data inputs of leading dimension ``batch``
-    (Reshape shapes that start with the batch follow it, as in `Executor`). Name and sha256 stay the
-    graph's, so profiles and the executor (which take ``batch`` themselves) still match it.
-    ``batch`` None or the graph's own batch returns ``graph``."""
-    if batch is None:
-        return graph
-    original = graph_batch(graph)
-    if original is None:
-        raise ValueError(
-            f"graph {graph.name!r}: cannot change the batch, its data inputs do not share one "
-            f"leading dimension ({dict(graph.data_inputs)})"
-        )
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= original:
-        raise ValueError(f"batch must be an integer from 1 to the graph's batch {original}, got {batch!r}")
-    if batch == original:
-        return graph
-    from onnx import numpy_helper
-
-    from placement_gym.graph.onnx_import import graph_from_onnx
-    from placement_gym.real.executor import _load_model
-
-    model = copy.deepcopy(_load_model(graph, model))
-    data = dict(graph.data_inputs)
-    for value in model.graph.input:
-        if value.name in data:
-            value.type.tensor_type.shape.dim[0].dim_value = int(batch)
-    shapes = {node.input[1] for node in model.graph.node if node.op_type == "Reshape" and len(node.input) > 1}
-
-    def follow(array: np.ndarray) -> np.ndarray | None:
-        flat = array.reshape(-1)
-        if flat.size and int(flat[0]) == original:
-            flat = flat.copy()
-            flat[0] = batch
-            return flat.reshape(array.shape)
-        return None
-
-    for tensor in model.graph.initializer:
-        if tensor.name in shapes and (new := follow(numpy_helper.to_array(tensor))) is not None:
-            tensor.CopyFrom(numpy_helper.from_array(new, tensor.name))
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.output[0] in shapes:
-            for attr in node.attribute:
-                if attr.name == "value" and (new := follow(numpy_helper.to_array(attr.t))) is not None:
-                    attr.t.CopyFrom(numpy_helper.from_array(new, attr.t.name))
-    del model.graph.value_info[:]  # shapes are re-inferred from the new inputs
-    for value in model.graph.output:
-        value.type.tensor_type.ClearField("shape")
-    scaled = graph_from_onnx(model, name=graph.name)
-    if scaled.op_names != graph.op_names:
-        raise ValueError(f"graph {graph.name!r} at batch {batch} has other ops than at batch {original}")
-    return dataclasses.replace(scaled, sha256=graph.sha256)
-
-
 # --- placements ---------------------------------------------------------------------------------------
 
 
@@ -225,7 +164,7 @@ def fidelity_placements(
     task: Task, samples: int, seed: int = 0, heuristics: Sequence[str] = HEURISTIC_AGENTS
 ) -> list[tuple[str, np.ndarray]]:
     """``samples`` distinct placements ``(label, placement)``: each single device first, then the
-    heuristic agents (those of the `baselines` package that are installed and succeed), then
+    heuristic agents (those an installed agent provider has and that succeed), then
     seeded random ones, alternating two kinds so the runtimes spread: per-op random with device
     probabilities drawn from a Dirichlet, and contiguous runs of the topological order whose number
     of runs is log-uniform from 2 to the number of ops, each run on another device than the one
@@ -245,20 +184,15 @@ def fidelity_placements(
 
     for d, name in enumerate(task.cluster.device_names):
         add(f"single:{name}", np.full(n, d))
-    try:
-        from baselines import registry
-    except ImportError:
-        registry = None
-    if registry is not None:
-        known = set(registry.agent_names())
-        for agent in heuristics:
-            if len(found) >= samples:
-                break
-            if agent in known:
-                try:
-                    add(agent, registry.run_agent(task, agent, seed).placement)
-                except (ValueError, RuntimeError):
-                    continue  # an agent that cannot place this task is skipped, not fatal
+    for name in heuristics:
+        if len(found) >= samples:
+            break
+        agent = lookup_agent(name)  # from the providers of the entry-point group placement_gym.agents
+        if agent is not None:
+            try:
+                add(name, AgentRun.checked(task, agent(task, seed, None)).placement)
+            except (ValueError, RuntimeError):
+                continue  # an agent that cannot place this task is skipped, not fatal
     rng = np.random.default_rng(seed)
     attempts = 0
     while len(found) < samples and attempts < 100 * samples:

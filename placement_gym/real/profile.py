@@ -714,7 +714,7 @@ def measure_transfer_latency(
 
     from placement_gym.cost_model import simulate
     from placement_gym.real.executor import Executor
-    from placement_gym.real.fidelity import rebatched_graph
+    from placement_gym.real.rebatch import rebatched_graph
 
     cluster = _placeholder_cluster(devices)
     placements = calibration_placements(graph.n_ops, len(devices))

@@ -1,0 +1,232 @@
+"""Agents found through the entry-point group ``placement_gym.agents``: the core never imports an agent
+package, and a third-party package adds agents that ``evaluate``, ``train``, ``fidelity`` and the
+leaderboard harness (``leaderboard validate --rerun``) run, with no edit here.
+
+A package registers a *provider* in its ``pyproject.toml``::
+
+    [project.entry-points."placement_gym.agents"]
+    baselines = "baselines.registry:provider"
+
+The entry point names an object (an instance, or a module of functions) with these methods; all but
+``leaderboard_agent`` are optional, and a provider without one simply offers nothing there:
+
+``names() -> Sequence[str]``
+    The agents ``evaluate --agent NAME`` runs (listed in the CLI's help and errors).
+``agent(name) -> Agent | None``
+    The agent called ``name`` (None: not one of this provider's): ``agent(task, seed, budget)``
+    returning an object with ``.placement`` (a device index per forward op), ``.evaluations`` (the
+    cost-model evaluations it made) and optionally ``.info`` (a JSON-able dict).
+``agents_for_all(task) -> Sequence[str]``
+    The agents ``evaluate --agent all`` runs on ``task``.
+``leaderboard_agent(name) -> Agent | None``
+    The harness agent ``agent(task, seed, budget)`` that made the leaderboard entries of algorithm
+    ``name`` (exactly as the entries were made); None for a name it does not know; ValueError for
+    a name whose entries cannot be re-run (such as a solver stopped by a wall-clock limit).
+``trainable() -> Sequence[str]`` and ``trainer(name) -> Callable | None``
+    The learned agents ``train --agent NAME`` trains, and the function that trains one:
+    ``train(task, budget, *, seed, out_dir, resume, progress, threads, evaluator)`` returning a
+    result with ``to_dict(task)``, ``best_runtime``, ``best_feasible``, ``evaluations``,
+    ``iterations``, ``wall_s``, ``evaluations_per_s``, ``scored_by`` and ``files``
+    (as `baselines.learning.train` does).
+
+An entry point that names a plain callable is a provider of ``leaderboard_agent`` alone (the
+protocol of the first version of the group). Providers are asked in entry-point name order; one
+whose import fails (its optional dependencies missing) is skipped and named in the errors.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+import numpy as np
+
+from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.task import Task
+
+AGENT_GROUP = "placement_gym.agents"
+
+Agent = Callable[[Task, int, "int | None"], Any]  # agent(task, seed, budget) -> result with .placement
+
+INSTALL_HINT = "pip install 'placement-gym[baselines]'"
+
+
+@dataclass(frozen=True)
+class Providers:
+    """The providers that loaded (``(entry-point name, provider)`` in name order) and those that did
+    not (``"name (error)"``)."""
+
+    loaded: tuple[tuple[str, Any], ...]
+    unloadable: tuple[str, ...] = ()
+
+    def note(self) -> str:
+        """``"; could not load: ..."`` when some provider did not load, else ``""``."""
+        return f"; could not load: {', '.join(self.unloadable)}" if self.unloadable else ""
+
+    def having(self, method: str) -> list[tuple[str, Any]]:
+        """The loaded providers that offer ``method``."""
+        return [(name, provider) for name, provider in self.loaded
+                if callable(getattr(provider, method, None))]
+
+
+class _LookupOnly:
+    """A provider given as a plain callable: ``leaderboard_agent`` alone."""
+
+    def __init__(self, lookup: Callable[[str], Agent | None]) -> None:
+        self.leaderboard_agent = lookup
+
+
+def providers() -> Providers:
+    """Every provider of `AGENT_GROUP`, loaded (not cached: a package installed in the session counts)."""
+    loaded, unloadable = [], []
+    for point in sorted(entry_points(group=AGENT_GROUP), key=lambda point: point.name):
+        try:
+            provider = point.load()
+        except ImportError as error:  # a provider whose optional dependencies are missing
+            unloadable.append(f"{point.name} ({error})")
+            continue
+        plain = callable(provider) and not inspect.isclass(provider)
+        if plain and not hasattr(provider, "leaderboard_agent"):
+            provider = _LookupOnly(provider)
+        loaded.append((point.name, provider))
+    return Providers(tuple(loaded), tuple(unloadable))
+
+
+# --- evaluate --agent, fidelity ---------------------------------------------------------------------
+
+
+def agent_names() -> list[str]:
+    """The agents of every provider (``names()``), in provider order, without repeats."""
+    names: list[str] = []
+    for _, provider in providers().having("names"):
+        names.extend(provider.names())
+    return list(dict.fromkeys(names))
+
+
+def lookup_agent(name: str) -> Agent | None:
+    """The agent ``name`` of the first provider that has one, or None."""
+    for _, provider in providers().having("agent"):
+        agent = provider.agent(name)
+        if agent is not None:
+            return agent
+    return None
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """An agent's checked result: the placement, the evaluations it made and its extras."""
+
+    placement: np.ndarray
+    evaluations: int
+    info: dict = field(default_factory=dict)
+
+    @classmethod
+    def checked(cls, task: Task, result: Any) -> AgentRun:
+        """The result of an agent run on ``task``, its placement checked (`Task.check_placement`)."""
+        return cls(task.check_placement(result.placement), int(result.evaluations),
+                   dict(getattr(result, "info", None) or {}))
+
+
+def run_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> AgentRun:
+    """Run the agent ``name`` of the providers on ``task`` and check its placement. ValueError naming
+    the known agents when no provider has it."""
+    agent = lookup_agent(name)
+    if agent is None:
+        known = ", ".join(agent_names()) or f"none installed ({INSTALL_HINT})"
+        raise ValueError(f"unknown agent {name!r}; allowed: {known}{providers().note()}")
+    return AgentRun.checked(task, agent(task, seed, budget))
+
+
+def agent_report(task: Task, name: str, seed: int, result: Any, wall_s: float) -> dict[str, Any]:
+    """What ``evaluate --agent all`` shows of agent ``name``'s ``result`` on ``task``, its placement
+    simulated once more (not counted in ``evaluations``, which are the agent's own). A JSON-able
+    dict: agent, task, seed, runtime (s), feasible, peak_memory (bytes per device), lower_bound,
+    best_single_runtime, speedup (best single device runtime / runtime), gap (runtime / lower bound
+    - 1), evaluations, wall_s (the agent's wall-clock seconds), info, placement (device index per
+    forward op)."""
+    simulated = simulate(task, result.placement)
+    bound = lower_bound(task)
+    single = single_device(task)
+    return {
+        "agent": name,
+        "task": task.id,
+        "seed": seed,
+        "runtime": simulated.runtime,
+        "feasible": simulated.feasible,
+        "peak_memory": simulated.peak_memory.tolist(),
+        "lower_bound": bound,
+        "best_single_runtime": single.runtime,
+        "speedup": single.runtime / simulated.runtime,
+        "gap": simulated.runtime / bound - 1.0,
+        "evaluations": result.evaluations,
+        "wall_s": wall_s,
+        "info": result.info,
+        "placement": result.placement.tolist(),
+    }
+
+
+def evaluate_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> dict[str, Any]:
+    """Run the agent ``name`` of the providers on ``task`` and report it (`agent_report`)."""
+    start = time.perf_counter()
+    result = run_agent(task, name, seed, budget)
+    return agent_report(task, name, seed, result, time.perf_counter() - start)
+
+
+def agents_for_all(task: Task) -> list[str] | None:
+    """The agents ``evaluate --agent all`` runs on ``task`` (every provider's ``agents_for_all``), or
+    None when no provider offers the choice."""
+    offering = providers().having("agents_for_all")
+    if not offering:
+        return None
+    names: list[str] = []
+    for _, provider in offering:
+        names.extend(provider.agents_for_all(task))
+    return list(dict.fromkeys(names))
+
+
+# --- the leaderboard ----------------------------------------------------------------------------------
+
+
+def leaderboard_agent(name: str) -> Agent:
+    """The harness agent of algorithm ``name`` from the providers (in name order); ValueError when
+    none knows it (naming the providers) or when its provider says it cannot be re-run."""
+    found = providers()
+    for _, provider in found.having("leaderboard_agent"):
+        agent = provider.leaderboard_agent(name)
+        if agent is not None:
+            return agent
+    known = ", ".join(point for point, _ in found.loaded) or "none installed"
+    raise ValueError(
+        f"no agent provider of entry-point group {AGENT_GROUP} knows algorithm {name!r} "
+        f"(providers: {known}{found.note()}; a provider leaves out agents whose optional dependencies are "
+        f"missing, such as the learned agents without torch: {INSTALL_HINT})"
+    )
+
+
+# --- train ----------------------------------------------------------------------------------------------
+
+
+def find_trainer(name: str) -> Callable[..., Any]:
+    """The function that trains learned agent ``name`` (first provider whose ``trainer`` has it).
+    ValueError naming the learned agents when none has it; ImportError when no provider can train
+    (their optional dependencies missing)."""
+    found = providers()
+    offering = found.having("trainer")
+    names: list[str] = []
+    failures = list(found.unloadable)
+    for point, provider in offering:
+        try:
+            trainer = provider.trainer(name)
+            if trainer is not None:
+                return trainer
+            names.extend(provider.trainable() if callable(getattr(provider, "trainable", None)) else ())
+        except ImportError as error:  # the provider's training needs a missing dependency
+            failures.append(f"{point} ({error})")
+    if not names:
+        detail = ", ".join(failures) or f"no provider of entry-point group {AGENT_GROUP} trains agents"
+        raise ImportError(f"training needs the baselines extra: {INSTALL_HINT} ({detail})")
+    raise ValueError(f"unknown learned agent {name!r}; allowed: {', '.join(sorted(dict.fromkeys(names)))}")
