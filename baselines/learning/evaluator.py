@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from baselines.learning.options import check_budget
 from placement_gym.cost_model import SimulationResult, simulate, simulate_batch, single_device
 from placement_gym.task import Task
 
@@ -157,9 +158,7 @@ class BudgetedEvaluator:
     _best_single: float | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.budget, bool) or not isinstance(self.budget, (int, np.integer)) or self.budget < 1:
-            raise ValueError(f"budget must be a positive number of evaluations, got {self.budget!r}")
-        self.budget = int(self.budget)
+        self.budget = check_budget("budget", self.budget)
         check_evaluator(self.task, self.evaluator)
 
     @property

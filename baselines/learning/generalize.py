@@ -30,14 +30,9 @@ import numpy as np
 import torch
 
 from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
+from baselines.learning.options import check_budget
 from baselines.learning.trainer import LearnedAgent, get_learned
 from placement_gym.task import Task
-
-
-def _check_budget(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive number of evaluations, got {value!r}")
-    return value
 
 
 def _run(model: LearnedAgent, evaluator: BudgetedEvaluator, until: int | None = None) -> None:
@@ -89,8 +84,8 @@ def train_on_tasks(
     devices = {task.n_devices for task in train_tasks}
     if len(devices) != 1:
         raise ValueError(f"every task must have the same number of devices, got {sorted(devices)}")
-    _check_budget("budget_per_task", budget_per_task)
-    _check_budget("switch_every", switch_every)
+    check_budget("budget_per_task", budget_per_task)
+    check_budget("switch_every", switch_every)
     if threads is not None:
         torch.set_num_threads(int(threads))
     torch.manual_seed(seed)
@@ -138,7 +133,7 @@ def train_generalize(
     if len(devices) != 1:
         raise ValueError(f"every task must have the same number of devices, got {sorted(devices)}")
     for name, value in (("finetune_budget", finetune_budget), ("zero_shot_samples", zero_shot_samples)):
-        _check_budget(name, value)
+        check_budget(name, value)
     started = time.perf_counter()
     model, evaluators = train_on_tasks(agent, train_tasks, budget_per_task, seed, switch_every, threads,
                                        **config)
@@ -169,9 +164,9 @@ def place_held_out(
     on ``task`` (0: none; the model's weights change). Returns the held-out task's evaluator (best
     placement over both phases), the zero-shot summary (evaluations, greedy_runtime, greedy_feasible,
     best_runtime, best_feasible, speedup) and the best zero-shot placement."""
-    _check_budget("zero_shot_samples", zero_shot_samples)
+    check_budget("zero_shot_samples", zero_shot_samples)
     if finetune_budget:
-        _check_budget("finetune_budget", finetune_budget)
+        check_budget("finetune_budget", finetune_budget)
     model.set_task(task)
     held_out = BudgetedEvaluator(task, zero_shot_samples + finetune_budget)
     runtimes, feasible = held_out.evaluate(model.propose(zero_shot_samples))

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from baselines.learning.options import check_number
 from placement_gym.envs.observation import BYTE_SCALE, NODE_FEATURES, device_features, node_features
 from placement_gym.groups import Grouping, make_grouping, quotient_edges
 from placement_gym.task import Task
@@ -147,3 +148,31 @@ def sample_categorical(probs: np.ndarray, rng: np.random.Generator) -> np.ndarra
     cumulative = np.cumsum(probs, axis=-1)
     u = rng.random(probs.shape[:-1] + (1,)) * cumulative[..., -1:]
     return np.minimum((cumulative < u).sum(axis=-1), probs.shape[-1] - 1).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class GNNOptions:
+    """The options the GNN agents (`placeto`, `hsdag`) share, checked by `check_number`: ``batch``
+    (episodes per update, >= 1), ``hidden`` (width, >= 1), ``rounds`` (message passing, >= 0), ``lr``
+    (Adam, > 0), ``entropy`` (bonus, >= 0), ``oom_factor`` (out-of-memory runtime in best-single
+    runtimes, >= 1) and ``max_grad_norm`` (> 0)."""
+
+    batch: int
+    hidden: int
+    rounds: int
+    lr: float
+    entropy: float
+    oom_factor: float
+    max_grad_norm: float
+
+    @classmethod
+    def checked(cls, batch, hidden, rounds, lr, entropy, oom_factor, max_grad_norm) -> GNNOptions:
+        return cls(
+            batch=check_number("batch", batch, 1, integer=True),
+            hidden=check_number("hidden", hidden, 1, integer=True),
+            rounds=check_number("rounds", rounds, 0, integer=True),
+            lr=check_number("lr", lr, 0.0, open_low=True),
+            entropy=check_number("entropy", entropy, 0.0),
+            oom_factor=check_number("oom_factor", oom_factor, 1.0),
+            max_grad_norm=check_number("max_grad_norm", max_grad_norm, 0.0, open_low=True),
+        )

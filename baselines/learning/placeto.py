@@ -56,7 +56,7 @@ import torch
 from torch import nn
 
 from baselines.learning.evaluator import BudgetedEvaluator
-from baselines.learning.gnn import DagEncoder, graph_inputs, mlp, sample_categorical
+from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sample_categorical
 from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
@@ -142,18 +142,14 @@ class Placeto(LearnedAgent):
     ) -> None:
         super().__init__(task, seed, **config)
         self.groups = groups
-        self.batch = check_number("batch", batch, 1, integer=True)
+        options = GNNOptions.checked(batch, hidden, rounds, lr, entropy, oom_factor, max_grad_norm)
+        self.batch, self.entropy, self.oom_factor = options.batch, options.entropy, options.oom_factor
+        self.max_grad_norm = options.max_grad_norm
         self.steps_per_update = check_number("steps_per_update", steps_per_update, 1, integer=True)
         self.gamma = check_number("gamma", gamma, 0.0, 1.0)
-        self.entropy = check_number("entropy", entropy, 0.0)
-        self.oom_factor = check_number("oom_factor", oom_factor, 1.0)
-        self.max_grad_norm = check_number("max_grad_norm", max_grad_norm, 0.0, open_low=True)
         self.graph = graph_inputs(task, groups)
-        hidden = check_number("hidden", hidden, 1, integer=True)
-        rounds = check_number("rounds", rounds, 0, integer=True)
-        self.policy = RefinePolicy(task.n_devices, hidden, rounds)
-        lr = check_number("lr", lr, 0.0, open_low=True)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr)
+        self.policy = RefinePolicy(task.n_devices, options.hidden, options.rounds)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=options.lr)
         self._reset_episodes()
 
     # -- episodes ---------------------------------------------------------------------------------
