@@ -1,0 +1,107 @@
+"""Checks that several parts of the project share, each written once: device-index arrays (task
+placements and the envs' group actions), {op: device} placements (files and leaderboard submissions),
+task-id shapes (task ids and the generalisation split), the simple agents (CLI and registry) and the
+learned agents' numeric options."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import hand_cluster, hand_graph
+
+from placement_gym.envs.single_shot import DevicePlacementEnv
+from placement_gym.leaderboard.generalisation import graph_of
+from placement_gym.placements import (
+    SIMPLE_AGENTS,
+    is_simple_agent,
+    placement_from_dict,
+    placement_problems,
+    placement_to_dict,
+    simple_agent,
+)
+from placement_gym.task_ids import split_task_id, task_id_parts
+from placement_gym.tasks import get_task
+
+TASK = ("cifar10_cnn", "k80x2", "inference")
+
+
+def test_placements_and_group_actions_are_checked_alike():
+    task = get_task(*TASK)
+    graph = hand_graph([("a", 1e9, 1e3, 0), ("b", 1e9, 1e3, 0), ("c", 1e9, 1e3, 0)], edges=[])
+    grouped = DevicePlacementEnv(graph=graph, cluster=hand_cluster(3), objective="inference",
+                                 groups=[0, 1, 0])
+    grouped.reset()
+    for check, length, subject in (
+        (task.check_placement, task.n_forward, f"placement for task {task.id}"),
+        (grouped._check_node_placement, 2, f"action for task {grouped.task.id} with 2 groups"),
+    ):
+        np.testing.assert_array_equal(check(np.zeros(length, dtype=np.float32)), np.zeros(length))
+        assert check(np.zeros(length)).dtype == np.int64
+        with pytest.raises(ValueError, match=f"^{subject}.* must have shape"):
+            check(np.zeros(length + 1, dtype=np.int64))
+        with pytest.raises(ValueError, match=f"^{subject}.* must hold integer device indices"):
+            check(np.full(length, 0.5))
+        with pytest.raises(ValueError, match=f"^{subject}.*: device index 9 at .* range; allowed 0..2 "):
+            check(np.full(length, 9))
+
+
+def test_placement_problems_names_every_problem_and_parsing_raises_them():
+    task = get_task(*TASK)
+    mapping = placement_to_dict(task, np.zeros(task.n_forward, dtype=np.int64))
+    placement, reasons = placement_problems(task, mapping)
+    assert reasons == [] and placement.tolist() == [0] * task.n_forward
+    first = task.graph.op_names[0]
+    bad = {**mapping, "no_such_op": "gpu:0", task.graph.op_names[1]: "gpu:7"}
+    del bad[first]
+    placement, reasons = placement_problems(task, bad)
+    assert placement is None and len(reasons) == 3
+    assert "1 unknown op names: 'no_such_op'" in reasons[0]
+    assert "ops missing" in reasons[1] and repr(first) in reasons[1]
+    assert "devices not in cluster 'k80x2': 'gpu:7'" in reasons[2]
+    with pytest.raises(ValueError, match="no_such_op.*missing.*gpu:7"):
+        placement_from_dict(task, bad)
+    with pytest.raises(ValueError, match="device names"):
+        placement_from_dict(task, {**mapping, first: 1})
+
+
+def test_task_id_shape_is_checked_once():
+    assert task_id_parts("my_model@3f2a9c1d0b7e/k80x4/train+sgd") == ("my_model@3f2a9c1d0b7e", "k80x4",
+                                                                      "train+sgd")
+    assert graph_of("my_model@3f2a9c1d0b7e/k80x4/train") == "my_model@3f2a9c1d0b7e"
+    assert split_task_id("resnet50/v100x8/train+sgd") == ("resnet50", "v100x8", "train", "sgd")
+    for bad in ("resnet50", "a//train", "a/b/c/d", None):
+        for parse in (task_id_parts, graph_of, split_task_id):
+            with pytest.raises(ValueError, match="a task id is graph/cluster/objective"):
+                parse(bad)
+
+
+def test_the_simple_agents_place_and_count_alike_in_the_cli_and_the_registry():
+    registry = pytest.importorskip("baselines.registry")
+    from placement_gym.cli.common import place_with_agent
+
+    task = get_task(*TASK)
+    for name in [*SIMPLE_AGENTS[1:], "single:gpu:1"]:
+        assert is_simple_agent(name)
+        placement, evaluations = simple_agent(task, name, seed=3)
+        assert evaluations == (task.n_devices if name == "best-single" else 0)
+        for found in (registry.run_agent(task, name, seed=3), place_with_agent(task, name, seed=3)):
+            np.testing.assert_array_equal(found.placement, placement)
+            assert found.evaluations == evaluations
+    assert set(SIMPLE_AGENTS) <= set(registry.agent_descriptions())
+    assert not is_simple_agent("heft")
+
+
+def test_learned_options_follow_one_rule():
+    options = pytest.importorskip("baselines.learning.options")
+    check = options.check_number
+    assert check("lr", np.int64(1), 0, open_low=True) == 1.0  # numpy integers are numbers everywhere
+    assert check("lr", np.float32(0.5), 0, open_low=True) == 0.5
+    assert check("batch", np.int32(4), 1, integer=True) == 4
+    rejected = ((True, {}), (np.bool_(True), {}), (float("nan"), {}), (10**400, {}), (0, {"open_low": True}),
+                (2.0, {"integer": True}), (1.0, {"high": 1, "open_high": True}))
+    for value, kwargs in rejected:
+        with pytest.raises(ValueError, match="^x must be"):
+            check("x", value, 0, **kwargs)
+    assert options.check_budget("budget", np.int64(3)) == 3
+    with pytest.raises(ValueError, match="budget must be a positive number of evaluations, got 0"):
+        options.check_budget("budget", 0)
