@@ -131,7 +131,7 @@ class AgentRun:
                    dict(getattr(result, "info", None) or {}))
 
 
-def run_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> AgentRun:
+def run_installed_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> AgentRun:
     """Run the agent ``name`` of the providers on ``task`` and check its placement. ValueError naming
     the known agents when no provider has it."""
     agent = lookup_agent(name)
@@ -172,7 +172,7 @@ def agent_report(task: Task, name: str, seed: int, result: Any, wall_s: float) -
 def evaluate_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> dict[str, Any]:
     """Run the agent ``name`` of the providers on ``task`` and report it (`agent_report`)."""
     start = time.perf_counter()
-    result = run_agent(task, name, seed, budget)
+    result = run_installed_agent(task, name, seed, budget)
     return agent_report(task, name, seed, result, time.perf_counter() - start)
 
 
