@@ -19,7 +19,6 @@ values, `communication_bytes` the bytes a grouping makes cross groups (the parti
 
 from __future__ import annotations
 
-import heapq
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ import numpy as np
 
 from placement_gym.graph.op_costs import METADATA_OPS, VIEW_OPS
 from placement_gym.graph.opgraph import OpGraph
+from placement_gym.partition import contiguous_labels, partition_labels
 
 # The accepted values of ``groups=``, for error messages and docs.
 GROUP_MODES: tuple = (None, "colocate", "chains", "<int k>", "<array>")
@@ -41,14 +41,6 @@ _ALLOWED = (
 # left out on purpose: ONNX Transpose materialises a permuted copy, the cost model charges its bytes
 # (12.6 MB per attention transpose in bert_base), so it is real work that may pay to move.
 COLOCATED_VIEW_OPS: frozenset[str] = VIEW_OPS | METADATA_OPS
-
-# Partition balance: every part's weight within this fraction of the mean part weight (where single
-# ops allow it); each bisection level gets its share so that the levels compound to this.
-PARTITION_IMBALANCE = 0.10
-_FM_MAX_PASSES = 8  # Fiduccia-Mattheyses passes per bisection (each stops early once one gains nothing)
-_FM_BLOCKED_SCAN = 8  # heap entries an FM step looks past when the best moves break the balance
-_REFINE_MAX_PASSES = 8
-_PARTITION_TRIALS = 3  # recursive bisections with different tie-break keys
 
 
 @dataclass(frozen=True, eq=False)
@@ -304,47 +296,14 @@ def _labels_of(graph: OpGraph, grouping: Grouping | np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Partition
-
-
-def op_weight(graph: OpGraph) -> np.ndarray:
-    """Work of each op for balancing a partition, unit-free: its share of the graph's FLOPs plus its
-    share of the bytes accessed plus its share of the op count (1/n, standing in for the per-op launch
-    overhead so that free ops still weigh something). FLOPs and bytes are the two terms of the cost
-    model's op time (compute- or memory-bound); shares make them comparable without picking a device."""
-    n = graph.n_ops
-    weight = np.full(n, 1.0 / n)
-    for values in (graph.flops, graph.bytes_accessed):
-        total = float(values.sum())
-        if total > 0:
-            weight += values / total
-    return weight
-
-
-def _contiguous_cuts(cumulative: np.ndarray, targets: np.ndarray, k: int) -> np.ndarray:
-    """Split points 0 < b_1 < ... < b_{k-1} < n of ops in order (ops ``b_{j-1}..b_j - 1`` form part
-    j), each where the cumulative weight is nearest its target, clamped so every part gets an op."""
-    n = len(cumulative)
-    cuts = np.empty(k - 1, dtype=np.int64)
-    previous = 0
-    for j, target in enumerate(targets.tolist(), start=1):
-        b = int(np.searchsorted(cumulative, target))  # cumulative[b-1] < target <= cumulative[b]
-        if 0 < b < n and abs(cumulative[b - 1] - target) <= abs(cumulative[b] - target):
-            b -= 1
-        cuts[j - 1] = min(max(b + 1, previous + 1, j), n - k + j)
-        previous = cuts[j - 1]
-    return cuts
+# Partition (the algorithm is placement_gym/partition.py)
 
 
 def contiguous_grouping(graph: OpGraph, k: int) -> Grouping:
-    """``k`` contiguous ranges of the topological order with about equal `op_weight`: the plain
-    topological split that `partition_grouping` must not be worse than."""
+    """``k`` contiguous ranges of the topological order with about equal `partition.op_weight`: the
+    plain topological split that `partition_grouping` must not be worse than."""
     _check_k(graph, k)
-    cumulative = np.cumsum(op_weight(graph))
-    cuts = _contiguous_cuts(cumulative, cumulative[-1] * np.arange(1, k) / k, k)
-    starts = np.zeros(graph.n_ops, dtype=np.int64)
-    starts[cuts] = 1
-    return Grouping(f"contiguous:{k}", np.cumsum(starts))
+    return Grouping(f"contiguous:{k}", contiguous_labels(graph, k))
 
 
 def _check_seed(seed) -> None:
@@ -359,273 +318,14 @@ def _check_k(graph: OpGraph, k) -> None:
         )
 
 
-@dataclass(frozen=True)
-class _Hypergraph:
-    """The partition's view of a graph: op weights, and one net per op-produced tensor with bytes
-    (pins: its producer and its distinct readers), as Python lists for the move loops."""
-
-    weight: np.ndarray
-    net_pins: list[list[int]]
-    net_bytes: list[float]
-    node_nets: list[list[int]]
-
-    @staticmethod
-    def of(graph: OpGraph) -> _Hypergraph:
-        pins: dict[int, list[int]] = {}
-        producer = graph.tensor_producer
-        for t, d in zip(graph.edge_tensor.tolist(), graph.edge_dst.tolist()):
-            if producer[t] >= 0 and graph.tensor_bytes[t] > 0:
-                pins.setdefault(t, [int(producer[t])]).append(d)
-        tensors = sorted(pins)
-        net_pins = [pins[t] for t in tensors]
-        node_nets: list[list[int]] = [[] for _ in range(graph.n_ops)]
-        for j, net in enumerate(net_pins):
-            for p in net:  # pins are distinct: one edge per (tensor, reader), no self-reads
-                node_nets[p].append(j)
-        return _Hypergraph(
-            op_weight(graph), net_pins, [float(graph.tensor_bytes[t]) for t in tensors], node_nets
-        )
-
-    def volume(self, labels: np.ndarray) -> float:
-        """Communication bytes of ``labels`` (same value as `communication_bytes`)."""
-        group = labels.tolist()
-        return float(
-            sum(b * (len({group[p] for p in pins}) - 1) for pins, b in zip(self.net_pins, self.net_bytes))
-        )
-
-
-def _fm_bisect(
-    h: _Hypergraph, ops: list[int], k_left: int, k_right: int, imbalance: float, tiebreak: list[float]
-) -> tuple[list[int], list[int]]:
-    """Split ``ops`` (increasing) into a left side for ``k_left`` groups and a right one for
-    ``k_right``: the contiguous split at the weight fraction ``k_left / (k_left + k_right)``, refined
-    by Fiduccia-Mattheyses passes over the nets restricted to ``ops``. Each pass moves ops one
-    at a time, best gain first (ties: lower ``tiebreak``), each at most once, and keeps the best
-    prefix of its moves that leaves the left side's weight within ``imbalance`` of its target (or no
-    further off than the contiguous split, when one heavy op makes that impossible); in between the
-    sides may drift by one more op. Each side keeps at least as many ops as groups it must hold.
-    Passes stop when one gains nothing."""
-    m = len(ops)
-    local = {op: i for i, op in enumerate(ops)}
-    w = h.weight[ops]
-    total = float(w.sum())
-    target = total * k_left / (k_left + k_right)
-    cumulative = np.cumsum(w)
-    cut = min(max(int(_contiguous_cuts(cumulative, np.array([target]), 2)[0]), k_left), m - k_right)
-    side = [0] * cut + [1] * (m - cut)
-    nets: list[list[int]] = []
-    costs: list[float] = []
-    seen: set[int] = set()
-    for op in ops:
-        for j in h.node_nets[op]:
-            if j not in seen:
-                seen.add(j)
-                pins = [local[p] for p in h.net_pins[j] if p in local]
-                if len(pins) >= 2:
-                    nets.append(pins)
-                    costs.append(h.net_bytes[j])
-    my_nets: list[list[int]] = [[] for _ in range(m)]
-    for j, pins in enumerate(nets):
-        for p in pins:
-            my_nets[p].append(j)
-    wl = w.tolist()
-    tie = [tiebreak[op] for op in ops]
-    left = float(cumulative[cut - 1])
-    # A prefix of moves may end (and be kept) only within ``allowed``; during a pass the sides may
-    # drift by one op more, as in Fiduccia and Mattheyses' rule, so that ops can swap sides even when
-    # a single op is heavier than the tolerance.
-    allowed = max(imbalance * min(target, total - target), abs(left - target))
-    slack = allowed + float(w.max())
-    minimum = (k_left, k_right)
-    for _ in range(_FM_MAX_PASSES if nets else 0):
-        count = [[0, 0] for _ in nets]
-        for j, pins in enumerate(nets):
-            for p in pins:
-                count[j][side[p]] += 1
-        gain = [0.0] * m
-        for v in range(m):
-            s = side[v]
-            gain[v] = sum(costs[j] * ((count[j][s] == 1) - (count[j][1 - s] == 0)) for j in my_nets[v])
-        heaps: list[list[tuple[float, float, int]]] = [[], []]
-        for v in range(m):
-            heaps[side[v]].append((-gain[v], tie[v], v))
-        for heap in heaps:
-            heapq.heapify(heap)
-        locked = [False] * m
-        n_left = side.count(0)
-        sizes = [n_left, m - n_left]
-        moves: list[int] = []
-        running, best, best_at, best_left = 0.0, 0.0, 0, left
-        while True:
-            choice = None
-            for s in (0, 1):
-                if sizes[s] <= minimum[s]:
-                    continue
-                heap, held = heaps[s], []
-                while heap:
-                    g, t, v = heap[0]
-                    if locked[v] or -g != gain[v]:
-                        heapq.heappop(heap)  # stale entry
-                        continue
-                    if abs((left - wl[v] if s == 0 else left + wl[v]) - target) <= slack:
-                        if choice is None or (g, t) < choice[:2]:
-                            choice = (g, t, v)
-                        break
-                    held.append(heapq.heappop(heap))
-                    if len(held) >= _FM_BLOCKED_SCAN:
-                        break
-                for entry in held:
-                    heapq.heappush(heap, entry)
-            if choice is None:
-                break
-            v = choice[2]
-            s, to = side[v], 1 - side[v]
-            running += gain[v]
-            locked[v] = True
-            changed: set[int] = set()
-            for j in my_nets[v]:  # the classic FM gain updates, before and after the move
-                c, cost = count[j], costs[j]
-                if c[to] <= 1:
-                    for p in nets[j]:
-                        if not locked[p] and (c[to] == 0 or side[p] == to):
-                            gain[p] += cost if c[to] == 0 else -cost
-                            changed.add(p)
-                c[s] -= 1
-                c[to] += 1
-                if c[s] <= 1:
-                    for p in nets[j]:
-                        if not locked[p] and (c[s] == 0 or side[p] == s):
-                            gain[p] += -cost if c[s] == 0 else cost
-                            changed.add(p)
-            side[v] = to
-            sizes[s] -= 1
-            sizes[to] += 1
-            left = left - wl[v] if s == 0 else left + wl[v]
-            moves.append(v)
-            for p in changed:
-                heapq.heappush(heaps[side[p]], (-gain[p], tie[p], p))
-            if running > best and abs(left - target) <= allowed:
-                best, best_at, best_left = running, len(moves), left
-        for v in moves[best_at:]:  # undo the moves after the best prefix
-            side[v] = 1 - side[v]
-        left = best_left
-        if best <= 0:
-            break
-    return [op for op, s in zip(ops, side) if s == 0], [op for op, s in zip(ops, side) if s == 1]
-
-
-def _recursive_bisection(h: _Hypergraph, k: int, tiebreak: list[float]) -> np.ndarray:
-    """Labels of the recursive FM bisection: k -> floor(k/2) + ceil(k/2) groups, each level allowed
-    its share of `PARTITION_IMBALANCE` so that the levels compound to about it."""
-    n = len(h.weight)
-    levels = max(1, int(np.ceil(np.log2(k))))
-    imbalance = (1.0 + PARTITION_IMBALANCE) ** (1.0 / levels) - 1.0
-    labels = np.zeros(n, dtype=np.int64)
-    stack: list[tuple[list[int], int, int]] = [(list(range(n)), k, 0)]
-    while stack:
-        ops, parts, first_label = stack.pop()
-        if parts == 1:
-            labels[ops] = first_label
-            continue
-        k_left = parts // 2
-        left, right = _fm_bisect(h, ops, k_left, parts - k_left, imbalance, tiebreak)
-        stack.append((right, parts - k_left, first_label + k_left))
-        stack.append((left, k_left, first_label))
-    return labels
-
-
-def _refine(h: _Hypergraph, labels: np.ndarray, k: int) -> np.ndarray:
-    """Greedy k-way refinement: visit ops in order and move each to the group that most reduces the
-    communication bytes, if that group's weight stays within `PARTITION_IMBALANCE` of the mean and
-    the op's group keeps an op; repeat until a pass moves nothing. Only strict gains: it terminates
-    and never increases the bytes."""
-    labels = labels.copy()
-    group = labels.tolist()
-    part_weight = np.bincount(labels, weights=h.weight, minlength=k).tolist()
-    part_size = np.bincount(labels, minlength=k).tolist()
-    limit = (1.0 + PARTITION_IMBALANCE) * float(h.weight.sum()) / k
-    count: list[dict[int, int]] = []
-    for pins in h.net_pins:
-        c: dict[int, int] = {}
-        for p in pins:
-            c[group[p]] = c.get(group[p], 0) + 1
-        count.append(c)
-    weight = h.weight.tolist()
-    for _ in range(_REFINE_MAX_PASSES):
-        moved = False
-        for v, my_nets in enumerate(h.node_nets):
-            a = group[v]
-            if part_size[a] == 1 or not my_nets:
-                continue
-            # gain(v -> b) = bytes of nets v alone holds in a - bytes of v's nets with no pin in b
-            alone, present, total = 0.0, {}, 0.0
-            for j in my_nets:
-                c, cost = count[j], h.net_bytes[j]
-                total += cost
-                if c[a] == 1:
-                    alone += cost
-                for b in c:
-                    if b != a:
-                        present[b] = present.get(b, 0.0) + cost
-            best_gain, best_group = 0.0, -1
-            for b in sorted(present):
-                gain = alone - total + present[b]
-                if gain > best_gain and part_weight[b] + weight[v] <= limit:
-                    best_gain, best_group = gain, b
-            if best_group < 0:
-                continue
-            for j in my_nets:
-                c = count[j]
-                c[a] -= 1
-                if c[a] == 0:
-                    del c[a]
-                c[best_group] = c.get(best_group, 0) + 1
-            group[v] = best_group
-            part_weight[a] -= weight[v]
-            part_weight[best_group] += weight[v]
-            part_size[a] -= 1
-            part_size[best_group] += 1
-            moved = True
-        if not moved:
-            break
-    return np.array(group, dtype=np.int64)
-
-
 def partition_grouping(graph: OpGraph, k: int, seed: int = 0) -> Grouping:
-    """A balanced ``k``-way partition that keeps few bytes crossing groups (HMETIS-style, in numpy and
-    Python; no METIS dependency).
-
-    Objective: `communication_bytes`, each op-produced tensor counted once per other group that reads
-    it: the transfers the cost model makes with every group on its own device (the hypergraph
-    "connectivity - 1" cut). A plain edge cut, such as networkx's ``kernighan_lin_bisection``
-    minimises, overcounts a tensor with several readers in one group (gnmt4's shared weights have
-    19); that function also balances op counts, not work, so it is not used. Balance: `op_weight`
-    (FLOPs, bytes and op-count shares); each group within about `PARTITION_IMBALANCE` of the mean
-    weight where single heavy ops allow it.
-
-    Method: candidates are the contiguous topological split (`contiguous_grouping`) and
-    `_PARTITION_TRIALS` recursive bisections (each bisection starts from the contiguous split of its
-    ops and is refined by Fiduccia-Mattheyses passes; the trials differ in the seeded random keys that
-    break gain ties). Each candidate gets a greedy k-way refinement (`_refine`) and the one with the
-    fewest bytes wins (ties: the earlier), so the result is never worse than the contiguous split.
-    Deterministic for (graph, k, seed); exactly k non-empty groups.
-    """
+    """A balanced ``k``-way partition that keeps few bytes crossing groups (`communication_bytes`),
+    each group within about `partition.PARTITION_IMBALANCE` of the mean `partition.op_weight` where
+    single heavy ops allow it; never worse than `contiguous_grouping`. The method: `partition_labels`
+    in `placement_gym/partition.py`. Deterministic for (graph, k, seed); exactly k non-empty groups."""
     _check_k(graph, k)
     _check_seed(seed)
-    h = _Hypergraph.of(graph)
-    rng = np.random.default_rng(seed)
-    candidates = [contiguous_grouping(graph, k).group_of_op]
-    if k > 1:
-        candidates += [
-            _recursive_bisection(h, k, rng.random(graph.n_ops).tolist()) for _ in range(_PARTITION_TRIALS)
-        ]
-    best, best_volume = candidates[0], np.inf
-    for labels in candidates:
-        refined = _refine(h, labels, k)
-        volume = h.volume(refined)
-        if volume < best_volume:
-            best, best_volume = refined, volume
-    return Grouping(f"partition:{k}", _renumber(best))
+    return Grouping(f"partition:{k}", _renumber(partition_labels(graph, k, seed)))
 
 
 # ---------------------------------------------------------------------------------------------------
