@@ -52,8 +52,10 @@ class PlacementEnvBase(gym.Env):
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
+    # Keyword-only: each env forwards its settings by name, so no two can be swapped by their order.
     def __init__(
         self,
+        *,
         graph: str | Path | OpGraph | Task,
         cluster: str | Path | Cluster,
         objective: str,

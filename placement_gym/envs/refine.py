@@ -110,9 +110,12 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
             raise ValueError(
                 f"sweeps must be an integer >= 1 (visits of every node per episode), got {sweeps!r}"
             )
-        super().__init__(graph, cluster, objective, optimizer, groups, obs_mode, max_ops, max_edges,
-                         render_mode, oom_runtime, oom_runtime_factor,
-                         reward_mode=reward_mode, profile=profile, devices=devices)
+        super().__init__(
+            graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
+            obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
+            oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
+            reward_mode=reward_mode, profile=profile, devices=devices,
+        )
         self.sweeps = int(sweeps)
         self.episode_length = self.sweeps * self.n_nodes
         self._fixed_initial = self._resolve_initial(initial)  # None: random

@@ -122,9 +122,12 @@ class DevicePlacementEnv(PlacementEnvBase):
         devices: Any = None,
     ) -> None:
         check_reward_name(reward)
-        super().__init__(graph, cluster, objective, optimizer, groups, obs_mode, max_ops, max_edges,
-                         render_mode, oom_runtime, oom_runtime_factor,
-                         reward_mode=reward_mode, profile=profile, devices=devices)
+        super().__init__(
+            graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
+            obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
+            oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
+            reward_mode=reward_mode, profile=profile, devices=devices,
+        )
         self.reward_name = reward
         self.action_space = spaces.MultiDiscrete(np.full(self.n_nodes, self.task.n_devices, dtype=np.int64))
         self._masks = self._static_masks()

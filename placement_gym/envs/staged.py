@@ -99,9 +99,12 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         check_reward_name(reward)
         if not isinstance(dense, (bool, np.bool_)):
             raise ValueError(f"dense must be True or False, got {dense!r}")
-        super().__init__(graph, cluster, objective, optimizer, groups, obs_mode, max_ops, max_edges,
-                         render_mode, oom_runtime, oom_runtime_factor,
-                         reward_mode=reward_mode, profile=profile, devices=devices)
+        super().__init__(
+            graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
+            obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
+            oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
+            reward_mode=reward_mode, profile=profile, devices=devices,
+        )
         self.reward_name = reward
         self.dense = bool(dense)
         self.completion_device = self.best_single_device
