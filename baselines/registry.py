@@ -164,8 +164,8 @@ def run_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -
 
 # Algorithms whose leaderboard entries a re-run cannot reproduce bit for bit, and why.
 NOT_RERUNNABLE: dict[str, str] = {
-    "exact": "its leaderboard fill (leaderboard/fill_baselines.py) stops CP-SAT's parallel search at a "
-             "wall-clock time limit, so a re-run may stop at another placement",
+    "exact": "its leaderboard fill (baselines/leaderboard_fill/classic.py) stops CP-SAT's parallel search "
+             "at a wall-clock time limit, so a re-run may stop at another placement",
 }
 
 
@@ -173,9 +173,9 @@ def leaderboard_agent(name: str) -> Callable[[Task, int, int | None], AgentResul
     """What this package's `provider` gives the leaderboard (``leaderboard validate --rerun``,
     through the entry-point group ``placement_gym.agents``): the harness agent
     ``agent(task, seed, budget)`` that made the leaderboard entries of algorithm ``name``, that is
-    `run_agent` at the agent's default settings as leaderboard/fill_baselines.py and
-    leaderboard/fill_learned.py run it; None for a name this registry does not know; ValueError for
-    one of `NOT_RERUNNABLE`."""
+    `run_agent` at the agent's default settings, the very agent baselines/leaderboard_fill/classic.py and
+    baselines/leaderboard_fill/learned.py run; None for a name this registry does not know; ValueError
+    for one of `NOT_RERUNNABLE`."""
     if name in NOT_RERUNNABLE:
         raise ValueError(f"the {name} entries cannot be re-run bit for bit: {NOT_RERUNNABLE[name]}")
     try:

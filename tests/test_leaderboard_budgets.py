@@ -264,7 +264,7 @@ def test_an_env_refuses_a_task_with_another_cluster_given():
 
 @pytest.fixture(scope="module")
 def heft_entry(tmp_path_factory):
-    """A seeded HEFT entry on two small tasks, made as leaderboard/fill_baselines.py makes them."""
+    """A seeded HEFT entry on two small tasks, made as baselines/leaderboard_fill/classic.py makes them."""
     data = evaluate(leaderboard_agent("heft"), get_suite("v0").subset([SMALL, SMALL_2]), algorithm="heft",
                     authors=["tests"])
     return save_submission(data, tmp_path_factory.mktemp("rerun") / "v0-heft-seed0.json")

@@ -1,10 +1,7 @@
 """The leaderboard's exact entry: `exact` returns its hint when CP-SAT finds nothing in time (when asked
-to), and the fill script's exact agent places a small task through the harness."""
+to), and the exact agent of `baselines.leaderboard_fill.classic` places a small task through the harness."""
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,20 +9,11 @@ import pytest
 pytest.importorskip("ortools")
 
 from baselines.exact import exact  # noqa: E402
+from baselines.leaderboard_fill.classic import exact_agent  # noqa: E402
 from placement_gym.cost_model import simulate  # noqa: E402
 from placement_gym.leaderboard import evaluate, get_suite, validate_submission  # noqa: E402
 from placement_gym.placements import round_robin_placement  # noqa: E402
 from placement_gym.tasks import parse_task_id  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def fill_baselines():
-    path = REPO / "leaderboard" / "fill_baselines.py"
-    spec = importlib.util.spec_from_file_location("fill_baselines", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_no_solution_in_time_raises_or_falls_back_to_the_hint():
@@ -42,9 +30,8 @@ def test_no_solution_in_time_raises_or_falls_back_to_the_hint():
 
 
 def test_fill_script_exact_agent_places_a_small_task_and_records_its_status():
-    module = fill_baselines()
     statuses: dict[str, str] = {}
-    agent, description = module.exact_agent(20.0, statuses)
+    agent, description = exact_agent(20.0, statuses)
     assert "groups='auto'" in description and "20 s" in description
     suite = get_suite("v0").subset(["cifar10_cnn/k80x2/train"])  # 30 ops: solved to optimality in seconds
     submission = evaluate(agent, suite, algorithm="exact", description=description)

@@ -129,7 +129,7 @@ def test_render_shows_the_track_on_held_out_tasks_only(entry):
         assert f"`{graph}`" in track.split("\n\n")[1]
 
 
-# --- the helpers fill_generalisation.py uses -------------------------------------------------------------
+# --- the helpers baselines/leaderboard_fill/generalisation.py uses ---------------------------------------
 
 def test_train_on_tasks_then_place_held_out_counts_held_out_evaluations():
     pytest.importorskip("torch")

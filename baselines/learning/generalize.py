@@ -12,7 +12,7 @@ time, each task with its own budget), moves it to the held-out task with `set_ta
 
 Every evaluation goes through a `BudgetedEvaluator`. The two halves are also usable on their own:
 `train_on_tasks` (one model trained on several tasks) and `place_held_out` (zero-shot, then optional
-fine-tuning, on one task); ``leaderboard/fill_generalisation.py`` uses them. Run it from the shell::
+fine-tuning, on one task); `baselines.leaderboard_fill.generalisation` uses them. Run it from the shell::
 
     python -m baselines.learning.generalize --agent hsdag --train cifar10_cnn,resnet50,bert_base \\
         --test inception_v3 --cluster k80x4 --budget 2000 --finetune 500

@@ -1,20 +1,25 @@
-"""Fill the leaderboard with the heuristic baselines and the exact solver: one submission per algorithm.
+"""Fill the leaderboard with the heuristic, search and exact baselines: one submission per algorithm.
 
-Run from the repository root::
+Run from the repository root (``--dir``, default ``leaderboard``: the submissions go to its
+``submissions/`` folder and its README.md is rendered)::
 
-    PYTHONPATH=. python leaderboard/fill_baselines.py [--agents heft,cpop] [--seed 0] [--no-render]
-    PYTHONPATH=. python leaderboard/fill_baselines.py --agents exact [--exact-time-limit 60]
+    python -m baselines.leaderboard_fill.classic [--agents heft,cpop] [--seed 0] [--dir leaderboard]
+        [--no-render]
+    python -m baselines.leaderboard_fill.classic --agents exact [--exact-time-limit 60]
 
-By default the fast agents (`FAST_AGENTS`) run; the search agents among them (anneal, cem) at their
-default budget of 2,000 evaluations per task. ``--agents exact`` runs the CP-SAT solver of
-`baselines.exact` (not in the default list: it takes about a quarter of an hour) with the settings of
-`EXACT_SETTINGS`: per task the grouping ``groups="auto"`` (single ops up to 60 forward ops, else chain
-merging when it gives at most 60 groups, else a balanced 40-way partition), the best single device as
-the hint, link contention and memory constraints modelled, 2 CP-SAT workers, and a wall-clock time limit
-of ``--exact-time-limit`` seconds per task (default 60; model building comes on top, up to about 20 s
-on gnmt4). The submission's description states these settings. A run stopped by its time limit is not
-reproducible bit for bit (CP-SAT's parallel search); its placement is re-checked like any other. The
-learned agents have their own script, ``fill_learned.py``.
+By default the fast agents (`FAST_AGENTS`) run, each as `baselines.registry.leaderboard_agent` gives it
+(the agent at its default settings: what ``placement-gym leaderboard validate --rerun`` runs again); the
+search agents among them (anneal, cem) at their default budget of 2,000 evaluations per task.
+
+``--agents exact`` runs the CP-SAT solver of `baselines.exact` (not in the default list: it takes about
+a quarter of an hour) with the settings of `EXACT_SETTINGS`: per task the grouping ``groups="auto"``
+(single ops up to 60 forward ops, else chain merging when it gives at most 60 groups, else a balanced
+40-way partition), the best single device as the hint, link contention and memory constraints
+modelled, 2 CP-SAT workers, and a wall-clock time limit of ``--exact-time-limit`` seconds per task
+(default 60; model building comes on top, up to about 20 s on gnmt4). The submission's description
+states these settings. A run stopped by its time limit is not reproducible bit for bit (CP-SAT's
+parallel search); its placement is re-checked like any other. The learned agents have their own
+module, `baselines.leaderboard_fill.learned`.
 """
 
 from __future__ import annotations
@@ -23,24 +28,15 @@ import argparse
 import time
 from pathlib import Path
 
-from baselines.registry import AgentResult, agent_descriptions, get_agent, run_agent
+from baselines.registry import AgentResult, agent_descriptions, get_agent, leaderboard_agent
 from placement_gym.leaderboard import evaluate, render, save_submission, submission_filename
 from placement_gym.task import Task
 
 FAST_AGENTS = ("best-single", "round-robin", "random", "expert", "partition", "heft", "cpop",
                "m-topo", "m-etf", "m-sct", "anneal", "cem")
-LEADERBOARD = Path(__file__).resolve().parent
+LEADERBOARD = Path("leaderboard")  # the default --dir, relative to the repository root the fill runs from
 EXACT_TIME_LIMIT = 60.0  # seconds per task: 13 tasks, most stopped by the limit, fit in ~15 minutes
 EXACT_SETTINGS = {"groups": "auto", "links": True, "memory": True, "fallback_to_hint": True}
-
-
-def registry_agent(name: str):
-    """Agent ``name`` of the baselines registry as a harness agent, at its default settings."""
-
-    def agent(task: Task, seed: int, budget: int | None) -> AgentResult:
-        return run_agent(task, name, seed, budget)
-
-    return agent
 
 
 def exact_agent(time_limit: float, statuses: dict[str, str]):
@@ -75,6 +71,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--exact-time-limit", type=float, default=EXACT_TIME_LIMIT,
                         help="seconds per task for the exact solver (default: %(default)s)")
+    parser.add_argument("--dir", type=Path, default=LEADERBOARD,
+                        help="leaderboard folder (submissions/ and README.md); default: %(default)s")
     parser.add_argument("--no-render", action="store_true")
     args = parser.parse_args()
     if not args.exact_time_limit > 0:
@@ -86,7 +84,9 @@ def main() -> None:
         if name == "exact":
             agent, description = exact_agent(args.exact_time_limit, statuses)
         else:
-            agent = registry_agent(name)
+            agent = leaderboard_agent(name)
+            if agent is None:
+                parser.error(f"unknown agent {name!r}")
             description = descriptions.get(name, "")
         submission = evaluate(agent, algorithm=name, authors=["placement-gym baselines"],
                               description=description, seed=args.seed)
@@ -96,11 +96,11 @@ def main() -> None:
                 by_status.setdefault(status, []).append(task_id)
             submission["description"] += " Solver status per task: " + "; ".join(
                 f"{status}: {', '.join(tasks)}" for status, tasks in sorted(by_status.items())) + "."
-        path = LEADERBOARD / "submissions" / submission_filename(submission)
+        path = args.dir / "submissions" / submission_filename(submission)
         save_submission(submission, path)
         print(f"{name}: {path.name} ({time.perf_counter() - start:.1f} s)", flush=True)
     if not args.no_render:
-        render(LEADERBOARD)
+        render(args.dir)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ held-out tasks zero-shot and after a short fine-tuning.
 
 Run from the repository root (about 12 minutes of CPU at the defaults, on one core)::
 
-    PYTHONPATH=. python leaderboard/fill_generalisation.py [--agents hsdag,placeto] [--seeds 0,1,2]
+    python -m baselines.leaderboard_fill.generalisation [--agents hsdag,placeto] [--seeds 0,1,2]
         [--train-budget 5000] [--zero-shot 16] [--finetune 1000] [--dir leaderboard] [--no-render]
 
 For each agent (`hsdag`, `placeto`; both have `set_task` and `propose`, see
@@ -33,7 +33,7 @@ import copy
 import time
 from pathlib import Path
 
-LEADERBOARD = Path(__file__).resolve().parent
+LEADERBOARD = Path("leaderboard")  # the default --dir, relative to the repository root the fill runs from
 AGENTS = ("hsdag", "placeto")
 SEEDS = (0, 1, 2)
 TRAIN_BUDGET = 5000  # evaluations per training task

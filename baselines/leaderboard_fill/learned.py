@@ -2,7 +2,7 @@
 
 Run from the repository root (hours of CPU; stop it any time and run it again to resume)::
 
-    PYTHONPATH=. python leaderboard/fill_learned.py [--agents pg,spotlight] [--seeds 0,1,2] [--workers 2]
+    python -m baselines.leaderboard_fill.learned [--agents pg,spotlight] [--seeds 0,1,2] [--workers 2]
         [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions]
 
 Each (agent, seed, task) runs once through the leaderboard harness on a one-task subset of the suite,
@@ -17,7 +17,7 @@ settings (`baselines.registry.leaderboard_agent`), which is what ``placement-gym
 ``--tasks`` and ``--out-dir`` make small entries elsewhere: the one CI re-runs bit for bit,
 ``leaderboard/reproducible/v0-pg-seed0.json``, was made with::
 
-    PYTHONPATH=. python leaderboard/fill_learned.py --agents pg --seeds 0 --budget 200 \
+    python -m baselines.leaderboard_fill.learned --agents pg --seeds 0 --budget 200 \
         --tasks cifar10_cnn/k80x2/train,resnet50/cpu-igpu/inference --out-dir leaderboard/reproducible \
         --workers 1 --no-render
 """
@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-LEADERBOARD = Path(__file__).resolve().parent
+LEADERBOARD = Path("leaderboard")  # relative to the repository root the fill runs from
 LEARNED_AGENTS = ("pg", "spotlight", "hierarchical", "hsdag", "placeto", "sb3-ppo", "sb3-maskable-ppo",
                   "random-search")
 BUDGET = 10_000
