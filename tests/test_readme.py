@@ -31,15 +31,23 @@ def test_in_python_snippets_run_as_written():
     assert namespace["result"].runtime > 0
 
 
-def test_run_learned_summary_reads_the_committed_results(tmp_path, monkeypatch, capsys):
-    # README: "`--summary` prints the table; results in `experiments/learned.jsonl`", from any folder.
+def test_learned_agents_summary_reads_the_committed_results(tmp_path, monkeypatch, capsys):
+    # README: "`--summary` prints the table; results in `experiments/learned_agents/results.jsonl`, the
+    # table in `summary.txt` beside it", from any folder.
+    experiment = ROOT / "experiments" / "learned_agents"
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(ROOT))
-    monkeypatch.setattr(sys, "argv", ["run_learned.py", "--summary"])
+    monkeypatch.setattr(sys, "argv", ["run.py", "--summary"])
     with pytest.raises(SystemExit) as stop:
-        runpy.run_path(str(ROOT / "examples" / "run_learned.py"), run_name="__main__")
+        runpy.run_path(str(experiment / "run.py"), run_name="__main__")
     assert stop.value.code == 0
-    assert "cifar10_cnn/k80x2/train, budget 1,000 evaluations" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "cifar10_cnn/k80x2/train, budget 1,000 evaluations" in printed
+    try:
+        import rich  # noqa: F401 - summary.txt was printed with rich's tables (the viz extra)
+    except ImportError:
+        return
+    assert printed == (experiment / "summary.txt").read_text(encoding="utf-8")
 
 
 def _stated_outputs() -> dict[str, list[str]]:

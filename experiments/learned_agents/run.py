@@ -9,9 +9,10 @@ runtime over seeds with its spread (min-max), beside random search at the same b
 heuristic and the lower bound, and the ratio spotlight / pg of median best runtimes (Spotlight,
 Gao et al. ICML 2018, reports 60.9%).
 
-    PYTHONPATH=. python examples/run_learned.py                      # the whole experiment (hours)
-    PYTHONPATH=. python examples/run_learned.py --tasks cifar10_cnn/k80x2/train --budgets 1000 --seeds 0
-    PYTHONPATH=. python examples/run_learned.py --summary          # the committed experiments/learned.jsonl
+    PYTHONPATH=. python experiments/learned_agents/run.py              # the whole experiment (hours)
+    PYTHONPATH=. python experiments/learned_agents/run.py --tasks cifar10_cnn/k80x2/train --budgets 1000 \\
+        --seeds 0
+    PYTHONPATH=. python experiments/learned_agents/run.py --summary    # the committed results.jsonl
 
 Lines of the file (``kind``): ``learned`` (agent, task, budget, seed, best_runtime, feasible,
 evaluations, wall_s, evaluations_per_s), ``heuristic`` (agent, task, budget: null for a
@@ -33,8 +34,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-# The committed results of this experiment, beside the repository's other measurements.
-RESULTS = Path(__file__).resolve().parent.parent / "experiments" / "learned.jsonl"
+# The committed results of this experiment, beside this script (summary.txt is their --summary).
+RESULTS = Path(__file__).resolve().parent / "results.jsonl"
 TASKS = ("cifar10_cnn/k80x2/train", "inception_v3/k80x4/train", "gnmt4/k80x4/train", "bert_large/k80x4/train")
 LEARNED_AGENTS = ("pg", "spotlight", "hierarchical", "hsdag", "placeto", "sb3-ppo", "sb3-maskable-ppo",
                   "random-search")
@@ -282,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budgets", nargs="+", type=_positive_int, default=list(BUDGETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     parser.add_argument("--out", default=str(RESULTS), help="JSON-lines results file (appended to; default: "
-                        "the committed experiments/learned.jsonl, so --summary prints the committed results)")
+                        "the committed results.jsonl beside this script, so --summary prints the committed "
+                        "results)")
     parser.add_argument("--jobs", type=_positive_int, default=1, help="runs in parallel (processes)")
     parser.add_argument("--threads", type=_positive_int, default=1,
                         help="torch threads per run (default 1: the networks are small)")
