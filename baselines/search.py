@@ -18,11 +18,11 @@ infeasible is pulled towards feasibility first.
 Evaluations are memoised per run: a placement proposed a second time is not simulated (nor counted)
 again, which matters for hill climbing on small graphs, where the same rejected moves come back.
 
-Who scores. By default the cost model of the task; ``evaluator=`` (either search) takes any placement
-evaluator instead (`placement_gym.real.evaluators.make_evaluator`'s profiled or real one, a
-`placement_gym.real.distributed.RayEvaluatorPool` that spreads each batch over its actors...), through
-`baselines.learning.evaluator.evaluate_rows`: the search's own evaluations, the start placements'
-included, are then that evaluator's, counted and memoised the same way. The start agents still
+Who scores. By default the cost model of the task; ``evaluator=`` (either search) takes any
+`placement_gym.evaluator.Evaluator` instead (`placement_gym.real.evaluators.make_evaluator`'s profiled
+or real one, a `placement_gym.real.distributed.RayEvaluatorPool` that spreads each batch over its
+actors...), each batch in one ``simulate_batch`` call: the search's own evaluations, the start
+placements' included, are then that evaluator's, counted and memoised the same way. The start agents still
 construct their placements with the cost model (their evaluations are counted as before).
 
 `anneal`: simulated annealing over single-op moves (an op to another device: half of the time a device
@@ -68,8 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from baselines.learning.evaluator import check_evaluator, evaluate_rows, evaluator_name
 from baselines.registry import AgentResult, get_agent, register
+from placement_gym.evaluator import as_evaluator
 from placement_gym.groups import make_grouping
 from placement_gym.placements import best_single_placement
 from placement_gym.task import Task
@@ -131,11 +131,14 @@ class BudgetExhausted(Exception):
 
 class _Evaluator:
     """Evaluates placements under a budget, memoises them, and keeps the best seen. ``evaluator``: who
-    scores them (None: the cost model; else see `evaluate_rows`)."""
+    scores them (None: the cost model; else any `placement_gym.evaluator.Evaluator`, see
+    `placement_gym.evaluator.as_evaluator`)."""
 
     def __init__(self, task: Task, budget: int, used: int = 0, evaluator: Any = None) -> None:
         self.task = task
-        self.evaluator = check_evaluator(task, evaluator)
+        self.scorer = as_evaluator(task, evaluator)
+        # the name goes into the result's info only when the caller chose the evaluator
+        self.scored_by = None if evaluator is None else self.scorer.name
         self.budget = budget
         self.used = used
         self.memo: dict[bytes, Score] = {}
@@ -148,7 +151,7 @@ class _Evaluator:
 
     def evaluate(self, placements: np.ndarray) -> list[Score]:
         """Scores of the rows of ``placements`` (int64 ``(batch, n_forward)``). New rows go to the
-        evaluator (the cost model by default) in one `evaluate_rows` call and are counted; if
+        evaluator (the cost model by default) in one ``simulate_batch`` call and are counted; if
         fewer evaluations are left than new rows, the first ones that fit are evaluated and
         `BudgetExhausted` is raised after the best is updated."""
         keys = [row.tobytes() for row in placements]
@@ -157,7 +160,7 @@ class _Evaluator:
         if fits:
             index = {k: i for i, k in enumerate(keys)}
             rows = placements[[index[k] for k in fits]]
-            runtimes, feasible, peaks = evaluate_rows(self.task, rows, self.evaluator)
+            runtimes, feasible, peaks = self.scorer.simulate_batch(rows)
             overflow = _overflow(self.task, peaks)
             self.used += len(fits)
             over = peaks > self.task.cluster.memory_capacity[None, :]
@@ -239,8 +242,8 @@ def _check_budget(budget: int | None) -> int:
 
 def _result(evaluator: _Evaluator, start: Start, extra: dict) -> AgentResult:
     best = evaluator.best_score
-    if evaluator.evaluator is not None:  # the default's info stays as it always was
-        extra = {**extra, "scored_by": evaluator_name(evaluator.evaluator)}
+    if evaluator.scored_by is not None:  # the default's info stays as it always was
+        extra = {**extra, "scored_by": evaluator.scored_by}
     info = {
         "start": start.source,
         "start_runtime": start.score.runtime,

@@ -14,6 +14,7 @@ ray = pytest.importorskip("ray")
 
 import placement_gym  # noqa: E402,F401  (registers the env ids)
 from placement_gym.cost_model import simulate, simulate_batch  # noqa: E402
+from placement_gym.evaluator import Evaluator, as_evaluator  # noqa: E402
 from placement_gym.real.distributed import RayEvaluatorPool, TaskSpec, as_task_spec  # noqa: E402
 from placement_gym.tasks import get_task  # noqa: E402
 
@@ -67,10 +68,11 @@ def test_evaluate_batch_equals_simulate_batch_and_uses_both_actors(pool):
     assert len(after) == 2  # two actors, two processes
     done = {pid: after[pid] - before[pid] for pid in after}
     assert all(n > 0 for n in done.values()) and sum(done.values()) == len(rows)
-    # The signature of simulate_batch, for code that takes that function.
-    np.testing.assert_array_equal(pool.simulate_batch(task, rows)[0], expected[0])
-    with pytest.raises(ValueError, match="evaluates task cifar10_cnn/k80x2/train"):
-        pool.simulate_batch(get_task("cifar10_cnn", "k80x4"), rows)
+    # The pool is an Evaluator: simulate_batch is the same method, and it refuses another task's shape.
+    assert isinstance(pool, Evaluator) and pool.name == pool.reward_mode
+    np.testing.assert_array_equal(pool.simulate_batch(rows)[0], expected[0])
+    with pytest.raises(ValueError, match="scores task cifar10_cnn/k80x2/train"):
+        as_evaluator(get_task("cifar10_cnn", "k80x4"), pool)
 
 
 def test_simulate_equals_local_simulate(pool):

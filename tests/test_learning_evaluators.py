@@ -1,5 +1,5 @@
 """Learned agents and search baselines scored by any evaluator: `BudgetedEvaluator(evaluator=...)`,
-`evaluate_rows`, `train(evaluator=...)`, ``anneal``/``cem`` with ``evaluator=`` and
+`as_evaluator`, `train(evaluator=...)`, ``anneal``/``cem`` with ``evaluator=`` and
 ``placement-gym train --reward-mode profiled|real``."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from test_profile import synthetic_profile
 
-from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted, evaluate_rows
+from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
 from baselines.search import anneal, cem
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate, simulate_batch, single_device
+from placement_gym.evaluator import as_evaluator
 from placement_gym.placements import placement_from_dict
 from placement_gym.real.evaluators import ProfiledEvaluator
 from placement_gym.tasks import get_task
@@ -69,7 +70,7 @@ class BatchCountingCostModel(CountingCostModel):
 
 
 # ---------------------------------------------------------------------------------------------------
-# BudgetedEvaluator and evaluate_rows
+# BudgetedEvaluator and as_evaluator
 
 
 def test_profiled_evaluator_gives_the_profiled_task_s_results(task, profile):
@@ -126,9 +127,10 @@ def test_the_budget_is_checked_before_the_evaluator_is_called(task):
     assert evaluator.simulate_calls == 3
 
 
-def test_evaluate_rows_shapes_and_bad_evaluators(task):
+def test_adapted_batch_shapes_and_bad_evaluators(task):
     rows = _rows(task, 4, seed=3)
-    for got, expected in zip(evaluate_rows(task, rows, CountingCostModel(task)), simulate_batch(task, rows)):
+    adapted = as_evaluator(task, CountingCostModel(task))
+    for got, expected in zip(adapted.simulate_batch(rows), simulate_batch(task, rows)):
         assert got.shape == expected.shape
         np.testing.assert_array_equal(got, expected)
 
@@ -137,7 +139,7 @@ def test_evaluate_rows_shapes_and_bad_evaluators(task):
             return simulate_batch(self.task, placements[:1])
 
     with pytest.raises(ValueError, match="answered 1 runtimes for 4 rows"):
-        evaluate_rows(task, rows, ShortBatch(task))
+        as_evaluator(task, ShortBatch(task)).simulate_batch(rows)
     with pytest.raises(ValueError, match="simulate"):
         BudgetedEvaluator(task, 5, object())
     other = get_task(GRAPH, "k80x4", "train_step")

@@ -15,6 +15,7 @@ from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.envs.refine import DevicePlacementRefineEnv
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.envs.staged import DevicePlacementStagedEnv
+from placement_gym.evaluator import CostModelEvaluator
 from placement_gym.graph import load_graph
 from placement_gym.real.evaluators import REWARD_MODES, make_evaluator
 from placement_gym.real.profile import (
@@ -293,7 +294,9 @@ def test_unknown_reward_mode_is_refused(cifar):
     with pytest.raises(ValueError, match="not \"cost_model\""):
         DevicePlacementEnv(graph=cifar, cluster=hand_cluster(2), devices={"gpu:0": "cpu"})
     assert REWARD_MODES == ("cost_model", "profiled", "real")
-    assert make_evaluator(make_task(cifar, hand_cluster(2)), "cost_model") is None
+    task = make_task(cifar, hand_cluster(2))
+    evaluator = make_evaluator(task, "cost_model")
+    assert type(evaluator) is CostModelEvaluator and evaluator.task is task and evaluator.name == "cost_model"
 
 
 def test_real_mode_needs_devices(cifar):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import hand_cluster, hand_graph
 
-import baselines.learning.evaluator as rows_module
 import baselines.search as search
+import placement_gym.evaluator as rows_module
 from baselines.registry import get_agent
 from baselines.search import anneal, cem
 from placement_gym.cost_model import simulate, simulate_batch
@@ -84,7 +84,7 @@ def test_never_worse_than_start_on_random_case(agent, seed):
 
 class _Counter:
     """Counts evaluations through the simulator functions the searches reach (through
-    `baselines.learning.evaluator.simulate_rows`)."""
+    `placement_gym.evaluator.CostModelEvaluator.simulate_batch`)."""
 
     def __init__(self, monkeypatch) -> None:
         self.count = 0

@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from baselines.learning.evaluator import COST_MODEL, BudgetedEvaluator, BudgetExhausted
+from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
 from baselines.registry import AgentResult, register
+from placement_gym.evaluator import COST_MODEL
 from placement_gym.placements import placement_to_dict
 from placement_gym.task import Task
 from placement_gym.task_ids import identity_mismatch, task_identity
@@ -90,7 +91,7 @@ def get_learned(name: str) -> type[LearnedAgent]:
 @dataclass
 class TrainResult:
     """The outcome of `train`: the best placement seen and how much it cost. ``scored_by`` says
-    what scored the runtimes (`evaluator_name`: ``"cost_model"``, ``"profiled"``, ``"real"``...)."""
+    what scored the runtimes (the evaluator's ``name``: ``"cost_model"``, ``"profiled"``, ``"real"``...)."""
 
     agent: str
     task: str
@@ -158,7 +159,8 @@ def train(
     intra-op threads for this process (default 1: the policies are small, and one thread is faster
     and leaves the other cores to simulation or parallel runs; None leaves torch's setting).
     ``evaluator``: what scores the placements (`BudgetedEvaluator`'s ``evaluator``: None is the cost
-    model; or one of `placement_gym.real.evaluators.make_evaluator`, a `RayEvaluatorPool`...);
+    model; or any `placement_gym.evaluator.Evaluator`: `placement_gym.real.evaluators.make_evaluator`'s,
+    a `RayEvaluatorPool`...);
     a checkpoint resumes only with the same kind (``scored_by``)."""
     import torch
 

@@ -14,6 +14,7 @@ from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import SimulationResult, lower_bound, simulate, single_device
 from placement_gym.envs.observation import NodeObservation, check_obs_mode
 from placement_gym.envs.rewards import check_oom_settings, penalty_runtime
+from placement_gym.evaluator import best_single_runtime
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.groups import make_grouping, quotient_edges
 from placement_gym.task import OBJECTIVES, Task, check_device_indices
@@ -76,14 +77,11 @@ class PlacementEnvBase(gym.Env):
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"unknown render_mode {render_mode!r}; allowed: None, {', '.join(RENDER_MODES)}")
         task = self._task_of(graph, cluster, objective, optimizer)
-        mode_evaluator = None
-        if reward_mode != "cost_model" or profile is not None or devices is not None:
-            # Imported here: the real-hardware package is only needed (and only loaded) for these modes.
-            from placement_gym.real.evaluators import make_evaluator
+        # Imported here, so that `import placement_gym` does not load the real-hardware package.
+        from placement_gym.real.evaluators import make_evaluator
 
-            mode_evaluator = make_evaluator(task, reward_mode, profile=profile, devices=devices)
-            if reward_mode == "profiled":
-                task = mode_evaluator.task
+        mode_evaluator = make_evaluator(task, reward_mode, profile=profile, devices=devices)
+        task = mode_evaluator.task  # for "profiled", the profiled task
         self.reward_mode = reward_mode
         self._mode_evaluator = mode_evaluator
         self.task = task
@@ -113,20 +111,17 @@ class PlacementEnvBase(gym.Env):
             )
         self.observation_space = self._observation.space
         self.device_features = self._observation.device_features
-        reference = single_device(task)
-        self.best_single_runtime = reference.runtime
-        self.best_single_device = reference.best
-        if reward_mode == "real":
-            # Rewards compare measured runtimes, so the reference they are normalised by is measured too.
-            single = np.full(task.n_forward, reference.best, dtype=np.int64)
-            self.best_single_runtime = mode_evaluator.simulate(single).runtime
+        self.best_single_device = single_device(task).best
+        # Rewards compare the evaluator's runtimes, so the reference they are normalised by is its too
+        # (measured once in "real" mode).
+        self.best_single_runtime = best_single_runtime(mode_evaluator, task)
         self.lower_bound = lower_bound(task)
         self.penalty_runtime = penalty_runtime(self.best_single_runtime, oom_runtime, self.oom_runtime_factor)
         self._capacity = task.cluster.memory_capacity
-        # Who evaluates placements: None is the cost model; an object with
+        # Who evaluates the steps' placements: the `Evaluator` of ``reward_mode``; any other object with
         # ``simulate(placement, schedule=False) -> SimulationResult`` (such as a learning agent's
-        # budgeted evaluator) replaces it. ``evaluations`` counts the evaluations made for steps
-        # and resets (not for rendering). ``reward_mode`` sets it to its evaluator (None for the cost model).
+        # budgeted evaluator, or a Ray pool) may replace it. ``evaluations`` counts the evaluations
+        # made for steps and resets (not for rendering).
         self.evaluator = mode_evaluator
         self.evaluations = 0
 
@@ -184,16 +179,17 @@ class PlacementEnvBase(gym.Env):
     ) -> tuple[SimulationResult, float]:
         """The result for a full node placement, and the runtime the reward uses (the penalty
         runtime for an out-of-memory placement). A ``counted`` evaluation (one an agent pays for:
-        not rendering) goes through ``self.evaluator`` when one is set and adds to
-        ``self.evaluations``. In ``reward_mode="real"`` an uncounted evaluation without a schedule
-        is measured too (so every runtime the env reports is), one with a schedule is simulated."""
+        not rendering) goes through ``self.evaluator`` and adds to
+        ``self.evaluations``. An uncounted one goes to the evaluator of ``reward_mode`` (so in
+        ``"real"`` mode every runtime the env reports is measured), except that a schedule (a
+        timeline) is always the cost model's."""
         placement = self.op_placement(node_devices)
-        if counted and self.evaluator is not None:
+        if counted:
             result = self.evaluator.simulate(placement, schedule=schedule)
-        elif self.reward_mode == "real" and not schedule:
-            result = self._mode_evaluator.simulate(placement)
+        elif schedule:
+            result = simulate(self.task, placement, schedule=True)
         else:
-            result = simulate(self.task, placement, schedule=schedule)
+            result = self._mode_evaluator.simulate(placement)
         self.evaluations += counted
         return result, (result.runtime if result.feasible else self.penalty_runtime)
 

@@ -3,14 +3,14 @@
 Measuring placements is the expensive step of real-hardware work (hundreds to thousands of runs).
 `RayEvaluatorPool` starts a pool of measurement actors, one per machine or device set; each builds
 the task from a small picklable `TaskSpec` (names, not arrays) and its own evaluator with
-`placement_gym.real.evaluators.make_evaluator`. The pool has the evaluator interface the envs take
-and the batch interface the search baselines use:
+`placement_gym.real.evaluators.make_evaluator`. The pool is a `placement_gym.evaluator.Evaluator`
+(``name`` is its reward mode), so the envs, the searches and the learned agents take it:
 
 * ``pool.simulate(placement, schedule=False) -> SimulationResult``: one evaluation on a free actor;
   ``env.unwrapped.evaluator = pool`` makes an env use it.
-* ``pool.evaluate_batch(placements) -> (runtimes, feasible, peak_memory)``: rows spread over the
+* ``pool.simulate_batch(placements) -> (runtimes, feasible, peak_memory)``: rows spread over the
   actors, results in row order, the shapes `placement_gym.cost_model.simulate_batch` returns;
-  ``pool.simulate_batch(task, placements)`` is the same with `simulate_batch`'s signature.
+  ``pool.evaluate_batch`` is the same method.
 
 Where the actors run (Ray does the cluster work; there is no home-made cluster code here):
 
@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.cost_model import SimulationResult, simulate, simulate_batch
+from placement_gym.cost_model import SimulationResult, simulate_batch
 from placement_gym.real.evaluators import check_reward_mode, make_evaluator
 from placement_gym.task import Task
 
@@ -123,10 +123,9 @@ def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> Ta
 
 
 class MeasurementActor:
-    """The body of one Ray actor: a task and its evaluator, built on the actor's machine.
-
-    ``evaluator`` is None for ``"cost_model"`` (the fast cost model on the task itself). Wrapped with
-    ``ray.remote`` by `RayEvaluatorPool`; plain Python otherwise (usable without Ray)."""
+    """The body of one Ray actor: a task and its evaluator (`make_evaluator`), built on the actor's
+    machine. Wrapped with ``ray.remote`` by `RayEvaluatorPool`; plain Python otherwise (usable
+    without Ray)."""
 
     def __init__(self, spec: TaskSpec, reward_mode: str, devices: Mapping[str, str] | None,
                  profile: Any, evaluator_options: Mapping[str, Any]) -> None:
@@ -150,8 +149,6 @@ class MeasurementActor:
     def simulate(self, placement: np.ndarray, schedule: bool = False) -> tuple[SimulationResult, Any]:
         """One evaluation, and the real evaluator's summary of it (None in the simulated modes)."""
         self.evaluations += 1
-        if self.evaluator is None:
-            return simulate(self.task, placement, schedule=schedule), None
         result = self.evaluator.simulate(placement, schedule=schedule)
         return result, getattr(self.evaluator, "last_info", None)
 
@@ -160,14 +157,9 @@ class MeasurementActor:
         simulated modes (parallel over this machine's cores), one run per row in ``"real"``."""
         self.evaluations += len(rows)
         if self.reward_mode != "real":
-            task = self.task if self.evaluator is None else self.evaluator.task
-            return simulate_batch(task, rows)
-        results = [self.evaluator.simulate(row) for row in rows]
-        return (
-            np.array([r.runtime for r in results], dtype=np.float64),
-            np.array([r.feasible for r in results], dtype=bool),
-            np.array([r.peak_memory for r in results], dtype=np.float64).reshape(len(rows), -1),
-        )
+            # a whole chunk at once, whatever its size: the pool's numbers do not depend on chunking
+            return simulate_batch(self.evaluator.task, rows)
+        return self.evaluator.simulate_batch(rows)
 
 
 def _ray_error_message(error: BaseException) -> str:
@@ -236,6 +228,7 @@ class RayEvaluatorPool:
             raise ValueError(f"start_timeout_s must be a positive number of seconds, got {start_timeout_s!r}")
         self.task = self._driver_task(task)
         self.last_info: dict[str, Any] | None = None
+        self.evaluations = 0
         self._actors: list[Any] = []
         self._owns_ray = False
 
@@ -317,7 +310,12 @@ class RayEvaluatorPool:
         except self._ray.exceptions.RayError as error:
             raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
 
-    # --- the evaluator interface --------------------------------------------------------------------
+    # --- the evaluator protocol (`placement_gym.evaluator.Evaluator`) -----------------------------
+
+    @property
+    def name(self) -> str:
+        """What scores: the pool's ``reward_mode``."""
+        return self.reward_mode
 
     def simulate(self, placement, schedule: bool = False) -> SimulationResult:
         """One evaluation of ``placement`` on a free actor (the interface of the envs' ``evaluator``).
@@ -330,10 +328,11 @@ class RayEvaluatorPool:
         except self._ray.exceptions.RayError as error:
             raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
         self.task.count_evaluations(1)
+        self.evaluations += 1
         self.last_info = info
         return result
 
-    def evaluate_batch(self, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def simulate_batch(self, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(runtimes, feasible, peak_memory)`` of the rows of ``placements`` (``(batch, n_forward)``),
         shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``, in row order. Simulated modes: the
         rows in ``n_actors`` contiguous chunks, one per actor; ``"real"``: one row per call, each to
@@ -350,14 +349,10 @@ class RayEvaluatorPool:
             raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
         runtimes, feasible, peaks = zip(*parts, strict=True)
         self.task.count_evaluations(len(rows))
+        self.evaluations += len(rows)
         return np.concatenate(runtimes), np.concatenate(feasible), np.concatenate(peaks)
 
-    def simulate_batch(self, task: Task, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`evaluate_batch` with the signature of `placement_gym.cost_model.simulate_batch`, for code
-        that takes that function; ``task`` must be this pool's task (same id)."""
-        if getattr(task, "id", None) != self.task.id:
-            raise ValueError(f"this pool evaluates task {self.task.id}, not {getattr(task, 'id', task)!r}")
-        return self.evaluate_batch(placements)
+    evaluate_batch = simulate_batch  # the name this method had before the evaluator protocol
 
     # --- bookkeeping --------------------------------------------------------------------------------
 

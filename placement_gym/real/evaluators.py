@@ -1,14 +1,13 @@
 """The evaluators behind the envs' ``reward_mode``: who turns a placement into a runtime.
 
-- ``"cost_model"``: the analytical cost model on the task itself; `make_evaluator` returns None
-  (the envs then call `placement_gym.simulate` directly).
+- ``"cost_model"``: the analytical cost model on the task itself (`CostModelEvaluator`).
 - ``"profiled"``: the same cost model on `profiled_task` (measured op times and links; for a
   ``train_step`` task, a profile measured with the task's optimizer).
 - ``"real"``: the torch executor of `placement_gym.real.executor` runs the placement (a train step
   updates the weights with the task's optimizer).
 
-An evaluator has ``simulate(placement, schedule=False) -> SimulationResult``, the interface the envs'
-``evaluator`` attribute takes.
+Each implements `placement_gym.evaluator.Evaluator` (``name``, ``task``, ``simulate``,
+``simulate_batch``, ``evaluations``), the interface the envs, the searches and the learned agents take.
 """
 
 from __future__ import annotations
@@ -18,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from placement_gym.cluster.load import REAL_CLUSTER_NAME
-from placement_gym.cost_model import SimulationResult, simulate
+from placement_gym.cost_model import SimulationResult
+from placement_gym.evaluator import BatchResult, CostModelEvaluator, stacked_results
 from placement_gym.real.profile import find_profile, load_profile, profiled_task
 from placement_gym.task import Task
 
@@ -32,16 +32,15 @@ def check_reward_mode(reward_mode: Any) -> str:
     return reward_mode
 
 
-class ProfiledEvaluator:
-    """Simulates placements on the profiled task (``self.task``: measured op times and links); it
+class ProfiledEvaluator(CostModelEvaluator):
+    """The cost model on the profiled task (``self.task``: measured op times and links); that task
     shares the evaluation counter of the task it was made for, so its evaluations count there."""
+
+    name = "profiled"
 
     def __init__(self, task: Task, profile: Mapping[str, Any] | str | Path) -> None:
         self.profile = load_profile(profile) if isinstance(profile, (str, Path)) else profile
-        self.task = profiled_task(task, self.profile)
-
-    def simulate(self, placement, schedule: bool = False) -> SimulationResult:
-        return simulate(self.task, placement, schedule=schedule)
+        super().__init__(profiled_task(task, self.profile))
 
 
 class RealEvaluator:
@@ -50,6 +49,8 @@ class RealEvaluator:
     ``simulate`` returns the measured result as a `SimulationResult` (no schedule: a real run has
     no simulated timeline); ``last_result`` keeps the executor's full result and ``last_info`` a
     JSON-able summary of it (repeats, spread, explanation) for the env's ``info``."""
+
+    name = "real"
 
     def __init__(self, task: Task, devices: Mapping[str, str], seed: int = 0, **options: Any) -> None:
         if not isinstance(devices, Mapping) or not devices:
@@ -71,13 +72,19 @@ class RealEvaluator:
         self.executor = Executor(task, devices, seed, **options)
         self.last_result = None
         self.last_info: dict[str, Any] | None = None
+        self.evaluations = 0
 
     def simulate(self, placement, schedule: bool = False) -> SimulationResult:
         result = self.executor.run(placement)
+        self.evaluations += 1
         self.task.count_evaluations(1)  # a measured run is an evaluation of the task (`Task.evaluations`)
         self.last_result = result
         self.last_info = _summary(result)
         return result.to_simulation_result()
+
+    def simulate_batch(self, rows) -> BatchResult:
+        """One measured run per row, in row order (runs on the same devices cannot overlap)."""
+        return stacked_results([self.simulate(row) for row in rows], self.task.n_devices)
 
 
 def _summary(result: Any) -> dict[str, Any]:
@@ -101,8 +108,8 @@ def make_evaluator(
     profile: Mapping[str, Any] | str | Path | None = None,
     devices: Mapping[str, str] | None = None,
     **options: Any,
-) -> ProfiledEvaluator | RealEvaluator | None:
-    """The evaluator of ``reward_mode`` for ``task``: None for ``"cost_model"``; a
+) -> CostModelEvaluator | ProfiledEvaluator | RealEvaluator:
+    """The evaluator of ``reward_mode`` for ``task``: `CostModelEvaluator` for ``"cost_model"``; a
     `ProfiledEvaluator` for ``"profiled"`` (``profile``: a profile dict or file; default the cached
     profile of the task's graph on ``devices``, or without ``devices`` on the cluster's device
     names; for a ``train_step`` task it must be measured with ``task.optimizer``); a
@@ -114,7 +121,7 @@ def make_evaluator(
             raise ValueError(
                 'profile= and devices= are for reward_mode="profiled" or "real", not "cost_model"'
             )
-        return None
+        return CostModelEvaluator(task)
     if reward_mode == "profiled":
         if profile is None:
             # An inference task has no update op: a profile of any optimizer serves it.

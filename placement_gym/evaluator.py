@@ -1,0 +1,155 @@
+"""The one way a placement is scored: the `Evaluator` protocol, and the cost model behind it.
+
+Every scorer (`CostModelEvaluator` here; `ProfiledEvaluator`, `RealEvaluator` and `make_evaluator`
+in `placement_gym.real.evaluators`; `RayEvaluatorPool` in `placement_gym.real.distributed`) has:
+
+- ``name``: what scores (``"cost_model"``, ``"profiled"``, ``"real"``, a pool's reward mode);
+- ``task``: the task whose placements it scores (for a profiled model, the profiled task);
+- ``simulate(placement, schedule=False) -> SimulationResult``: one evaluation;
+- ``simulate_batch(rows) -> (runtimes, feasible, peak_memory)``: rows ``(batch, n_forward)``, shapes
+  ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``, in row order;
+- ``evaluations``: the placements it has scored.
+
+The envs, the search baselines and the learned agents take any such object; `as_evaluator` turns
+None (the cost model) or an older object that only has ``simulate`` into one. ``Task.evaluations``
+stays the count the leaderboard records: the cost model counts every evaluation on its task
+(a profiled task shares its task's counter), and the real and Ray evaluators count theirs there too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from placement_gym.cost_model import SimulationResult, simulate, simulate_batch, single_device
+from placement_gym.task import Task
+
+COST_MODEL = "cost_model"
+
+# Fewer rows than this are simulated one by one: a parallel `simulate_batch` call costs about a
+# millisecond to start its threads (measured on 2 cores), more than a small graph's whole simulation.
+SMALL_BATCH = 8
+
+BatchResult = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """What scores placements (see the module docstring)."""
+
+    name: str
+    task: Task
+
+    @property
+    def evaluations(self) -> int: ...
+
+    def simulate(self, placement: Any, schedule: bool = False) -> SimulationResult: ...
+
+    def simulate_batch(self, rows: np.ndarray) -> BatchResult: ...
+
+
+class CostModelEvaluator:
+    """The analytical cost model of ``task`` (`placement_gym.cost_model`); each evaluation also counts
+    on ``task.evaluations``, as `simulate` and `simulate_batch` always do."""
+
+    name = COST_MODEL
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.evaluations = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.task.id}, evaluations={self.evaluations})"
+
+    def simulate(self, placement: Any, schedule: bool = False) -> SimulationResult:
+        self.evaluations += 1
+        return simulate(self.task, placement, schedule=schedule)
+
+    def simulate_batch(self, rows: np.ndarray) -> BatchResult:
+        """One parallel `simulate_batch` call, or one `simulate` per row for fewer than `SMALL_BATCH`
+        rows (the same numbers, bit for bit)."""
+        self.evaluations += len(rows)
+        if len(rows) >= SMALL_BATCH:
+            return simulate_batch(self.task, rows)
+        return stacked_results([simulate(self.task, row) for row in rows], self.task.n_devices)
+
+
+def stacked_results(results: list[SimulationResult], n_devices: int) -> BatchResult:
+    """One result per row as the three arrays `Evaluator.simulate_batch` returns."""
+    return (
+        np.array([r.runtime for r in results], dtype=np.float64),
+        np.array([r.feasible for r in results], dtype=bool),
+        np.array([r.peak_memory for r in results], dtype=np.float64).reshape(len(results), n_devices),
+    )
+
+
+def checked_batch(rows: np.ndarray, got: Any, who: str) -> BatchResult:
+    """A batch method's answer as three arrays of the rows' length (a clear error otherwise)."""
+    try:
+        runtimes, feasible, peaks = got
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}'s batch method must return (runtimes, feasible, peak_memory)") from None
+    runtimes, feasible = np.asarray(runtimes, np.float64), np.asarray(feasible, bool)
+    peaks = np.asarray(peaks, np.float64)
+    if not (len(runtimes) == len(feasible) == len(peaks) == len(rows)):
+        raise ValueError(f"{who}'s batch method answered {len(runtimes)} runtimes for {len(rows)} rows")
+    return runtimes, feasible, peaks
+
+
+class SimulateOnlyEvaluator:
+    """An object with only ``simulate(placement, schedule=False)`` (and perhaps a batch method
+    ``evaluate_batch(rows)``), such as a third party's, behind the `Evaluator` protocol: rows go to
+    its batch method in one call where it has one, else to one ``simulate`` per row, in row order.
+    ``name`` is its ``reward_mode`` where that is a string, else its class name."""
+
+    def __init__(self, scorer: Any, task: Task) -> None:
+        self.scorer = scorer
+        own = getattr(scorer, "task", None)
+        self.task = own if isinstance(own, Task) else task
+        mode = getattr(scorer, "reward_mode", None)
+        self.name = mode if isinstance(mode, str) else type(scorer).__name__
+        self.evaluations = 0
+
+    def simulate(self, placement: Any, schedule: bool = False) -> SimulationResult:
+        self.evaluations += 1
+        return self.scorer.simulate(placement, schedule=schedule)
+
+    def simulate_batch(self, rows: np.ndarray) -> BatchResult:
+        self.evaluations += len(rows)
+        if callable(getattr(self.scorer, "evaluate_batch", None)):
+            return checked_batch(rows, self.scorer.evaluate_batch(rows), type(self.scorer).__name__)
+        return stacked_results([self.scorer.simulate(row) for row in rows], self.task.n_devices)
+
+
+def as_evaluator(task: Task, evaluator: Any = None) -> Evaluator:
+    """An `Evaluator` of ``task``'s placements: `CostModelEvaluator` for None, ``evaluator`` itself
+    when it has the protocol, `SimulateOnlyEvaluator` around an object that has only ``simulate``.
+    A ValueError for anything else, or for an evaluator whose ``task`` has other forward ops or
+    devices."""
+    if evaluator is None:
+        return CostModelEvaluator(task)
+    if not callable(getattr(evaluator, "simulate", None)):
+        raise ValueError(
+            "evaluator must be None (the cost model) or have simulate(placement, schedule=False) -> "
+            "SimulationResult, such as make_evaluator's or a RayEvaluatorPool; "
+            f"got {type(evaluator).__name__}"
+        )
+    other = getattr(evaluator, "task", None)
+    if isinstance(other, Task) and (other.n_forward, other.n_devices) != (task.n_forward, task.n_devices):
+        raise ValueError(
+            f"the evaluator scores task {other.id} ({other.n_forward} ops, {other.n_devices} devices), "
+            f"not {task.id} ({task.n_forward} ops, {task.n_devices} devices)"
+        )
+    return evaluator if isinstance(evaluator, Evaluator) else SimulateOnlyEvaluator(evaluator, task)
+
+
+def best_single_runtime(evaluator: Evaluator, task: Task) -> float:
+    """The reference runtime of ``task`` on ``evaluator``'s scale: for the cost model (a profiled one
+    included) the best single device of its own task, not counted; for any other evaluator the cost
+    model's best single device of ``task`` evaluated once through it (a measured reference for
+    measured runtimes)."""
+    if isinstance(evaluator, CostModelEvaluator):
+        return single_device(evaluator.task).runtime
+    single = np.full(task.n_forward, single_device(task).best, dtype=np.int64)
+    return evaluator.simulate(single).runtime
