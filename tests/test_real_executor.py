@@ -15,7 +15,13 @@ from placement_gym.graph.bundled import bundled_graph_names, load_graph  # noqa:
 from placement_gym.graph.onnx_import import graph_from_onnx  # noqa: E402
 from placement_gym.real import ops  # noqa: E402
 from placement_gym.real.devices import get_real_cluster, virtual_cpu_cluster  # noqa: E402
-from placement_gym.real.executor import Executor, RealResult, run_reference_forward  # noqa: E402
+from placement_gym.real.executor import Executor, RealResult  # noqa: E402
+from placement_gym.real.program import (  # noqa: E402
+    build_program,
+    make_inputs,
+    make_parameters,
+    run_reference_forward,
+)
 from placement_gym.task import make_task  # noqa: E402
 
 CPU2 = {"cpu:0": "cpu", "cpu:1": "cpu"}
@@ -74,9 +80,8 @@ def test_plain_forward_is_the_math_of_the_graph(diamond):
     executor.run(np.zeros(graph.n_ops, dtype=int), warmup=0, repeats=1)
     w1 = executor.parameters["w1"].detach().numpy()
     w2 = executor.parameters["w2"].detach().numpy()
-    from placement_gym.real.executor import _build_program, _make_inputs
 
-    x = _make_inputs(_build_program(graph, model, None), 5)["x"].numpy()
+    x = make_inputs(build_program(graph, model, None), 5)["x"].numpy()
     r = np.maximum(x @ w1, 0)
     a, b = np.tanh(r), 1 / (1 + np.exp(-r))
     np.testing.assert_allclose(executor.outputs["y"].numpy(), (a + b) @ w2, rtol=1e-4, atol=1e-5)
@@ -106,11 +111,10 @@ def test_train_step_matches_autograd_sgd_on_two_devices(diamond):
     assert result.feasible, result.error
     assert math.isfinite(result.loss)
     # Oracle: one whole-graph autograd step of loss = mean(y) + mean(z) from the same start.
-    from placement_gym.real.executor import _build_program, _make_inputs, _make_parameters
 
-    program = _build_program(graph, model, None)
-    w = {k: v.clone().requires_grad_(True) for k, v in _make_parameters(program, 2).items()}
-    x = _make_inputs(program, 2)["x"]
+    program = build_program(graph, model, None)
+    w = {k: v.clone().requires_grad_(True) for k, v in make_parameters(program, 2).items()}
+    x = make_inputs(program, 2)["x"]
     a = torch.tanh(torch.relu(x @ w["w1"]))
     b = torch.sigmoid(torch.relu(x @ w["w1"]))
     loss = ((a + b) @ w["w2"]).mean() + (a @ w["w2"]).mean()
@@ -125,12 +129,11 @@ def test_train_step_matches_autograd_sgd_on_two_devices(diamond):
 def _reference_training(model, graph, optimizer, seed, lr, steps):
     """Oracle: ``steps`` whole-graph autograd steps of loss = mean(y) + mean(z) on one device, from the
     executor's starting weights, updated by torch.optim's own Adam / SGD(momentum) / SGD."""
-    from placement_gym.real.executor import _build_program, _make_inputs, _make_parameters
     from placement_gym.real.optimizers import ADAM_BETAS, ADAM_EPS, MOMENTUM
 
-    program = _build_program(graph, model, None)
-    w = {k: v.clone().requires_grad_(True) for k, v in _make_parameters(program, seed).items()}
-    x = _make_inputs(program, seed)["x"]
+    program = build_program(graph, model, None)
+    w = {k: v.clone().requires_grad_(True) for k, v in make_parameters(program, seed).items()}
+    x = make_inputs(program, seed)["x"]
     params = [w["w1"], w["w2"]]
     torch_optimizer = {
         "adam": lambda: torch.optim.Adam(params, lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS, foreach=False),
@@ -387,9 +390,8 @@ def test_bundled_cnn_train_step_updates_every_parameter():
     graph = load_graph("cifar10_cnn")
     task = make_task(graph, virtual_cpu_cluster(2), "train_step", optimizer="sgd")
     executor = Executor(task, CPU2, seed=1, batch=2, lr=0.1)
-    from placement_gym.real.executor import _make_parameters
 
-    start = _make_parameters(executor.program, 1)
+    start = make_parameters(executor.program, 1)
     result = executor.run(np.arange(graph.n_ops) % 2, warmup=0, repeats=1)
     assert result.feasible, result.error and math.isfinite(result.loss)
     changed = [name for name, w in start.items() if not torch.equal(w, executor.parameters[name].detach())]

@@ -52,6 +52,18 @@ def _bundled_file(name: str, entry: dict[str, Any]) -> Path:
     return BUNDLED_GRAPHS_DIR / entry.get("file", f"{name}.onnx")
 
 
+def bundled_onnx_file(graph: OpGraph) -> Path | None:
+    """The bundled ONNX file ``graph`` was imported from: the file of its name, when it exists and
+    has the graph's sha256 (a graph without one matches by name); None otherwise."""
+    entry = _entries().get(graph.name)
+    if entry is None:
+        return None
+    path = _bundled_file(graph.name, entry)
+    if path.is_file() and (not graph.sha256 or graph.sha256 == entry.get("sha256", graph.sha256)):
+        return path
+    return None
+
+
 @functools.cache  # lru_cache without a bound: one entry per bundled graph
 def _load_bundled(name: str) -> OpGraph:
     entry = _entries()[name]

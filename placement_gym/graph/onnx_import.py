@@ -103,7 +103,8 @@ def _load(model_or_path: onnx.ModelProto | str | Path, name: str | None) -> tupl
     return model, name or default_name, hashlib.sha256(data).hexdigest()
 
 
-def _is_constant_node(node: onnx.NodeProto) -> bool:
+def is_constant_node(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is a default-domain Constant: a value, not an op of the graph."""
     return node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS
 
 
@@ -146,18 +147,25 @@ def _topological_order(deps: list[list[int]], names: list[str]) -> list[int]:
     return order
 
 
-def _unique_names(nodes: list[onnx.NodeProto], file_index: list[int]) -> list[str]:
-    """Node names made unique; an unnamed node is called ``{op_type}_{its index in the file}``."""
+def onnx_ops(graph: onnx.GraphProto) -> tuple[list[onnx.NodeProto], list[str]]:
+    """The ops of an ONNX graph, its non-Constant nodes in file order, and the name each gets in
+    `OpGraph.op_names`: the node's name, or ``{op_type}_{its index in the file}`` when it has none,
+    made unique with ``_1``, ``_2``, ... suffixes. The one naming rule of the importer and of the
+    real-hardware program (`placement_gym.real.program`), which finds each op's node by it."""
+    ops: list[onnx.NodeProto] = []
     names: list[str] = []
     seen: set[str] = set()
-    for i, node in zip(file_index, nodes, strict=True):
+    for i, node in enumerate(graph.node):
+        if is_constant_node(node):
+            continue
         base = node.name or f"{node.op_type}_{i}"
         candidate, k = base, 1
         while candidate in seen:
             candidate, k = f"{base}_{k}", k + 1
         seen.add(candidate)
+        ops.append(node)
         names.append(candidate)
-    return names
+    return ops, names
 
 
 # --- shapes -----------------------------------------------------------------------------------
@@ -294,7 +302,8 @@ def _static_info(value_type: onnx.TypeProto | None) -> TensorInfo | None:
 # --- import -----------------------------------------------------------------------------------
 
 
-def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
+def node_attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes by name, as ONNX stores them (strings as bytes); subgraphs left out."""
     return {
         attr.name: onnx.helper.get_attribute_value(attr)
         for attr in node.attribute
@@ -386,8 +395,8 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     data_input_names = list(roles.data_inputs)
     undeclared = [n for n, source in roles.parameters.items() if source == "undeclared"]  # by first read
 
-    constant_nodes = [n for n in graph.node if _is_constant_node(n)]
-    ops = [n for n in graph.node if not _is_constant_node(n)]
+    constant_nodes = [n for n in graph.node if is_constant_node(n)]
+    ops, op_names = onnx_ops(graph)
     if not ops:
         raise ValueError(f"ONNX model {name!r} has only Constant nodes: nothing to place")
     constants: dict[str, TensorInfo | None] = {
@@ -399,7 +408,6 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
         constants.setdefault(tensor, None)
     for node in constant_nodes:
         constants[node.output[0]] = _constant_node_info(node)
-    op_names = _unique_names(ops, [i for i, n in enumerate(graph.node) if not _is_constant_node(n)])
 
     producer: dict[str, int] = {}
     for i, node in enumerate(ops):
@@ -523,7 +531,7 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
         inputs = [value_info(t) if t else None for t in node.input]
         outputs = [value_info(t) if t else None for t in node.output]
         try:
-            cost = op_cost(node.op_type, inputs, outputs, _attributes(node), node.domain)
+            cost = op_cost(node.op_type, inputs, outputs, node_attributes(node), node.domain)
         except Exception as error:
             raise ValueError(
                 f"cannot cost op {op_names[p]!r} ({node.op_type}) with input shapes "

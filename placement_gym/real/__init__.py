@@ -1,7 +1,9 @@
 """Real-hardware mode: run a placement of a task's op graph on torch devices and time it.
 
-* `placement_gym.real.executor`: `Executor` (run a placement: forward, or forward + backward + the
-  task's optimizer update, one worker thread per device), `RealResult`, `run_reference_forward`.
+* `placement_gym.real.program`: a graph's ops as torch calls, built from its ONNX model (seeded
+  weights and data), and `run_reference_forward` (the whole graph op by op on the CPU).
+* `placement_gym.real.executor`: `Executor` (run a program under a placement: forward, or forward +
+  backward + the task's optimizer update, one worker thread per device), `RealResult`.
 * `placement_gym.real.optimizers`: the Adam, momentum and SGD updates a real train step runs.
 * `placement_gym.real.devices`: `virtual_cpus` and `intra_op_threads` (one intra-op thread per virtual
   CPU device); the clusters of this machine's devices come from `placement_gym.cluster.machine`:
@@ -20,7 +22,7 @@ from typing import Any
 _EXPORTS = {
     "Executor": "placement_gym.real.executor",
     "RealResult": "placement_gym.real.executor",
-    "run_reference_forward": "placement_gym.real.executor",
+    "run_reference_forward": "placement_gym.real.program",
     "virtual_cpu_cluster": "placement_gym.cluster.machine",
     "local_cluster": "placement_gym.cluster.machine",
     "get_real_cluster": "placement_gym.cluster.machine",

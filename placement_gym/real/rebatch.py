@@ -40,9 +40,9 @@ def rebatched_graph(graph: OpGraph, batch: int | None, model: Any = None) -> OpG
     from onnx import numpy_helper
 
     from placement_gym.graph.onnx_import import graph_from_onnx
-    from placement_gym.real.executor import _load_model
+    from placement_gym.real.program import load_model
 
-    model = copy.deepcopy(_load_model(graph, model))
+    model = copy.deepcopy(load_model(graph, model))
     data = dict(graph.data_inputs)
     for value in model.graph.input:
         if value.name in data:
