@@ -28,6 +28,7 @@ import numpy as np
 from baselines.registry import AgentResult, register
 from placement_gym.cost_model import simulate
 from placement_gym.task import Task
+from placement_gym.task_cache import TaskCache
 
 # Priorities closer than this (relative) count as equal when CPOP walks its critical path.
 _CRITICAL_TOLERANCE = 1e-9
@@ -52,11 +53,17 @@ class TaskDag:
     succ_bytes: np.ndarray
 
 
+# Every list scheduler and memory retry reads them; computed once per task.
+_DAGS: TaskCache[TaskDag] = TaskCache("baselines_dag")
+_LINK_RATES: TaskCache[tuple[np.ndarray, np.ndarray]] = TaskCache("baselines_links")
+
+
 def task_dag(task: Task) -> TaskDag:
-    """The op-to-op edges of ``task`` (cached on the task)."""
-    cached = task._cache.get("baselines_dag")
-    if cached is not None:
-        return cached
+    """The op-to-op edges of ``task`` (computed once per task)."""
+    return _DAGS.get(task, _build_dag)
+
+
+def _build_dag(task: Task) -> TaskDag:
     counts = np.diff(task.tensor_consumer_pointer)
     tensor = np.repeat(np.arange(task.n_tensors), counts)
     consumer = task.tensor_consumers.astype(np.int64)
@@ -70,9 +77,7 @@ def task_dag(task: Task) -> TaskDag:
         np.cumsum(np.bincount(keys, minlength=task.n_ops), out=pointer[1:])
         return pointer, values[order], weights[order]
 
-    dag = TaskDag(*csr(consumer, producer, volume), *csr(producer, consumer, volume))
-    task._cache["baselines_dag"] = dag
-    return dag
+    return TaskDag(*csr(consumer, producer, volume), *csr(producer, consumer, volume))
 
 
 def op_memory(task: Task) -> np.ndarray:
@@ -97,15 +102,16 @@ def gpu_pool(task: Task) -> np.ndarray:
 
 def link_rates(task: Task) -> tuple[np.ndarray, np.ndarray]:
     """(latency, 1 / bandwidth) per ordered device pair, zero on the diagonal (no transfer)."""
-    cached = task._cache.get("baselines_links")
-    if cached is None:
-        c = task.cluster
-        off = ~np.eye(task.n_devices, dtype=bool)
-        latency = np.where(off, c.link_latency, 0.0)
-        inverse = np.zeros((task.n_devices, task.n_devices))
-        inverse[off] = 1.0 / c.link_bandwidth[off]
-        cached = task._cache["baselines_links"] = (latency, inverse)
-    return cached
+    return _LINK_RATES.get(task, _compute_link_rates)
+
+
+def _compute_link_rates(task: Task) -> tuple[np.ndarray, np.ndarray]:
+    c = task.cluster
+    off = ~np.eye(task.n_devices, dtype=bool)
+    latency = np.where(off, c.link_latency, 0.0)
+    inverse = np.zeros((task.n_devices, task.n_devices))
+    inverse[off] = 1.0 / c.link_bandwidth[off]
+    return latency, inverse
 
 
 def mean_comm(task: Task, pool: np.ndarray, nbytes: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ import numpy as np
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
+from placement_gym.task_cache import copy_entries
 from placement_gym.task_ids import make_task_id
 
 OBJECTIVES: dict[str, str] = {"train_step": "train", "inference": "inference"}
@@ -92,8 +93,9 @@ class Task:
     ``op_input_count`` (number of produced tensors an op waits for). ``static_bytes`` per forward op.
 
     ``evaluations``: placements of this task evaluated so far, through any of the project's ways to
-    evaluate (`EvaluationCounter`; the leaderboard records an agent's from it). ``_cache`` holds
-    what is derived from the arrays once (simulator arrays, reference runtimes, observations).
+    evaluate (`EvaluationCounter`; the leaderboard records an agent's from it). What is derived
+    from the arrays once (simulator arrays, reference runtimes, observations) is kept by the module
+    that derives it, in a `placement_gym.task_cache.TaskCache`, not on the task.
     """
 
     graph: OpGraph
@@ -114,7 +116,6 @@ class Task:
     tensor_consumers: np.ndarray
     op_input_count: np.ndarray
     static_bytes: np.ndarray
-    _cache: dict = field(default_factory=dict, repr=False)
     _evaluations: EvaluationCounter = field(default_factory=EvaluationCounter, repr=False)
 
     @property
@@ -128,13 +129,15 @@ class Task:
 
     def independent_copy(self, caches: bool = True) -> Task:
         """A copy that shares nothing with this task: every array of the task, its graph and its
-        cluster copied (read-only where the original is), the caches deep-copied (``caches=False``:
-        empty, to be rebuilt from the copied arrays) and a new evaluation counter at 0. Whatever is
-        done to the copy, its arrays or its caches, leaves this task as it was."""
+        cluster copied (read-only where the original is), this task's entry in every registered
+        `TaskCache` deep-copied for the copy (``caches=False``: none, to be rebuilt from the copied
+        arrays) and a new evaluation counter at 0. Whatever is done to the copy, its arrays or its
+        cached values, leaves this task as it was."""
         memo: dict = {id(self._evaluations): EvaluationCounter()}
-        if not caches:
-            memo[id(self._cache)] = {}
         copied = copy.deepcopy(self, memo)
+        if caches:
+            # The same memo: a cached value that holds this task's arrays gets the copy's arrays.
+            copy_entries(self, copied, memo)
         pairs = ((self, copied), (self.graph, copied.graph), (self.cluster, copied.cluster))
         for original, duplicate in pairs:
             for name, value in vars(original).items():

@@ -22,6 +22,7 @@ from placement_gym.leaderboard import evaluate, get_suite, save_submission
 from placement_gym.leaderboard.rerun import find_agent, rerun_submission
 from placement_gym.placements import round_robin_placement
 from placement_gym.real.evaluators import ProfiledEvaluator
+from placement_gym.task_cache import registered_caches
 from placement_gym.tasks import parse_task_id
 
 SMALL = "cifar10_cnn/k80x2/train"  # 65 forward ops, 3 devices
@@ -129,9 +130,10 @@ def test_what_an_agent_writes_into_its_task_s_caches_does_not_change_the_score()
 
     def cache_writer(task, seed, budget):
         simulate(task, placement)  # builds the simulator's arrays in the cache
-        arrays = list(task._cache["fast_arrays"])
+        cache = registered_caches()["fast_arrays"]
+        arrays = list(cache.peek(task))
         arrays[1] = arrays[1] * 0.5  # every op twice as fast
-        task._cache["fast_arrays"] = tuple(arrays)
+        cache.put(task, tuple(arrays))
         return placement
 
     entry = harness_entry(cache_writer)
@@ -173,7 +175,7 @@ def test_simulate_batch_and_the_reference_count_on_the_task():
 def test_derived_tasks_share_the_counter_and_an_independent_copy_does_not():
     task = fresh_task()
     placement = np.zeros(task.n_forward, dtype=np.int64)
-    simulate(dataclasses.replace(task, _cache={}), placement)
+    simulate(dataclasses.replace(task), placement)
     simulate(copy.deepcopy(task), placement)
     simulate(copy.copy(task), placement)
     assert task.evaluations == 3

@@ -459,7 +459,7 @@ def test_transfer_latency_fit_recovers_the_latency_that_made_the_measurements(ci
     truth = 3e-4
     base = profiled_task(make_task(cifar, _placeholder_cluster(devices), "inference"), profile)
     linked = dataclasses.replace(base.cluster, link_latency=np.full_like(base.cluster.link_latency, truth))
-    truth_task = dataclasses.replace(base, cluster=linked, _cache={})
+    truth_task = dataclasses.replace(base, cluster=linked)
 
     class ModelExecutor:
         def __init__(self, *args, **kwargs) -> None:

@@ -29,9 +29,12 @@ from baselines.learning.options import check_number
 from placement_gym.envs.observation import BYTE_SCALE, NODE_FEATURES, device_features, node_features
 from placement_gym.groups import Grouping, make_grouping, quotient_edges
 from placement_gym.task import Task
+from placement_gym.task_cache import TaskCache
 
 _WORK_SHARE = NODE_FEATURES.index("fastest_time_share")
 _MEMORY_SHARE = NODE_FEATURES.index("static_memory_share")
+# Per task, the inputs of each named grouping: every episode of Placeto and HSDAG reads them.
+_GRAPH_INPUTS: TaskCache[dict] = TaskCache("gnn_graph_inputs")
 
 
 @dataclass(frozen=True)
@@ -67,12 +70,17 @@ class GraphInputs:
 
 def graph_inputs(task: Task, groups=None) -> GraphInputs:
     """The `GraphInputs` of ``task`` with ops grouped by ``groups`` (any value `make_grouping`
-    takes: None, "colocate", "chains", an int k, labels or a Grouping); cached on the task."""
+    takes: None, "colocate", "chains", an int k, labels or a Grouping); cached per task."""
     # only names and ints are cached: an array or Grouping has no stable key
-    key = ("gnn_graph_inputs", groups) if isinstance(groups, (str, int, type(None))) else None
-    cached = task._cache.get(key) if key else None
-    if cached is not None:
-        return cached
+    if not isinstance(groups, (str, int, type(None))):
+        return _graph_inputs(task, groups)
+    by_groups = _GRAPH_INPUTS.get(task, lambda _: {})
+    if groups not in by_groups:
+        by_groups[groups] = _graph_inputs(task, groups)
+    return by_groups[groups]
+
+
+def _graph_inputs(task: Task, groups) -> GraphInputs:
     grouping = make_grouping(task.graph, groups)
     n = grouping.n_groups
     features = node_features(task, grouping.group_of_op, n)
@@ -83,7 +91,7 @@ def graph_inputs(task: Task, groups=None) -> GraphInputs:
     def tensor(array, dtype=torch.float32) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(array), dtype=dtype)
 
-    inputs = GraphInputs(
+    return GraphInputs(
         grouping=grouping,
         features=tensor(features),
         src=tensor(src, torch.int64),
@@ -96,9 +104,6 @@ def graph_inputs(task: Task, groups=None) -> GraphInputs:
         memory_share=tensor(features[:, _MEMORY_SHARE]),
         device_features=tensor(device_features(task.cluster)),
     )
-    if key:
-        task._cache[key] = inputs
-    return inputs
 
 
 def mlp(in_dim: int, hidden: int, out_dim: int) -> nn.Sequential:

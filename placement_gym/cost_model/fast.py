@@ -28,6 +28,7 @@ import numba
 import numpy as np
 
 from placement_gym.cost_model.result import Schedule, SimulationResult
+from placement_gym.task_cache import TaskCache
 
 
 @numba.njit(cache=True)
@@ -381,39 +382,41 @@ def _simulate_batch(placements, arrays):
     return runtimes, peaks
 
 
-def _arrays(task) -> tuple:
-    """The task's arrays in `_run`'s order, with the per-task ones it needs built once and cached."""
-    cached = task._cache.get("fast_arrays")
-    if cached is None:
-        static_per_op = np.zeros(task.n_ops)
-        static_per_op[: task.n_forward] = task.static_bytes
-        # Consumer edges in reader order: a scheduled op reads the buffers of its inputs from one
-        # contiguous range (see `_run`).
-        by_reader = np.argsort(task.tensor_consumers, kind="stable")
-        edge_slot = np.empty(len(by_reader), dtype=np.int64)
-        edge_slot[by_reader] = np.arange(len(by_reader))
-        reader_pointer = np.zeros(task.n_ops + 1, dtype=np.int64)
-        np.cumsum(np.bincount(task.tensor_consumers, minlength=task.n_ops), out=reader_pointer[1:])
-        cached = (
-            np.ascontiguousarray(task.op_forward, dtype=np.int64),
-            task.duration,
-            task.op_output_pointer,
-            task.op_outputs,
-            task.tensor_consumer_pointer,
-            task.tensor_consumers,
-            reader_pointer,
-            edge_slot,
-            np.flatnonzero(task.tensor_producer < 0),
-            task.tensor_bytes,
-            task.tensor_static,
-            task.tensor_persistent,
-            static_per_op,
-            task.cluster.link_bandwidth,
-            task.cluster.link_latency,
-            task.op_input_count,
-        )
-        task._cache["fast_arrays"] = cached
-    return cached
+def _build_arrays(task) -> tuple:
+    """The task's arrays in `_run`'s order, with the per-task ones it needs built."""
+    static_per_op = np.zeros(task.n_ops)
+    static_per_op[: task.n_forward] = task.static_bytes
+    # Consumer edges in reader order: a scheduled op reads the buffers of its inputs from one
+    # contiguous range (see `_run`).
+    by_reader = np.argsort(task.tensor_consumers, kind="stable")
+    edge_slot = np.empty(len(by_reader), dtype=np.int64)
+    edge_slot[by_reader] = np.arange(len(by_reader))
+    reader_pointer = np.zeros(task.n_ops + 1, dtype=np.int64)
+    np.cumsum(np.bincount(task.tensor_consumers, minlength=task.n_ops), out=reader_pointer[1:])
+    return (
+        np.ascontiguousarray(task.op_forward, dtype=np.int64),
+        task.duration,
+        task.op_output_pointer,
+        task.op_outputs,
+        task.tensor_consumer_pointer,
+        task.tensor_consumers,
+        reader_pointer,
+        edge_slot,
+        np.flatnonzero(task.tensor_producer < 0),
+        task.tensor_bytes,
+        task.tensor_static,
+        task.tensor_persistent,
+        static_per_op,
+        task.cluster.link_bandwidth,
+        task.cluster.link_latency,
+        task.op_input_count,
+    )
+
+
+# Built once per task, not per call: `simulate`'s hot path fetches them with one dict lookup.
+_ARRAYS: TaskCache[tuple] = TaskCache("fast_arrays")
+# The task's arrays in `_run`'s order (`_build_arrays`), cached.
+_arrays = _ARRAYS.getter(_build_arrays)
 
 
 def _placement_array(task, placement) -> np.ndarray:

@@ -43,8 +43,13 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.graph.opgraph import CATEGORIES
+from placement_gym.task_cache import TaskCache
 
 OBS_MODES: tuple[str, ...] = ("dict", "graph")
+# Per task, computed once whatever the number of envs made on it: the raw per-op quantities
+# (`_op_quantities`) and, for ops as nodes, the node features and edges.
+_OP_QUANTITIES: TaskCache[dict[str, np.ndarray]] = TaskCache("observation_op_quantities")
+_OP_FEATURES: TaskCache[tuple] = TaskCache("graph_observation_features")
 
 # Fixed scales of the log features: log1p(x) / log1p(SCALE) reaches 1 at x = SCALE.
 FLOP_SCALE = 1e13  # FLOPs of one op: 10 TFLOP, far above any op of the bundled graphs
@@ -101,29 +106,30 @@ def op_edges(graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _op_quantities(task) -> dict[str, np.ndarray]:
-    """The raw per-forward-op quantities the node features are made of (cached on the task)."""
-    cached = task._cache.get("observation_op_quantities")
-    if cached is None:
-        g = task.graph
-        n = task.n_forward
-        category = np.zeros((n, len(CATEGORIES)))
-        category[np.arange(n), g.category.astype(np.int64)] = 1.0
-        produced = g.tensor_producer >= 0
-        # Time of every task op that follows forward op f, per device: f's device carries all of it.
-        work = np.zeros((n, task.n_devices))
-        np.add.at(work, task.op_forward, task.duration)
-        cached = task._cache["observation_op_quantities"] = {
-            "category": category,
-            "flops": np.asarray(g.flops, dtype=np.float64),
-            "bytes_accessed": np.asarray(g.bytes_accessed, dtype=np.float64),
-            "param_bytes": np.asarray(g.param_bytes, dtype=np.float64),
-            "output_bytes": np.bincount(g.tensor_producer[produced], weights=g.tensor_bytes[produced],
-                                        minlength=n),
-            "depth": np.asarray(g.depth, dtype=np.float64),
-            "work": work,
-            "static_bytes": np.asarray(task.static_bytes, dtype=np.float64),
-        }
-    return cached
+    """The raw per-forward-op quantities the node features are made of (computed once per task)."""
+    return _OP_QUANTITIES.get(task, _compute_op_quantities)
+
+
+def _compute_op_quantities(task) -> dict[str, np.ndarray]:
+    g = task.graph
+    n = task.n_forward
+    category = np.zeros((n, len(CATEGORIES)))
+    category[np.arange(n), g.category.astype(np.int64)] = 1.0
+    produced = g.tensor_producer >= 0
+    # Time of every task op that follows forward op f, per device: f's device carries all of it.
+    work = np.zeros((n, task.n_devices))
+    np.add.at(work, task.op_forward, task.duration)
+    return {
+        "category": category,
+        "flops": np.asarray(g.flops, dtype=np.float64),
+        "bytes_accessed": np.asarray(g.bytes_accessed, dtype=np.float64),
+        "param_bytes": np.asarray(g.param_bytes, dtype=np.float64),
+        "output_bytes": np.bincount(g.tensor_producer[produced], weights=g.tensor_bytes[produced],
+                                    minlength=n),
+        "depth": np.asarray(g.depth, dtype=np.float64),
+        "work": work,
+        "static_bytes": np.asarray(task.static_bytes, dtype=np.float64),
+    }
 
 
 def node_features(task, node_of_op: np.ndarray | None = None, n_nodes: int | None = None) -> np.ndarray:
@@ -213,11 +219,7 @@ class NodeObservation:
     ) -> None:
         self.mode = check_obs_mode(obs_mode)
         if node_of_op is None:
-            key = "graph_observation_features"
-            features = task._cache.get(key)
-            if features is None:
-                features = task._cache[key] = (node_features(task), op_edges(task.graph))
-            nodes, default_edges = features
+            nodes, default_edges = _OP_FEATURES.get(task, lambda t: (node_features(t), op_edges(t.graph)))
             what = "number of forward ops"
         else:
             nodes = node_features(task, node_of_op, n_nodes)

@@ -39,6 +39,7 @@ import numpy as np
 
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.task import Task
+from placement_gym.task_cache import TaskCache
 from placement_gym.tasks import parse_task_id
 
 CURRENT_SUITE = "v0"
@@ -168,21 +169,26 @@ def structure_digest(task: Task) -> str:
 
 
 def measure_suite_task(task: Task) -> SuiteTask:
-    """The fingerprint of ``task`` under the current code (cached on the task)."""
-    cached = task._cache.get("suite_fingerprint")
-    if cached is None:
-        single = single_device(task)
-        probes = []
-        for name, placement in probe_placements(task).items():
-            result = simulate(task, placement)
-            peaks = tuple(int(round(p)) for p in result.peak_memory)  # whole bytes: sums of tensor sizes
-            probes.append(Probe(name, float(result.runtime), peaks))
-        cached = task._cache["suite_fingerprint"] = SuiteTask(
-            task.id, task.graph.sha256, single.runtime, lower_bound(task),
-            tuple(float(r) for r in single.runtimes), tuple(probes),
-            cluster_digest(task), structure_digest(task),
-        )
-    return cached
+    """The fingerprint of ``task`` under the current code (measured once per task)."""
+    return _FINGERPRINTS.get(task, _measure)
+
+
+def _measure(task: Task) -> SuiteTask:
+    single = single_device(task)
+    probes = []
+    for name, placement in probe_placements(task).items():
+        result = simulate(task, placement)
+        peaks = tuple(int(round(p)) for p in result.peak_memory)  # whole bytes: sums of tensor sizes
+        probes.append(Probe(name, float(result.runtime), peaks))
+    return SuiteTask(
+        task.id, task.graph.sha256, single.runtime, lower_bound(task),
+        tuple(float(r) for r in single.runtimes), tuple(probes),
+        cluster_digest(task), structure_digest(task),
+    )
+
+
+# Validation checks every task of a suite against its frozen figures, for each submission.
+_FINGERPRINTS: TaskCache[SuiteTask] = TaskCache("suite_fingerprint")
 
 
 def _wrapped(values: tuple, indent: int, width: int = 108) -> str:
