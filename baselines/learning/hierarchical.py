@@ -49,11 +49,10 @@ from baselines.learning.seq2seq import (
     Seq2SeqPlacer,
     input_width,
     node_inputs,
-    normalised_runtimes,
     sample_categorical,
 )
 from baselines.learning.trainer import LearnedAgent, register_learned
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, neg_sqrt_relative_runtimes
 from placement_gym.task import Task
 
 DEFAULT_GROUPS = 32
@@ -177,7 +176,8 @@ class HierarchicalPlacer(LearnedAgent):
             )
         placements = np.take_along_axis(actions, groups[grouping_of_row], axis=1)
         runtimes, feasible = evaluator.evaluate(placements)
-        rewards = -np.sqrt(normalised_runtimes(runtimes, feasible, self.best_single, self.oom_factor))
+        rewards = neg_sqrt_relative_runtimes(runtimes, feasible, self.best_single,
+                                             oom_runtime_factor=self.oom_factor)
         advantages = torch.from_numpy((rewards - rewards.mean()).astype(np.float32))
         # log-probabilities with gradients
         op_log_probs = torch.log_softmax(self.group_logits(), dim=-1)

@@ -42,6 +42,7 @@ from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sa
 from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
 from placement_gym.envs.observation import NODE_FEATURES
+from placement_gym.envs.rewards import log_speedups
 from placement_gym.task import Task
 
 
@@ -134,7 +135,7 @@ class HSDAG(LearnedAgent):
         nodes = np.take_along_axis(devices, groups, axis=1)
         runtimes, feasible = evaluator.evaluate(self.graph.grouping.expand(nodes))
         best_single = evaluator.best_single_runtime
-        reward = np.log(best_single / np.where(feasible, runtimes, self.oom_factor * best_single))
+        reward = log_speedups(runtimes, feasible, best_single, oom_runtime_factor=self.oom_factor)
         advantage = reward - reward.mean() if count > 1 else reward
         spread = advantage.std()
         advantage = advantage / spread if spread > 1e-12 else advantage * 0.0

@@ -9,7 +9,7 @@ topological order and emits one device per group; it is trained with REINFORCE (
 * Reward ``-sqrt(runtime / best single-device runtime)``: the paper's -sqrt(runtime), with the
   runtime divided by the best single device's so that one learning rate fits every task. An
   out-of-memory placement counts as ``oom_factor`` (10) x the best single-device runtime (the
-  paper's fixed 100 s, made task-free).
+  paper's fixed 100 s, made task-free; `placement_gym.envs.rewards.neg_sqrt_relative_runtimes`).
 * Baseline: a moving average of the batch-mean reward, decay 0.9 (the paper's), subtracted before
   it is updated with the batch; it starts at the first batch's mean.
 * Each iteration samples ``batch`` placements (one decoder pass for the whole batch), evaluates them
@@ -31,9 +31,9 @@ import torch
 
 from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.options import check_number
-from baselines.learning.seq2seq import Seq2SeqAgent, normalised_runtimes
+from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, neg_sqrt_relative_runtimes
 from placement_gym.task import Task
 
 # Mirhoseini et al. 2017 (docs/references.md): moving-average baseline with decay 0.9.
@@ -82,7 +82,8 @@ class PolicyGradientPlacer(Seq2SeqAgent):
         size = min(self.batch, evaluator.remaining)
         actions = self.sample_groups(size)
         runtimes, feasible = evaluator.evaluate(self.grouping.expand(actions))
-        rewards = -np.sqrt(normalised_runtimes(runtimes, feasible, self.best_single, self.oom_factor))
+        rewards = neg_sqrt_relative_runtimes(runtimes, feasible, self.best_single,
+                                             oom_runtime_factor=self.oom_factor)
         mean_reward = float(rewards.mean())
         if self.baseline is None:
             self.baseline = mean_reward

@@ -60,6 +60,7 @@ from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sa
 from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
+from placement_gym.envs.rewards import improvement_reward, reward_runtimes
 from placement_gym.task import Task
 
 # Nodes x rows per recomputation chunk at update time: bounds the memory of the backward pass.
@@ -184,9 +185,6 @@ class Placeto(LearnedAgent):
         choice[:greedy_rows] = probs[:greedy_rows].argmax(axis=-1)
         return choice
 
-    def _penalised(self, runtimes: np.ndarray, feasible: np.ndarray, best_single: float) -> np.ndarray:
-        return np.where(feasible, runtimes, self.oom_factor * best_single)
-
     def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
         best_single = evaluator.best_single_runtime
         grouping = self.graph.grouping
@@ -195,7 +193,9 @@ class Placeto(LearnedAgent):
             nodes = self.rng.integers(0, self.task.n_devices, size=(count, self.graph.n_nodes))
             runtimes, feasible = evaluator.evaluate(grouping.expand(nodes))
             self._nodes, self._step = nodes, 0
-            self._reward_runtime = self._penalised(runtimes, feasible, best_single)
+            self._reward_runtime = reward_runtimes(
+                runtimes, feasible, best_single, oom_runtime_factor=self.oom_factor
+            )
             if evaluator.remaining == 0:
                 return {"mean_runtime": float(runtimes.mean())}
         active = min(len(self._nodes), evaluator.remaining)
@@ -210,8 +210,8 @@ class Placeto(LearnedAgent):
             actions.append(choice)
             nodes[:, node] = choice
             runtimes, feasible = evaluator.evaluate(grouping.expand(nodes))
-            now = self._penalised(runtimes, feasible, best_single)
-            rewards.append((previous - now) / best_single)
+            now = reward_runtimes(runtimes, feasible, best_single, oom_runtime_factor=self.oom_factor)
+            rewards.append(improvement_reward(previous, now, best_single))
             previous = now
             self._step += 1
         self._nodes, self._reward_runtime = nodes, previous

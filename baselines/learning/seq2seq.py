@@ -203,15 +203,6 @@ def repeat_rows(
     )
 
 
-def normalised_runtimes(runtimes: np.ndarray, feasible: np.ndarray, best_single: float,
-                        oom_factor: float) -> np.ndarray:
-    """Runtimes divided by the best single-device runtime, an infeasible (out-of-memory) one
-    replaced by ``oom_factor`` (Mirhoseini et al. 2017 gave failed placements a fixed 100 s; a
-    multiple of the best single device keeps the penalty task-free)."""
-    scaled = np.asarray(runtimes, dtype=np.float64) / best_single
-    return np.where(np.asarray(feasible, dtype=bool), scaled, float(oom_factor))
-
-
 # Gradients are clipped to this global norm before each optimiser step (a choice, for stability).
 MAX_GRAD_NORM = 1.0
 

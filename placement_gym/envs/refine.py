@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.envs.base import PlacementEnvBase
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, improvement_reward
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.placements import load_placement
 
@@ -200,7 +200,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         self._steps += 1
         previous = self._reward_runtime
         self._result, self._reward_runtime = self._evaluate(self._nodes)
-        reward = (previous - self._reward_runtime) / self.best_single_runtime
+        reward = improvement_reward(previous, self._reward_runtime, self.best_single_runtime)
         terminated = self._steps == self.episode_length
         self._needs_reset = terminated
         self._observation.set_current(self.current_node)

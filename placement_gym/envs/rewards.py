@@ -3,11 +3,17 @@
 Every shape is a strictly decreasing function of the runtime, so a faster placement always earns a
 larger reward. An out-of-memory placement is rewarded as if it ran for a penalty runtime (see
 `penalty_runtime`) instead of its simulated one: the placement could not run at all.
+
+The envs score one placement at a time (`shape_reward`, `improvement_reward`); the learned agents in
+`baselines/learning/` score a batch with the same rules (`reward_runtimes`, `log_speedups`,
+`neg_sqrt_relative_runtimes`, `improvement_reward`), so this module is the one place they are written.
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 REWARDS: tuple[str, ...] = ("log_speedup", "neg_runtime", "neg_sqrt_runtime", "inverse")
 """The reward shapes:
@@ -79,3 +85,64 @@ def shape_reward(
     if name == "neg_sqrt_runtime":
         return -math.sqrt(runtime)
     return best_single / runtime  # inverse
+
+
+def improvement_reward(before, after, best_single: float):
+    """The runtime saved by a move, ``(before - after) / best_single`` (the refine env's reward and the
+    staged env's dense one; ``before`` and ``after`` are reward runtimes: numbers or arrays)."""
+    return (before - after) / best_single
+
+
+def reward_runtimes(
+    runtimes: np.ndarray,
+    feasible: np.ndarray,
+    best_single: float,
+    oom_runtime: float | None = None,
+    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+) -> np.ndarray:
+    """Per placement of a batch, the runtime its reward is computed from: its own, or
+    `penalty_runtime` when it is infeasible (out of memory)."""
+    penalty = penalty_runtime(best_single, oom_runtime, oom_runtime_factor)
+    return np.where(np.asarray(feasible, dtype=bool), runtimes, penalty)
+
+
+def log_speedups(
+    runtimes: np.ndarray,
+    feasible: np.ndarray,
+    best_single: float,
+    oom_runtime: float | None = None,
+    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+) -> np.ndarray:
+    """The ``log_speedup`` shape of a batch, ``log(best_single / reward runtime)`` (numpy's log)."""
+    penalised = reward_runtimes(runtimes, feasible, best_single, oom_runtime, oom_runtime_factor)
+    return np.log(best_single / penalised)
+
+
+def relative_runtimes(
+    runtimes: np.ndarray,
+    feasible: np.ndarray,
+    best_single: float,
+    oom_runtime: float | None = None,
+    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+) -> np.ndarray:
+    """Runtimes of a batch in best-single-device runtimes; an infeasible one is the penalty in those
+    units: ``oom_runtime / best_single`` when given, else ``oom_runtime_factor`` itself (not
+    ``oom_runtime_factor x best_single / best_single``, which rounding could move off the factor)."""
+    scaled = np.asarray(runtimes, dtype=np.float64) / best_single
+    if oom_runtime is None:
+        penalty = float(oom_runtime_factor)
+    else:
+        penalty = float(oom_runtime) / float(best_single)
+    return np.where(np.asarray(feasible, dtype=bool), scaled, penalty)
+
+
+def neg_sqrt_relative_runtimes(
+    runtimes: np.ndarray,
+    feasible: np.ndarray,
+    best_single: float,
+    oom_runtime: float | None = None,
+    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+) -> np.ndarray:
+    """``-sqrt(runtime / best_single)`` of a batch (`relative_runtimes`): Mirhoseini et al. 2017's
+    ``-sqrt(runtime)`` made scale-free, the reward of the seq2seq agents ``pg`` and ``hierarchical``."""
+    return -np.sqrt(relative_runtimes(runtimes, feasible, best_single, oom_runtime, oom_runtime_factor))

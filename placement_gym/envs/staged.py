@@ -10,7 +10,12 @@ from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.envs.base import PlacementEnvBase
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward_name, shape_reward
+from placement_gym.envs.rewards import (
+    DEFAULT_OOM_RUNTIME_FACTOR,
+    check_reward_name,
+    improvement_reward,
+    shape_reward,
+)
 from placement_gym.graph.opgraph import OpGraph
 
 
@@ -165,7 +170,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
             info.update(self._result_info(result, reward_runtime))
             self._last_result = result
             if self.dense:
-                reward = (self._previous_runtime - reward_runtime) / self.best_single_runtime
+                reward = improvement_reward(self._previous_runtime, reward_runtime, self.best_single_runtime)
                 self._previous_runtime = reward_runtime
             else:
                 reward = shape_reward(self.reward_name, result.runtime, result.feasible,
