@@ -749,7 +749,7 @@ def _measure_ops(graph, devices, batch, repeats, warmup, model=None, optimizer="
     """Per-op forward, backward and update seconds on each device: three ``{op: {device: s}}``
     (update: only ops that own parameters, with ``optimizer``'s update).
 
-    Uses the executor's program of the graph (`placement_gym.real.executor`: the ONNX node, inputs
+    Uses the executor's program of the graph (`placement_gym.real.program`: the ONNX node, inputs
     and attributes of each op, the same random weights and data as `Executor` with seed 0). One
     CPU forward pass gives every op's input values; then each op runs alone on each device with its
     inputs there: forward under ``no_grad``, and backward as ``torch.autograd.grad`` of its float
@@ -757,24 +757,24 @@ def _measure_ops(graph, devices, batch, repeats, warmup, model=None, optimizer="
     An op with no differentiable input or output has backward time 0."""
     import torch
 
-    from placement_gym.real import executor as ex
+    from placement_gym.real import program as programs
 
-    program = ex._build_program(graph, ex._load_model(graph, model), batch)
-    weights = ex._make_parameters(program, seed=0)
-    data = ex._make_inputs(program, seed=0)
+    program = programs.build_program(graph, programs.load_model(graph, model), batch)
+    weights = programs.make_parameters(program, seed=0)
+    data = programs.make_inputs(program, seed=0)
     cpu = torch.device("cpu")
     values: dict[str, Any] = {}
     op_args: list[list[Any]] = []
     with torch.no_grad():
         for k in range(len(program.sources)):
             # constants are made per device later (integer constants stay on the CPU): a marker here
-            args = ex._reference_arguments(
+            args = programs.reference_arguments(
                 program, k, data, weights, values, lambda i, name: ("const", i, name)
             )
             op_args.append(args)
-            cpu_args = [ex._constant_tensor(program, k, a[1], a[2], cpu) if isinstance(a, tuple) else a
+            cpu_args = [programs.constant_tensor(program, k, a[1], a[2], cpu) if isinstance(a, tuple) else a
                         for a in args]
-            for name, result in zip(program.outputs[k], ex._call_op(program, k, cpu_args), strict=False):
+            for name, result in zip(program.outputs[k], programs.call_op(program, k, cpu_args), strict=False):
                 if name:
                     values[name] = result
     forward_s: dict[str, dict[str, float]] = {name: {} for name in graph.op_names}
@@ -785,14 +785,16 @@ def _measure_ops(graph, devices, batch, repeats, warmup, model=None, optimizer="
     # Virtual CPU devices (two or more names on "cpu") each run one intra-op thread in the executor,
     # so their ops are timed with one thread too.
     with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
-        _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s, repeats, warmup)
-        _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats, warmup, optimizer)
+        _time_ops(torch, programs, program, graph, devices, op_args, forward_s, backward_s, repeats, warmup)
+        _time_updates(torch, program, graph, devices, weights, update_s, repeats, warmup, optimizer)
     return forward_s, backward_s, update_s
 
 
-def _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats, warmup, optimizer) -> None:
+def _time_updates(torch, program, graph, devices, weights, update_s, repeats, warmup, optimizer) -> None:
     """Fill ``update_s``: the executor's update of each op's parameters with ``optimizer``
     (`placement_gym.real.optimizers.apply_update`), its state on the device as in the executor."""
+    from placement_gym.real.executor import DEFAULT_LEARNING_RATE
+
     for device_name, spec in devices.items():
         device = torch.device(spec)
         for k, op_name in enumerate(graph.op_names):
@@ -808,12 +810,14 @@ def _time_updates(torch, ex, program, graph, devices, weights, update_s, repeats
                 steps[0] += 1  # Adam's bias correction counts the updates, as in a training loop
                 with torch.no_grad():
                     for weight, grad, state in triples:
-                        apply_update(optimizer, weight, grad, state, steps[0], ex.DEFAULT_LEARNING_RATE)
+                        apply_update(optimizer, weight, grad, state, steps[0], DEFAULT_LEARNING_RATE)
 
             update_s[op_name][device_name] = _median_time(torch, {device}, update, repeats, warmup)
 
 
-def _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s, repeats, warmup) -> None:
+def _time_ops(
+    torch, programs, program, graph, devices, op_args, forward_s, backward_s, repeats, warmup
+) -> None:
     """Fill ``forward_s`` and ``backward_s`` (see `_measure_ops`).
 
     Timed in passes: each pass times every op once (forward, then backward), and an op's time is the
@@ -828,7 +832,7 @@ def _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s
         device = torch.device(spec)
         on_device = [
             [
-                ex._constant_tensor(program, k, a[1], a[2], device) if isinstance(a, tuple)
+                programs.constant_tensor(program, k, a[1], a[2], device) if isinstance(a, tuple)
                 else a.to(device) if isinstance(a, torch.Tensor)
                 else a
                 for a in op_args[k]
@@ -843,7 +847,7 @@ def _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s
             timed = step - warmup - 1
             for k, op_name in enumerate(graph.op_names):
                 try:
-                    forward, backward = _time_op_once(torch, ex, program, k, on_device[k], device)
+                    forward, backward = _time_op_once(torch, programs, program, k, on_device[k], device)
                 except (RuntimeError, NotImplementedError) as error:
                     if step == 0:
                         continue
@@ -858,20 +862,20 @@ def _time_ops(torch, ex, program, graph, devices, op_args, forward_s, backward_s
             backward_s[op_name][device_name] = float(np.min(backward_times[:, k]))
 
 
-def _time_op_once(torch, ex, program, k: int, args: list[Any], device) -> tuple[float, float]:
+def _time_op_once(torch, programs, program, k: int, args: list[Any], device) -> tuple[float, float]:
     """Seconds of one forward call of op ``k`` (under ``no_grad``) and of one backward pass of it
     (``torch.autograd.grad`` of its float outputs with respect to its float inputs, the graph built
     beforehand, untimed); backward 0 for an op with no differentiable input or output."""
     _synchronize(torch, device)
     start = time.perf_counter()
     with torch.no_grad():
-        ex._call_op(program, k, args)
+        programs.call_op(program, k, args)
     _synchronize(torch, device)
     forward = time.perf_counter() - start
     leaves = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
               for a in args]
     with torch.enable_grad():
-        results = ex._call_op(program, k, leaves)
+        results = programs.call_op(program, k, leaves)
     outputs = [r for r in results if isinstance(r, torch.Tensor) and r.requires_grad]
     inputs = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
     if not outputs or not inputs:
