@@ -40,7 +40,10 @@ from placement_gym.graph.parameters import (
 )
 from placement_gym.graph.undeclared_weights import derive_shapes
 
-__all__ = ["PARAMETERS_METADATA_KEY", "OnnxImport", "ParameterInfo", "graph_from_onnx", "import_onnx"]
+__all__ = [
+    "PARAMETERS_METADATA_KEY", "OnnxImport", "ParameterInfo", "graph_from_onnx", "import_onnx",
+    "is_constant_node", "node_attributes", "onnx_ops",
+]
 
 # Bytes per element of each ONNX element type (4-bit types pack two per byte). Strings have no
 # fixed size: counted as 8 bytes (a pointer), they are rare in compute graphs.
@@ -380,25 +383,65 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
 
     External data files are never read (only shapes matter), so a model whose weights live in a
     missing ``.data`` file still imports. ``name`` defaults to the file stem (or the graph's name).
+
+    Steps: load; classify what the nodes read from outside (`classify_inputs`: data, parameters,
+    constants); wire and order the ops (`_wire_ops`); infer shapes (`_tensor_shapes`); number the
+    tensors and edges and cost every op (`_assemble`).
     """
     model, name, sha256 = _load(model_or_path, name)
     graph = model.graph
+    initializers = _initializer_infos(graph)
+    roles = classify_inputs(model)
+    ops, op_names = onnx_ops(graph)
+    if not ops:
+        raise ValueError(f"ONNX model {name!r} has only Constant nodes: nothing to place")
+    constants = _constant_infos(graph, initializers, roles)
+    wiring = _wire_ops(graph, ops, op_names, roles, constants)
+    shapes = _tensor_shapes(model, roles, wiring, initializers, constants)
+    opgraph, parameter_info, no_formula = _assemble(name, sha256, roles, wiring, shapes)
+    if no_formula:
+        warnings.warn(
+            f"graph {name!r}: no cost formula for op types {sorted(no_formula)}; these ops are costed by "
+            "their bytes only (0 FLOPs, category 'other')",
+            stacklevel=_stacklevel,
+        )
+    warn_about(roles, name, stacklevel=_stacklevel)
+    # In order of first use: by the owner's topological position, then the owner's input order.
+    first_use = dict.fromkeys(t for p in wiring.order for t in wiring.op_inputs[p] if t in parameter_info)
+    return OnnxImport(
+        graph=opgraph,
+        roles=roles,
+        parameters=tuple(
+            ParameterInfo(
+                name=tensor, shape=info.shape, numel=info.numel, nbytes=info.nbytes,
+                source=roles.parameters[tensor], roles=roles.parameter_roles.get(tensor, ()),
+                trainable=tensor not in roles.state,
+            )
+            for tensor, info in ((t, parameter_info[t]) for t in first_use)
+        ),
+        warnings=tuple(roles.warning_messages()),
+    )
 
+
+# --- the steps of import_onnx -------------------------------------------------------------------
+
+
+def _initializer_infos(graph: onnx.GraphProto) -> dict[str, TensorInfo]:
+    """Shape and element size of every (dense or sparse) initializer."""
     initializers: dict[str, TensorInfo] = {}
     for tensor in graph.initializer:
         initializers[tensor.name] = TensorInfo(tuple(tensor.dims), _itemsize(tensor.data_type, tensor.name))
     for sparse in graph.sparse_initializer:
         initializers[sparse.values.name] = TensorInfo(tuple(sparse.dims), _itemsize(sparse.values.data_type,
                                                                                      sparse.values.name))
-    roles = classify_inputs(model)
-    parameters = roles.parameter_names
-    data_input_names = list(roles.data_inputs)
-    undeclared = [n for n, source in roles.parameters.items() if source == "undeclared"]  # by first read
+    return initializers
 
-    constant_nodes = [n for n in graph.node if is_constant_node(n)]
-    ops, op_names = onnx_ops(graph)
-    if not ops:
-        raise ValueError(f"ONNX model {name!r} has only Constant nodes: nothing to place")
+
+def _constant_infos(graph: onnx.GraphProto, initializers: dict[str, TensorInfo],
+                    roles: InputRoles) -> dict[str, TensorInfo | None]:
+    """The constants the ops read (None: shape left to inference): initializers that are no
+    parameters, graph inputs and undeclared tensors of no role, and Constant nodes' values."""
+    parameters = roles.parameter_names
     constants: dict[str, TensorInfo | None] = {
         n: info for n, info in initializers.items() if n not in parameters
     }
@@ -406,9 +449,30 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     # their shape comes from inference, if any; they are never data or weights.
     for tensor in roles.constants:
         constants.setdefault(tensor, None)
-    for node in constant_nodes:
-        constants[node.output[0]] = _constant_node_info(node)
+    for node in graph.node:
+        if is_constant_node(node):
+            constants[node.output[0]] = _constant_node_info(node)
+    return constants
 
+
+@dataclass(frozen=True)
+class _Wiring:
+    """How the ops (in file order) connect, and their topological order."""
+
+    ops: list[onnx.NodeProto]
+    op_names: list[str]
+    producer: dict[str, int]  # tensor -> the op (file index) that produces it
+    op_inputs: list[list[str]]  # distinct inputs per op (explicit, then read by subgraphs)
+    order: list[int]  # file indices in topological order
+    consumers: dict[str, list[int]]  # consumers of each value, as topological positions
+    output_names: list[str]
+
+
+def _wire_ops(graph: onnx.GraphProto, ops: list[onnx.NodeProto], op_names: list[str], roles: InputRoles,
+              constants: dict[str, TensorInfo | None]) -> _Wiring:
+    """Producers and readers of every tensor, checked (one producer each, every read and graph output
+    produced or given), and the stable topological order (`_topological_order`)."""
+    parameters = roles.parameter_names
     producer: dict[str, int] = {}
     for i, node in enumerate(ops):
         for out in node.output:
@@ -417,8 +481,8 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
             if out in producer or out in constants or out in parameters:
                 raise ValueError(f"tensor {out!r} is produced twice (second time by op {op_names[i]!r})")
             producer[out] = i
-    known_sources = set(data_input_names) | parameters | set(constants)
-    op_inputs: list[list[str]] = []  # distinct inputs per op (explicit, then read by subgraphs)
+    known_sources = set(roles.data_inputs) | parameters | set(constants)
+    op_inputs: list[list[str]] = []
     deps: list[list[int]] = []
     for i, node in enumerate(ops):
         reads = list(node.input)
@@ -439,67 +503,108 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     position[order] = np.arange(len(ops))
 
     output_names = [v.name for v in graph.output]
-    output_set = set(output_names)
     for out in output_names:
         if out not in producer and out not in known_sources:
             raise ValueError(f"graph output {out!r} is produced by no node and is not a graph input")
-    consumers: dict[str, list[int]] = {}  # consumers of each value, as topological positions
+    consumers: dict[str, list[int]] = {}
     for p in order:
         for n in op_inputs[p]:
             consumers.setdefault(n, []).append(int(position[p]))
+    return _Wiring(ops, op_names, producer, op_inputs, order, consumers, output_names)
 
+
+@dataclass(frozen=True)
+class _Shapes:
+    """Where the shape of each tensor comes from: initializers, constants, shapes derived for
+    undeclared weights, and shape inference (with its strict-mode error, for messages)."""
+
+    initializers: dict[str, TensorInfo]
+    constants: dict[str, TensorInfo | None]
+    derived: dict[str, TensorInfo]
+    types: dict[str, onnx.TypeProto]
+    strict_error: str
+
+    def require_static(self, tensor: str, role: str) -> TensorInfo:
+        info = _static_info(self.types.get(tensor))
+        if info is None:
+            reason = f" (strict shape inference failed: {self.strict_error})" if self.strict_error else ""
+            shape = _describe_type(self.types.get(tensor))
+            raise ValueError(
+                f"{role} tensor {tensor!r} has no static shape (shape: {shape}){reason}. {_STATIC_SHAPE_HINT}"
+            )
+        return info
+
+    def value_info(self, tensor: str) -> TensorInfo | None:
+        if tensor in self.initializers:
+            return self.initializers[tensor]
+        if tensor in self.derived:
+            return self.derived[tensor]
+        if tensor in self.constants:
+            return self.constants[tensor] or _static_info(self.types.get(tensor))
+        return _static_info(self.types.get(tensor))
+
+
+def _tensor_shapes(model: onnx.ModelProto, roles: InputRoles, wiring: _Wiring,
+                   initializers: dict[str, TensorInfo], constants: dict[str, TensorInfo | None]) -> _Shapes:
+    """Shape inference on the ops in topological order (`_infer_shapes`), and the shapes of undeclared
+    weights derived from the ops that read them (`derive_shapes`)."""
+    graph = model.graph
+    ops, order = wiring.ops, wiring.order
     file_sorted = order == list(range(len(ops)))
+    constant_nodes = [n for n in graph.node if is_constant_node(n)]
     sorted_nodes = list(graph.node) if file_sorted else constant_nodes + [ops[i] for i in order]
-    needed = data_input_names + [out for out in producer if out in consumers or out in output_set]
+    output_set = set(wiring.output_names)
+    needed = list(roles.data_inputs) + [
+        out for out in wiring.producer if out in wiring.consumers or out in output_set
+    ]
     types, strict_error = _infer_shapes(model, sorted_nodes, needed, file_sorted)
+    undeclared = [n for n, source in roles.parameters.items() if source == "undeclared"]  # by first read
     derived: dict[str, TensorInfo] = {}
     if undeclared:
         opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 1)
         derived = derive_shapes(list(graph.node), {n: roles.undeclared_uses[n] for n in undeclared}, opset,
                                 lambda tensor: initializers.get(tensor) or _static_info(types.get(tensor)))
+    return _Shapes(initializers, constants, derived, types, strict_error)
 
-    def require_static(tensor: str, role: str) -> TensorInfo:
-        info = _static_info(types.get(tensor))
-        if info is None:
-            reason = f" (strict shape inference failed: {strict_error})" if strict_error else ""
-            raise ValueError(
-                f"{role} tensor {tensor!r} has no static shape (shape: {_describe_type(types.get(tensor))})"
-                f"{reason}. {_STATIC_SHAPE_HINT}"
-            )
-        return info
 
-    def value_info(tensor: str) -> TensorInfo | None:
-        if tensor in initializers:
-            return initializers[tensor]
-        if tensor in derived:
-            return derived[tensor]
-        if tensor in constants:
-            return constants[tensor] or _static_info(types.get(tensor))
-        return _static_info(types.get(tensor))
+class _TensorTable:
+    """The graph's tensors in the order they are numbered, with producer, bytes and parameter flag."""
 
-    tensor_names: list[str] = []
-    tensor_producer: list[int] = []
-    tensor_bytes: list[float] = []
-    tensor_is_parameter: list[bool] = []
-    tensor_index: dict[str, int] = {}
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.producer: list[int] = []
+        self.nbytes: list[float] = []
+        self.is_parameter: list[bool] = []
+        self.index: dict[str, int] = {}
 
-    def add_tensor(tensor: str, produced_by: int, nbytes: float, is_parameter: bool) -> None:
-        tensor_index[tensor] = len(tensor_names)
-        tensor_names.append(tensor)
-        tensor_producer.append(produced_by)
-        tensor_bytes.append(nbytes)
-        tensor_is_parameter.append(is_parameter)
+    def add(self, tensor: str, produced_by: int, nbytes: float, is_parameter: bool) -> None:
+        self.index[tensor] = len(self.names)
+        self.names.append(tensor)
+        self.producer.append(produced_by)
+        self.nbytes.append(nbytes)
+        self.is_parameter.append(is_parameter)
 
+
+def _assemble(name: str, sha256: str, roles: InputRoles, wiring: _Wiring, shapes: _Shapes,
+              ) -> tuple[OpGraph, dict[str, TensorInfo], set[str]]:
+    """The `OpGraph`, the shape of each parameter an op reads, and the op types with no cost formula.
+
+    Tensors are numbered data inputs first, then per op in topological order: its outputs that are
+    read or are graph outputs, then the parameters it owns that other ops read (a parameter belongs
+    to its first consumer). Edges are (tensor, consumer) pairs in the same walk."""
+    ops, op_names, order, consumers = wiring.ops, wiring.op_names, wiring.order, wiring.consumers
+    output_set = set(wiring.output_names)
+    tensors = _TensorTable()
     data_inputs: list[tuple[str, tuple[int, ...]]] = []
-    for tensor in data_input_names:
-        info = require_static(tensor, "graph input")
+    for tensor in roles.data_inputs:
+        info = shapes.require_static(tensor, "graph input")
         data_inputs.append((tensor, info.shape))
-        add_tensor(tensor, -1, info.nbytes, False)
+        tensors.add(tensor, -1, info.nbytes, False)
 
     parameter_info: dict[str, TensorInfo] = {}
-    for tensor in sorted(parameters & set(consumers), key=lambda t: consumers[t][0]):
-        parameter_info[tensor] = initializers.get(tensor) or derived.get(tensor) or require_static(tensor,
-                                                                                                  "parameter")
+    for tensor in sorted(roles.parameter_names & set(consumers), key=lambda t: consumers[t][0]):
+        parameter_info[tensor] = (shapes.initializers.get(tensor) or shapes.derived.get(tensor)
+                                  or shapes.require_static(tensor, "parameter"))
 
     n = len(ops)
     param_bytes = np.zeros(n)
@@ -511,48 +616,26 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     no_formula: set[str] = set()
     for k, p in enumerate(order):
         node = ops[p]
-        for tensor in op_inputs[p]:
+        for tensor in wiring.op_inputs[p]:
             if tensor in parameter_info:
                 users = consumers[tensor]
                 if users[0] == k:  # the owner: first consumer in topological order
                     param_bytes[k] += parameter_info[tensor].nbytes
                     continue
-            if tensor in tensor_index:
-                edge_tensor.append(tensor_index[tensor])
+            if tensor in tensors.index:
+                edge_tensor.append(tensors.index[tensor])
                 edge_dst.append(k)
         for out in node.output:
             if out and (out in consumers or out in output_set):
-                info = require_static(out, f"op {op_names[p]!r} ({node.op_type}) output")
-                add_tensor(out, k, info.nbytes, False)
-        for tensor in op_inputs[p]:
+                info = shapes.require_static(out, f"op {op_names[p]!r} ({node.op_type}) output")
+                tensors.add(out, k, info.nbytes, False)
+        for tensor in wiring.op_inputs[p]:
             if tensor in parameter_info and consumers[tensor][0] == k and len(consumers[tensor]) > 1:
-                add_tensor(tensor, k, parameter_info[tensor].nbytes, True)
+                tensors.add(tensor, k, parameter_info[tensor].nbytes, True)
+        flops[k], bytes_accessed[k], category[k], missing = _op_cost(node, op_names[p], shapes)
+        if missing:
+            no_formula.add(missing)
 
-        inputs = [value_info(t) if t else None for t in node.input]
-        outputs = [value_info(t) if t else None for t in node.output]
-        try:
-            cost = op_cost(node.op_type, inputs, outputs, node_attributes(node), node.domain)
-        except Exception as error:
-            raise ValueError(
-                f"cannot cost op {op_names[p]!r} ({node.op_type}) with input shapes "
-                f"{[None if i is None else i.shape for i in inputs]}: {error}"
-            ) from None
-        if cost is None:
-            qualified = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
-            no_formula.add(qualified)
-            flops[k], bytes_accessed[k] = 0.0, all_bytes(inputs, outputs, {})
-            category[k] = CATEGORY_INDEX["other"]
-        else:
-            flops[k], bytes_accessed[k] = cost.flops, cost.bytes_accessed
-            category[k] = CATEGORY_INDEX[cost.category]
-
-    if no_formula:
-        warnings.warn(
-            f"graph {name!r}: no cost formula for op types {sorted(no_formula)}; these ops are costed by "
-            "their bytes only (0 FLOPs, category 'other')",
-            stacklevel=_stacklevel,
-        )
-    is_output = np.array([t in output_set for t in tensor_names], dtype=bool)
     opgraph = OpGraph(
         name=name,
         op_names=tuple(op_names[p] for p in order),
@@ -561,29 +644,32 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
         flops=flops,
         bytes_accessed=bytes_accessed,
         param_bytes=param_bytes,
-        tensor_names=tuple(tensor_names),
-        tensor_producer=np.asarray(tensor_producer, dtype=np.int32),
-        tensor_bytes=np.asarray(tensor_bytes, dtype=np.float64),
-        tensor_is_parameter=np.asarray(tensor_is_parameter, dtype=bool),
-        tensor_is_output=is_output,
+        tensor_names=tuple(tensors.names),
+        tensor_producer=np.asarray(tensors.producer, dtype=np.int32),
+        tensor_bytes=np.asarray(tensors.nbytes, dtype=np.float64),
+        tensor_is_parameter=np.asarray(tensors.is_parameter, dtype=bool),
+        tensor_is_output=np.array([t in output_set for t in tensors.names], dtype=bool),
         edge_tensor=np.asarray(edge_tensor, dtype=np.int32),
         edge_dst=np.asarray(edge_dst, dtype=np.int32),
         sha256=sha256,
         data_inputs=tuple(data_inputs),
     )
-    warn_about(roles, name, stacklevel=_stacklevel)
-    # In order of first use: by the owner's topological position, then the owner's input order.
-    first_use = dict.fromkeys(t for p in order for t in op_inputs[p] if t in parameter_info)
-    return OnnxImport(
-        graph=opgraph,
-        roles=roles,
-        parameters=tuple(
-            ParameterInfo(
-                name=tensor, shape=info.shape, numel=info.numel, nbytes=info.nbytes,
-                source=roles.parameters[tensor], roles=roles.parameter_roles.get(tensor, ()),
-                trainable=tensor not in roles.state,
-            )
-            for tensor, info in ((t, parameter_info[t]) for t in first_use)
-        ),
-        warnings=tuple(roles.warning_messages()),
-    )
+    return opgraph, parameter_info, no_formula
+
+
+def _op_cost(node: onnx.NodeProto, op_name: str, shapes: _Shapes) -> tuple[float, float, int, str | None]:
+    """FLOPs, bytes accessed and category index of one op (`op_costs.op_cost`), and its qualified op
+    type when there is no formula for it (then costed by its bytes only: 0 FLOPs, category other)."""
+    inputs = [shapes.value_info(t) if t else None for t in node.input]
+    outputs = [shapes.value_info(t) if t else None for t in node.output]
+    try:
+        cost = op_cost(node.op_type, inputs, outputs, node_attributes(node), node.domain)
+    except Exception as error:
+        raise ValueError(
+            f"cannot cost op {op_name!r} ({node.op_type}) with input shapes "
+            f"{[None if i is None else i.shape for i in inputs]}: {error}"
+        ) from None
+    if cost is None:
+        qualified = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+        return 0.0, all_bytes(inputs, outputs, {}), CATEGORY_INDEX["other"], qualified
+    return cost.flops, cost.bytes_accessed, CATEGORY_INDEX[cost.category], None
