@@ -10,7 +10,7 @@ import pytest
 from conftest import MS, hand_cluster, hand_graph
 
 from placement_gym.cost_model import simulate
-from placement_gym.envs.refine import DevicePlacementRefineEnv
+from placement_gym.envs.refine import DevicePlacementRefineEnv, refine_visit
 from placement_gym.placements import save_placement
 
 OVERHEAD = 1e-6  # hand_cluster's per-op overhead
@@ -80,6 +80,17 @@ def test_rewards_sum_to_the_normalised_improvement(sweeps, groups):
     assert [info["sweep"] for info in infos[1:]] == [t // env.n_nodes for t in range(len(actions))]
     np.testing.assert_array_equal(env.placement(), actions[-env.n_nodes:])
     assert final == simulate(env.task, env.op_placement(env.placement())).runtime
+
+
+def test_refine_visit_is_the_order_the_env_visits():
+    """The public visiting order (what Placeto's agent uses) is the env's own: node t % n in sweep t // n."""
+    env = DevicePlacementRefineEnv(**SMALL, sweeps=2, initial="best-single")
+    env.reset(seed=0)
+    for t in range(env.episode_length):
+        assert env.current_node == refine_visit(t, env.n_nodes)[0]
+        _, _, _, _, info = env.step(0)
+        assert (info["node"], info["sweep"]) == refine_visit(t, env.n_nodes)
+    assert env.current_node is None
 
 
 def test_out_of_memory_moves_are_rewarded_with_the_penalty_runtime():

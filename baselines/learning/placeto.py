@@ -3,9 +3,10 @@ node by node, in plain torch.
 
 The MDP is `DevicePlacementRefine-v0`'s: an episode starts from a random placement of the nodes
 (seeded, from ``self.rng``) and visits every node once in topological order (node index order: groups
-are numbered by their first op); at each visit the policy picks the node's new device (staying is
-allowed) and the reward is the runtime saved, ``(R_before - R_after) / best_single_runtime``, where an
-out-of-memory placement counts as ``oom_factor x best_single_runtime`` (the env's default penalty, 10x).
+are numbered by their first op; the env's `refine_visit`); at each visit the policy picks the node's new
+device (staying is allowed) and the reward is the runtime saved, ``(R_before - R_after) /
+best_single_runtime``, where an out-of-memory placement counts as ``oom_factor x best_single_runtime``
+(the env's default penalty, 10x; both rules from `placement_gym.envs.rewards`).
 
 Policy (choices where the paper leaves a detail open, or where we simplify it):
 
@@ -60,6 +61,7 @@ from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sa
 from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
+from placement_gym.envs.refine import refine_visit
 from placement_gym.envs.rewards import improvement_reward, reward_runtimes
 from placement_gym.task import Task
 
@@ -203,7 +205,7 @@ class Placeto(LearnedAgent):
         steps = min(self.steps_per_update, self.graph.n_nodes - self._step, evaluator.remaining // active)
         states, currents, actions, rewards = [], [], [], []
         for _ in range(steps):
-            node = self._step
+            node, _ = refine_visit(self._step, self.graph.n_nodes)  # one sweep per episode
             choice = self._choose(nodes, node)
             states.append(nodes.copy())
             currents.append(node)

@@ -17,6 +17,13 @@ from placement_gym.placements import load_placement
 INITIAL_NAMES: tuple[str, ...] = ("random", "best-single")
 
 
+def refine_visit(step: int, n_nodes: int) -> tuple[int, int]:
+    """The node the refine MDP moves at ``step`` (0-based, counted over the episode) and its sweep
+    (0-based): every sweep visits the ``n_nodes`` nodes once, in index (topological) order. Placeto's
+    agent (`baselines/learning/placeto.py`) visits in this order too."""
+    return step % n_nodes, step // n_nodes
+
+
 class DevicePlacementRefineEnv(PlacementEnvBase):
     """Placement refinement: start from a full placement and move one op (or group) per step.
 
@@ -157,7 +164,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     @property
     def current_node(self) -> int | None:
         """The node the next action moves (None after the episode's last step)."""
-        return None if self._steps >= self.episode_length else self._steps % self.n_nodes
+        return None if self._steps >= self.episode_length else refine_visit(self._steps, self.n_nodes)[0]
 
     def placement(self) -> np.ndarray:
         """A copy of the current node placement."""
@@ -193,8 +200,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
                 "call reset() first"
             )
         device = self._check_device(action)
-        node = self._steps % self.n_nodes
-        sweep = self._steps // self.n_nodes
+        node, sweep = refine_visit(self._steps, self.n_nodes)
         self._nodes[node] = device
         self._observation.place(node, device)
         self._steps += 1
