@@ -127,17 +127,27 @@ class Task:
         """Add ``n`` evaluations to the counter (for evaluators that do not run the cost model)."""
         self._evaluations.count += n
 
+    def __deepcopy__(self, memo: dict) -> Task:
+        # A deep copy is derived from this task (its counter is shared) and keeps deep copies of the
+        # cached values, so that reading a deep copy's best single device is no evaluation.
+        return self._deep_copy(memo, caches=True)
+
+    def _deep_copy(self, memo: dict, caches: bool) -> Task:
+        copied = object.__new__(type(self))
+        memo[id(self)] = copied
+        vars(copied).update(copy.deepcopy(vars(self), memo))
+        if caches:
+            # The same memo: a cached value that holds this task's arrays gets the copy's arrays.
+            copy_entries(self, copied, memo)
+        return copied
+
     def independent_copy(self, caches: bool = True) -> Task:
         """A copy that shares nothing with this task: every array of the task, its graph and its
         cluster copied (read-only where the original is), this task's entry in every registered
         `TaskCache` deep-copied for the copy (``caches=False``: none, to be rebuilt from the copied
         arrays) and a new evaluation counter at 0. Whatever is done to the copy, its arrays or its
         cached values, leaves this task as it was."""
-        memo: dict = {id(self._evaluations): EvaluationCounter()}
-        copied = copy.deepcopy(self, memo)
-        if caches:
-            # The same memo: a cached value that holds this task's arrays gets the copy's arrays.
-            copy_entries(self, copied, memo)
+        copied = self._deep_copy({id(self._evaluations): EvaluationCounter()}, caches)
         pairs = ((self, copied), (self.graph, copied.graph), (self.cluster, copied.cluster))
         for original, duplicate in pairs:
             for name, value in vars(original).items():

@@ -4,9 +4,9 @@ A `Task` is immutable and holds no cache of its own: the module that computes a 
 simulator's arrays in `cost_model/fast.py`, the reference figures in `cost_model/bounds.py`,
 observations, fingerprints, the baselines' graphs) creates a ``TaskCache`` at import and keeps the
 value there, keyed by the task object. An entry lives as long as its task: it is dropped when the
-task is garbage-collected. A copy of a task made by `Task.independent_copy` gets a deep copy of every
-registered cache's entry (`copy_entries`); any other copy (`dataclasses.replace`, `copy.copy`,
-`copy.deepcopy`, a pickled task) starts without entries and computes them again when asked.
+task is garbage-collected. A copy of a task made by `Task.independent_copy` or `copy.deepcopy` gets a
+deep copy of every registered cache's entry (`copy_entries`); any other copy (`dataclasses.replace`,
+`copy.copy`, a pickled task) starts without entries and computes them again when asked.
 
 Entries are looked up by ``id(task)`` in a plain dict rather than through a
 `weakref.WeakKeyDictionary`, which builds a weak reference on every lookup: the simulator fetches its

@@ -4,6 +4,8 @@ written into the task: computed once per task, dropped with the task, copied by
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gc
 import pickle
 import re
@@ -79,6 +81,20 @@ def test_independent_copy_copies_every_registered_cache_and_isolates_it(task, ca
     # The reference figures came along: reading them on the copy evaluates nothing.
     assert single_device(copied).runtime == single_device(task).runtime and copied.evaluations == 0
     assert cache.peek(task.independent_copy(caches=False)) is None
+
+
+def test_a_deep_copy_keeps_copies_of_the_cached_values_and_shares_the_counter(task, cache):
+    single_device(task)
+    cache.put(task, np.arange(3))
+    counted = task.evaluations
+    copied = copy.deepcopy(task)
+    assert single_device(copied).runtime == single_device(task).runtime and task.evaluations == counted
+    assert cache.peek(copied) is not cache.peek(task)
+    np.testing.assert_array_equal(cache.peek(copied), np.arange(3))
+    simulate(copied, np.zeros(task.n_forward, dtype=np.int64))
+    assert task.evaluations == counted + 1
+    # Other derived tasks compute their values again.
+    assert cache.peek(copy.copy(task)) is None and cache.peek(dataclasses.replace(task)) is None
 
 
 def test_what_is_written_to_a_copy_s_simulator_arrays_never_reaches_the_original(task):
