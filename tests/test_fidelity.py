@@ -135,7 +135,7 @@ def test_spearman_repeat_compares_even_and_odd_rounds():
 
 def test_run_fidelity_measures_every_placement_once_per_round(tmp_path):
     from placement_gym.real.fidelity import run_fidelity
-    from placement_gym.real.profile import measure_profile
+    from placement_gym.real.measure import measure_profile
 
     task = get_task("cifar10_cnn", "cpu2", "inference")
     devices = {"cpu:0": "cpu", "cpu:1": "cpu"}

@@ -18,16 +18,13 @@ from placement_gym.envs.staged import DevicePlacementStagedEnv
 from placement_gym.evaluator import CostModelEvaluator
 from placement_gym.graph import load_graph
 from placement_gym.real.evaluators import REWARD_MODES, make_evaluator
+from placement_gym.real.measure import fit_link, measure_handover, measure_links, pool_virtual_devices
 from placement_gym.real.profile import (
     PROFILE_FORMAT,
     ProfileError,
     find_profile,
-    fit_link,
     graph_digest,
     load_profile,
-    measure_handover,
-    measure_links,
-    pool_virtual_devices,
     profile_key,
     profiled_task,
     save_profile,
@@ -329,7 +326,7 @@ def test_real_mode_smoke_on_two_virtual_cpu_devices(cifar):
 
 def test_measure_profile_on_two_virtual_cpu_devices(cifar, cache):
     pytest.importorskip("torch")
-    from placement_gym.real.profile import measure_profile
+    from placement_gym.real.measure import measure_profile
 
     devices = {"gpu:0": "cpu", "gpu:1": "cpu"}
     profile = measure_profile(cifar, devices, batch=2, repeats=1, warmup=0, link_sizes=(1 << 10, 1 << 14))
@@ -363,8 +360,8 @@ def test_measured_updates_and_train_steps_run_the_profile_s_optimizer(cifar, cac
     # Every update timed for update_s, and every update of the executor's train steps (dispatch
     # overhead, transfer latency), is the optimizer's own, as the executor runs it in real mode.
     pytest.importorskip("torch")
-    from placement_gym.real import executor, optimizers, profile
-    from placement_gym.real.profile import measure_profile
+    from placement_gym.real import executor, measure, optimizers
+    from placement_gym.real.measure import measure_profile
 
     seen = []
 
@@ -372,7 +369,7 @@ def test_measured_updates_and_train_steps_run_the_profile_s_optimizer(cifar, cac
         seen.append((optimizer, tuple(sorted(state)), step))
         optimizers.apply_update(optimizer, weight, grad, state, step, lr)
 
-    monkeypatch.setattr(profile, "apply_update", recording)
+    monkeypatch.setattr(measure, "apply_update", recording)
     monkeypatch.setattr(executor, "apply_update", recording)
     devices = {"gpu:0": "cpu", "gpu:1": "cpu"}
     measured = measure_profile(cifar, devices, batch=2, repeats=1, warmup=0, link_sizes=(1 << 10, 1 << 14),
@@ -438,7 +435,7 @@ def test_transfer_latency_replaces_every_link_latency_for_its_objective(cifar):
 
 
 def test_calibration_placements_range_from_few_crossings_to_alternating():
-    from placement_gym.real.profile import calibration_placements
+    from placement_gym.real.measure import calibration_placements
 
     placements = calibration_placements(200, 2)
     crossings = [int(np.sum(p[1:] != p[:-1])) for p in placements]
@@ -452,12 +449,12 @@ def test_transfer_latency_fit_recovers_the_latency_that_made_the_measurements(ci
     """Fake measurements made by the profiled model itself with a known latency: the fit finds it
     (within one step of its log-spaced grid)."""
     from placement_gym.real import executor as executor_module
-    from placement_gym.real.profile import _placeholder_cluster, measure_transfer_latency
+    from placement_gym.real.measure import measure_transfer_latency, placeholder_cluster
 
     devices = {"cpu:0": "cpu", "cpu:1": "cpu"}
     profile = synthetic_profile(cifar, list(devices))
     truth = 3e-4
-    base = profiled_task(make_task(cifar, _placeholder_cluster(devices), "inference"), profile)
+    base = profiled_task(make_task(cifar, placeholder_cluster(devices), "inference"), profile)
     linked = dataclasses.replace(base.cluster, link_latency=np.full_like(base.cluster.link_latency, truth))
     truth_task = dataclasses.replace(base, cluster=linked)
 
@@ -508,6 +505,7 @@ def test_measure_links_between_virtual_cpu_devices():
 
 
 def test_profile_module_does_not_import_torch():
-    code = ("import sys, placement_gym, placement_gym.real.profile, placement_gym.real.evaluators; "
+    code = ("import sys, placement_gym, placement_gym.real.profile, placement_gym.real.measure, "
+            "placement_gym.real.evaluators; "
             "assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

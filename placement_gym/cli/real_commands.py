@@ -40,7 +40,8 @@ def _get_profile(
     ``(profile, path, measured_now)``. ``any_optimizer``: a cached profile of another optimizer will
     do (an inference task has no update op)."""
     from placement_gym.real.devices import intra_op_threads, virtual_cpus
-    from placement_gym.real.profile import cache_dir, find_profile, measure_profile, save_profile
+    from placement_gym.real.measure import measure_profile
+    from placement_gym.real.profile import cache_dir, find_profile, save_profile
 
     if not force:
         cached = find_profile(graph, devices, args.batch, None if any_optimizer else args.optimizer)

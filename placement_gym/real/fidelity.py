@@ -216,7 +216,7 @@ def fidelity_placements(
 # How a placement's timed rounds become its runtime. "min" (the default): interference from other
 # processes or a virtualised host only ever slows a run down, so the fastest round estimates what the
 # placement itself costs (`timeit` advises the same); the profile's op times are minima too
-# (`placement_gym.real.profile`). "median" is reported beside it.
+# (`placement_gym.real.measure`). "median" is reported beside it.
 STATISTICS: dict[str, Callable[..., np.ndarray]] = {"min": np.min, "median": np.median}
 
 

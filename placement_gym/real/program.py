@@ -8,7 +8,7 @@ parameters the importer counts. `make_parameters` and `make_inputs` give the see
 data (the same for every placement), `call_op` runs one op's torch function (`placement_gym.real.ops`),
 and `run_reference_forward` runs the whole graph op by op on the CPU: the outputs any placement's
 forward must reproduce. `placement_gym.real.executor` runs a program under a placement;
-`placement_gym.real.profile` times its ops one by one.
+`placement_gym.real.measure` times its ops one by one.
 """
 
 from __future__ import annotations
