@@ -244,7 +244,8 @@ def hand_profile(graph, device_names) -> dict:
 
 
 def test_a_cached_profile_of_another_graph_is_not_used(tmp_path, monkeypatch, other_bert):
-    from placement_gym.real.profile import ProfileError, find_profile, profiled_task, save_profile
+    from placement_gym.real.profile import ProfileError, find_profile, save_profile
+    from placement_gym.real.profiled import profiled_task
 
     monkeypatch.setenv("PLACEMENT_GYM_CACHE", str(tmp_path / "cache"))
     cluster = load_cluster("k80x2")

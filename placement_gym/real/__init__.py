@@ -4,8 +4,8 @@
   weights and data), and `run_reference_forward` (the whole graph op by op on the CPU).
 * `placement_gym.real.executor`: `Executor` (run a program under a placement: forward, or forward +
   backward + the task's optimizer update, one worker thread per device), `RealResult`.
-* `placement_gym.real.profile`: measured profiles (format, key, cache) and `profiled_task`;
-  `placement_gym.real.measure` measures them.
+* `placement_gym.real.profile`: measured profiles (format, key, cache); `placement_gym.real.measure`
+  measures them, `placement_gym.real.profiled` builds `profiled_task` from one.
 * `placement_gym.real.optimizers`: the Adam, momentum and SGD updates a real train step runs.
 * `placement_gym.real.devices`: `virtual_cpus` and `intra_op_threads` (one intra-op thread per virtual
   CPU device); the clusters of this machine's devices come from `placement_gym.cluster.machine`:

@@ -19,7 +19,8 @@ from typing import Any
 from placement_gym.cluster.load import REAL_CLUSTER_NAME
 from placement_gym.cost_model import SimulationResult
 from placement_gym.evaluator import BatchResult, CostModelEvaluator, stacked_results
-from placement_gym.real.profile import find_profile, load_profile, profiled_task
+from placement_gym.real.profile import find_profile, load_profile
+from placement_gym.real.profiled import profiled_task
 from placement_gym.task import Task
 
 REWARD_MODES: tuple[str, ...] = ("cost_model", "profiled", "real")

@@ -26,7 +26,7 @@ from placement_gym.agents import AgentRun, lookup_agent
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import simulate
 from placement_gym.real.devices import intra_op_threads, virtual_cpus
-from placement_gym.real.profile import profiled_task
+from placement_gym.real.profiled import profiled_task
 from placement_gym.real.rebatch import graph_batch, rebatched_graph  # noqa: F401 - re-exported
 from placement_gym.task import Task, make_task
 

@@ -27,8 +27,8 @@ from placement_gym.real.profile import (
     describe_devices,
     graph_digest,
     profile_key,
-    profiled_task,
 )
+from placement_gym.real.profiled import profiled_task
 from placement_gym.task import make_task
 
 # Sizes (bytes) of the copies a link is timed with: small ones pin the latency, large ones the bandwidth.
