@@ -154,9 +154,9 @@ def profiled_task(task: Task, profile: Mapping[str, Any] | str | Path) -> Task:
         duration += overhead[None, :]
         cluster = dataclasses.replace(cluster, launch_overhead=np.maximum(overhead, MIN_LATENCY_S))
     duration.setflags(write=False)
-    # The task's evaluation counter: evaluations of the profiled task count for the task.
-    return dataclasses.replace(base, id=task.id, cluster=cluster, duration=duration,
-                               _evaluations=task._evaluations)
+    # Only the op times depend on the cluster; replacing them in ``task`` keeps its id and its
+    # evaluation counter, so evaluations of the profiled task count for the task.
+    return dataclasses.replace(task, cluster=cluster, duration=duration)
 
 
 def launch_overheads(profile: Mapping[str, Any], objective: str, devices: Sequence[str]) -> np.ndarray | None:
