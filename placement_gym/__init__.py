@@ -18,8 +18,8 @@ from placement_gym.cost_model import (
 )
 from placement_gym.envs import register_envs
 from placement_gym.graph import OpGraph, bundled_graph_names, graph_from_onnx, load_graph
+from placement_gym.named_tasks import get_task, parse_task_id
 from placement_gym.task import Task, make_task
-from placement_gym.tasks import get_task, parse_task_id
 
 __version__ = "0.1.0"
 

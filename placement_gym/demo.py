@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from placement_gym.cost_model import lower_bound, simulate, simulate_batch, single_device
+from placement_gym.named_tasks import get_task
 from placement_gym.placements import round_robin_placement
-from placement_gym.tasks import get_task
 
 DEMO_GRAPHS = ("cifar10_cnn", "inception_v3", "bert_large")
 

@@ -19,7 +19,7 @@ import pytest
 from placement_gym import agents
 from placement_gym.cli import main
 from placement_gym.leaderboard import evaluate, get_suite, save_submission
-from placement_gym.tasks import parse_task_id
+from placement_gym.named_tasks import parse_task_id
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "cifar10_cnn/k80x2/train"

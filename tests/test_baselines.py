@@ -10,8 +10,8 @@ from baselines import registry
 from baselines.registry import AgentResult, agent_names, evaluate_agent, get_agent, register, run_agent
 from baselines.scheduling import ListSchedule, heft_schedule
 from placement_gym.cost_model import simulate, single_device
+from placement_gym.named_tasks import get_task
 from placement_gym.task import make_task
-from placement_gym.tasks import get_task
 
 # The baselines of this module; every one is memory-aware.
 MEMORY_AWARE = ("expert", "partition", "heft", "cpop", "m-topo", "m-etf", "m-sct")

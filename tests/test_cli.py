@@ -15,8 +15,8 @@ from placement_gym.cli import main
 from placement_gym.cluster import PRESETS, load_cluster
 from placement_gym.cost_model import lower_bound, reference_simulate, simulate, single_device
 from placement_gym.graph import bundled_graph_names, load_graph
+from placement_gym.named_tasks import get_task
 from placement_gym.placements import placement_from_dict
-from placement_gym.tasks import get_task
 
 REPO = Path(__file__).resolve().parents[1]
 GRAPH, CLUSTER = "cifar10_cnn", "k80x2"

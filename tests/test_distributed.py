@@ -15,8 +15,8 @@ ray = pytest.importorskip("ray")
 import placement_gym  # noqa: E402,F401  (registers the env ids)
 from placement_gym.cost_model import simulate, simulate_batch  # noqa: E402
 from placement_gym.evaluator import Evaluator, as_evaluator  # noqa: E402
+from placement_gym.named_tasks import get_task  # noqa: E402
 from placement_gym.real.distributed import RayEvaluatorPool, TaskSpec, as_task_spec  # noqa: E402
-from placement_gym.tasks import get_task  # noqa: E402
 
 SPEC = TaskSpec("cifar10_cnn", "k80x2", "train_step")
 

@@ -17,8 +17,8 @@ from placement_gym.evaluator import (
     as_evaluator,
     best_single_runtime,
 )
+from placement_gym.named_tasks import parse_task_id
 from placement_gym.real.evaluators import ProfiledEvaluator, make_evaluator
-from placement_gym.tasks import parse_task_id
 
 SMALL = "cifar10_cnn/k80x2/train"
 

@@ -9,6 +9,7 @@ import pytest
 
 from placement_gym.cli import main
 from placement_gym.graph import load_graph
+from placement_gym.named_tasks import get_task
 from placement_gym.real.fidelity import (
     FidelityReport,
     cluster_device_map,
@@ -18,7 +19,6 @@ from placement_gym.real.fidelity import (
     rebatched_graph,
     spearman,
 )
-from placement_gym.tasks import get_task
 
 torch = pytest.importorskip("torch")
 

@@ -28,8 +28,8 @@ from placement_gym.leaderboard import (
     validate_submission,
 )
 from placement_gym.leaderboard.render import RenderRefused
+from placement_gym.named_tasks import parse_task_id
 from placement_gym.placements import round_robin_placement, single_placement
-from placement_gym.tasks import parse_task_id
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ("cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train")

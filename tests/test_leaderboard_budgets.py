@@ -20,10 +20,10 @@ from placement_gym.cost_model import reference_simulate, simulate, simulate_batc
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.leaderboard import evaluate, get_suite, save_submission
 from placement_gym.leaderboard.rerun import find_agent, rerun_submission
+from placement_gym.named_tasks import parse_task_id
 from placement_gym.placements import round_robin_placement
 from placement_gym.real.evaluators import ProfiledEvaluator
 from placement_gym.task_cache import registered_caches
-from placement_gym.tasks import parse_task_id
 
 SMALL = "cifar10_cnn/k80x2/train"  # 65 forward ops, 3 devices
 SMALL_2 = "resnet50/cpu-igpu/inference"

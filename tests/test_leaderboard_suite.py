@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import placement_gym.tasks as tasks_module
+import placement_gym.named_tasks as tasks_module
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate
 from placement_gym.leaderboard import SUITES, evaluate, get_suite, save_submission, validate_submission
@@ -50,7 +50,7 @@ def _activations_kept_to_the_end(graph):
 @pytest.fixture
 def perturb(monkeypatch):
     """Apply a change where the cost model reads its figures: the clusters (``cluster``: Cluster ->
-    Cluster) or the graphs (``graph``: OpGraph -> OpGraph) that `placement_gym.tasks` compiles into
+    Cluster) or the graphs (``graph``: OpGraph -> OpGraph) that `placement_gym.named_tasks` compiles into
     tasks, with the task cache emptied before and after."""
     def apply(cluster=None, graph=None) -> None:
         if cluster is not None:

@@ -13,8 +13,8 @@ from baselines.learning import BudgetedEvaluator, get_learned, train  # noqa: E4
 from baselines.learning.generalize import train_generalize  # noqa: E402
 from baselines.learning.gnn import DagEncoder, graph_inputs, sample_categorical  # noqa: E402
 from placement_gym.cost_model import single_device  # noqa: E402
+from placement_gym.named_tasks import get_task  # noqa: E402
 from placement_gym.task import make_task  # noqa: E402
-from placement_gym.tasks import get_task  # noqa: E402
 from tests.conftest import hand_cluster, hand_graph  # noqa: E402
 from tests.random_search import SEEDS, random_search, random_search_control, random_search_floor  # noqa: E402
 

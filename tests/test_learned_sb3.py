@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 from baselines.learning import BudgetedEvaluator, get_learned, train  # noqa: E402
 from placement_gym.cli import main  # noqa: E402
-from placement_gym.tasks import get_task  # noqa: E402
+from placement_gym.named_tasks import get_task  # noqa: E402
 from tests.random_search import SEEDS, random_search_control, random_search_floor  # noqa: E402
 
 # Small rollouts so that a few hundred evaluations make several PPO updates.

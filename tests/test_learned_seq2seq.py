@@ -21,7 +21,7 @@ from baselines.learning.seq2seq import (  # noqa: E402
 from baselines.learning.spotlight import SpotlightPlacer, sparse_advantages  # noqa: E402
 from baselines.learning.trainer import get_learned  # noqa: E402
 from placement_gym.groups import make_grouping  # noqa: E402
-from placement_gym.tasks import get_task  # noqa: E402
+from placement_gym.named_tasks import get_task  # noqa: E402
 from tests.random_search import SEEDS, random_search_control, random_search_floor  # noqa: E402
 
 AGENTS = ("pg", "spotlight", "hierarchical")

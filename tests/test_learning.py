@@ -10,7 +10,7 @@ import pytest
 from baselines.learning import BudgetedEvaluator, BudgetExhausted, train
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate
-from placement_gym.tasks import get_task
+from placement_gym.named_tasks import get_task
 
 pytest.importorskip("torch")
 

@@ -15,9 +15,9 @@ from baselines.search import anneal, cem
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate, simulate_batch, single_device
 from placement_gym.evaluator import as_evaluator
+from placement_gym.named_tasks import get_task
 from placement_gym.placements import placement_from_dict
 from placement_gym.real.evaluators import ProfiledEvaluator
-from placement_gym.tasks import get_task
 
 # cpu2: the two virtual CPU devices the real mode runs everywhere; its names match the profile's.
 GRAPH, CLUSTER, DEVICES = "cifar10_cnn", "cpu2", ["cpu:0", "cpu:1"]

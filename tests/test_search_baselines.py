@@ -14,8 +14,8 @@ from baselines.registry import get_agent
 from baselines.search import anneal, cem
 from placement_gym.cost_model import simulate, simulate_batch
 from placement_gym.graph.synthetic import random_graph
+from placement_gym.named_tasks import get_task
 from placement_gym.task import make_task
-from placement_gym.tasks import get_task
 
 SEARCHES = [anneal, cem]
 

@@ -11,6 +11,7 @@ from conftest import hand_cluster, hand_graph
 
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.leaderboard.generalisation import graph_of
+from placement_gym.named_tasks import get_task
 from placement_gym.placements import (
     SIMPLE_AGENTS,
     is_simple_agent,
@@ -20,7 +21,6 @@ from placement_gym.placements import (
     simple_agent,
 )
 from placement_gym.task_ids import split_task_id, task_id_parts
-from placement_gym.tasks import get_task
 
 TASK = ("cifar10_cnn", "k80x2", "inference")
 

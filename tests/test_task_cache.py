@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from placement_gym.cost_model import simulate, single_device
+from placement_gym.named_tasks import parse_task_id
 from placement_gym.task import Task
 from placement_gym.task_cache import TaskCache, registered_caches
-from placement_gym.tasks import parse_task_id
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = "cifar10_cnn/k80x2/train"

@@ -18,9 +18,9 @@ from placement_gym.cluster.presets import PRESETS
 from placement_gym.graph import bundled_graph_names, load_graph
 from placement_gym.graph.bundled import BUNDLED_GRAPHS_DIR
 from placement_gym.graph.synthetic import layered_graph
+from placement_gym.named_tasks import get_task, parse_task_id
 from placement_gym.task import make_task
 from placement_gym.task_ids import HASH_DIGITS
-from placement_gym.tasks import get_task, parse_task_id
 
 BUNDLED_ID = "bert_base/k80x4/train"
 

@@ -181,7 +181,7 @@ def place_held_out(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from placement_gym.tasks import get_task
+    from placement_gym.named_tasks import get_task
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent", default="hsdag")

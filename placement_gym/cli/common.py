@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placement_gym import agents
+from placement_gym.named_tasks import get_task
 from placement_gym.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
 from placement_gym.task import OBJECTIVES, Task
-from placement_gym.tasks import get_task
 
 DEFAULT_GRAPH = "inception_v3"
 DEFAULT_CLUSTER = "k80x4"

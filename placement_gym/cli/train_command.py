@@ -23,9 +23,9 @@ from placement_gym.agents import find_trainer
 from placement_gym.cli.common import DEFAULT_CLUSTER, add_task_arguments, positive_int
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import _graph_and_model
+from placement_gym.named_tasks import get_task
 from placement_gym.real.evaluators import REWARD_MODES
 from placement_gym.task import OPTIMIZERS, Task
-from placement_gym.tasks import get_task
 
 # How the results table names what scored the runtimes (the result's ``scored_by``).
 SCORED_BY = {"cost_model": "cost model", "profiled": "profiled cost model", "real": "measured on the devices"}

@@ -17,8 +17,8 @@ from placement_gym.envs.rewards import check_oom_settings, penalty_runtime
 from placement_gym.evaluator import best_single_runtime
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.groups import make_grouping, quotient_edges
+from placement_gym.named_tasks import get_task
 from placement_gym.task import OBJECTIVES, Task, check_device_indices
-from placement_gym.tasks import get_task
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 

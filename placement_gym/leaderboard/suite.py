@@ -38,9 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.named_tasks import parse_task_id
 from placement_gym.task import Task
 from placement_gym.task_cache import TaskCache
-from placement_gym.tasks import parse_task_id
 
 CURRENT_SUITE = "v0"
 # Relative tolerance on runtimes and peak memory: the simulator is deterministic bit for bit, so
@@ -79,7 +79,7 @@ class SuiteTask:
     structure_sha256: str
 
     def task(self) -> Task:
-        """The compiled task (cached by `placement_gym.tasks`)."""
+        """The compiled task (cached by `placement_gym.named_tasks`)."""
         return parse_task_id(self.task_id)
 
 

@@ -68,7 +68,7 @@ class TaskSpec:
     ``graph``: a bundled graph name or an ONNX path (the path must exist on every node);
     ``cluster``: a preset name, ``"cpu<N>"``/``"local"`` (the actor's machine) or a JSON path;
     ``objective``: ``"train_step"`` or ``"inference"`` (``"train"`` accepted); ``optimizer``: as in
-    `placement_gym.tasks.get_task`."""
+    `placement_gym.named_tasks.get_task`."""
 
     graph: str
     cluster: str
@@ -76,8 +76,8 @@ class TaskSpec:
     optimizer: str = "adam"
 
     def build(self) -> Task:
-        """The task, built (and cached) with `placement_gym.tasks.get_task`."""
-        from placement_gym.tasks import get_task
+        """The task, built (and cached) with `placement_gym.named_tasks.get_task`."""
+        from placement_gym.named_tasks import get_task
 
         return get_task(self.graph, self.cluster, self.objective, self.optimizer)
 
