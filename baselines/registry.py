@@ -178,6 +178,12 @@ def leaderboard_agent(name: str) -> Callable[[Task, int, int | None], AgentResul
     for one of `NOT_RERUNNABLE`."""
     if name in NOT_RERUNNABLE:
         raise ValueError(f"the {name} entries cannot be re-run bit for bit: {NOT_RERUNNABLE[name]}")
+    return default_agent(name)
+
+
+def default_agent(name: str) -> Callable[[Task, int, int | None], AgentResult] | None:
+    """``agent(task, seed, budget)``: `run_agent` of ``name`` at its default settings, or None for a
+    name this registry does not know."""
     try:
         get_agent(name)
     except ValueError:
@@ -199,15 +205,7 @@ class Provider:
         return agent_names()
 
     def agent(self, name: str) -> Callable[[Task, int, int | None], AgentResult] | None:
-        try:
-            get_agent(name)
-        except ValueError:
-            return None
-
-        def agent(task: Task, seed: int, budget: int | None) -> AgentResult:
-            return run_agent(task, name, seed, budget)
-
-        return agent
+        return default_agent(name)
 
     def agents_for_all(self, task: Task) -> list[str]:
         return agents_for_all(task)
