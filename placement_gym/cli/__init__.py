@@ -33,7 +33,7 @@ def fail(message: str) -> NoReturn:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from placement_gym import __version__
+    from placement_gym.version import __version__
 
     parser = _Parser(prog=PROG, description=(
         "Device placement as a fast, honest benchmark: list the bundled graphs and clusters, evaluate "

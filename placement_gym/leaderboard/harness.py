@@ -38,6 +38,7 @@ from placement_gym.leaderboard.submission import (
 from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite
 from placement_gym.placements import placement_to_dict
 from placement_gym.task import Task
+from placement_gym.version import __version__
 
 Agent = Callable[[Task, int, "int | None"], Any]
 
@@ -98,8 +99,6 @@ def evaluate(
     ``track="generalisation"`` only the suite's held-out tasks run (`generalisation`) and
     ``trained_on`` is required. Raises RuntimeError when the agent modifies the cached, shared task
     (reached by name: the copy it is given is its own)."""
-    from placement_gym import __version__
-
     if track not in TRACKS:
         raise ValueError(f"unknown track {track!r}; allowed: {', '.join(TRACKS)}")
     suite = get_suite(suite)
