@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from placement_gym.cluster.cluster import Cluster
 from placement_gym.cluster.machine import (  # noqa: F401 - re-exported for the real-hardware mode
     get_real_cluster,
     host_memory_bytes,
@@ -44,3 +45,19 @@ def intra_op_threads(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def cluster_device_map(cluster: Cluster) -> dict[str, str]:
+    """Torch device of each device of ``cluster``: every cpu -> ``"cpu"`` (virtual CPU devices share
+    it), ``gpu:<i>`` -> ``"cuda:<i>"`` (another gpu name: the next CUDA index)."""
+    mapping: dict[str, str] = {}
+    next_gpu = 0
+    for name, kind in zip(cluster.device_names, cluster.device_kinds, strict=True):
+        if kind == "cpu":
+            mapping[name] = "cpu"
+            continue
+        suffix = name.rsplit(":", 1)[-1]
+        index = int(suffix) if suffix.isdigit() else next_gpu
+        mapping[name] = f"cuda:{index}"
+        next_gpu = index + 1
+    return mapping

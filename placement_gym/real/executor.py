@@ -48,7 +48,7 @@ import numpy as np
 import onnx
 
 from placement_gym.cost_model.result import SimulationResult
-from placement_gym.real.devices import intra_op_threads, virtual_cpus
+from placement_gym.real.devices import cluster_device_map, intra_op_threads, virtual_cpus
 from placement_gym.real.optimizers import apply_update, new_state
 from placement_gym.real.program import (
     build_program,
@@ -167,20 +167,14 @@ class Executor:
         import torch
 
         n_cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        mapping: dict[str, str] = {}
-        gpu = 0
-        for name, kind in zip(task.cluster.device_names, task.cluster.device_kinds):
-            if kind == "cpu":
-                mapping[name] = "cpu"
-                continue
-            if gpu >= n_cuda:
+        mapping = cluster_device_map(task.cluster)
+        for name, device in mapping.items():
+            if device.startswith("cuda:") and int(device.split(":")[1]) >= n_cuda:
                 raise ValueError(
-                    f"cluster {task.cluster.name!r} has gpu device {name!r} but torch sees {n_cuda} CUDA "
-                    "device(s) here; pass devices= to map the cluster's devices to torch devices (or use a "
-                    "virtual CPU cluster: placement_gym.real.devices.virtual_cpu_cluster)"
+                    f"cluster {task.cluster.name!r} has gpu device {name!r} (taken for {device}) but torch "
+                    f"sees {n_cuda} CUDA device(s) here; pass devices= to map the cluster's devices to torch "
+                    "devices (or use a virtual CPU cluster: placement_gym.real.devices.virtual_cpu_cluster)"
                 )
-            mapping[name] = f"cuda:{gpu}"
-            gpu += 1
         return mapping
 
     # -- job graph ---------------------------------------------------------------------------------

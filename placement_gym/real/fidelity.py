@@ -25,7 +25,7 @@ import numpy as np
 from placement_gym.agents import AgentRun, lookup_agent
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import simulate
-from placement_gym.real.devices import intra_op_threads, virtual_cpus
+from placement_gym.real.devices import cluster_device_map, intra_op_threads, virtual_cpus  # noqa: F401 - re-exported
 from placement_gym.real.profiled import profiled_task
 from placement_gym.real.rebatch import graph_batch, rebatched_graph  # noqa: F401 - re-exported
 from placement_gym.task import Task, make_task
@@ -107,22 +107,6 @@ def parse_device_map(text: str) -> dict[str, str]:
         if name in mapping:
             raise ValueError(f"device {name!r} appears twice in --devices {text!r}")
         mapping[name] = device
-    return mapping
-
-
-def cluster_device_map(cluster: Cluster) -> dict[str, str]:
-    """Torch device of each device of ``cluster``: every cpu -> ``"cpu"`` (virtual CPU devices share
-    it), ``gpu:<i>`` -> ``"cuda:<i>"`` (another gpu name: the next CUDA index)."""
-    mapping: dict[str, str] = {}
-    next_gpu = 0
-    for name, kind in zip(cluster.device_names, cluster.device_kinds, strict=True):
-        if kind == "cpu":
-            mapping[name] = "cpu"
-            continue
-        suffix = name.rsplit(":", 1)[-1]
-        index = int(suffix) if suffix.isdigit() else next_gpu
-        mapping[name] = f"cuda:{index}"
-        next_gpu = index + 1
     return mapping
 
 
