@@ -38,6 +38,16 @@ def random_search_floor(task: Task, budget: int, seeds: Iterable[int], groups=No
     return min((run.best_runtime for run in runs if run.best_feasible), default=float("inf"))
 
 
+def assert_below_random_search(result, floor: float, name: str, seed: int, budget: int) -> None:
+    """``result`` (a `baselines.learning.train` result) spent exactly ``budget`` evaluations and its best
+    placement fits and beats ``floor``, what random search reached at that budget (`random_search_floor`)."""
+    assert result.evaluations == budget
+    assert result.best_feasible and result.best_runtime < floor, (
+        f"seed {seed}: {name}'s best {result.best_runtime * 1e3:.2f} ms is not below the "
+        f"{floor * 1e3:.2f} ms random search reaches with {budget} evaluations on seeds {SEEDS}"
+    )
+
+
 def random_search_control(*values, id: str = "random-search-control"):
     """A parametrisation of a learning test with the project's ``random-search`` agent in the learned
     agent's place, marked to fail (strictly: should random search ever pass, the suite fails), which

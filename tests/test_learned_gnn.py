@@ -16,7 +16,13 @@ from placement_gym.cost_model import single_device  # noqa: E402
 from placement_gym.named_tasks import get_task  # noqa: E402
 from placement_gym.task import make_task  # noqa: E402
 from tests.conftest import hand_cluster, hand_graph  # noqa: E402
-from tests.random_search import SEEDS, random_search, random_search_control, random_search_floor  # noqa: E402
+from tests.random_search import (  # noqa: E402
+    SEEDS,
+    assert_below_random_search,
+    random_search,
+    random_search_control,
+    random_search_floor,
+)
 
 AGENTS = ("placeto", "hsdag")
 # Small, fast settings for the tests (the defaults are for real runs).
@@ -112,11 +118,7 @@ def test_training_beats_random_search_at_the_same_budget(cifar, agent, budget, c
     floor = random_search_floor(cifar, budget, SEEDS)  # a device per op, as the agents here choose
     for seed in SEEDS:
         result = train(agent, cifar, budget, seed=seed, progress=False, **config)
-        assert result.evaluations == budget
-        assert result.best_feasible and result.best_runtime < floor, (
-            f"seed {seed}: {agent}'s best {result.best_runtime * 1e3:.2f} ms is not below the "
-            f"{floor * 1e3:.2f} ms random search reaches with {budget} evaluations on seeds {SEEDS}"
-        )
+        assert_below_random_search(result, floor, agent, seed, budget)
         first_batch = config.get("batch", 1)
         first_best = min(runtime for _, runtime, ok, _ in result.curve[:first_batch] if ok)
         assert result.best_runtime < first_best

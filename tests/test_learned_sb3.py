@@ -15,7 +15,7 @@ import torch  # noqa: E402
 from baselines.learning import BudgetedEvaluator, get_learned, train  # noqa: E402
 from placement_gym.cli import main  # noqa: E402
 from placement_gym.named_tasks import get_task  # noqa: E402
-from tests.random_search import SEEDS, random_search_control, random_search_floor  # noqa: E402
+from tests.random_search import SEEDS, assert_below_random_search, random_search_control, random_search_floor  # noqa: E402
 
 # Small rollouts so that a few hundred evaluations make several PPO updates.
 SMALL = {"n_steps": 32, "batch_size": 16}
@@ -77,11 +77,7 @@ def test_training_beats_random_search_at_the_same_budget(task, name, budget, con
     floor = random_search_floor(task, budget, SEEDS)  # a device per op, as the agents here choose
     for seed in SEEDS:
         result = train(name, task, budget, seed=seed, progress=False, **config)
-        assert result.evaluations == budget
-        assert result.best_feasible and result.best_runtime < floor, (
-            f"seed {seed}: {name}'s best {result.best_runtime * 1e3:.2f} ms is not below the "
-            f"{floor * 1e3:.2f} ms random search reaches with {budget} evaluations on seeds {SEEDS}"
-        )
+        assert_below_random_search(result, floor, name, seed, budget)
         first = min(runtime for _, runtime, feasible, _ in result.curve[:SMALL["n_steps"]] if feasible)
         assert result.best_runtime < first
 

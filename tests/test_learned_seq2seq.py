@@ -22,7 +22,7 @@ from baselines.learning.spotlight import SpotlightPlacer, sparse_advantages  # n
 from baselines.learning.trainer import get_learned  # noqa: E402
 from placement_gym.groups import make_grouping  # noqa: E402
 from placement_gym.named_tasks import get_task  # noqa: E402
-from tests.random_search import SEEDS, random_search_control, random_search_floor  # noqa: E402
+from tests.random_search import SEEDS, assert_below_random_search, random_search_control, random_search_floor  # noqa: E402
 
 AGENTS = ("pg", "spotlight", "hierarchical")
 # Small batches keep the runs short and give several updates within a small budget.
@@ -182,11 +182,7 @@ def test_training_beats_random_search_at_the_same_budget(task, name):
     floor = random_search_floor(task, budget, SEEDS, _action_space(task, name))
     for seed in SEEDS:
         result = train(name, task, budget, seed=seed, progress=False, **SMALL.get(name, {"batch": rows}))
-        assert result.best_feasible and result.evaluations == budget
-        assert result.best_runtime < floor, (
-            f"seed {seed}: {name}'s best {result.best_runtime * 1e3:.2f} ms is not below the "
-            f"{floor * 1e3:.2f} ms random search reaches with {budget} evaluations on seeds {SEEDS}"
-        )
+        assert_below_random_search(result, floor, name, seed, budget)
         first = min(runtime for _, runtime, ok, _ in result.curve[:rows] if ok)
         assert result.best_runtime < first
         # a later stretch samples better than the first batch on average (the policy learned)
