@@ -18,6 +18,7 @@ stays the count the leaderboard records: the cost model counts every evaluation 
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -153,3 +154,22 @@ def best_single_runtime(evaluator: Evaluator, task: Task) -> float:
         return single_device(evaluator.task).runtime
     single = np.full(task.n_forward, single_device(task).best, dtype=np.int64)
     return evaluator.simulate(single).runtime
+
+
+def scoring_identity(evaluator: Evaluator) -> dict[str, Any]:
+    """What two runs must share for their scores to be comparable: the evaluator's ``name``, and for
+    a cost model (a profiled one included) a digest of the figures it simulates with (op times, link
+    bandwidths and latencies, launch overheads: a profiled task holds its profile's measurements
+    there), or what an evaluator with an ``identity()`` method says of itself (the real evaluator:
+    its devices and run options). A resumed training run refuses another identity."""
+    identity: dict[str, Any] = {"name": evaluator.name}
+    if isinstance(evaluator, CostModelEvaluator):
+        task = evaluator.task
+        digest = hashlib.sha256()
+        for array in (task.duration, task.cluster.link_bandwidth, task.cluster.link_latency,
+                      task.cluster.launch_overhead):
+            digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
+        identity["figures_sha256"] = digest.hexdigest()[:16]
+    elif callable(getattr(evaluator, "identity", None)):
+        identity.update(evaluator.identity())
+    return identity

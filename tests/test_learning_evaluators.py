@@ -194,6 +194,32 @@ def test_train_with_an_evaluator_reports_what_scored_it(task, profile, tmp_path)
         train("random-search", task, 60, seed=1, out_dir=tmp_path, resume=True, progress=False, batch=16)
 
 
+def test_a_run_does_not_continue_under_another_profile_or_other_devices(task, profile, tmp_path):
+    pytest.importorskip("torch")
+    from baselines.learning import train
+
+    train("random-search", task, 40, seed=1, out_dir=tmp_path, progress=False, batch=16,
+          evaluator=ProfiledEvaluator(task, profile))
+    # the same kind of model with other measurements gives other numbers for the same placements
+    other = ProfiledEvaluator(task, synthetic_profile(task.graph, DEVICES, seed=2))
+    with pytest.raises(ValueError, match="other profiled figures"):
+        train("random-search", task, 60, seed=1, out_dir=tmp_path, resume=True, progress=False, batch=16,
+              evaluator=other)
+    train("random-search", task, 60, seed=1, out_dir=tmp_path, resume=True, progress=False, batch=16,
+          evaluator=ProfiledEvaluator(task, profile))  # the same measurements continue
+
+    from placement_gym.real.evaluators import make_evaluator
+
+    devices = dict.fromkeys(DEVICES, "cpu")
+    def budgeted(batch: int) -> BudgetedEvaluator:
+        return BudgetedEvaluator(task, 10, make_evaluator(task, "real", devices=devices, batch=batch))
+
+    state = budgeted(2).state_dict()
+    with pytest.raises(ValueError, match=r"other real figures \(options"):
+        budgeted(4).load_state_dict(state)  # measured at another batch
+    budgeted(2).load_state_dict(state)
+
+
 def test_train_command_with_the_profiled_model(task, profile_file, tmp_path, capsys):
     pytest.importorskip("torch")
     argv = ["train", "--agent", "random-search", "--graph", GRAPH, "--cluster", CLUSTER,

@@ -29,6 +29,7 @@ from placement_gym.evaluator import (
     Evaluator,
     as_evaluator,
     best_single_runtime,
+    scoring_identity,
 )
 from placement_gym.task import Task
 
@@ -153,6 +154,7 @@ class BudgetedEvaluator:
             "best_feasible": self.best_feasible,
             "curve": list(self.curve),
             "scored_by": self.scored_by,
+            "scored_with": scoring_identity(self._scorer),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -164,6 +166,17 @@ class BudgetedEvaluator:
             raise ValueError(
                 f"the saved evaluations were scored by {saved_by}, this evaluator scores by "
                 f"{self.scored_by}: a run cannot mix them"
+            )
+        # Same kind is not enough: another profile or other devices give other numbers for the
+        # same placement (a state saved before identities were recorded is not checked further).
+        saved_with, scoring_with = state.get("scored_with"), scoring_identity(self._scorer)
+        if saved_with is not None and saved_with != scoring_with:
+            differing = sorted(k for k in set(saved_with) | set(scoring_with)
+                               if saved_with.get(k) != scoring_with.get(k))
+            raise ValueError(
+                f"the saved evaluations were scored with other {self.scored_by} figures "
+                f"({', '.join(differing)}: saved {[saved_with.get(k) for k in differing]}, now "
+                f"{[scoring_with.get(k) for k in differing]}): a run cannot mix them"
             )
         if state["used"] > self.budget:
             raise ValueError(

@@ -71,9 +71,21 @@ class RealEvaluator:
             ) from None
         self.task = task
         self.executor = Executor(task, devices, seed, **options)
+        # What makes two real runs comparable (`placement_gym.evaluator.scoring_identity`): the same
+        # torch devices and run options (batch, repeats...); objects such as a model are left out.
+        self._identity = {
+            "devices": dict(sorted(devices.items())),
+            "seed": seed,
+            "options": {k: v for k, v in sorted(options.items())
+                        if v is None or isinstance(v, (bool, int, float, str))},
+        }
         self.last_result = None
         self.last_info: dict[str, Any] | None = None
         self.evaluations = 0
+
+    def identity(self) -> dict[str, Any]:
+        """The devices and run options of this evaluator (`placement_gym.evaluator.scoring_identity`)."""
+        return dict(self._identity)
 
     def simulate(self, placement, schedule: bool = False) -> SimulationResult:
         result = self.executor.run(placement)
