@@ -15,11 +15,12 @@ from test_profile import synthetic_profile
 
 from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.registry import leaderboard_agent
+from placement_gym import agents
 from placement_gym.cli import main
 from placement_gym.cost_model import reference_simulate, simulate, simulate_batch, single_device
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.leaderboard import evaluate, get_suite, save_submission
-from placement_gym.leaderboard.rerun import find_agent, rerun_submission
+from placement_gym.leaderboard.rerun import rerun_submission
 from placement_gym.named_tasks import parse_task_id
 from placement_gym.placements import round_robin_placement
 from placement_gym.real.evaluators import ProfiledEvaluator
@@ -273,11 +274,11 @@ def heft_entry(tmp_path_factory):
 
 
 def test_agents_are_found_through_the_entry_point_group():
-    assert find_agent("heft") is not None
+    assert agents.leaderboard_agent("heft") is not None
     with pytest.raises(ValueError, match="no agent provider .* knows algorithm 'nonesuch'"):
-        find_agent("nonesuch")
+        agents.leaderboard_agent("nonesuch")
     with pytest.raises(ValueError, match="cannot be re-run bit for bit"):
-        find_agent("exact")
+        agents.leaderboard_agent("exact")
 
 
 def test_rerun_reproduces_a_seeded_entry(heft_entry, capsys):

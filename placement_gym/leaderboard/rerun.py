@@ -2,10 +2,11 @@
 
 A submission records an algorithm, a seed, a budget and per task a placement and the evaluations the
 harness measured. `rerun_submission` finds the algorithm through the entry-point group
-``placement_gym.agents`` (`find_agent`: the core never imports an agent package), runs it through the
-harness (`placement_gym.leaderboard.harness.evaluate`) with the file's seed, budget, track and
-``trained_on``, one task at a time, and compares each task with the file: the placement op by op (bit
-for bit: the same device for every op), its runtime and feasibility, and the evaluation count.
+``placement_gym.agents`` (`placement_gym.agents.leaderboard_agent`: the core never imports an agent
+package), runs it through the harness (`placement_gym.leaderboard.harness.evaluate`) with the file's
+seed, budget, track and ``trained_on``, one task at a time, and compares each task with the file: the
+placement op by op (bit for bit: the same device for every op), its runtime and feasibility, and the
+evaluation count.
 
 Quick checks: ``tasks`` re-runs a subset of the file's tasks (the same comparison, on those tasks
 only). ``budget`` other than the file's re-runs every task twice at that budget and compares the two
@@ -35,10 +36,6 @@ from placement_gym.agents import leaderboard_agent
 from placement_gym.leaderboard.harness import evaluate
 from placement_gym.leaderboard.submission import load_submission
 from placement_gym.leaderboard.suite import get_suite
-
-# The harness agent of an algorithm, from the providers of the entry-point group placement_gym.agents
-# (the core never imports an agent package): ValueError when none knows it or it cannot be re-run.
-find_agent = leaderboard_agent
 
 
 @dataclass(frozen=True)
@@ -127,7 +124,7 @@ def rerun_submission(
                          f"{', '.join(data['results'])}")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
         raise ValueError(f"budget must be a positive number of evaluations, got {budget!r}")
-    agent = find_agent(data["algorithm"])
+    agent = leaderboard_agent(data["algorithm"])
     twice = budget is not None and budget != data.get("budget")
     run_budget = budget if twice else data.get("budget")
     if twice:
