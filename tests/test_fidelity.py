@@ -10,9 +10,9 @@ import pytest
 from placement_gym.cli import main
 from placement_gym.graph import load_graph
 from placement_gym.named_tasks import get_task
+from placement_gym.real.devices import cluster_device_map
 from placement_gym.real.fidelity import (
     FidelityReport,
-    cluster_device_map,
     fidelity_placements,
     mape,
     parse_device_map,

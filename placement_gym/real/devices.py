@@ -3,6 +3,8 @@
 * `virtual_cpus(torch_devices)`: whether several of the devices are the CPU (virtual CPU devices,
   which run one intra-op thread each).
 * `intra_op_threads(n)`: torch's intra-op thread count set for a block, and restored.
+* `cluster_device_map(cluster)`: the default torch device of each cluster device (the executor's and
+  fidelity's).
 
 The clusters of this machine's devices (`virtual_cpu_cluster`, `local_cluster`, `get_real_cluster`:
 ``cpu<N>`` and ``local``) live in the cluster layer, `placement_gym.cluster.machine`, and are

@@ -1,7 +1,8 @@
 """How close the cost models come to real measurements: placements run for real and simulated.
 
 * `spearman` and `mape`: the two figures of merit (numpy only).
-* `parse_device_map` / `cluster_device_map` / `resolve_devices`: cluster device name -> torch device.
+* `parse_device_map` / `resolve_devices` (with `placement_gym.real.devices.cluster_device_map`): cluster
+  device name -> torch device.
 * `rebatched_graph` (from `placement_gym.real.rebatch`): the graph re-imported at a smaller batch (the
   cost models must see the batch the executor runs, or every predicted transfer and FLOP count is off
   by the batch ratio).
@@ -25,9 +26,9 @@ import numpy as np
 from placement_gym.agents import AgentRun, lookup_agent
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import simulate
-from placement_gym.real.devices import cluster_device_map, intra_op_threads, virtual_cpus  # noqa: F401 - re-exported
+from placement_gym.real.devices import cluster_device_map, intra_op_threads, virtual_cpus
 from placement_gym.real.profiled import profiled_task
-from placement_gym.real.rebatch import graph_batch, rebatched_graph  # noqa: F401 - re-exported
+from placement_gym.real.rebatch import rebatched_graph
 from placement_gym.task import Task, make_task
 
 # Heuristic agents (of the `baselines` package, found through the entry-point group placement_gym.agents)
