@@ -163,9 +163,30 @@ def test_train_step_adds_backward_and_update_ops_on_the_same_device():
     assert result.runtime == pytest.approx(expected, rel=1e-12)
 
 
-def random_cluster(n_devices: int, seed: int) -> Cluster:
+def random_cluster(n_devices: int, seed: int, executor_costs: bool = False) -> Cluster:
+    """Random figures; with ``executor_costs`` also random hosts, dispatch threads and times,
+    transfer synchronisation and shared segments (some links share several)."""
     rng = np.random.default_rng(seed)
     n = n_devices
+    extra = {}
+    if executor_costs:
+        n_hosts = int(rng.integers(1, n + 1))
+        n_segments = int(rng.integers(1, 4))
+        segments = np.full((n, n, 2), -1)
+        for i in range(n):
+            for j in range(n):
+                if i != j:
+                    route = rng.permutation(n_segments)[: rng.integers(0, min(2, n_segments) + 1)]
+                    segments[i, j, : len(route)] = route
+        extra = dict(
+            dispatch_time=rng.choice([0.0, 1e-6, 1e-5, 3e-5], n),
+            device_host=rng.integers(0, n_hosts, n),
+            host_names=tuple(f"host{h}" for h in range(n_hosts)),
+            host_dispatch_threads=tuple(int(k) for k in rng.integers(1, 3, n_hosts)),
+            transfer_sync=rng.choice([0.0, 2e-6, 5e-5], n),
+            segment_names=tuple(f"s{k}" for k in range(n_segments)),
+            link_segments=segments,
+        )
     return Cluster(
         name=f"random{n}",
         device_names=tuple(f"d{i}" for i in range(n)),
@@ -177,20 +198,22 @@ def random_cluster(n_devices: int, seed: int) -> Cluster:
         efficiency=rng.uniform(0.2, 1.0, (n, len(CATEGORIES))),
         link_bandwidth=rng.uniform(5e9, 3e11, (n, n)),
         link_latency=rng.uniform(1e-6, 3e-5, (n, n)),
+        **extra,
     )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     n_ops=st.integers(1, 40),
     n_devices=st.integers(1, 5),
     seed=st.integers(0, 2**31 - 1),
     window=st.one_of(st.none(), st.integers(1, 6)),
     objective=st.sampled_from(["inference", "train_step"]),
+    executor_costs=st.booleans(),
 )
-def test_fast_simulator_equals_the_reference_exactly(n_ops, n_devices, seed, window, objective):
+def test_fast_simulator_equals_the_reference_exactly(n_ops, n_devices, seed, window, objective, executor_costs):
     graph = random_graph(n_ops, seed=seed, window=window)
-    task = make_task(graph, random_cluster(n_devices, seed), objective)
+    task = make_task(graph, random_cluster(n_devices, seed, executor_costs), objective)
     rng = np.random.default_rng(seed)
     for placement in (rng.integers(0, n_devices, n_ops), np.zeros(n_ops, dtype=int)):
         fast, slow = simulate(task, placement), reference_simulate(task, placement)
@@ -202,7 +225,7 @@ def test_fast_simulator_equals_the_reference_exactly(n_ops, n_devices, seed, win
 @pytest.mark.parametrize("objective", ["inference", "train_step"])
 def test_schedule_respects_dependencies_devices_and_links(objective):
     graph = random_graph(300, seed=7, window=12)
-    task = make_task(graph, random_cluster(4, 7), objective)
+    task = make_task(graph, random_cluster(4, 7, executor_costs=True), objective)
     placement = np.random.default_rng(7).integers(0, 4, graph.n_ops)
     s = simulate(task, placement, schedule=True).schedule
     for d in range(4):  # one op at a time per device
@@ -218,6 +241,12 @@ def test_schedule_respects_dependencies_devices_and_links(objective):
         for dst in range(4):
             on = np.flatnonzero((s.transfer_src == src) & (s.transfer_dst == dst))
             assert np.all(s.transfer_start[on][1:] >= s.transfer_finish[on][:-1])
+    cluster = task.cluster
+    for segment in range(len(cluster.segment_names)):  # one transfer at a time per shared segment
+        uses = np.flatnonzero((cluster.link_segments[s.transfer_src, s.transfer_dst] == segment).any(axis=1))
+        assert uses.size > 0
+        order = uses[np.argsort(s.transfer_start[uses], kind="stable")]
+        assert np.all(s.transfer_start[order][1:] >= s.transfer_finish[order][:-1])
     for t in range(task.n_tensors):  # every input present when its consumer starts
         p = task.tensor_producer[t]
         for c in task.tensor_consumers[task.tensor_consumer_pointer[t] : task.tensor_consumer_pointer[t + 1]]:
@@ -286,3 +315,96 @@ def test_layered_benchmark_graphs_agree_with_the_reference(width):
         fast, slow = simulate(task, placement), reference_simulate(task, placement)
         assert fast.runtime == slow.runtime
         np.testing.assert_array_equal(fast.peak_memory, slow.peak_memory)
+
+
+# --- Costs real executors pay: host dispatch, transfer synchronisation, shared segments -----------
+
+US = 1e-6
+
+
+def executor_cluster(n_devices=2, **figures) -> Cluster:
+    """`hand_cluster` (1e12 FLOP/s, 1 GB/s links, 100 us latency, 1 us overhead) with executor costs."""
+    import dataclasses
+
+    return dataclasses.replace(hand_cluster(n_devices), **figures)
+
+
+def test_dispatch_hides_behind_long_ops_and_bounds_short_ones():
+    # One device, one dispatch thread taking 10 us per launch. Launches run ahead of the device, so a
+    # chain of 1 ms ops pays the first launch only; a chain of tiny ops runs at one op per launch.
+    cluster = executor_cluster(1, dispatch_time=np.array([10 * US]))
+    _, long_ops = evaluate(CHAIN, [0, 0, 0], cluster)
+    assert long_ops.runtime == pytest.approx(10 * US + op_time(1) + op_time(2) + op_time(3), rel=1e-12)
+    tiny = hand_graph([("a", 1e3, 1e3, 0), ("b", 1e3, 1e3, 0), ("c", 1e3, 1e3, 0)], [("a", "b"), ("b", "c")])
+    _, short_ops = evaluate(tiny, [0, 0, 0], cluster)
+    assert short_ops.runtime == pytest.approx(3 * 10 * US + op_time(1e-6), rel=1e-12)
+
+
+def test_devices_of_one_host_share_its_dispatch_threads():
+    # Two independent chains of four tiny ops, one per device. One thread issues all eight
+    # launches (10 us each, alternating devices in start order); two threads issue them in pairs.
+    ops = [(f"{chain}{k}", 1e3, 1e3, 0) for chain in "xy" for k in range(4)]
+    edges = [(f"{chain}{k}", f"{chain}{k + 1}") for chain in "xy" for k in range(3)]
+    graph = hand_graph(ops, edges)
+    placement = [0, 0, 0, 0, 1, 1, 1, 1]
+    _, one_thread = evaluate(graph, placement, executor_cluster(dispatch_time=np.full(2, 10 * US)))
+    assert one_thread.runtime == pytest.approx(8 * 10 * US + op_time(1e-6), rel=1e-12)
+    _, two_threads = evaluate(
+        graph, placement, executor_cluster(dispatch_time=np.full(2, 10 * US), host_dispatch_threads=(2,))
+    )
+    assert two_threads.runtime == pytest.approx(4 * 10 * US + op_time(1e-6), rel=1e-12)
+    _, two_hosts = evaluate(
+        graph,
+        placement,
+        executor_cluster(dispatch_time=np.full(2, 10 * US), device_host=[0, 1], host_names=("h0", "h1"),
+                         host_dispatch_threads=(1, 1)),
+    )
+    assert two_hosts.runtime == two_threads.runtime
+
+
+def test_a_received_input_is_launched_after_it_arrives():
+    # a on gpu:0, b on gpu:1: b's launch (10 us) starts when a's output has arrived.
+    graph = hand_graph([("a", 1e9, 1e6, 0), ("b", 1e9, 1e6, 0)], [("a", "b")])
+    _, result = evaluate(graph, [0, 1], executor_cluster(dispatch_time=np.full(2, 10 * US)))
+    assert result.runtime == pytest.approx(10 * US + op_time(1) + transfer_time(1e6) + 10 * US + op_time(1),
+                                           rel=1e-12)
+
+
+def test_transfer_synchronisation_is_paid_on_both_ends():
+    # One copy out of a (its device records and issues it), one wait in b; c reads a on gpu:0.
+    graph = hand_graph([("a", 1e9, 1e6, 0), ("b", 1e9, 1e6, 0), ("c", 1e9, 1e6, 0)], [("a", "b"), ("a", "c")])
+    sync = np.array([20 * US, 50 * US])
+    _, result = evaluate(graph, [0, 1, 0], executor_cluster(transfer_sync=sync))
+    s = result.schedule
+    assert s.op_finish[0] == pytest.approx(op_time(1) + 20 * US, rel=1e-12)
+    assert s.transfer_start[0] == s.op_finish[0]
+    assert s.op_finish[1] - s.op_start[1] == pytest.approx(op_time(1) + 50 * US, rel=1e-12)
+    assert s.op_finish[2] - s.op_start[2] == pytest.approx(op_time(1), rel=1e-12)  # local reader: no sync
+
+
+def test_links_that_share_a_segment_take_turns():
+    # a on gpu:0 and b on gpu:1 both send 1 GB to c on gpu:2 at the same time. With private links the
+    # two transfers overlap; behind one shared uplink the second waits for the first.
+    graph = hand_graph(
+        [("a", 1e9, 1e9, 0), ("b", 1e9, 1e9, 0), ("c", 1e9, 1e3, 0)], [("a", "c"), ("b", "c")]
+    )
+    _, private = evaluate(graph, [0, 1, 2], hand_cluster(3))
+    assert private.runtime == pytest.approx(op_time(1) + transfer_time(1e9) + op_time(1), rel=1e-12)
+    segments = np.full((3, 3, 1), -1)
+    segments[0, 2, 0] = segments[1, 2, 0] = 0
+    _, shared = evaluate(graph, [0, 1, 2], executor_cluster(3, segment_names=("uplink",), link_segments=segments))
+    assert shared.runtime == pytest.approx(op_time(1) + 2 * transfer_time(1e9) + op_time(1), rel=1e-12)
+    first, second = np.argsort(shared.schedule.transfer_start)
+    assert shared.schedule.transfer_src[first] == 0  # device order at a tie
+    assert shared.schedule.transfer_start[second] == shared.schedule.transfer_finish[first]
+
+
+def test_executor_costs_are_checked():
+    with pytest.raises(ValueError, match="dispatch_time"):
+        executor_cluster(dispatch_time=np.array([-1e-6, 0.0]))
+    with pytest.raises(ValueError, match="host_dispatch_threads"):
+        executor_cluster(host_dispatch_threads=(0,))
+    with pytest.raises(ValueError, match="device_host"):
+        executor_cluster(device_host=[0, 1])
+    with pytest.raises(ValueError, match="link_segments"):
+        executor_cluster(segment_names=("s",), link_segments=np.full((2, 2, 1), 3))

@@ -28,6 +28,21 @@ class Cluster:
             each category reaches.
     Per ordered pair (``(n_devices, n_devices)``, diagonal unused and 0):
         link_bandwidth (bytes/s), link_latency (seconds).
+    What real executors pay beyond op and transfer times (docs/design.md, "Costs real executors
+    pay"); each defaults to nothing (0, one host, no shared segment):
+        dispatch_time: per device, seconds of a host thread to issue one op on it (framework
+            dispatch plus kernel launch). An op's launch waits for a free dispatch thread of the
+            device's host and for its inputs (same-device producers launched, received tensors
+            arrived); launches run ahead of the device, so a device pays it only when launches are
+            slower than its ops.
+        device_host: per device, the index of the host whose threads issue its ops.
+        host_names, host_dispatch_threads: per host, a name and its number of dispatch threads (>= 1).
+        transfer_sync: per device, seconds its stream spends per copy it issues (record an event,
+            start the copy engine) and per received input an op waits for (wait on the event).
+        segment_names: shared path segments (a PCIe switch's uplink, a socket's root port, one
+            direction each). link_segments: int ``(n_devices, n_devices, k)``, the segments a
+            transfer on each link occupies, padded with -1. A segment carries one transfer at a
+            time, so transfers on links that share one contend.
     ``content_sha256`` (computed): of every figure, device name and kind, not ``name`` nor
     ``description``.
     """
@@ -43,9 +58,32 @@ class Cluster:
     link_bandwidth: np.ndarray
     link_latency: np.ndarray
     description: str = ""
+    dispatch_time: np.ndarray | None = None
+    device_host: np.ndarray | None = None
+    host_names: tuple[str, ...] = ("host:0",)
+    host_dispatch_threads: tuple[int, ...] = (1,)
+    transfer_sync: np.ndarray | None = None
+    segment_names: tuple[str, ...] = ()
+    link_segments: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.device_names)
+        defaults = {
+            "dispatch_time": np.zeros(n),
+            "transfer_sync": np.zeros(n),
+            "device_host": np.zeros(n, dtype=np.int64),
+            "link_segments": np.zeros((n, n, 0), dtype=np.int64),
+        }
+        for key, value in defaults.items():
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, value)
+        for key in ("device_host", "link_segments"):
+            array = np.array(getattr(self, key), dtype=np.int64)
+            array.setflags(write=False)
+            object.__setattr__(self, key, array)
+        object.__setattr__(self, "host_names", tuple(self.host_names))
+        object.__setattr__(self, "host_dispatch_threads", tuple(int(k) for k in self.host_dispatch_threads))
+        object.__setattr__(self, "segment_names", tuple(self.segment_names))
         for key in (
             "peak_flops",
             "memory_bandwidth",
@@ -54,6 +92,8 @@ class Cluster:
             "efficiency",
             "link_bandwidth",
             "link_latency",
+            "dispatch_time",
+            "transfer_sync",
         ):
             array = np.array(getattr(self, key), dtype=np.float64)
             array.setflags(write=False)
@@ -87,6 +127,48 @@ class Cluster:
                 )
         if np.any(self.efficiency > 1):
             raise ValueError(f"cluster {self.name!r}: efficiency figures must be in (0, 1]")
+        self._check_executor_costs(n)
+
+    def _check_executor_costs(self, n: int) -> None:
+        """Dispatch, synchronisation and shared-segment figures: shapes, ranges, references."""
+        for key in ("dispatch_time", "transfer_sync"):
+            value = getattr(self, key)
+            if value.shape != (n,):
+                raise ValueError(f"cluster {self.name!r}: {key} has shape {value.shape}, expected ({n},)")
+            if not np.all(np.isfinite(value)) or np.any(value < 0):
+                raise ValueError(f"cluster {self.name!r}: every {key} figure must be a finite number >= 0")
+        n_hosts = len(self.host_names)
+        if n_hosts == 0 or len(set(self.host_names)) != n_hosts:
+            raise ValueError(f"cluster {self.name!r}: host names must be unique and at least one")
+        if len(self.host_dispatch_threads) != n_hosts or min(self.host_dispatch_threads) < 1:
+            raise ValueError(
+                f"cluster {self.name!r}: host_dispatch_threads needs one integer >= 1 per host ({n_hosts})"
+            )
+        if self.device_host.shape != (n,) or np.any(self.device_host < 0) or np.any(self.device_host >= n_hosts):
+            raise ValueError(f"cluster {self.name!r}: device_host needs one host index in 0..{n_hosts - 1} per device")
+        segments = self.link_segments
+        n_segments = len(self.segment_names)
+        if len(set(self.segment_names)) != n_segments:
+            raise ValueError(f"cluster {self.name!r}: segment names must be unique")
+        if segments.ndim != 3 or segments.shape[:2] != (n, n):
+            raise ValueError(
+                f"cluster {self.name!r}: link_segments has shape {segments.shape}, expected ({n}, {n}, k)"
+            )
+        if np.any(segments < -1) or np.any(segments >= n_segments):
+            raise ValueError(
+                f"cluster {self.name!r}: link_segments entries must be segment indices 0..{n_segments - 1} or -1"
+            )
+        if np.any(segments[np.arange(n), np.arange(n)] >= 0):
+            raise ValueError(f"cluster {self.name!r}: a device's link to itself has no segments")
+        for i, j in zip(*np.nonzero((segments >= 0).sum(axis=2)), strict=True):
+            route = segments[i, j][segments[i, j] >= 0]
+            if len(set(route.tolist())) != len(route):
+                raise ValueError(f"cluster {self.name!r}: link {self.device_names[i]} -> "
+                                 f"{self.device_names[j]} lists a segment twice")
+
+    def link_route(self, src: int, dst: int) -> tuple[str, ...]:
+        """The names of the shared segments a transfer from ``src`` to ``dst`` occupies."""
+        return tuple(self.segment_names[k] for k in self.link_segments[src, dst] if k >= 0)
 
     @cached_property
     def content_sha256(self) -> str:

@@ -124,6 +124,12 @@ def _run(
     link_bandwidth,
     link_latency,
     input_count,
+    dispatch_time,
+    device_host,
+    thread_pointer,
+    transfer_sync,
+    link_segments,
+    n_segments,
     record,
 ):
     """Simulate one placement of the forward ops. Returns ``(makespan or status, peak, device,
@@ -148,6 +154,26 @@ def _run(
             return _BAD_DEVICE, peak, device, start, finish, device[:0], device[:0], start[:0], start[:0]
         device[op] = d
         op_time[op] = duration[op, d]
+    # Synchronisation per copy issued (on the producer's device) and per input received from
+    # another device (on the reader's): both follow from the placement alone, so they join the op's
+    # time here, as ``sync x count`` (the reference computes the same expression).
+    n_syncs = np.zeros(n_ops)
+    sent_to = np.full(n_devices, -1, dtype=np.int64)  # the last tensor counted as sent to a device
+    for op in range(n_ops):
+        d = device[op]
+        for k in range(output_pointer[op], output_pointer[op + 1]):
+            t = outputs[k]
+            for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+                c = consumers[j]
+                e = device[c]
+                if e != d:
+                    n_syncs[c] += 1.0
+                    if sent_to[e] != t:
+                        sent_to[e] = t
+                        n_syncs[op] += 1.0
+    for op in range(n_ops):
+        if n_syncs[op] > 0.0:
+            op_time[op] = op_time[op] + transfer_sync[device[op]] * n_syncs[op]
 
     # Live buffers (memory): one per (tensor, device holding it), made as soon as its allocation
     # time is known; its free time grows to the finish of each reader as readers are scheduled.
@@ -201,6 +227,14 @@ def _run(
             size[d] += 1
     device_free = np.zeros(n_devices)
     link_free = np.zeros((n_devices, n_devices))
+    segment_free = np.zeros(n_segments)
+    n_route = link_segments.shape[2]
+    # Host dispatch: an op's launch may begin once its same-device producers are launched and its
+    # received inputs have arrived (`launch_ready`), on the host thread that frees first; launches
+    # are issued in the order ops start. Host h's threads are ``thread_pointer[h]:[h + 1]``.
+    launch_ready = np.zeros(n_ops)
+    launch_end = np.zeros(n_ops)
+    thread_free = np.zeros(thread_pointer[-1])
     n_transfer_records = n_edges if record else 0
     transfer_tensor = np.empty(n_transfer_records, dtype=np.int32)
     transfer_dst = np.empty(n_transfer_records, dtype=np.int32)
@@ -211,12 +245,22 @@ def _run(
     for _ in range(n_ops):
         best = -1
         best_start = np.inf
+        best_launch = 0.0
+        best_thread = -1
         for d in range(n_devices):
             if size[d] > 0:
-                s = max(device_free[d], heap_key[base[d]])
+                h = device_host[d]
+                thread = thread_pointer[h]
+                for k in range(thread_pointer[h] + 1, thread_pointer[h + 1]):
+                    if thread_free[k] < thread_free[thread]:
+                        thread = k
+                launch = max(thread_free[thread], launch_ready[heap_op[base[d]]])
+                s = max(max(device_free[d], heap_key[base[d]]), launch + dispatch_time[d])
                 if s < best_start:
                     best_start = s
                     best = d
+                    best_launch = launch
+                    best_thread = thread
         if best < 0:
             return _STALLED, peak, device, start, finish, device[:0], device[:0], start[:0], start[:0]
         d = best
@@ -251,6 +295,8 @@ def _run(
             heap_op[root + i] = last
         s = best_start
         f = s + op_time[op]
+        launch_end[op] = best_launch + dispatch_time[d]
+        thread_free[best_thread] = launch_end[op]
         if record:
             start[op] = s
             finish[op] = f
@@ -274,47 +320,55 @@ def _run(
                 buffer_alloc[own] = s
                 buffer_free[own] = np.inf if tensor_persistent[t] else f
                 n_buffers += 1
-            first_transfer = n_transfers
+            # The devices that read t (marked in `holder`), then one copy per other device, sent in
+            # device order: links that share a segment take their turns in that order.
+            for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+                holder[device[consumers[j]]] = t
+            for e in range(n_devices):
+                if holder[e] != t:
+                    continue
+                if e == d:
+                    arrival[e] = f
+                    copy[e] = own
+                    continue
+                begin = max(link_free[d, e], f)
+                for r in range(n_route):
+                    g = link_segments[d, e, r]
+                    if g >= 0 and segment_free[g] > begin:
+                        begin = segment_free[g]
+                end = begin + (link_latency[d, e] + nbytes / link_bandwidth[d, e])
+                link_free[d, e] = end
+                for r in range(n_route):
+                    g = link_segments[d, e, r]
+                    if g >= 0:
+                        segment_free[g] = end
+                arrival[e] = end
+                copy[e] = n_buffers
+                buffer_device[n_buffers] = e
+                buffer_bytes[n_buffers] = nbytes
+                buffer_alloc[n_buffers] = begin
+                buffer_free[n_buffers] = begin
+                n_buffers += 1
+                if own >= 0 and end > buffer_free[own]:
+                    buffer_free[own] = end
+                if record:
+                    transfer_tensor[n_transfers] = t
+                    transfer_dst[n_transfers] = e
+                    transfer_start[n_transfers] = begin
+                    transfer_finish[n_transfers] = end
+                    n_transfers += 1
             for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
                 c = consumers[j]
                 e = device[c]
-                if holder[e] != t:  # first reader on device e: the tensor is there at `arrival[e]`
-                    holder[e] = t
-                    if e == d:
-                        arrival[e] = f
-                        copy[e] = own
-                    else:
-                        # Each destination has its own link, so the order they are sent in does
-                        # not change the times; the records are sorted by destination below.
-                        begin = max(link_free[d, e], f)
-                        end = begin + (link_latency[d, e] + nbytes / link_bandwidth[d, e])
-                        link_free[d, e] = end
-                        arrival[e] = end
-                        copy[e] = n_buffers
-                        buffer_device[n_buffers] = e
-                        buffer_bytes[n_buffers] = nbytes
-                        buffer_alloc[n_buffers] = begin
-                        buffer_free[n_buffers] = begin
-                        n_buffers += 1
-                        if own >= 0 and end > buffer_free[own]:
-                            buffer_free[own] = end
-                        if record:
-                            i = n_transfers
-                            while i > first_transfer and transfer_dst[i - 1] > e:
-                                transfer_tensor[i] = transfer_tensor[i - 1]
-                                transfer_dst[i] = transfer_dst[i - 1]
-                                transfer_start[i] = transfer_start[i - 1]
-                                transfer_finish[i] = transfer_finish[i - 1]
-                                i -= 1
-                            transfer_tensor[i] = t
-                            transfer_dst[i] = e
-                            transfer_start[i] = begin
-                            transfer_finish[i] = end
-                            n_transfers += 1
                 reader_buffer[edge_slot[j]] = copy[e]
                 a = arrival[e]
                 if a > ready[c]:
                     ready[c] = a
+                # Same-device readers may be launched once this op is (stream order); others wait
+                # for the copy.
+                launch_after = launch_end[op] if e == d else a
+                if launch_after > launch_ready[c]:
+                    launch_ready[c] = launch_after
                 pending[c] -= 1
                 if pending[c] == 0:
                     # Push c on device e's heap: move it up from the end.
@@ -410,6 +464,12 @@ def _build_arrays(task) -> tuple:
         task.cluster.link_bandwidth,
         task.cluster.link_latency,
         task.op_input_count,
+        task.cluster.dispatch_time,
+        np.ascontiguousarray(task.cluster.device_host, dtype=np.int64),
+        np.concatenate([[0], np.cumsum(task.cluster.host_dispatch_threads)]).astype(np.int64),
+        task.cluster.transfer_sync,
+        np.ascontiguousarray(task.cluster.link_segments, dtype=np.int64),
+        len(task.cluster.segment_names),
     )
 
 

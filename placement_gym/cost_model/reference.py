@@ -1,31 +1,26 @@
-"""The reference simulator: a plain discrete-event simulation in Python, kept as the oracle.
+"""The reference simulator: a plain, slow re-statement of the cost model, kept as the oracle.
 
-This is the classic design of the Placeto and Baechi simulators: a heap of timed events (an op
-finishes, a transfer arrives), a ready queue per device, a FIFO queue per directed link. It is
-deliberately simple and slow; `fast.simulate` must agree with it exactly (tests/test_cost_model.py).
-The semantics are those stated in `fast.py`'s docstring and docs/design.md (section 3).
+It recomputes everything from scratch at every step instead of keeping heaps and incremental state:
+while ops remain, every device proposes the earliest-ready op among those whose producers have all
+been scheduled (ties by index), each proposal's start is computed from first principles (device
+free, inputs present, launch done), and the earliest start wins (ties by device index). The
+semantics are those stated in `fast.py`'s docstring and docs/design.md (section 3); `fast.simulate`
+must agree with it exactly (tests/test_cost_model.py).
 """
 
 from __future__ import annotations
-
-import heapq
-from collections import defaultdict, deque
 
 import numpy as np
 
 from placement_gym.cost_model.result import SimulationResult
 
-_OP_DONE, _TRANSFER_DONE = 0, 1
-
 
 def reference_simulate(task, placement) -> SimulationResult:
-    """Evaluate one placement of ``task`` by event simulation (same result as `fast.simulate`, and
-    counted the same way in ``task.evaluations``)."""
+    """Evaluate one placement of ``task`` (same result as `fast.simulate`, and counted the same way
+    in ``task.evaluations``)."""
+    cluster = task.cluster
     device = task.expand(placement).tolist()
     n_ops, n_devices = task.n_ops, task.n_devices
-    duration = task.duration.tolist()
-    bandwidth = task.cluster.link_bandwidth.tolist()
-    latency = task.cluster.link_latency.tolist()
     size = task.tensor_bytes.tolist()
     outputs = [
         task.op_outputs[task.op_output_pointer[o] : task.op_output_pointer[o + 1]].tolist()
@@ -35,78 +30,87 @@ def reference_simulate(task, placement) -> SimulationResult:
         task.tensor_consumers[task.tensor_consumer_pointer[t] : task.tensor_consumer_pointer[t + 1]].tolist()
         for t in range(task.n_tensors)
     ]
+    producer = task.tensor_producer.tolist()
+    # Op time: duration on its device, plus its stream's synchronisation for every copy it issues
+    # (one per tensor and other reading device) and every input it receives from another device.
+    syncs = [0.0] * n_ops
+    for t in range(task.n_tensors):
+        p = producer[t]
+        if p < 0:
+            continue
+        others = {device[r] for r in readers[t]} - {device[p]}
+        syncs[p] += float(len(others))
+        for r in readers[t]:
+            if device[r] != device[p]:
+                syncs[r] += 1.0
+    op_time = []
+    for op in range(n_ops):
+        d = device[op]
+        time = float(task.duration[op, d])
+        if syncs[op] > 0.0:
+            time = time + float(cluster.transfer_sync[d]) * syncs[op]
+        op_time.append(time)
+    routes = {
+        (i, j): [int(k) for k in cluster.link_segments[i, j] if k >= 0]
+        for i in range(n_devices)
+        for j in range(n_devices)
+        if i != j
+    }
+    threads = [[0.0] * k for k in cluster.host_dispatch_threads]
 
     missing = task.op_input_count.tolist()
-    ready_time = [0.0] * n_ops
-    start, finish = [0.0] * n_ops, [0.0] * n_ops
-    queue: list[list[tuple[float, int]]] = [[] for _ in range(n_devices)]
-    busy = [False] * n_devices
-    link_queue: dict[tuple[int, int], deque] = defaultdict(deque)
-    link_busy: set[tuple[int, int]] = set()
-    events: list[tuple[float, int, int, tuple]] = []
-    sequence = 0
-    transfers = []  # (tensor, src, dst, start, end)
-
-    def push(time: float, kind: int, payload: tuple) -> None:
-        nonlocal sequence
-        heapq.heappush(events, (time, sequence, kind, payload))
-        sequence += 1
-
-    def arrive(tensor: int, dst: int, time: float) -> None:
-        for op in readers[tensor]:
-            if device[op] == dst:
-                ready_time[op] = max(ready_time[op], time)
-                missing[op] -= 1
-                if missing[op] == 0:
-                    heapq.heappush(queue[dst], (ready_time[op], op))
-
-    def start_transfer(link: tuple[int, int], time: float) -> None:
-        tensor = link_queue[link].popleft()
-        link_busy.add(link)
-        end = time + (latency[link[0]][link[1]] + size[tensor] / bandwidth[link[0]][link[1]])
-        transfers.append((tensor, link[0], link[1], time, end))
-        push(end, _TRANSFER_DONE, (tensor, link))
-
-    def dispatch(time: float) -> None:
-        for d in range(n_devices):
-            if not busy[d] and queue[d]:
-                _, op = heapq.heappop(queue[d])
-                busy[d] = True
-                start[op] = time
-                finish[op] = time + duration[op][d]
-                push(finish[op], _OP_DONE, (op,))
-
+    ready = [0.0] * n_ops  # inputs present on the op's device
+    launch_ready = [0.0] * n_ops  # same-device producers launched, received inputs arrived
+    start, finish, launch_end = [0.0] * n_ops, [0.0] * n_ops, [0.0] * n_ops
+    waiting: list[set[int]] = [set() for _ in range(n_devices)]
     for op in range(n_ops):
         if missing[op] == 0:
-            heapq.heappush(queue[device[op]], (0.0, op))
-    dispatch(0.0)
-    now = 0.0
-    while events:
-        now = events[0][0]
-        while events and events[0][0] == now:
-            _, _, kind, payload = heapq.heappop(events)
-            if kind == _OP_DONE:
-                (op,) = payload
-                src = device[op]
-                busy[src] = False
-                for tensor in outputs[op]:
-                    for dst in sorted({device[r] for r in readers[tensor]}):
-                        if dst == src:
-                            arrive(tensor, dst, now)
-                        else:
-                            link = (src, dst)
-                            link_queue[link].append(tensor)
-                            if link not in link_busy:
-                                start_transfer(link, now)
-            else:
-                tensor, link = payload
-                link_busy.discard(link)
-                arrive(tensor, link[1], now)
-                if link_queue[link]:
-                    start_transfer(link, now)
-        dispatch(now)
-    if any(m > 0 for m in missing):
-        raise RuntimeError("reference simulation stalled: the task graph is not a DAG")
+            waiting[device[op]].add(op)
+    device_free = [0.0] * n_devices
+    link_free = {link: 0.0 for link in routes}
+    segment_free = [0.0] * len(cluster.segment_names)
+    transfers = []  # (tensor, src, dst, start, end)
+    for _ in range(n_ops):
+        best = None
+        for d in range(n_devices):
+            if not waiting[d]:
+                continue
+            op = min(waiting[d], key=lambda o: (ready[o], o))
+            host = threads[int(cluster.device_host[d])]
+            thread = min(range(len(host)), key=lambda k: (host[k], k))
+            launch = max(host[thread], launch_ready[op])
+            begin = max(device_free[d], ready[op], launch + float(cluster.dispatch_time[d]))
+            if best is None or begin < best[0]:
+                best = (begin, d, op, thread, launch)
+        if best is None:
+            raise RuntimeError("reference simulation stalled: the task graph is not a DAG")
+        begin, d, op, thread, launch = best
+        waiting[d].discard(op)
+        start[op], finish[op] = begin, begin + op_time[op]
+        launch_end[op] = launch + float(cluster.dispatch_time[d])
+        threads[int(cluster.device_host[d])][thread] = launch_end[op]
+        device_free[d] = finish[op]
+        for tensor in outputs[op]:
+            arrival = {}
+            for e in sorted({device[r] for r in readers[tensor]}):
+                if e == d:
+                    arrival[e] = finish[op]
+                    continue
+                link = (d, e)
+                sent = max([finish[op], link_free[link]] + [segment_free[g] for g in routes[link]])
+                end = sent + (float(cluster.link_latency[d, e]) + size[tensor] / float(cluster.link_bandwidth[d, e]))
+                link_free[link] = end
+                for g in routes[link]:
+                    segment_free[g] = end
+                transfers.append((tensor, d, e, sent, end))
+                arrival[e] = end
+            for r in readers[tensor]:
+                e = device[r]
+                ready[r] = max(ready[r], arrival[e])
+                launch_ready[r] = max(launch_ready[r], launch_end[op] if e == d else arrival[e])
+                missing[r] -= 1
+                if missing[r] == 0:
+                    waiting[e].add(r)
 
     peak = _peak_memory(task, device, start, finish, transfers)
     feasible = bool(np.all(peak <= task.cluster.memory_capacity))
