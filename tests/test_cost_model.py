@@ -211,7 +211,9 @@ def random_cluster(n_devices: int, seed: int, executor_costs: bool = False) -> C
     objective=st.sampled_from(["inference", "train_step"]),
     executor_costs=st.booleans(),
 )
-def test_fast_simulator_equals_the_reference_exactly(n_ops, n_devices, seed, window, objective, executor_costs):
+def test_fast_simulator_equals_the_reference_exactly(
+    n_ops, n_devices, seed, window, objective, executor_costs
+):
     graph = random_graph(n_ops, seed=seed, window=window)
     task = make_task(graph, random_cluster(n_devices, seed, executor_costs), objective)
     rng = np.random.default_rng(seed)
@@ -356,8 +358,12 @@ def test_devices_of_one_host_share_its_dispatch_threads():
     _, two_hosts = evaluate(
         graph,
         placement,
-        executor_cluster(dispatch_time=np.full(2, 10 * US), device_host=[0, 1], host_names=("h0", "h1"),
-                         host_dispatch_threads=(1, 1)),
+        executor_cluster(
+            dispatch_time=np.full(2, 10 * US),
+            device_host=[0, 1],
+            host_names=("h0", "h1"),
+            host_dispatch_threads=(1, 1),
+        ),
     )
     assert two_hosts.runtime == two_threads.runtime
 
@@ -366,8 +372,9 @@ def test_a_received_input_is_launched_after_it_arrives():
     # a on gpu:0, b on gpu:1: b's launch (10 us) starts when a's output has arrived.
     graph = hand_graph([("a", 1e9, 1e6, 0), ("b", 1e9, 1e6, 0)], [("a", "b")])
     _, result = evaluate(graph, [0, 1], executor_cluster(dispatch_time=np.full(2, 10 * US)))
-    assert result.runtime == pytest.approx(10 * US + op_time(1) + transfer_time(1e6) + 10 * US + op_time(1),
-                                           rel=1e-12)
+    assert result.runtime == pytest.approx(
+        10 * US + op_time(1) + transfer_time(1e6) + 10 * US + op_time(1), rel=1e-12
+    )
 
 
 def test_transfer_synchronisation_is_paid_on_both_ends():
@@ -385,14 +392,14 @@ def test_transfer_synchronisation_is_paid_on_both_ends():
 def test_links_that_share_a_segment_take_turns():
     # a on gpu:0 and b on gpu:1 both send 1 GB to c on gpu:2 at the same time. With private links the
     # two transfers overlap; behind one shared uplink the second waits for the first.
-    graph = hand_graph(
-        [("a", 1e9, 1e9, 0), ("b", 1e9, 1e9, 0), ("c", 1e9, 1e3, 0)], [("a", "c"), ("b", "c")]
-    )
+    graph = hand_graph([("a", 1e9, 1e9, 0), ("b", 1e9, 1e9, 0), ("c", 1e9, 1e3, 0)], [("a", "c"), ("b", "c")])
     _, private = evaluate(graph, [0, 1, 2], hand_cluster(3))
     assert private.runtime == pytest.approx(op_time(1) + transfer_time(1e9) + op_time(1), rel=1e-12)
     segments = np.full((3, 3, 1), -1)
     segments[0, 2, 0] = segments[1, 2, 0] = 0
-    _, shared = evaluate(graph, [0, 1, 2], executor_cluster(3, segment_names=("uplink",), link_segments=segments))
+    _, shared = evaluate(
+        graph, [0, 1, 2], executor_cluster(3, segment_names=("uplink",), link_segments=segments)
+    )
     assert shared.runtime == pytest.approx(op_time(1) + 2 * transfer_time(1e9) + op_time(1), rel=1e-12)
     first, second = np.argsort(shared.schedule.transfer_start)
     assert shared.schedule.transfer_src[first] == 0  # device order at a tie

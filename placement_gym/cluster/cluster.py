@@ -144,8 +144,14 @@ class Cluster:
             raise ValueError(
                 f"cluster {self.name!r}: host_dispatch_threads needs one integer >= 1 per host ({n_hosts})"
             )
-        if self.device_host.shape != (n,) or np.any(self.device_host < 0) or np.any(self.device_host >= n_hosts):
-            raise ValueError(f"cluster {self.name!r}: device_host needs one host index in 0..{n_hosts - 1} per device")
+        if (
+            self.device_host.shape != (n,)
+            or np.any(self.device_host < 0)
+            or np.any(self.device_host >= n_hosts)
+        ):
+            raise ValueError(
+                f"cluster {self.name!r}: device_host needs one host index in 0..{n_hosts - 1} per device"
+            )
         segments = self.link_segments
         n_segments = len(self.segment_names)
         if len(set(self.segment_names)) != n_segments:
@@ -156,15 +162,18 @@ class Cluster:
             )
         if np.any(segments < -1) or np.any(segments >= n_segments):
             raise ValueError(
-                f"cluster {self.name!r}: link_segments entries must be segment indices 0..{n_segments - 1} or -1"
+                f"cluster {self.name!r}: link_segments entries must be -1 or a segment index "
+                f"0..{n_segments - 1}"
             )
         if np.any(segments[np.arange(n), np.arange(n)] >= 0):
             raise ValueError(f"cluster {self.name!r}: a device's link to itself has no segments")
         for i, j in zip(*np.nonzero((segments >= 0).sum(axis=2)), strict=True):
             route = segments[i, j][segments[i, j] >= 0]
             if len(set(route.tolist())) != len(route):
-                raise ValueError(f"cluster {self.name!r}: link {self.device_names[i]} -> "
-                                 f"{self.device_names[j]} lists a segment twice")
+                raise ValueError(
+                    f"cluster {self.name!r}: link {self.device_names[i]} -> "
+                    f"{self.device_names[j]} lists a segment twice"
+                )
 
     def link_route(self, src: int, dst: int) -> tuple[str, ...]:
         """The names of the shared segments a transfer from ``src`` to ``dst`` occupies."""

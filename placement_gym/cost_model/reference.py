@@ -98,7 +98,9 @@ def reference_simulate(task, placement) -> SimulationResult:
                     continue
                 link = (d, e)
                 sent = max([finish[op], link_free[link]] + [segment_free[g] for g in routes[link]])
-                end = sent + (float(cluster.link_latency[d, e]) + size[tensor] / float(cluster.link_bandwidth[d, e]))
+                end = sent + (
+                    float(cluster.link_latency[d, e]) + size[tensor] / float(cluster.link_bandwidth[d, e])
+                )
                 link_free[link] = end
                 for g in routes[link]:
                     segment_free[g] = end

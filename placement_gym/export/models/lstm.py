@@ -1,4 +1,4 @@
-"""Unrolled LSTM models: the RNN language model and a GNMT-style 4-layer translation model.
+"""Unrolled LSTM models: the RNN language model and GNMT-style translation models of 2, 4 and 8 layers.
 
 Every layer at every time step is its own cell of explicit ops (two Gemm, Add, Split, Sigmoid/Tanh,
 Mul, Add), so a placer can put layers and steps on different devices, as the TensorFlow graphs of
@@ -18,6 +18,9 @@ setup (not re-checked against its text here). The choices below are documented, 
   unidirectional encoder (GNMT's bottom encoder layer is bidirectional), residual connections from
   the third layer up, additive attention queried by the bottom decoder layer and fed as extra input
   to every upper decoder layer, decoder layers initialised with the encoder's final states.
+- `gnmt2`, `gnmt8`: the same construction with 2 and 8 layers in the encoder and in the decoder (the
+  NMT sizes of Mirhoseini et al. 2018; 8 is GNMT's depth). With 2 layers there is no residual
+  connection (residuals start at the third layer).
 """
 
 from __future__ import annotations

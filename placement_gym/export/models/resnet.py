@@ -9,6 +9,8 @@
   widths 64-128-256-512, expansion 4), projection shortcuts (option B) where the shape changes.
   The stride of a downsampling block sits on its 3x3 convolution (the common "v1.5" variant); the
   parameter count (about 25.6M) is the same either way.
+- `ResNet152`: the same construction with stages of 3, 8, 36, 3 bottleneck blocks (Table 1; about
+  60.2M parameters), the ResNet that Mirhoseini et al. 2018 place.
 """
 
 from __future__ import annotations
@@ -113,3 +115,10 @@ class ResNet50(nn.Module):
         x = self.pool(torch.relu(self.stem(images)))
         x = self.blocks(x)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class ResNet152(ResNet50):
+    """ImageNet ResNet-152 (He et al. 2016, Table 1): the ResNet-50 construction, 3, 8, 36, 3 bottlenecks."""
+
+    def __init__(self, num_classes: int = 1000, stages: tuple[int, ...] = (3, 8, 36, 3)) -> None:
+        super().__init__(num_classes, stages)
