@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from functools import cache
@@ -24,12 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 GRAPHS = REPO / "graphs"
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
                onnx.TensorProto.BFLOAT16}
-EXPECTED_NAMES = {"cifar10_cnn", "cifar10_resnet56", "resnet50", "inception_v3", "bert_base", "bert_large",
-                  "rnnlm", "gnmt4"}
+EXPECTED_NAMES = {"cifar10_cnn", "cifar10_resnet56", "resnet50", "resnet152", "inception_v3", "bert_base",
+                  "bert_large", "rnnlm", "gnmt2", "gnmt4", "gnmt8"}
 
 # Published trainable-parameter figures (BatchNorm running statistics are not parameters there).
 PAPER_PARAMETERS = {
     "resnet50": 25.6e6,          # He et al. 2016 ResNet-50, the commonly quoted 25.6M
+    "resnet152": 60.2e6,         # He et al. 2016 ResNet-152, the commonly quoted 60.2M
     "bert_base": 110e6,          # Devlin et al. 2019, section 3: 110M
     "bert_large": 340e6,         # Devlin et al. 2019, section 3: 340M
     "cifar10_resnet56": 0.85e6,  # He et al. 2016, Table 6: 0.85M
@@ -66,7 +68,7 @@ def consumers(model: onnx.ModelProto, value_name: str) -> list[onnx.NodeProto]:
     return [node for node in model.graph.node if value_name in node.input]
 
 
-def test_graph_names_and_manifest_list_the_eight_graphs():
+def test_graph_names_and_manifest_list_the_eleven_graphs():
     assert set(GRAPH_NAMES) == EXPECTED_NAMES
     assert list(manifest()["graphs"]) == sorted(EXPECTED_NAMES)
 
@@ -155,17 +157,79 @@ def test_unrolled_lstm_weights_are_shared_across_steps():
     assert not any(node.op_type in {"LSTM", "Loop", "Scan"} for node in rnnlm.graph.node)
 
     gnmt = load("gnmt4")
-    hidden, vocab = 1024, 32_000
-    attention = 2 * hidden * hidden + hidden + hidden  # key proj, query proj + bias, score vector
-    expected = 2 * vocab * hidden + 4 * lstm_layer(hidden, hidden) + lstm_layer(hidden, hidden) \
-        + 3 * lstm_layer(2 * hidden, hidden) + attention + hidden * vocab + vocab
-    assert trainable_count(gnmt) == expected
+    assert trainable_count(gnmt) == gnmt_parameters(4)
     tgt_steps = manifest()["graphs"]["gnmt4"]["inputs"]["tgt_ids"][1]
     assert len(consumers(gnmt, "decoder.3.input_proj.weight")) == tgt_steps
     assert len(gnmt.graph.node) < 5000
 
 
-@pytest.mark.parametrize("name", ["cifar10_resnet56", "resnet50", "inception_v3"])
+def gnmt_parameters(layers: int, hidden: int = 1024, vocab: int = 32_000) -> int:
+    """Two embeddings, `layers` encoder layers, a decoder whose upper layers also read the attention
+    context, additive attention and the output projection."""
+    attention = 2 * hidden * hidden + hidden + hidden  # key proj, query proj + bias, score vector
+    return 2 * vocab * hidden + layers * lstm_layer(hidden, hidden) + lstm_layer(hidden, hidden) \
+        + (layers - 1) * lstm_layer(2 * hidden, hidden) + attention + hidden * vocab + vocab
+
+
+@pytest.mark.parametrize("layers", [2, 4, 8])
+def test_gnmt_graphs_have_their_layer_count(layers):
+    name = f"gnmt{layers}"
+    model = load(name)
+    assert trainable_count(model) == gnmt_parameters(layers)
+    stacks = {(m.group(1), int(m.group(2))) for p in parameter_inputs(model)
+              if (m := re.match(r"(encoder|decoder)\.(\d+)\.", p))}
+    assert stacks == {(stack, i) for stack in ("encoder", "decoder") for i in range(layers)}
+    inputs = manifest()["graphs"][name]["inputs"]
+    src_steps, tgt_steps = inputs["src_ids"][1], inputs["tgt_ids"][1]
+    assert (src_steps, tgt_steps) == (20, 20)
+    # One gate Split per layer per step, in the encoder and in the decoder.
+    assert sum(node.op_type == "Split" for node in model.graph.node) == layers * (src_steps + tgt_steps)
+    assert len(consumers(model, f"decoder.{layers - 1}.input_proj.weight")) == tgt_steps
+    assert sum(node.op_type == "LogSoftmax" for node in model.graph.node) == tgt_steps
+
+
+def bottleneck_resnet_parameters(stages: tuple[int, ...], classes: int = 1000) -> int:
+    """He et al. 2016, Table 1: 7x7 stem, bottlenecks (1x1 reduce, 3x3, 1x1 expand x4, each conv with
+    BatchNorm scale and shift, no conv bias), a projection shortcut opening each stage, the classifier."""
+
+    def conv_bn(c_in: int, c_out: int, kernel: int) -> int:
+        return kernel * kernel * c_in * c_out + 2 * c_out
+
+    total, c_in = conv_bn(3, 64, 7), 64
+    for stage, blocks in enumerate(stages):
+        width = 64 * 2**stage
+        for index in range(blocks):
+            total += conv_bn(c_in, width, 1) + conv_bn(width, width, 3) + conv_bn(width, 4 * width, 1)
+            if index == 0:  # the shape changes: 4x the channels (first stage) or stride 2 (the others)
+                total += conv_bn(c_in, 4 * width, 1)
+            c_in = 4 * width
+    return total + c_in * classes + classes
+
+
+@pytest.mark.parametrize("name,stages", [("resnet50", (3, 4, 6, 3)), ("resnet152", (3, 8, 36, 3))])
+def test_imagenet_resnets_by_hand(name, stages):
+    model = load(name)
+    assert trainable_count(model) == bottleneck_resnet_parameters(stages)
+    # Depth: the stem, three convolutions per bottleneck and the classifier (projections not counted).
+    convs = [node for node in model.graph.node if node.op_type == "Conv"]
+    projections = [node for node in convs if ".projection." in node.input[1]]
+    assert len(projections) == len(stages)
+    assert len(convs) - len(projections) + 1 == 2 + 3 * sum(stages) == int(name.removeprefix("resnet"))
+    assert sum(node.op_type == "Gemm" for node in model.graph.node) == 1
+
+
+def test_resnet152_matches_the_torch_model_and_the_published_figure():
+    torch = pytest.importorskip("torch")
+    from placement_gym.export.models.resnet import ResNet152
+
+    with torch.device("meta"):
+        module = ResNet152()
+    torch_count = sum(p.numel() for p in module.parameters())
+    assert torch_count == bottleneck_resnet_parameters((3, 8, 36, 3)) == trainable_count(load("resnet152"))
+    assert round(torch_count / 1e6, 1) == 60.2
+
+
+@pytest.mark.parametrize("name", ["cifar10_resnet56", "resnet50", "resnet152", "inception_v3"])
 def test_batchnorm_is_not_folded_into_convolutions(name):
     model = load(name)
     convs = [node for node in model.graph.node if node.op_type == "Conv"]

@@ -96,7 +96,7 @@ def _gnmt(layers: int) -> Callable[[], Any]:
 
 
 def _gnmt_spec(layers: int) -> GraphSpec:
-    """gnmt2, gnmt4, gnmt8: the 2-, 4- and 8-layer NMT models Mirhoseini et al. 2018 place, one construction."""
+    """gnmt2, gnmt4, gnmt8: the 2-, 4- and 8-layer NMT of Mirhoseini et al. 2018, one construction."""
     residuals = "no residual connections" if layers <= 2 else "residuals from layer 3"
     # The 2-layer NMT is the 2017 paper's, reused in 2018; the 2018 paper adds 4 and 8 layers. gnmt4's
     # text ("2017/2018") is kept as first bundled, so that its file stays byte-identical.
@@ -105,8 +105,8 @@ def _gnmt_spec(layers: int) -> GraphSpec:
         f"gnmt{layers}", _gnmt(layers), (("src_ids", (128, 20), "int64"), ("tgt_ids", (128, 20), "int64")),
         f"GNMT-style NMT (Wu et al. 2016; {papers}): {layers}+{layers} LSTM layers of "
         "1024, attention, vocab 32k, batch 128, 20 source and 20 target steps",
-        f"Unrolled {layers}-layer LSTM encoder and decoder, additive attention from the bottom decoder layer, "
-        f"{residuals}, per-step logits + log-softmax.",
+        f"Unrolled {layers}-layer LSTM encoder and decoder, additive attention from the bottom decoder "
+        f"layer, {residuals}, per-step logits + log-softmax.",
     )
 
 
@@ -147,8 +147,8 @@ _SPECS: tuple[GraphSpec, ...] = (
     ),
     GraphSpec(
         "resnet152", _resnet152, (("images", (32, 3, 224, 224), "float32"),),
-        "He et al. 2016 ResNet-152 (ImageNet, bottleneck 3-8-36-3; Mirhoseini et al. 2018 benchmark), batch 32, "
-        "224x224",
+        "He et al. 2016 ResNet-152 (ImageNet, bottleneck 3-8-36-3; Mirhoseini et al. 2018 benchmark), "
+        "batch 32, 224x224",
         "ResNet-152 with projection shortcuts, BatchNorm unfused.",
     ),
     GraphSpec(
