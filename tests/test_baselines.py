@@ -140,11 +140,41 @@ def test_expert_puts_each_rnnlm_layer_on_its_own_gpu():
         assert np.all(placement[feeding] == device)
 
 
+def lstm_layer_devices(task, placement) -> dict[tuple[str, int], set[str]]:
+    """The devices of the ops reading each (stack, layer) LSTM weight of a GNMT graph, by tensor name."""
+    g = task.graph
+    names = np.array(g.tensor_names)
+    devices: dict[tuple[str, int], set[str]] = {}
+    for tensor, op in zip(g.edge_tensor.tolist(), g.edge_dst.tolist()):
+        stack, _, rest = str(names[tensor]).partition(".")
+        if g.tensor_is_parameter[tensor] and stack in ("encoder", "decoder") and "_proj." in rest:
+            layer = int(rest.split(".")[0])
+            devices.setdefault((stack, layer), set()).add(task.cluster.device_names[placement[op]])
+    return devices
+
+
+@pytest.mark.parametrize("graph,cluster,layers", [("gnmt8", "k40x8", 8), ("gnmt4", "k80x4", 4),
+                                                  ("gnmt2", "k80x2", 2), ("gnmt8", "k80x4", 8)])
+def test_expert_puts_gnmt_layer_i_on_gpu_i_mod_the_gpu_count(graph, cluster, layers):
+    # Encoder layer i and decoder layer i alike. The GPU count divides the layer count in every case
+    # here, where numbering the decoder's layers after the encoder's gives the same GPUs.
+    task = get_task(graph, cluster)
+    result = get_agent("expert")(task)
+    assert result.info["layout"] == "lstm-layers"
+    gpus = task.cluster.device_kinds.count("gpu")
+    expected = {(stack, i): {f"gpu:{i % gpus}"} for stack in ("encoder", "decoder") for i in range(layers)}
+    assert lstm_layer_devices(task, result.placement) == expected
+
+
 def test_expert_layouts_of_cnns_and_transformers():
     cnn = get_task("inception_v3", "k80x4")
     result = get_agent("expert")(cnn)
     assert result.info["layout"] == "single-gpu"
     assert set(result.placement.tolist()) == {single_device(cnn).best}
+    resnet = get_task("resnet152", "k40x8")
+    result = get_agent("expert")(resnet)
+    assert result.info["layout"] == "single-gpu"
+    assert set(result.placement.tolist()) == {single_device(resnet).best}
     bert = get_task("bert_base", "k80x4")
     result = get_agent("expert")(bert)
     assert result.info["layout"] == "gpipe"
