@@ -11,6 +11,9 @@ For ``train_step`` the forward graph is extended (docs/design.md, section 2):
 * an update op ``f.update`` for every op that owns parameters, consuming ``f.grad``'s parameter
   gradient (indices ``2n ...`` in forward order).
 
+A training step runs BatchNormalization in training mode (`batch_norm_in_training`): exported CNNs
+carry the inference form, so its forward FLOPs and bytes are raised to the training form first.
+
 Costs of the added ops (documented choices, not paper facts): a backward op does 2x the forward
 FLOPs for matmul and conv ops (gradients of both operands) and 1x for the others, and moves 2x the
 forward bytes. An update op reads and writes parameters, gradients and optimizer state:
@@ -28,6 +31,7 @@ from functools import cached_property
 import numpy as np
 
 from placement_gym.cluster.cluster import Cluster
+from placement_gym.graph.op_costs import NORMALIZE_WITH_STATS_FLOPS
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
 from placement_gym.task_cache import copy_entries
 from placement_gym.task_ids import make_task_id
@@ -191,8 +195,13 @@ class Task:
         ``(batch, n_forward)`` with ``batch=True``); backward and update ops follow their forward op."""
         names = self.graph.op_names
         return check_device_indices(
-            placement, self.cluster.device_names, self.n_forward, f"placement for task {self.id}",
-            "forward op", lambda i: f"op {i} ({names[i]!r})", batch,
+            placement,
+            self.cluster.device_names,
+            self.n_forward,
+            f"placement for task {self.id}",
+            "forward op",
+            lambda i: f"op {i} ({names[i]!r})",
+            batch,
         )
 
     def expand(self, placement) -> np.ndarray:
@@ -231,6 +240,26 @@ def check_device_indices(
             f"range; allowed 0..{n_devices - 1} ({', '.join(device_names)})"
         )
     return array
+
+
+def batch_norm_in_training(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Forward FLOPs and bytes of ``graph`` with every BatchNormalization costed as a training step
+    runs it: batch statistics computed (8 FLOPs per element instead of the 4 of normalising with
+    running statistics) in one more pass over the input (its bytes read once more). Exported CNNs
+    carry the inference form; a node already in training form (8 FLOPs per element) is kept."""
+    flops = graph.flops.copy()
+    moved = graph.bytes_accessed.copy()
+    data_bytes = np.zeros(graph.n_ops)  # the first non-parameter input of each op
+    for tensor, op in zip(graph.edge_tensor[::-1], graph.edge_dst[::-1], strict=True):
+        if not graph.tensor_is_parameter[tensor]:
+            data_bytes[op] = graph.tensor_bytes[tensor]
+    for op, op_type in enumerate(graph.op_types):
+        if op_type == "BatchNormalization" and data_bytes[op] > 0:
+            elements = data_bytes[op] / 4.0
+            if flops[op] < NORMALIZE_WITH_STATS_FLOPS * elements:
+                flops[op] = NORMALIZE_WITH_STATS_FLOPS * elements
+                moved[op] += data_bytes[op]
+    return flops, moved
 
 
 def _op_durations(flops, bytes_moved, category, cluster: Cluster) -> np.ndarray:
@@ -281,15 +310,16 @@ def make_task(
         op_kind = np.concatenate([np.zeros(n), np.ones(n), np.full(n_update, 2)]).astype(np.int8)
         op_forward = np.concatenate([np.arange(n), np.arange(n)[::-1], owners]).astype(np.int32)
         param_elements = g.param_bytes[owners] / 4.0
+        forward_flops, forward_bytes = batch_norm_in_training(g)
         flops = np.concatenate(
             [
-                g.flops,
-                (g.flops * np.where(_DOUBLE_BACKWARD[category], 2.0, 1.0))[::-1],
+                forward_flops,
+                (forward_flops * np.where(_DOUBLE_BACKWARD[category], 2.0, 1.0))[::-1],
                 param_elements * update_flops,
             ]
         )
         bytes_moved = np.concatenate(
-            [g.bytes_accessed, 2.0 * g.bytes_accessed[::-1], g.param_bytes[owners] * update_bytes]
+            [forward_bytes, 2.0 * forward_bytes[::-1], g.param_bytes[owners] * update_bytes]
         )
         op_category = np.concatenate(
             [category, category[::-1], np.full(n_update, CATEGORY_INDEX["elementwise"])]

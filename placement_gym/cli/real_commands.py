@@ -32,8 +32,14 @@ def _note(args: argparse.Namespace, message: str) -> None:
 
 
 def _get_profile(
-    args, graph, model, devices: dict[str, str], force: bool = False, out: str | None = None,
-    repeats: int = PROFILE_REPEATS, any_optimizer: bool = False,
+    args,
+    graph,
+    model,
+    devices: dict[str, str],
+    force: bool = False,
+    out: str | None = None,
+    repeats: int = PROFILE_REPEATS,
+    any_optimizer: bool = False,
 ) -> tuple[dict, str, bool]:
     """The cached profile of ``graph`` on ``devices`` at ``--batch`` for ``--optimizer`` (measured and
     saved, to ``out`` or the cache, when missing or ``force``, with ``repeats`` timed runs):
@@ -48,11 +54,19 @@ def _get_profile(
         if cached is not None:
             return cached, str(cache_dir() / f"{graph.name}-{cached['key']}.json"), False
     batch = f" at batch {args.batch}" if args.batch else ""
-    _note(args, f"measuring the profile of {graph.name}{batch} on {', '.join(sorted(devices))} "
-                f"(optimizer {args.optimizer}) ...")
+    _note(
+        args,
+        f"measuring the profile of {graph.name}{batch} on {', '.join(sorted(devices))} "
+        f"(optimizer {args.optimizer}) ...",
+    )
     with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
         profile = measure_profile(
-            graph, devices, batch=args.batch, repeats=repeats, warmup=args.warmup, model=model,
+            graph,
+            devices,
+            batch=args.batch,
+            repeats=repeats,
+            warmup=args.warmup,
+            model=model,
             optimizer=args.optimizer,
         )
     path = save_profile(profile, out)
@@ -73,7 +87,12 @@ def run_profile(args: argparse.Namespace) -> int:
     graph, model = _graph_and_model(args.graph)
     start = time.perf_counter()
     profile, path, measured = _get_profile(
-        args, graph, model, devices, force=args.force or args.out is not None, out=args.out,
+        args,
+        graph,
+        model,
+        devices,
+        force=args.force or args.out is not None,
+        out=args.out,
         repeats=args.repeats or PROFILE_REPEATS,
     )
     summary = {
@@ -128,7 +147,60 @@ def run_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_published_command(args: argparse.Namespace) -> int:
+    """``fidelity --published``: the cost model against every published measurement."""
+    from placement_gym.calibration.compare import (
+        compare_published,
+        page_block,
+        page_is_current,
+        scatter_plot,
+        update_page,
+    )
+
+    results = compare_published()
+    rows = [
+        [
+            r.row.id,
+            r.row.figure,
+            f"{r.row.published:.3f}",
+            f"{r.model:.3f}",
+            f"{r.error:+.1%}",
+            f"{'yes' if r.within else 'NO'} (±{r.row.tolerance:.0%})",
+        ]
+        for r in results
+    ]
+    print_table(
+        ["row", "published figure", "published", "model", "error", "within"],
+        rows,
+        title="cost model against published measurements (s per step, or one device / placement)",
+    )
+    image = None
+    if args.page:
+        image = (
+            Path(args.out).name if Path(args.out).parent == Path(args.page).parent else str(Path(args.out))
+        )
+    block = page_block(results, image)
+    if args.check:
+        if not args.page:
+            raise ValueError("--check needs --page FILE (the page to check)")
+        if not page_is_current(args.page, block):
+            print(f"{args.page} is out of date: run placement-gym fidelity --published --page {args.page}")
+            return 1
+        print(f"{args.page} is up to date")
+        return 0
+    scatter_plot(results, args.out)
+    _note(args, f"wrote {args.out}")
+    if args.page:
+        update_page(args.page, block)
+        _note(args, f"wrote {args.page}")
+    return 0 if all(r.within for r in results) else 1
+
+
 def run_fidelity_command(args: argparse.Namespace) -> int:
+    if args.published:
+        return run_published_command(args)
+    if args.graph is None:
+        raise ValueError("fidelity needs --graph (a bundled graph name or an ONNX file), or --published")
     from placement_gym.real.fidelity import (
         fidelity_placements,
         rebatched_graph,
@@ -146,12 +218,14 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown objective {args.objective!r}; allowed: {', '.join(OBJECTIVES)}")
     task = make_task(graph, cluster, args.objective, args.optimizer)
     scaled = rebatched_graph(graph, args.batch, model)  # checks --batch before any measuring
-    profile, path, measured_now = _get_profile(args, graph, model, devices,
-                                               any_optimizer=args.objective == "inference")
+    profile, path, measured_now = _get_profile(
+        args, graph, model, devices, any_optimizer=args.objective == "inference"
+    )
     if not measured_now:
         _note(args, f"using the cached profile {path}")
-    placements = fidelity_placements(make_task(scaled, cluster, args.objective, args.optimizer), args.samples,
-                                     args.seed)
+    placements = fidelity_placements(
+        make_task(scaled, cluster, args.objective, args.optimizer), args.samples, args.seed
+    )
     rounds = args.repeats or FIDELITY_ROUNDS
 
     def announce_round(i: int, label: str) -> None:
@@ -205,22 +279,28 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
     print_table(
         ["model", "Spearman", "MAPE"],
         [
-            *[[name, f"{summary[f'spearman_{name}']:.3f}", f"{summary[f'mape_{name}']:.1f}%"]
-              for name in ("profiled", "analytical")],
+            *[
+                [name, f"{summary[f'spearman_{name}']:.3f}", f"{summary[f'mape_{name}']:.1f}%"]
+                for name in ("profiled", "analytical")
+            ],
             ["measured, even vs odd rounds", f"{summary['spearman_repeat']:.3f}", "-"],
         ],
         title=f"fidelity over {summary['scored']} of {summary['samples']} placements",
     )
     for name, other in summary["other_statistics"].items():
-        print(f"with the {name} of the rounds: Spearman profiled {other['spearman_profiled']:.3f}, "
-              f"analytical {other['spearman_analytical']:.3f}, "
-              f"measured even vs odd {other['spearman_repeat']:.3f}")
+        print(
+            f"with the {name} of the rounds: Spearman profiled {other['spearman_profiled']:.3f}, "
+            f"analytical {other['spearman_analytical']:.3f}, "
+            f"measured even vs odd {other['spearman_repeat']:.3f}"
+        )
     print(f"scatter plot: {out}")
     return 0
 
 
-def _add_device_arguments(parser: argparse.ArgumentParser, repeats_help: str) -> None:
-    parser.add_argument("--graph", required=True, help="bundled graph name or path to an ONNX file")
+def _add_device_arguments(
+    parser: argparse.ArgumentParser, repeats_help: str, graph_required: bool = True
+) -> None:
+    parser.add_argument("--graph", required=graph_required, help="bundled graph name or path to an ONNX file")
     parser.add_argument(
         "--devices",
         default=None,
@@ -262,8 +342,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "model uses. A cached profile is reused unless --force or --out.",
     )
     _add_device_arguments(
-        profile, f"timed runs of each op, link and whole-graph step; each time is their median "
-        f"(default: {PROFILE_REPEATS})")
+        profile,
+        f"timed runs of each op, link and whole-graph step; each time is their median "
+        f"(default: {PROFILE_REPEATS})",
+    )
     profile.add_argument("--out", default=None, help="profile file to write (default: the profile cache)")
     profile.add_argument("--force", action="store_true", help="measure again even if a cached profile exists")
     profile.set_defaults(run=run_profile)
@@ -277,9 +359,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "profile comes from the cache (measured first when missing).",
     )
     _add_device_arguments(
-        fidelity, f"rounds: each round runs every placement once, in a seeded random order, and a "
+        fidelity,
+        f"rounds: each round runs every placement once, in a seeded random order, and a "
         f"placement's runtime is the --statistic of its rounds (default: {FIDELITY_ROUNDS}). A profile "
-        f"measured first uses {PROFILE_REPEATS} timed runs")
+        f"measured first uses {PROFILE_REPEATS} timed runs",
+        graph_required=False,
+    )
     fidelity.add_argument("--samples", type=positive_int, default=20, help="placements to run (default: 20)")
     fidelity.add_argument(
         "--objective", default="train_step", help="train_step or inference (default: train_step)"
@@ -288,10 +373,29 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--seed", type=int, default=0, help="seed of placements, weights and data (default: 0)"
     )
     fidelity.add_argument(
-        "--statistic", default="min", choices=("min", "median"),
+        "--statistic",
+        default="min",
+        choices=("min", "median"),
         help="how a placement's rounds become its runtime: min (default; interference only slows runs "
         "down, so the fastest round is the placement's own cost, as timeit advises) or median; the JSON "
         "has the figures of both",
     )
     fidelity.add_argument("--out", default="fidelity.png", help="scatter plot PNG (default: fidelity.png)")
+    fidelity.add_argument(
+        "--published",
+        action="store_true",
+        help="instead of real runs: the cost model against every published measurement of "
+        "docs/calibration.md (no device needed); prints the table, writes the plot to --out, exits 1 "
+        "when a row is outside its tolerance",
+    )
+    fidelity.add_argument(
+        "--page",
+        default=None,
+        help="with --published: markdown page to update (its generated part), such as docs/calibration.md",
+    )
+    fidelity.add_argument(
+        "--check",
+        action="store_true",
+        help="with --published --page: exit 1 if the page is not what the model gives now",
+    )
     fidelity.set_defaults(run=run_fidelity_command)

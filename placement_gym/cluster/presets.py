@@ -12,9 +12,10 @@ Sources (see docs/references.md, "Hardware figures" and "Papers"):
 - Per-op launch overhead 5.7 us (the gap between ops in Addanki's / Park's simulator: kernel launch
   plus TensorFlow executor dispatch); the CPU pays a similar executor dispatch cost.
 
-The cluster model gives every ordered device pair its own link and no contention between links, so
-shared paths (two K80 dies behind one PCIe switch, a GPU port shared by several NVLink peers) are not
-modelled; each preset's description says so where it matters.
+Beyond op and link figures each preset states what its framework's executor pays (`Executor`: host
+dispatch, per-copy synchronisation) and which links share a path (`gpu_ports`, `grouped_route`: a
+GPU's own port, a K80 board's uplink, a PCIe switch), and its GPUs carry their architecture's
+calibrated efficiency (`ARCHITECTURES`, docs/calibration.md).
 """
 
 from __future__ import annotations
@@ -65,6 +66,15 @@ assert all(tuple(table) == CATEGORIES for table in DEFAULT_EFFICIENCY.values())
 # tf_placement_sim. Used for GPUs and, as a TensorFlow executor dispatch of similar cost, for CPUs.
 OP_LAUNCH_OVERHEAD = 5.7e-6
 
+# Per-copy synchronisation on a GPU's stream (record an event and start the copy engine on the
+# sender, wait for the event on the receiver). TensorFlow: calibrated on tensorflow/nmt's K40 GNMT
+# ratios (docs/calibration.md). PyTorch: Baechi's fitted copy cost of 0.1 ms per transfer is the link
+# latency of that machine; its eager copies also hold both devices' streams for a few more us.
+TENSORFLOW_TRANSFER_SYNC = 50e-6
+PYTORCH_TRANSFER_SYNC = 20e-6
+# PyTorch eager: Python, the dispatcher and a CUDA launch per op, issued by one thread.
+PYTORCH_DISPATCH_TIME = 20e-6
+
 # PCIe 3.0 x16: about 12 GB/s achievable of 15.75 GB/s theoretical (docs/references.md). Latency 25 us per
 # transfer (Addanki's simulator: transfer = bytes / 7600 B/us + 25 us). That simulator's 7.6 GB/s was
 # measured on p2.8xlarge K80s; users who want it can load a JSON cluster with that figure.
@@ -77,19 +87,60 @@ NVLINK_LATENCY = 5e-6
 
 
 @dataclass(frozen=True)
+class Architecture:
+    """What a device generation reaches of its datasheet figures, calibrated on published step times
+    (docs/calibration.md): ``efficiency`` per op category (categories left out take the defaults of
+    the device's kind) and ``bandwidth_fraction``, the share of the datasheet memory bandwidth that
+    memory-bound ops reach."""
+
+    efficiency: dict[str, float]
+    bandwidth_fraction: float
+    calibrated_on: str
+
+
+# Calibrated by experiments/calibration/fit.py (its README has the command and output): each
+# architecture's compute efficiency scales the defaults of its kind so that the one-device rows of
+# docs/calibration.md on that architecture come out within their tolerance.
+ARCHITECTURES: dict[str, Architecture] = {
+    # Kepler (K80 die, K40): TensorFlow 1.x on cuDNN 5.1 reaches about half the FLOP efficiency of
+    # later generations (boost clocks are rarely held under load); ECC-on GDDR5 about 75% of its peak.
+    "kepler": Architecture(
+        {"matmul": 0.28, "conv": 0.32},
+        0.75,
+        "TensorFlow benchmarks (K80: Inception-V3, ResNet-50, ResNet-152), tensorflow/nmt (K40m)",
+    ),
+    "pascal": Architecture(
+        {}, 0.8, "TensorFlow benchmarks (DGX-1 P100: Inception-V3, ResNet-50, ResNet-152)"
+    ),
+    "turing": Architecture({}, 0.8, "Baechi's PyTorch Inception-V3 single-GPU step (RTX 2080)"),
+    "volta": Architecture({"conv": 0.8}, 0.8, "NVIDIA DeepLearningExamples ResNet-50 FP32 (V100)"),
+    # Not calibrated (no FP32 one-device measurement found): the defaults of the kind.
+    "hopper": Architecture({}, 0.8, "not calibrated: defaults"),
+    "xe-lp": Architecture({}, 0.8, "not calibrated: defaults"),
+    "x86": Architecture({}, 1.0, "not calibrated: defaults"),
+}
+
+
+@dataclass(frozen=True)
 class DeviceSpec:
-    """Figures of one device model (SI units)."""
+    """Figures of one device model (SI units); ``memory_bandwidth`` is the datasheet figure (the
+    cluster gets the architecture's achievable share of it)."""
 
     kind: str
     peak_flops: float
     memory_bandwidth: float
     memory: float
+    architecture: str = "x86"
     launch_overhead: float = OP_LAUNCH_OVERHEAD
 
 
-def default_efficiency_row(kind: str) -> np.ndarray:
-    """`DEFAULT_EFFICIENCY[kind]` as a float64 array in `CATEGORIES` order."""
-    return np.array([DEFAULT_EFFICIENCY[kind][category] for category in CATEGORIES], dtype=np.float64)
+def default_efficiency_row(kind: str, architecture: str | None = None) -> np.ndarray:
+    """`DEFAULT_EFFICIENCY[kind]`, with ``architecture``'s calibrated figures where it has them, as a
+    float64 array in `CATEGORIES` order."""
+    table = dict(DEFAULT_EFFICIENCY[kind])
+    if architecture is not None:
+        table.update(ARCHITECTURES[architecture].efficiency)
+    return np.array([table[category] for category in CATEGORIES], dtype=np.float64)
 
 
 # --- CPUs ------------------------------------------------------------------------------------------
@@ -112,15 +163,31 @@ DGXH100_CPU = DeviceSpec(
 
 # --- GPUs (NVIDIA datasheets, docs/references.md table) --------------------------------------------
 # Tesla K80, one GK210 die: 4.37 TFLOP/s FP32 (boost), 12 GB GDDR5, 240 GB/s.
-K80_DIE = DeviceSpec("gpu", peak_flops=4.37e12, memory_bandwidth=240 * GB, memory=12 * GB)
+K80_DIE = DeviceSpec(
+    "gpu", peak_flops=4.37e12, memory_bandwidth=240 * GB, memory=12 * GB, architecture="kepler"
+)
 # Tesla K40: 4.29 TFLOP/s FP32 (boost), 12 GB, 288 GB/s.
-K40 = DeviceSpec("gpu", peak_flops=4.29e12, memory_bandwidth=288 * GB, memory=12 * GB)
+K40 = DeviceSpec("gpu", peak_flops=4.29e12, memory_bandwidth=288 * GB, memory=12 * GB, architecture="kepler")
 # Tesla P100 PCIe 16 GB: 9.3 TFLOP/s FP32, 16 GB HBM2, 732 GB/s.
-P100_PCIE = DeviceSpec("gpu", peak_flops=9.3e12, memory_bandwidth=732 * GB, memory=16 * GB)
+P100_PCIE = DeviceSpec(
+    "gpu", peak_flops=9.3e12, memory_bandwidth=732 * GB, memory=16 * GB, architecture="pascal"
+)
+# Tesla P100 SXM2 16 GB (the DGX-1 P100's GPU): 10.6 TFLOP/s FP32, 16 GB HBM2, 732 GB/s.
+P100_SXM2 = DeviceSpec(
+    "gpu", peak_flops=10.6e12, memory_bandwidth=732 * GB, memory=16 * GB, architecture="pascal"
+)
+# GeForce RTX 2080 (Turing TU104): 10.07 TFLOP/s FP32 at boost clock, 8 GB GDDR6, 448 GB/s.
+RTX2080 = DeviceSpec(
+    "gpu", peak_flops=10.07e12, memory_bandwidth=448 * GB, memory=8 * GB, architecture="turing"
+)
 # Tesla V100 SXM2, the 16 GB model of the original DGX-1 (V100): 15.7 TFLOP/s FP32, 900 GB/s.
-V100_SXM2_16GB = DeviceSpec("gpu", peak_flops=15.7e12, memory_bandwidth=900 * GB, memory=16 * GB)
+V100_SXM2_16GB = DeviceSpec(
+    "gpu", peak_flops=15.7e12, memory_bandwidth=900 * GB, memory=16 * GB, architecture="volta"
+)
 # H100 SXM: 67 TFLOP/s FP32 (non-tensor), 80 GB HBM3, 3.35 TB/s.
-H100_SXM = DeviceSpec("gpu", peak_flops=67e12, memory_bandwidth=3350 * GB, memory=80 * GB)
+H100_SXM = DeviceSpec(
+    "gpu", peak_flops=67e12, memory_bandwidth=3350 * GB, memory=80 * GB, architecture="hopper"
+)
 
 # --- Links between GPUs of one server ----------------------------------------------------------------
 # V100 NVLink 2.0: 6 links per GPU, 25 GB/s each way per link = 150 GB/s each way (300 GB/s total, the
@@ -129,10 +196,46 @@ H100_SXM = DeviceSpec("gpu", peak_flops=67e12, memory_bandwidth=3350 * GB, memor
 # The mean over the 7 peers is (2 x 50 + 2 x 25 + 3 x 12) / 7 = 26.6 GB/s, so every pair gets one
 # link's 25 GB/s: a uniform figure that keeps the preset symmetric.
 V100_NVLINK_PAIR_BANDWIDTH = 25 * GB
+# P100 NVLink 1.0: 4 links per GPU, 20 GB/s each way per link (160 GB/s total, the datasheet figure);
+# in the DGX-1 cube-mesh a pair shares at most one link: 20 GB/s one way.
+P100_NVLINK_PAIR_BANDWIDTH = 20 * GB
+# Baechi's fitted PyTorch GPU-to-GPU copy time (BaechiPyTorch config.py: 1.788e-7 ms per byte + 0.1 ms),
+# measured on its 4-GPU testbed: 5.59 GB/s and 0.1 ms per transfer.
+BAECHI_PYTORCH_COPY = (1.0 / 1.788e-10, 1e-4)
 # H100 NVLink 4 through NVSwitch: 900 GB/s total per GPU = 450 GB/s each way, and the switch gives any
 # one pair the full port, so a pair gets up to 450 GB/s one way. Links here are independent (no shared
 # port), so a GPU sending to several peers at once is modelled optimistically.
 H100_NVSWITCH_PAIR_BANDWIDTH = 450 * GB
+
+
+@dataclass(frozen=True)
+class Executor:
+    """How a framework runs a step on a machine (the `Cluster` fields of the same names): seconds of a
+    host thread per op launch, dispatch threads per host, and seconds a GPU's stream spends per
+    copy it issues or waits for (CPUs pay none: their copies are the GPU's DMA)."""
+
+    dispatch_time: float
+    dispatch_threads: int
+    transfer_sync: float
+    framework: str = ""
+
+    def describe(self) -> str:
+        return (
+            f"{self.framework}: {self.dispatch_time * 1e6:g} us of a host thread per op launch, "
+            f"{self.dispatch_threads} dispatch thread(s); {self.transfer_sync * 1e6:g} us of a GPU's stream "
+            "per copy sent or received"
+        )
+
+
+def tensorflow_executor(cores: int) -> Executor:
+    """TensorFlow 1.x: its inter-op thread pool (one thread per core by default) dispatches ready ops;
+    a launch costs the 5.7 us op gap of Addanki's / Park's simulators; a cross-device copy records
+    and waits on an event on each side (calibrated, docs/calibration.md)."""
+    return Executor(OP_LAUNCH_OVERHEAD, cores, TENSORFLOW_TRANSFER_SYNC, "TensorFlow 1.x")
+
+
+# PyTorch eager (Baechi's testbed): one Python thread issues every op of the step, in program order.
+PYTORCH_EXECUTOR = Executor(PYTORCH_DISPATCH_TIME, 1, PYTORCH_TRANSFER_SYNC, "PyTorch eager")
 
 
 def build_cluster(
@@ -140,32 +243,69 @@ def build_cluster(
     devices: list[tuple[str, DeviceSpec]],
     link: Callable[[int, int], tuple[float, float]],
     description: str,
+    executor: Executor | None = None,
+    route: Callable[[int, int], tuple[str, ...]] | None = None,
 ) -> Cluster:
-    """A `Cluster` from named device specs and ``link(i, j) -> (bandwidth, latency)`` for i != j.
+    """A `Cluster` from named device specs, ``link(i, j) -> (bandwidth, latency)`` for i != j, the
+    framework's `Executor` (None: no dispatch or synchronisation cost) and ``route(i, j)``, the
+    names of the shared segments the link from i to j crosses (None: no shared segment).
 
-    Efficiencies are `DEFAULT_EFFICIENCY` of each device's kind.
+    Efficiencies are those of each device's kind and architecture (`default_efficiency_row`); memory
+    bandwidth is the datasheet figure times the architecture's ``bandwidth_fraction``; all devices
+    belong to one host.
     """
     n = len(devices)
     bandwidth = np.zeros((n, n))
     latency = np.zeros((n, n))
+    routes: dict[tuple[int, int], tuple[str, ...]] = {}
     for i in range(n):
         for j in range(n):
             if i != j:
                 bandwidth[i, j], latency[i, j] = link(i, j)
+                routes[i, j] = route(i, j) if route is not None else ()
+    segment_names = tuple(dict.fromkeys(name for path in routes.values() for name in path))
+    segments = np.full((n, n, max((len(path) for path in routes.values()), default=0)), -1, dtype=np.int64)
+    for (i, j), path in routes.items():
+        segments[i, j, : len(path)] = [segment_names.index(name) for name in path]
     specs = [spec for _, spec in devices]
+    is_gpu = np.array([spec.kind == "gpu" for spec in specs])
     return Cluster(
         name=name,
         device_names=tuple(device_name for device_name, _ in devices),
         device_kinds=tuple(spec.kind for spec in specs),
         peak_flops=np.array([spec.peak_flops for spec in specs]),
-        memory_bandwidth=np.array([spec.memory_bandwidth for spec in specs]),
+        memory_bandwidth=np.array(
+            [spec.memory_bandwidth * ARCHITECTURES[spec.architecture].bandwidth_fraction for spec in specs]
+        ),
         memory_capacity=np.array([spec.memory for spec in specs]),
         launch_overhead=np.array([spec.launch_overhead for spec in specs]),
-        efficiency=np.stack([default_efficiency_row(spec.kind) for spec in specs]),
+        efficiency=np.stack([default_efficiency_row(spec.kind, spec.architecture) for spec in specs]),
         link_bandwidth=bandwidth,
         link_latency=latency,
-        description=description,
+        description=description
+        + (f" Executor costs ({executor.describe()})." if executor else "")
+        + (f" Shared segments: {', '.join(segment_names)}." if segment_names else ""),
+        dispatch_time=np.full(n, executor.dispatch_time if executor else 0.0),
+        host_dispatch_threads=(executor.dispatch_threads if executor else 1,),
+        transfer_sync=np.where(is_gpu, executor.transfer_sync if executor else 0.0, 0.0),
+        segment_names=segment_names,
+        link_segments=segments,
     )
+
+
+def gpu_ports(names: tuple[str, ...] | list[str]) -> Callable[[int, int], tuple[str, ...]]:
+    """Routes over each GPU's own port, one segment per direction (``gpu:0 out``, ``gpu:1 in``): a GPU
+    sends one copy at a time and receives one at a time, whatever the peers."""
+
+    def route(i: int, j: int) -> tuple[str, ...]:
+        ports = []
+        if names[i].startswith("gpu"):
+            ports.append(f"{names[i]} out")
+        if names[j].startswith("gpu"):
+            ports.append(f"{names[j]} in")
+        return tuple(ports)
+
+    return route
 
 
 def _host_with_gpus(
@@ -176,14 +316,38 @@ def _host_with_gpus(
     host_link: tuple[float, float],
     gpu_link: tuple[float, float],
     description: str,
+    executor: Executor | None = None,
+    route: Callable[[int, int], tuple[str, ...]] | None = None,
 ) -> Cluster:
-    """``cpu:0`` plus ``gpu:0 .. gpu:{n_gpus-1}``; host_link for CPU<->GPU, gpu_link for GPU<->GPU."""
+    """``cpu:0`` plus ``gpu:0 .. gpu:{n_gpus-1}``; host_link for CPU<->GPU, gpu_link for GPU<->GPU;
+    ``route`` defaults to `gpu_ports`."""
     devices = [("cpu:0", cpu)] + [(f"gpu:{k}", gpu) for k in range(n_gpus)]
 
     def link(i: int, j: int) -> tuple[float, float]:
         return host_link if 0 in (i, j) else gpu_link
 
-    return build_cluster(name, devices, link, description)
+    names = [device_name for device_name, _ in devices]
+    return build_cluster(name, devices, link, description, executor, route or gpu_ports(names))
+
+
+def grouped_route(
+    names: list[str], group: Callable[[int], int], label: str
+) -> Callable[[int, int], tuple[str, ...]]:
+    """`gpu_ports` plus, for a copy between devices of two groups (``group(i)``: a K80 board, a CPU
+    socket; the CPU is its own group -1), the up- and down-links of the groups it leaves and enters
+    (``board 0 up``, ``board 1 down``): devices of one group share them."""
+    ports = gpu_ports(names)
+
+    def route(i: int, j: int) -> tuple[str, ...]:
+        path = list(ports(i, j))
+        if group(i) != group(j):
+            if group(i) >= 0:
+                path.append(f"{label} {group(i)} up")
+            if group(j) >= 0:
+                path.append(f"{label} {group(j)} down")
+        return tuple(path)
+
+    return route
 
 
 _PCIE3 = (PCIE3_BANDWIDTH, PCIE3_LATENCY)
@@ -191,7 +355,8 @@ _PCIE3 = (PCIE3_BANDWIDTH, PCIE3_LATENCY)
 
 def _k80(n_gpus: int) -> Cluster:
     # A K80 board holds two GK210 dies behind an on-board PCIe switch; its x16 uplink is shared by both
-    # dies. Kept simple: every pair gets PCIe 3.0 x16 figures, uplink sharing is not modelled.
+    # dies: a copy leaving or entering a board crosses that board's up- or down-link.
+    names = ["cpu:0"] + [f"gpu:{k}" for k in range(n_gpus)]
     return _host_with_gpus(
         f"k80x{n_gpus}",
         BROADWELL_8C,
@@ -204,8 +369,10 @@ def _k80(n_gpus: int) -> Cluster:
             "x16, the machine of Spotlight (Gao et al. 2018) and Mirhoseini et al. 2017 / Placeto. "
             "K80 die: 4.37 TFLOP/s FP32, 12 GB, 240 GB/s (NVIDIA datasheet); links 12 GB/s, 25 us "
             "(Addanki's simulator latency); 5.7 us per-op overhead (Addanki/Park simulator). The two "
-            "dies of a board share one PCIe switch and uplink: not modelled."
+            "dies of a board share one PCIe switch and its uplink."
         ),
+        executor=tensorflow_executor(8),
+        route=grouped_route(names, lambda i: (i - 1) // 2 if i > 0 else -1, "board"),
     )
 
 
@@ -219,21 +386,77 @@ def k80x4() -> Cluster:
     return _k80(4)
 
 
-def k40x8() -> Cluster:
-    """Haswell 18-core CPU + 8 Tesla K40 over PCIe 3.0 (Mirhoseini et al. 2018)."""
+def _k40(n_gpus: int) -> Cluster:
+    # Eight x16 GPUs need more lanes than a Haswell socket has (40): two PCIe switches of four GPUs
+    # each are assumed, their uplinks shared (the papers do not describe the topology).
+    names = ["cpu:0"] + [f"gpu:{k}" for k in range(n_gpus)]
+    route = grouped_route(names, lambda i: (i - 1) // 4 if i > 0 else -1, "switch") if n_gpus > 4 else None
     return _host_with_gpus(
-        "k40x8",
+        f"k40x{n_gpus}",
         HASWELL_18C,
         K40,
-        8,
+        n_gpus,
         host_link=_PCIE3,
         gpu_link=_PCIE3,
         description=(
-            "Haswell 18-core server CPU + 8 Tesla K40 over PCIe 3.0 x16, the machine of Mirhoseini et "
-            "al. 2018 (hierarchical placement). K40: 4.29 TFLOP/s FP32, 12 GB, 288 GB/s (NVIDIA "
-            "datasheet); links 12 GB/s, 25 us; 5.7 us per-op overhead (Addanki/Park simulator). "
-            "PCIe switch sharing between GPUs is not modelled."
+            f"Haswell 18-core server CPU + {n_gpus} Tesla K40 over PCIe 3.0 x16, the machine of Mirhoseini "
+            "et al. 2018 (hierarchical placement). K40: 4.29 TFLOP/s FP32, 12 GB, 288 GB/s (NVIDIA "
+            "datasheet); links 12 GB/s, 25 us; 5.7 us per-op overhead (Addanki/Park simulator)."
+            + (" Two PCIe switches of four GPUs (assumed) share their uplinks." if n_gpus > 4 else "")
         ),
+        executor=tensorflow_executor(18),
+        route=route,
+    )
+
+
+def k40x2() -> Cluster:
+    """Haswell 18-core CPU + 2 Tesla K40 over PCIe 3.0 (Mirhoseini et al. 2018)."""
+    return _k40(2)
+
+
+def k40x4() -> Cluster:
+    """Haswell 18-core CPU + 4 Tesla K40 over PCIe 3.0 (Mirhoseini et al. 2018; tensorflow/nmt)."""
+    return _k40(4)
+
+
+def k40x8() -> Cluster:
+    """Haswell 18-core CPU + 8 Tesla K40 over PCIe 3.0 (Mirhoseini et al. 2018)."""
+    return _k40(8)
+
+
+def dgx1_p100() -> Cluster:
+    """NVIDIA DGX-1 (P100): 8 Tesla P100 SXM2 16 GB over NVLink 1.0 (TensorFlow's 2017 benchmarks)."""
+    return _host_with_gpus(
+        "dgx1-p100",
+        DGX1_CPU,
+        P100_SXM2,
+        8,
+        host_link=_PCIE3,
+        gpu_link=(P100_NVLINK_PAIR_BANDWIDTH, NVLINK_LATENCY),
+        description=(
+            "NVIDIA DGX-1 (P100): 2x Xeon E5-2698 v4 (one cpu device, 512 GB) + 8 Tesla P100 SXM2 16 GB "
+            "(10.6 TFLOP/s FP32, 732 GB/s; NVIDIA datasheets), the machine of TensorFlow's May 2017 "
+            "benchmarks. GPU pairs: one NVLink 1.0 link, 20 GB/s one way, 5 us; CPU<->GPU PCIe 3.0 x16."
+        ),
+        executor=tensorflow_executor(40),
+    )
+
+
+def baechi_rtx2080x4() -> Cluster:
+    """Four 8 GB GeForce RTX 2080 GPUs with Baechi's measured PyTorch copy cost (Baechi's testbed)."""
+    return _host_with_gpus(
+        "baechi-rtx2080x4",
+        BROADWELL_8C,
+        RTX2080,
+        4,
+        host_link=_PCIE3,
+        gpu_link=BAECHI_PYTORCH_COPY,
+        description=(
+            "Baechi's PyTorch testbed as far as its code says: four 8 GB GPUs (GeForce RTX 2080: 10.07 "
+            "TFLOP/s FP32, 448 GB/s), GPU-to-GPU copies at Baechi's fitted 5.59 GB/s + 0.1 ms. The host "
+            "CPU is not stated: a Broadwell 8-core figure stands in (only CPU placements depend on it)."
+        ),
+        executor=PYTORCH_EXECUTOR,
     )
 
 
@@ -251,6 +474,7 @@ def p100x4() -> Cluster:
             "TFLOP/s FP32, 16 GB, 732 GB/s (NVIDIA datasheet); links 12 GB/s, 25 us (Addanki's "
             "simulator latency); 5.7 us per-op overhead."
         ),
+        executor=tensorflow_executor(18),
     )
 
 
@@ -269,6 +493,7 @@ def v100x8() -> Cluster:
             "(one NVLink 2.0 link; 300 GB/s total per GPU; the cube-mesh's mean per peer is about "
             "26 GB/s); CPU<->GPU PCIe 3.0 x16 12 GB/s, 25 us; 5.7 us per-op overhead."
         ),
+        executor=tensorflow_executor(40),
     )
 
 
@@ -285,8 +510,9 @@ def h100x8() -> Cluster:
             "NVIDIA DGX H100: 2x Xeon Platinum 8480C (one cpu device, 2 TB) + 8 H100 SXM 80 GB "
             "(67 TFLOP/s FP32, 3.35 TB/s; NVIDIA datasheets). GPU pairs over NVSwitch: 450 GB/s one "
             "way (900 GB/s total per GPU), 5 us; CPU<->GPU PCIe 5.0 x16 50 GB/s, 25 us; 5.7 us per-op "
-            "overhead. A GPU's NVLink port shared by several peers is not modelled."
+            "overhead. A GPU's NVLink port is shared by its peers (one copy at a time each way)."
         ),
+        executor=tensorflow_executor(112),
     )
 
 
@@ -300,7 +526,9 @@ I9_13900K = DeviceSpec(
 # Intel UHD Graphics 770 of the i9-13900K (Xe-LP, Intel ARK): 32 execution units, 1.65 GHz max dynamic
 # frequency; an Xe-LP EU does 8 FP32 FMA per clock (16 FLOP), so 32 x 16 x 1.65 GHz = 0.845 TFLOP/s.
 # It reads the same DDR5 as the CPU (89.6 GB/s).
-UHD770 = DeviceSpec("gpu", peak_flops=32 * 16 * 1.65e9, memory_bandwidth=89.6 * GB, memory=16 * GB)
+UHD770 = DeviceSpec(
+    "gpu", peak_flops=32 * 16 * 1.65e9, memory_bandwidth=89.6 * GB, memory=16 * GB, architecture="xe-lp"
+)
 # Memory: 32 GB of system DDR5 (an assumption: a common desktop size) shared by CPU and iGPU. The
 # cluster model has no shared capacity, so each side gets half (16 GB): together they cannot exceed the
 # physical pool.
@@ -321,15 +549,21 @@ def cpu_igpu() -> Cluster:
             "89.6 GB/s; Intel ARK) + integrated Intel UHD Graphics 770 (32 Xe-LP EUs at 1.65 GHz, "
             "0.845 TFLOP/s FP32), the kind of CPU + GPU machine HSDAG (Duan et al. 2024) measures with "
             "OpenVINO. 32 GB shared system memory split 16/16; CPU<->iGPU copies within DRAM at "
-            "44.8 GB/s, 5 us; 5.7 us per-op overhead (Addanki/Park simulator)."
+            "44.8 GB/s, 5 us; 5.7 us per-op overhead (Addanki/Park simulator). Both copy directions "
+            "share the one DRAM."
         ),
+        route=lambda i, j: ("dram",),
     )
 
 
 PRESETS: dict[str, Callable[[], Cluster]] = {
     "k80x2": k80x2,
     "k80x4": k80x4,
+    "k40x2": k40x2,
+    "k40x4": k40x4,
     "k40x8": k40x8,
+    "dgx1-p100": dgx1_p100,
+    "baechi-rtx2080x4": baechi_rtx2080x4,
     "p100x4": p100x4,
     "v100x8": v100x8,
     "h100x8": h100x8,

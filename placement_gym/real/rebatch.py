@@ -20,7 +20,7 @@ def graph_batch(graph: OpGraph) -> int | None:
     return leading.pop() if len(leading) == 1 else None
 
 
-def rebatched_graph(graph: OpGraph, batch: int | None, model: Any = None) -> OpGraph:
+def rebatched_graph(graph: OpGraph, batch: int | None, model: Any = None, larger: bool = False) -> OpGraph:
     """``graph`` re-imported from its ONNX model with data inputs of leading dimension ``batch``
     (Reshape shapes that start with the batch follow it, as in `Executor`). Name and sha256 stay the
     graph's, so profiles and the executor (which take ``batch`` themselves) still match it.
@@ -33,7 +33,11 @@ def rebatched_graph(graph: OpGraph, batch: int | None, model: Any = None) -> OpG
             f"graph {graph.name!r}: cannot change the batch, its data inputs do not share one "
             f"leading dimension ({dict(graph.data_inputs)})"
         )
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= original:
+    if (
+        isinstance(batch, bool)
+        or not isinstance(batch, (int, np.integer))
+        or not 1 <= batch <= (batch if larger else original)
+    ):
         raise ValueError(f"batch must be an integer from 1 to the graph's batch {original}, got {batch!r}")
     if batch == original:
         return graph
