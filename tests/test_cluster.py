@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -18,7 +19,12 @@ from placement_gym.cluster import (
     cluster_to_dict,
     load_cluster,
 )
-from placement_gym.cluster.presets import DEFAULT_EFFICIENCY
+from placement_gym.cluster.presets import (
+    ARCHITECTURES,
+    BAECHI_PYTORCH_COPY,
+    DEFAULT_EFFICIENCY,
+    default_efficiency_row,
+)
 from placement_gym.graph.opgraph import CATEGORIES
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "my_cluster.json"
@@ -28,14 +34,26 @@ GB = 1e9
 # --- presets -------------------------------------------------------------------------------------------
 
 
+N_GPUS = {
+    "k80x2": 2,
+    "k80x4": 4,
+    "k40x2": 2,
+    "k40x4": 4,
+    "k40x8": 8,
+    "dgx1-p100": 8,
+    "baechi-rtx2080x4": 4,
+    "p100x4": 4,
+    "v100x8": 8,
+    "h100x8": 8,
+    "cpu-igpu": 1,
+}
+
+
 def test_preset_names_are_the_documented_ones():
-    assert set(PRESETS) == {"k80x2", "k80x4", "k40x8", "p100x4", "v100x8", "h100x8", "cpu-igpu"}
+    assert set(PRESETS) == set(N_GPUS)
 
 
-@pytest.mark.parametrize(
-    "name, n_gpus",
-    [("k80x2", 2), ("k80x4", 4), ("k40x8", 8), ("p100x4", 4), ("v100x8", 8), ("h100x8", 8), ("cpu-igpu", 1)],
-)
+@pytest.mark.parametrize("name, n_gpus", sorted(N_GPUS.items()))
 def test_preset_has_one_cpu_and_the_gpus_its_name_says(name, n_gpus):
     cluster = PRESETS[name]()
     assert isinstance(cluster, Cluster)
@@ -55,35 +73,64 @@ def test_preset_figures_are_sane(name):
     # Links are symmetric in every preset (no preset models a one-way asymmetry).
     np.testing.assert_array_equal(cluster.link_bandwidth, cluster.link_bandwidth.T)
     np.testing.assert_array_equal(cluster.link_latency, cluster.link_latency.T)
-    # Launch overhead "a few microseconds", transfer latency 1-25 us.
+    # Launch overhead "a few microseconds", transfer latency 1-25 us; Baechi's GPU-to-GPU copies are
+    # its fitted PyTorch figure, 0.1 ms per transfer (it includes the copy's setup in eager mode).
     assert np.all((cluster.launch_overhead >= 1e-6) & (cluster.launch_overhead <= 2e-5))
-    assert np.all((cluster.link_latency[off] >= 1e-6) & (cluster.link_latency[off] <= 25e-6))
+    gpus = np.array(cluster.device_kinds) == "gpu"
+    usual = off
+    if name == "baechi-rtx2080x4":
+        gpu_pairs = off & np.outer(gpus, gpus)
+        np.testing.assert_array_equal(cluster.link_latency[gpu_pairs], BAECHI_PYTORCH_COPY[1])
+        usual = off & ~gpu_pairs
+    assert np.all((cluster.link_latency[usual] >= 1e-6) & (cluster.link_latency[usual] <= 25e-6))
     assert np.all((cluster.efficiency > 0) & (cluster.efficiency <= 1))
     # A GPU of a server preset out-computes its host CPU.
-    gpus = np.array(cluster.device_kinds) == "gpu"
     if name != "cpu-igpu":
         assert cluster.peak_flops[gpus].min() > cluster.peak_flops[~gpus].max()
 
 
-# NVIDIA datasheet figures, as in docs/references.md, "Hardware figures" (per GK210 die for the K80).
+# NVIDIA datasheet figures, as in docs/references.md, "Hardware figures" (per GK210 die for the K80),
+# and the GPU's architecture.
 DATASHEET = {
-    "k80x2": (4.37e12, 12 * GB, 240 * GB),
-    "k80x4": (4.37e12, 12 * GB, 240 * GB),
-    "k40x8": (4.29e12, 12 * GB, 288 * GB),
-    "p100x4": (9.3e12, 16 * GB, 732 * GB),
-    "v100x8": (15.7e12, 16 * GB, 900 * GB),
-    "h100x8": (67e12, 80 * GB, 3350 * GB),
+    "k80x2": (4.37e12, 12 * GB, 240 * GB, "kepler"),
+    "k80x4": (4.37e12, 12 * GB, 240 * GB, "kepler"),
+    "k40x2": (4.29e12, 12 * GB, 288 * GB, "kepler"),
+    "k40x4": (4.29e12, 12 * GB, 288 * GB, "kepler"),
+    "k40x8": (4.29e12, 12 * GB, 288 * GB, "kepler"),
+    "dgx1-p100": (10.6e12, 16 * GB, 732 * GB, "pascal"),
+    "baechi-rtx2080x4": (10.07e12, 8 * GB, 448 * GB, "turing"),
+    "p100x4": (9.3e12, 16 * GB, 732 * GB, "pascal"),
+    "v100x8": (15.7e12, 16 * GB, 900 * GB, "volta"),
+    "h100x8": (67e12, 80 * GB, 3350 * GB, "hopper"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(DATASHEET))
 def test_gpu_figures_match_the_datasheets(name):
-    peak, memory, bandwidth = DATASHEET[name]
+    peak, memory, bandwidth, architecture = DATASHEET[name]
     cluster = PRESETS[name]()
     gpus = np.array(cluster.device_kinds) == "gpu"
     np.testing.assert_allclose(cluster.peak_flops[gpus], peak)
     np.testing.assert_allclose(cluster.memory_capacity[gpus], memory)
-    np.testing.assert_allclose(cluster.memory_bandwidth[gpus], bandwidth)
+    # Memory-bound ops reach the architecture's calibrated share of the datasheet bandwidth.
+    fraction = ARCHITECTURES[architecture].bandwidth_fraction
+    assert 0.5 <= fraction <= 1
+    np.testing.assert_allclose(cluster.memory_bandwidth[gpus], bandwidth * fraction)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_efficiencies_are_their_architectures(name):
+    # GPUs: the defaults of their kind with their architecture's calibrated figures on top; CPUs (x86,
+    # not calibrated): the defaults of their kind.
+    gpu_architecture = DATASHEET[name][3] if name in DATASHEET else {"cpu-igpu": "xe-lp"}[name]
+    cluster = PRESETS[name]()
+    for i, kind in enumerate(cluster.device_kinds):
+        architecture = gpu_architecture if kind == "gpu" else "x86"
+        table = {**DEFAULT_EFFICIENCY[kind], **ARCHITECTURES[architecture].efficiency}
+        expected = [table[category] for category in CATEGORIES]
+        np.testing.assert_array_equal(cluster.efficiency[i], expected, err_msg=cluster.device_names[i])
+        np.testing.assert_array_equal(cluster.efficiency[i], default_efficiency_row(kind, architecture))
+    np.testing.assert_array_equal(cluster.efficiency[0], default_efficiency_row("cpu"))
 
 
 @pytest.mark.parametrize("name", ["k80x2", "k80x4", "k40x8", "p100x4"])
@@ -118,11 +165,67 @@ def test_nvlink_presets_are_faster_between_gpus_than_to_the_host():
 
 def test_cpu_igpu_shares_memory():
     cluster = PRESETS["cpu-igpu"]()
-    # Both read the same DRAM; a copy between them reads and writes it: half its bandwidth.
-    assert cluster.memory_bandwidth[0] == cluster.memory_bandwidth[1]
-    assert cluster.link_bandwidth[0, 1] == pytest.approx(cluster.memory_bandwidth[0] / 2)
+    # Both read the same DRAM (89.6 GB/s); the CPU reaches all of it (x86's bandwidth fraction is 1),
+    # the iGPU its architecture's share. A copy between them reads and writes it: half its bandwidth.
+    assert cluster.memory_bandwidth[0] == pytest.approx(89.6 * GB)
+    assert cluster.memory_bandwidth[1] == pytest.approx(89.6 * GB * ARCHITECTURES["xe-lp"].bandwidth_fraction)
+    assert cluster.link_bandwidth[0, 1] == pytest.approx(89.6 * GB / 2)
+    # Both copy directions share the one DRAM.
+    assert cluster.link_route(0, 1) == cluster.link_route(1, 0) == ("dram",)
     # Low latency: below any PCIe preset's.
     assert cluster.link_latency[0, 1] < PRESETS["k80x2"]().link_latency[0, 1]
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_state_their_executor_costs(name):
+    cluster = PRESETS[name]()
+    gpus = np.array(cluster.device_kinds) == "gpu"
+    assert cluster.host_names == ("host:0",)
+    np.testing.assert_array_equal(cluster.device_host, 0)
+    assert cluster.host_dispatch_threads[0] >= 1
+    assert np.all(cluster.dispatch_time >= 0) and np.all(cluster.transfer_sync >= 0)
+    # CPUs pay no per-copy synchronisation: their copies are the GPU's DMA.
+    np.testing.assert_array_equal(cluster.transfer_sync[~gpus], 0.0)
+    if name == "cpu-igpu":  # no framework executor modelled (OpenVINO): no such cost
+        np.testing.assert_array_equal(cluster.dispatch_time, 0.0)
+        np.testing.assert_array_equal(cluster.transfer_sync, 0.0)
+    else:
+        # Microseconds of a host thread per op launch, tens of microseconds per copy on a GPU.
+        assert np.all((cluster.dispatch_time >= 1e-6) & (cluster.dispatch_time <= 1e-4))
+        assert np.all((cluster.transfer_sync[gpus] >= 1e-6) & (cluster.transfer_sync[gpus] <= 1e-4))
+
+
+def test_pytorch_preset_has_one_dispatch_thread_and_tensorflow_presets_one_per_core():
+    assert PRESETS["baechi-rtx2080x4"]().host_dispatch_threads == (1,)
+    assert PRESETS["k80x4"]().host_dispatch_threads == (8,)  # Broadwell 8-core
+    assert PRESETS["k40x8"]().host_dispatch_threads == (18,)  # Haswell 18-core
+
+
+def test_k80_boards_share_their_uplink():
+    cluster = PRESETS["k80x4"]()
+    gpu = [cluster.device_index(f"gpu:{k}") for k in range(4)]
+    cpu = cluster.device_index("cpu:0")
+    # gpu:0 and gpu:1 are the two dies of board 0: a copy between them stays behind its switch.
+    within = cluster.link_route(gpu[0], gpu[1])
+    assert within == ("gpu:0 out", "gpu:1 in")
+    # gpu:2 is on board 1: the copy leaves board 0 and enters board 1.
+    across = cluster.link_route(gpu[0], gpu[2])
+    assert "board 0 up" in across and "board 1 down" in across
+    assert set(across) >= {"gpu:0 out", "gpu:2 in"}
+    assert not any(segment.startswith("board") for segment in within)
+    # gpu:1 -> gpu:3 contends with gpu:0 -> gpu:2 on both boards' links; the host's copies to a
+    # board enter it over its downlink only.
+    assert {"board 0 up", "board 1 down"} <= set(cluster.link_route(gpu[1], gpu[3]))
+    assert cluster.link_route(cpu, gpu[2]) == ("gpu:2 in", "board 1 down")
+    assert cluster.link_route(gpu[3], cpu) == ("gpu:3 out", "board 1 up")
+
+
+def test_presets_without_a_switch_route_over_the_gpu_ports_only():
+    for name in ("k40x4", "p100x4", "v100x8", "h100x8"):
+        cluster = PRESETS[name]()
+        assert cluster.link_route(1, 2) == ("gpu:0 out", "gpu:1 in"), name
+        assert cluster.link_route(0, 1) == ("gpu:0 in",), name
+        assert all(segment.endswith((" in", " out")) for segment in cluster.segment_names), name
 
 
 def test_default_efficiency_table_covers_every_kind_and_category():
@@ -155,6 +258,13 @@ def _assert_same_cluster(a: Cluster, b: Cluster) -> None:
         "link_latency",
     ):
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
+    for key in ("dispatch_time", "transfer_sync", "device_host", "link_segments"):
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
+    assert (a.host_names, a.host_dispatch_threads, a.segment_names) == (
+        b.host_names,
+        b.host_dispatch_threads,
+        b.segment_names,
+    )
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -164,6 +274,23 @@ def test_json_round_trip_of_every_preset(name, tmp_path):
     path.write_text(json.dumps(cluster_to_dict(cluster)))
     _assert_same_cluster(load_cluster(path), cluster)
     _assert_same_cluster(cluster_from_dict(cluster_to_dict(cluster), "x"), cluster)
+    # Same digest: a JSON file with a preset's figures is that preset (task ids rely on it).
+    assert load_cluster(path).content_sha256 == cluster.content_sha256
+    assert cluster_from_dict(cluster_to_dict(cluster), "x").content_sha256 == cluster.content_sha256
+
+
+def test_json_writes_the_executor_costs_and_segments():
+    cluster = PRESETS["k80x4"]()
+    data = cluster_to_dict(cluster)
+    gpu = data["devices"][1]
+    assert gpu["dispatch_time"] == cluster.dispatch_time[1] > 0
+    assert gpu["transfer_sync"] == cluster.transfer_sync[1] > 0
+    assert gpu["host"] == "host:0"
+    assert data["hosts"] == {"host:0": {"dispatch_threads": 8}}
+    link = next(row for row in data["links"] if (row["src"], row["dst"]) == ("gpu:0", "gpu:2"))
+    assert link["segments"] == list(cluster.link_route(1, 3))
+    # No segments key where a link has none.
+    assert all("segments" not in row for row in cluster_to_dict(_no_segments_cluster())["links"])
 
 
 def test_load_cluster_by_preset_name():
@@ -215,6 +342,10 @@ def _small() -> dict:
     }
 
 
+def _no_segments_cluster() -> Cluster:
+    return cluster_from_dict(_small(), "small")
+
+
 def test_small_dict_builds_the_hand_written_figures():
     cluster = cluster_from_dict(_small(), "ignored")
     assert cluster.name == "small"
@@ -246,6 +377,96 @@ def test_default_link_fills_only_unlisted_pairs():
     cluster = cluster_from_dict(data, "small")
     assert cluster.link_bandwidth[0, 1] == 1e10 and cluster.link_bandwidth[1, 0] == 3e9
     assert cluster.link_latency[1, 0] == 4e-5
+
+
+def test_a_dict_without_executor_fields_has_no_executor_costs():
+    cluster = cluster_from_dict(_small(), "small")
+    np.testing.assert_array_equal(cluster.dispatch_time, 0.0)
+    np.testing.assert_array_equal(cluster.transfer_sync, 0.0)
+    np.testing.assert_array_equal(cluster.device_host, 0)
+    assert cluster.host_names == ("host:0",) and cluster.host_dispatch_threads == (1,)
+    assert cluster.segment_names == () and cluster.link_segments.shape == (2, 2, 0)
+    assert cluster.link_route(0, 1) == ()
+    # The same digest as a Cluster built without them: their defaults are "no such cost".
+    plain = Cluster(
+        name="small",
+        device_names=cluster.device_names,
+        device_kinds=cluster.device_kinds,
+        peak_flops=cluster.peak_flops,
+        memory_bandwidth=cluster.memory_bandwidth,
+        memory_capacity=cluster.memory_capacity,
+        launch_overhead=cluster.launch_overhead,
+        efficiency=cluster.efficiency,
+        link_bandwidth=cluster.link_bandwidth,
+        link_latency=cluster.link_latency,
+    )
+    assert cluster.content_sha256 == plain.content_sha256
+
+
+def _three_devices() -> dict:
+    """_small plus a second GPU on its own host; links by default_link."""
+    data = _small()
+    gpu = dict(data["devices"][1], name="gpu:1", host="box b", dispatch_time=2e-5, transfer_sync=1e-5)
+    data["devices"].append(gpu)
+    data["default_link"] = {"bandwidth": 1e9, "latency": 1e-5}
+    return data
+
+
+def test_executor_fields_and_hosts_are_read():
+    data = _three_devices()
+    data["devices"][0]["dispatch_time"] = 5e-6
+    data["devices"][1]["host"] = "box a"
+    data["hosts"] = {"box b": {"dispatch_threads": 4}}
+    cluster = cluster_from_dict(data, "three")
+    np.testing.assert_array_equal(cluster.dispatch_time, [5e-6, 0.0, 2e-5])
+    np.testing.assert_array_equal(cluster.transfer_sync, [0.0, 0.0, 1e-5])
+    # Hosts in the order devices first name them; one thread unless hosts says otherwise.
+    assert cluster.host_names == ("host:0", "box a", "box b")
+    np.testing.assert_array_equal(cluster.device_host, [0, 1, 2])
+    assert cluster.host_dispatch_threads == (1, 1, 4)
+
+
+def test_segments_are_declared_by_use_and_both_ways_copies_them():
+    data = _three_devices()
+    data["links"] = [
+        {"src": "gpu:0", "dst": "gpu:1", "bandwidth": 5e9, "latency": 1e-5, "segments": ["sw up", "sw down"]},
+        {"src": "cpu:0", "dst": "gpu:1", "bandwidth": 5e9, "latency": 1e-5, "segments": ["sw down"]},
+        {
+            "src": "cpu:0",
+            "dst": "gpu:0",
+            "bandwidth": 5e9,
+            "latency": 1e-5,
+            "both_ways": True,
+            "segments": ["x"],
+        },
+    ]
+    cluster = cluster_from_dict(data, "three")
+    assert cluster.segment_names == ("sw up", "sw down", "x")
+    assert cluster.link_segments.shape == (3, 3, 2)
+    assert cluster.link_route(1, 2) == ("sw up", "sw down")
+    assert cluster.link_route(0, 2) == ("sw down",)
+    assert cluster.link_route(0, 1) == cluster.link_route(1, 0) == ("x",)
+    # Pairs default_link fills occupy no segment.
+    assert cluster.link_route(2, 1) == cluster.link_route(2, 0) == ()
+    again = cluster_from_dict(cluster_to_dict(cluster), "three")
+    assert again.content_sha256 == cluster.content_sha256
+
+
+def test_json_keeps_the_routes_of_a_cluster_numbered_otherwise():
+    # Segments numbered against first use (as no JSON can number them): every link's route survives,
+    # only the numbering is the JSON's.
+    preset = PRESETS["k80x2"]()
+    order = np.arange(len(preset.segment_names))[::-1]
+    renumbered = dataclasses.replace(
+        preset,
+        segment_names=tuple(preset.segment_names[k] for k in order),
+        link_segments=np.where(preset.link_segments >= 0, order[preset.link_segments], -1),
+    )
+    again = cluster_from_dict(cluster_to_dict(renumbered), "x")
+    assert len(cluster_to_dict(renumbered)["links"]) == 6
+    for i in range(3):
+        for j in range(3):
+            assert again.link_route(i, j) == renumbered.link_route(i, j) == preset.link_route(i, j)
 
 
 def _mutated(change) -> dict:
@@ -332,6 +553,80 @@ BAD = [
         "default_link negative",
         _set(["default_link"], {"bandwidth": -1e9, "latency": 1e-5}),
         ["default_link", "bandwidth", "positive"],
+    ),
+    (
+        "negative dispatch_time",
+        _set(["devices", 1, "dispatch_time"], -1e-6),
+        ["gpu:0", "dispatch_time", "finite number >= 0", "-1e-06"],
+    ),
+    (
+        "string transfer_sync",
+        _set(["devices", 0, "transfer_sync"], "5us"),
+        ["cpu:0", "transfer_sync", "finite number >= 0", "'5us'"],
+    ),
+    (
+        "nan transfer_sync",
+        _set(["devices", 1, "transfer_sync"], math.nan),
+        ["gpu:0", "transfer_sync", "not finite"],
+    ),
+    ("bool dispatch_time", _set(["devices", 1, "dispatch_time"], True), ["gpu:0", "dispatch_time", ">= 0"]),
+    ("empty host", _set(["devices", 1, "host"], ""), ["gpu:0", "host", "non-empty string"]),
+    ("host not a string", _set(["devices", 0, "host"], 1), ["cpu:0", "host", "non-empty string"]),
+    ("hosts not an object", _set(["hosts"], ["host:0"]), ["hosts", "object", "dispatch_threads"]),
+    (
+        "zero threads",
+        _set(["hosts"], {"host:0": {"dispatch_threads": 0}}),
+        ["host 'host:0'", "dispatch_threads", "integer >= 1", "got 0"],
+    ),
+    (
+        "fractional threads",
+        _set(["hosts"], {"host:0": {"dispatch_threads": 2.5}}),
+        ["host 'host:0'", "dispatch_threads", "integer >= 1", "2.5"],
+    ),
+    (
+        "bool threads",
+        _set(["hosts"], {"host:0": {"dispatch_threads": True}}),
+        ["host 'host:0'", "dispatch_threads", "integer >= 1", "True"],
+    ),
+    (
+        "unknown host in hosts",
+        _set(["hosts"], {"host:0": {"dispatch_threads": 2}, "host:9": {"dispatch_threads": 2}}),
+        ["host 'host:9'", "no device names it", "host:0"],
+    ),
+    (
+        "unknown host field",
+        _set(["hosts"], {"host:0": {"threads": 2}}),
+        ["host 'host:0'", "unknown field", "threads", "dispatch_threads"],
+    ),
+    (
+        "missing dispatch_threads",
+        _set(["hosts"], {"host:0": {}}),
+        ["host 'host:0'", "missing field", "dispatch_threads"],
+    ),
+    (
+        "segments not a list",
+        _set(["links", 0, "segments"], "pcie"),
+        ["cpu:0 -> gpu:0", "segments", "list of segment names", "'pcie'"],
+    ),
+    (
+        "empty segment name",
+        _set(["links", 1, "segments"], ["up", ""]),
+        ["gpu:0 -> cpu:0", "segments[1]", "non-empty string"],
+    ),
+    (
+        "segment not a string",
+        _set(["links", 0, "segments"], [3]),
+        ["cpu:0 -> gpu:0", "segments[0]", "non-empty string", "3"],
+    ),
+    (
+        "segment listed twice",
+        _set(["links", 0, "segments"], ["up", "down", "up"]),
+        ["cpu:0 -> gpu:0", "segment 'up'", "listed twice"],
+    ),
+    (
+        "default_link segments",
+        _set(["default_link"], {"bandwidth": 1e9, "latency": 1e-5, "segments": ["up"]}),
+        ["default_link", "cannot have segments", "links"],
     ),
 ]
 

@@ -1,17 +1,23 @@
 """Load a `Cluster` from a preset name or a JSON file, and write one back to a dict.
 
 JSON format (all figures in SI units: FLOP/s, bytes/s, bytes, seconds; every figure a positive,
-finite number)::
+finite number, except ``dispatch_time`` and ``transfer_sync``, finite numbers >= 0)::
 
     {"name": "my-cluster",
      "description": "what it models and where the figures come from",
      "devices": [
         {"name": "cpu:0", "kind": "cpu", "peak_flops": 1.0e12, "memory_bandwidth": 6.8e10,
-         "memory": 2.56e11, "launch_overhead": 5e-6, "efficiency": {"matmul": 0.5}},
+         "memory": 2.56e11, "launch_overhead": 5e-6, "efficiency": {"matmul": 0.5},
+         "dispatch_time": 5.7e-6},
         {"name": "gpu:0", "kind": "gpu", "peak_flops": 4.37e12, "memory_bandwidth": 2.4e11,
-         "memory": 1.2e10, "launch_overhead": 5.7e-6}],
+         "memory": 1.2e10, "launch_overhead": 5.7e-6, "dispatch_time": 5.7e-6,
+         "transfer_sync": 5e-5, "host": "host:0"}],
+     "hosts": {"host:0": {"dispatch_threads": 8}},
      "links": [
-        {"src": "cpu:0", "dst": "gpu:0", "bandwidth": 1.2e10, "latency": 2.5e-5, "both_ways": true}],
+        {"src": "cpu:0", "dst": "gpu:0", "bandwidth": 1.2e10, "latency": 2.5e-5,
+         "segments": ["gpu:0 in"]},
+        {"src": "gpu:0", "dst": "cpu:0", "bandwidth": 1.2e10, "latency": 2.5e-5,
+         "segments": ["gpu:0 out"]}],
      "default_link": {"bandwidth": 1.2e10, "latency": 2.5e-5}}
 
 - ``name`` (optional; default: the file's stem) and ``description`` (optional).
@@ -21,10 +27,27 @@ finite number)::
   peak FLOP/s reached per op category (``matmul``, ``conv``, ``elementwise``, ``normalization``,
   ``reduction``, ``data_movement``, ``other``), each in (0, 1]; categories left out take the
   defaults of the device's kind (`DEFAULT_EFFICIENCY`).
+  What the executor pays beyond op times (`Cluster`'s fields of the same names; each optional, and
+  its default means no such cost):
+  ``dispatch_time`` (default 0): seconds of a host dispatch thread to issue one op on the device;
+  ``transfer_sync`` (default 0): seconds the device's stream spends per copy it issues and per
+  received input an op waits for; ``host`` (default ``"host:0"``): the name of the host whose
+  dispatch threads issue the device's ops.
+- ``hosts`` (optional): an object mapping a host name to ``{"dispatch_threads": N}``, N an integer
+  >= 1. A host that devices name but ``hosts`` leaves out gets 1 dispatch thread; a host listed
+  here that no device names is an error. Hosts are numbered in the order devices first name them.
 - ``links``: directed links ``src -> dst`` with ``bandwidth`` (bytes/s) and ``latency`` (seconds
   per transfer); ``both_ways: true`` (default false) also sets ``dst -> src``. Every ordered pair of
   distinct devices needs a link, unless ``default_link`` is given: it is used for every ordered pair
-  that no link lists.
+  that no link lists. Optionally ``segments``: the names (non-empty strings, each at most once) of
+  the shared path segments a transfer on the link occupies (a PCIe switch's uplink, a GPU's port in
+  one direction): a segment carries one transfer at a time, so transfers on links that share one
+  contend. Default: none. With ``both_ways: true`` the reverse link gets the same segments; for
+  segments that differ by direction, list the two links separately. Segments need no declaration:
+  they are numbered in the order links first name them (a ``both_ways`` link names its own
+  direction first).
+- ``default_link`` (optional): ``bandwidth`` and ``latency`` only; it cannot have ``segments`` (a
+  link that occupies shared segments is listed in ``links``).
 """
 
 from __future__ import annotations
@@ -50,13 +73,16 @@ class ClusterError(ValueError):
     """A cluster description (name, file or dict) that cannot be turned into a `Cluster`."""
 
 
-_TOP_FIELDS = ("name", "description", "devices", "links", "default_link")
+_TOP_FIELDS = ("name", "description", "devices", "hosts", "links", "default_link")
 _DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory", "launch_overhead")
-_DEVICE_FIELDS = (*_DEVICE_REQUIRED, "efficiency")
+_DEVICE_FIELDS = (*_DEVICE_REQUIRED, "efficiency", "dispatch_time", "transfer_sync", "host")
 _DEVICE_FIGURES = ("peak_flops", "memory_bandwidth", "memory", "launch_overhead")
 _LINK_REQUIRED = ("src", "dst", "bandwidth", "latency")
-_LINK_FIELDS = (*_LINK_REQUIRED, "both_ways")
+_LINK_FIELDS = (*_LINK_REQUIRED, "both_ways", "segments")
 _DEFAULT_LINK_FIELDS = ("bandwidth", "latency")
+_EXECUTOR_FIGURES = ("dispatch_time", "transfer_sync")  # per device, optional, >= 0 (default 0)
+_HOST_FIELDS = ("dispatch_threads",)
+DEFAULT_HOST = "host:0"
 
 
 def _check_fields(where: str, data: Any, required: tuple[str, ...], allowed: tuple[str, ...]) -> None:
@@ -84,6 +110,19 @@ def _positive_number(where: str, field: str, value: Any, upper: float | None = N
     return number
 
 
+def _non_negative_number(where: str, field: str, value: Any) -> float:
+    """``value`` as a float >= 0, or a `ClusterError` saying which figure is wrong and what is allowed."""
+    allowed = "a finite number >= 0"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ClusterError(f"{where}: {field} must be {allowed}, got {value!r} ({type(value).__name__})")
+    number = float(value)
+    if math.isnan(number) or math.isinf(number):
+        raise ClusterError(f"{where}: {field} must be {allowed}, got {number} (not finite)")
+    if number < 0:
+        raise ClusterError(f"{where}: {field} must be {allowed}, got {value!r}")
+    return number
+
+
 def _name(where: str, field: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ClusterError(f"{where}: {field} must be a non-empty string, got {value!r}")
@@ -107,6 +146,49 @@ def _efficiency_row(where: str, kind: str, value: Any) -> np.ndarray:
     return np.array([table[category] for category in CATEGORIES], dtype=np.float64)
 
 
+def _dispatch_threads(source: str, hosts: Any, host_names: list[str]) -> tuple[int, ...]:
+    """Dispatch threads per host of ``host_names`` (the hosts devices name, in first-use order), from
+    the top-level ``hosts`` object; hosts it leaves out get 1."""
+    if hosts is None:
+        return (1,) * len(host_names)
+    if not isinstance(hosts, dict):
+        raise ClusterError(
+            f"{source}: hosts must be an object mapping host names to "
+            f'{{"dispatch_threads": N}}, got {hosts!r}'
+        )
+    threads = dict.fromkeys(host_names, 1)
+    for host, entry in hosts.items():
+        where = f"{source}: host {host!r}"
+        _name(f"{source}: hosts", "a host name", host)
+        if host not in threads:
+            raise ClusterError(
+                f"{where} is listed in hosts but no device names it "
+                f"(hosts named by devices: {', '.join(host_names)}; a device names its host in its "
+                "'host' field, default 'host:0')"
+            )
+        _check_fields(where, entry, _HOST_FIELDS, _HOST_FIELDS)
+        value = entry["dispatch_threads"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ClusterError(f"{where}: dispatch_threads must be an integer >= 1, got {value!r}")
+        threads[host] = value
+    return tuple(threads[host] for host in host_names)
+
+
+def _segments(where: str, value: Any) -> tuple[str, ...]:
+    """A link's ``segments``: distinct non-empty strings."""
+    if not isinstance(value, list):
+        raise ClusterError(
+            f"{where}: segments must be a list of segment names (non-empty strings), got {value!r}"
+        )
+    for position, segment in enumerate(value):
+        _name(where, f"segments[{position}]", segment)
+        if segment in value[:position]:
+            raise ClusterError(
+                f"{where}: segment {segment!r} is listed twice in segments (a link occupies a segment once)"
+            )
+    return tuple(value)
+
+
 def cluster_from_dict(data: dict, name: str) -> Cluster:
     """A `Cluster` from the JSON format of this module's docstring, validated field by field.
 
@@ -127,6 +209,9 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
     kinds: list[str] = []
     figures: dict[str, list[float]] = {field: [] for field in _DEVICE_FIGURES}
     efficiency: list[np.ndarray] = []
+    executor: dict[str, list[float]] = {field: [] for field in _EXECUTOR_FIGURES}
+    host_names: list[str] = []
+    device_host: list[int] = []
     for position, device in enumerate(devices):
         where = f"{source}: device #{position}"
         if isinstance(device, dict) and isinstance(device.get("name"), str):
@@ -145,12 +230,20 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         for field in _DEVICE_FIGURES:
             figures[field].append(_positive_number(where, field, device[field]))
         efficiency.append(_efficiency_row(where, kind, device.get("efficiency")))
+        for field in _EXECUTOR_FIGURES:
+            executor[field].append(_non_negative_number(where, field, device.get(field, 0.0)))
+        host = _name(where, "host", device.get("host", DEFAULT_HOST))
+        if host not in host_names:
+            host_names.append(host)
+        device_host.append(host_names.index(host))
+    host_dispatch_threads = _dispatch_threads(source, data.get("hosts"), host_names)
 
     n = len(names)
     index = {device_name: i for i, device_name in enumerate(names)}
     bandwidth = np.zeros((n, n))
     latency = np.zeros((n, n))
     given = np.eye(n, dtype=bool)  # the diagonal never needs a link
+    routes: dict[tuple[int, int], tuple[str, ...]] = {}
 
     links = data.get("links", [])
     if not isinstance(links, list):
@@ -179,15 +272,22 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
             raise ClusterError(f"{where}: both_ways must be true or false, got {both_ways!r}")
         link_bandwidth = _positive_number(where, "bandwidth", link["bandwidth"])
         link_latency = _positive_number(where, "latency", link["latency"])
+        route = _segments(where, link.get("segments", []))
         for i, j in [(src, dst), (dst, src)] if both_ways else [(src, dst)]:
             if given[i, j]:
                 raise ClusterError(f"{source}: link {names[i]} -> {names[j]} is given more than once")
             bandwidth[i, j], latency[i, j] = link_bandwidth, link_latency
+            routes[i, j] = route
             given[i, j] = True
 
     default_link = data.get("default_link")
     if default_link is not None:
         where = f"{source}: default_link"
+        if isinstance(default_link, dict) and "segments" in default_link:
+            raise ClusterError(
+                f"{where} cannot have segments (it has only bandwidth and latency); "
+                "list a link that occupies shared segments in links"
+            )
         _check_fields(where, default_link, _DEFAULT_LINK_FIELDS, _DEFAULT_LINK_FIELDS)
         missing = ~given
         bandwidth[missing] = _positive_number(where, "bandwidth", default_link["bandwidth"])
@@ -198,6 +298,13 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
             f"{source}: missing link {names[i]} -> {names[j]} "
             "(every ordered pair of devices needs a link, or give default_link)"
         )
+
+    # Segments are numbered in the order links first name them, padded with -1 to the longest route.
+    segment_names = list(dict.fromkeys(segment for route in routes.values() for segment in route))
+    width = max((len(route) for route in routes.values()), default=0)
+    link_segments = np.full((n, n, width), -1, dtype=np.int64)
+    for (i, j), route in routes.items():
+        link_segments[i, j, : len(route)] = [segment_names.index(segment) for segment in route]
 
     return Cluster(
         name=cluster_name,
@@ -211,12 +318,61 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         link_bandwidth=bandwidth,
         link_latency=latency,
         description=description,
+        dispatch_time=np.array(executor["dispatch_time"]),
+        device_host=np.array(device_host, dtype=np.int64),
+        host_names=tuple(host_names),
+        host_dispatch_threads=host_dispatch_threads,
+        transfer_sync=np.array(executor["transfer_sync"]),
+        segment_names=tuple(segment_names),
+        link_segments=link_segments,
     )
 
 
+def _links_in_segment_order(cluster: Cluster) -> list[tuple[int, int]]:
+    """Every ordered pair of distinct devices, row by row except where a link must come earlier so
+    that the links name the segments first in the cluster's numbering (which `cluster_from_dict`
+    follows): each next link is the first one left whose segments not yet named are the next
+    numbers, in order. Such a link is always left when the cluster numbers its segments in the
+    order some list of its links first names them; otherwise the rest follow row by row."""
+    n = cluster.n_devices
+    pending = [(i, j) for i in range(n) for j in range(n) if i != j]
+    order: list[tuple[int, int]] = []
+    named = 0  # segments 0 .. named - 1 are named by the links in order
+
+    def new_segments(pair: tuple[int, int]) -> list[int]:
+        return [int(k) for k in cluster.link_segments[pair] if k >= named]
+
+    while pending:
+        position = next(
+            (
+                position
+                for position, pair in enumerate(pending)
+                if new_segments(pair) == list(range(named, named + len(new_segments(pair))))
+            ),
+            None,
+        )
+        if position is None:
+            return order + pending
+        pair = pending.pop(position)
+        named += len(new_segments(pair))
+        order.append(pair)
+    return order
+
+
 def cluster_to_dict(cluster: Cluster) -> dict:
-    """The JSON form of ``cluster`` (every efficiency and every ordered link spelled out);
-    `cluster_from_dict` of it gives back the same figures."""
+    """The JSON form of ``cluster`` (every efficiency, executor figure, host and ordered link spelled
+    out; a link's ``segments`` only where it has some); `cluster_from_dict` of it gives back the same
+    figures.
+
+    Links come row by row (``src`` then ``dst`` in device order), except that a link comes earlier
+    where that makes the links name the segments first in the cluster's numbering. The round trip
+    keeps `Cluster.content_sha256` when the cluster numbers its hosts and segments as
+    `cluster_from_dict` can (hosts in the order devices first name them, segments in the order some
+    list of its links first names them, ``link_segments`` as wide as the longest route): every
+    cluster `cluster_from_dict` makes and every preset (`build_cluster`). A host that no device
+    uses, or a segment no link uses, cannot be written: `cluster_from_dict` refuses the former and
+    never sees the latter.
+    """
     n = cluster.n_devices
     devices = [
         {
@@ -227,24 +383,33 @@ def cluster_to_dict(cluster: Cluster) -> dict:
             "memory": float(cluster.memory_capacity[i]),
             "launch_overhead": float(cluster.launch_overhead[i]),
             "efficiency": {c: float(cluster.efficiency[i, k]) for k, c in enumerate(CATEGORIES)},
+            "dispatch_time": float(cluster.dispatch_time[i]),
+            "transfer_sync": float(cluster.transfer_sync[i]),
+            "host": cluster.host_names[int(cluster.device_host[i])],
         }
         for i in range(n)
     ]
-    links = [
-        {
+    hosts = {
+        host: {"dispatch_threads": int(threads)}
+        for host, threads in zip(cluster.host_names, cluster.host_dispatch_threads, strict=True)
+    }
+    links = []
+    for i, j in _links_in_segment_order(cluster):
+        link: dict[str, Any] = {
             "src": cluster.device_names[i],
             "dst": cluster.device_names[j],
             "bandwidth": float(cluster.link_bandwidth[i, j]),
             "latency": float(cluster.link_latency[i, j]),
         }
-        for i in range(n)
-        for j in range(n)
-        if i != j
-    ]
+        route = cluster.link_route(i, j)
+        if route:
+            link["segments"] = list(route)
+        links.append(link)
     data: dict[str, Any] = {"name": cluster.name}
     if cluster.description:
         data["description"] = cluster.description
     data["devices"] = devices
+    data["hosts"] = hosts
     data["links"] = links
     return data
 
