@@ -15,7 +15,7 @@ settings (`baselines.registry.leaderboard_agent`), which is what ``placement-gym
 --rerun`` runs again.
 
 ``--tasks`` and ``--out-dir`` make small entries elsewhere: the one CI re-runs bit for bit,
-``leaderboard/reproducible/v0-pg-seed0.json``, was made with::
+``leaderboard/reproducible/v1-pg-seed0.json``, was made with::
 
     python -m baselines.leaderboard_fill.learned --agents pg --seeds 0 --budget 200 \
         --tasks cifar10_cnn/k80x2/train,resnet50/cpu-igpu/inference --out-dir leaderboard/reproducible \

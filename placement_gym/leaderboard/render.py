@@ -27,7 +27,7 @@ from pathlib import Path
 
 from placement_gym.leaderboard.generalisation import SPLITS, get_split
 from placement_gym.leaderboard.submission import load_submission, shown
-from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite
+from placement_gym.leaderboard.suite import CURRENT_SUITE, RETIRED_SUITES, Suite, get_suite
 from placement_gym.leaderboard.validate import SubmissionCheck, validate_file
 
 README_NAME = "README.md"
@@ -125,9 +125,15 @@ def checked_submissions(directory: str | Path) -> list[tuple[str, dict]]:
     failing = []
     for path in sorted(Path(directory).glob("*.json")):
         if not re.fullmatch(SAFE_FILE_NAME, path.name):
-            failing.append(SubmissionCheck(shown(path.name), [
-                "file name: allowed are letters, digits and . _ - (at most 128 characters), "
-                "ending in .json"]))
+            failing.append(
+                SubmissionCheck(
+                    shown(path.name),
+                    [
+                        "file name: allowed are letters, digits and . _ - (at most 128 characters), "
+                        "ending in .json"
+                    ],
+                )
+            )
             continue
         check = validate_file(path)
         if not check.ok:
@@ -187,8 +193,9 @@ def _track(data: dict) -> str:
     return data.get("track", "cost_model")
 
 
-def group_submissions(submissions: list[tuple[str, dict]], suite: Suite,
-                      track: str = "cost_model") -> list[AlgorithmRuns]:
+def group_submissions(
+    submissions: list[tuple[str, dict]], suite: Suite, track: str = "cost_model"
+) -> list[AlgorithmRuns]:
     """The submissions of ``suite``'s version and ``track``, one group per (algorithm, budget), sorted by
     algorithm then budget. A group's label is its algorithm name, with the budget added when the same
     name comes with several budgets."""
@@ -208,8 +215,12 @@ def group_submissions(submissions: list[tuple[str, dict]], suite: Suite,
     return result
 
 
-def _entries(submissions: list[tuple[str, dict]], suite: Suite, track: str = "cost_model",
-             task_ids: tuple[str, ...] | None = None) -> dict[str, list[Entry]]:
+def _entries(
+    submissions: list[tuple[str, dict]],
+    suite: Suite,
+    track: str = "cost_model",
+    task_ids: tuple[str, ...] | None = None,
+) -> dict[str, list[Entry]]:
     """Per task id (default: every task of ``suite``), one entry per algorithm of ``track`` that ran
     the task: its median seed's result, ranked by (infeasible, runtime)."""
     task_ids = suite.task_ids if task_ids is None else task_ids
@@ -220,33 +231,53 @@ def _entries(submissions: list[tuple[str, dict]], suite: Suite, track: str = "co
         for source, data in zip(group.sources, group.submissions):
             for task_id, result in data["results"].items():
                 if task_id in by_task:
-                    runs.setdefault(task_id, []).append(Run(
-                        source, int(data["seed"]), float(result["runtime"]), bool(result["feasible"]),
-                        int(result["evaluations"]), float(result["wall_s"])))
+                    runs.setdefault(task_id, []).append(
+                        Run(
+                            source,
+                            int(data["seed"]),
+                            float(result["runtime"]),
+                            bool(result["feasible"]),
+                            int(result["evaluations"]),
+                            float(result["wall_s"]),
+                        )
+                    )
         for task_id, task_runs in runs.items():
             frozen = suite.get(task_id)
             shown_run = median_run(task_runs)
             runtimes = [r.runtime for r in task_runs]
-            by_task[task_id].append(Entry(
-                group.label, shown_run.source, shown_run.runtime, shown_run.feasible,
-                frozen.best_single_runtime / shown_run.runtime, shown_run.runtime / frozen.lower_bound - 1.0,
-                shown_run.evaluations, shown_run.wall_s, len(task_runs), min(runtimes), max(runtimes),
-                task_score(best_known[task_id], shown_run.runtime, shown_run.feasible),
-            ))
+            by_task[task_id].append(
+                Entry(
+                    group.label,
+                    shown_run.source,
+                    shown_run.runtime,
+                    shown_run.feasible,
+                    frozen.best_single_runtime / shown_run.runtime,
+                    shown_run.runtime / frozen.lower_bound - 1.0,
+                    shown_run.evaluations,
+                    shown_run.wall_s,
+                    len(task_runs),
+                    min(runtimes),
+                    max(runtimes),
+                    task_score(best_known[task_id], shown_run.runtime, shown_run.feasible),
+                )
+            )
     for entries in by_task.values():
         entries.sort(key=lambda e: (not e.feasible, e.runtime, e.algorithm, e.source))
     return by_task
 
 
 def _table(columns: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:
-    lines = ["| " + " | ".join(columns) + " |",
-             "|" + "|".join("---:" if r else "---" for r in right) + "|"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---:" if r else "---" for r in right) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 
 
-def overall_rows(submissions: list[tuple[str, dict]], suite: Suite, track: str = "cost_model",
-                 task_ids: tuple[str, ...] | None = None) -> list[dict]:
+def overall_rows(
+    submissions: list[tuple[str, dict]],
+    suite: Suite,
+    track: str = "cost_model",
+    task_ids: tuple[str, ...] | None = None,
+) -> list[dict]:
     """Per algorithm of ``track`` (one row for all its seeds), ranked best first, over ``task_ids``
     (default: every task of ``suite``): ``score``, the mean of `task_score` over all those tasks (a
     task it did not run counts 0), then geomean speedup and gap over its feasible per-task median-seed
@@ -261,16 +292,20 @@ def overall_rows(submissions: list[tuple[str, dict]], suite: Suite, track: str =
     rows = []
     for label, entries in per_algorithm.items():
         feasible = [e for e in entries if e.feasible]
-        rows.append({
-            "algorithm": label, "sources": groups[label].sources,
-            "seeds": len(groups[label].sources), "tasks": len(entries),
-            "infeasible": len(entries) - len(feasible),
-            "trained_on": sorted({t for d in groups[label].submissions for t in d.get("trained_on", [])}),
-            "score": sum(e.score for e in entries) / len(task_ids),
-            "geomean_speedup": _geomean([e.speedup for e in feasible]),
-            # Geomean of runtime / lower bound, minus one: a gap of 0 on one task does not zero it.
-            "geomean_gap": _geomean([1.0 + e.gap for e in feasible]) - 1.0,
-        })
+        rows.append(
+            {
+                "algorithm": label,
+                "sources": groups[label].sources,
+                "seeds": len(groups[label].sources),
+                "tasks": len(entries),
+                "infeasible": len(entries) - len(feasible),
+                "trained_on": sorted({t for d in groups[label].submissions for t in d.get("trained_on", [])}),
+                "score": sum(e.score for e in entries) / len(task_ids),
+                "geomean_speedup": _geomean([e.speedup for e in feasible]),
+                # Geomean of runtime / lower bound, minus one: a gap of 0 on one task does not zero it.
+                "geomean_gap": _geomean([1.0 + e.gap for e in feasible]) - 1.0,
+            }
+        )
     rows.sort(key=lambda r: (-r["score"], -_nan_low(r["geomean_speedup"]), r["algorithm"], r["sources"]))
     return rows
 
@@ -341,6 +376,8 @@ def render_markdown(submissions: list[tuple[str, dict]], suite: str | Suite = CU
         "`placement-gym leaderboard render` (which re-checks every submission first); do not edit by hand. "
         "Submit with `placement-gym leaderboard submit FILE` (it re-evaluates every placement first).",
         "",
+        *[f"Suite {version} is retired: {why}" for version, why in RETIRED_SUITES.items()],
+        "",
         *_meaning(suite),
         "",
         "## Overall",
@@ -349,12 +386,31 @@ def render_markdown(submissions: list[tuple[str, dict]], suite: str | Suite = CU
     rows = overall_rows(submissions, suite)
     if rows:
         lines += _table(
-            ["rank", "algorithm", "score", "seeds", "tasks", "infeasible", "geomean speedup", "geomean gap",
-             "files"],
-            [[str(i + 1), markdown_text(r["algorithm"]), f"{r['score']:.3f}", str(r["seeds"]),
-              f"{r['tasks']}/{n}", str(r["infeasible"]), _ratio(r["geomean_speedup"], "x"),
-              _ratio(r["geomean_gap"], "%", 100, 1), _files(r["sources"])]
-             for i, r in enumerate(rows)],
+            [
+                "rank",
+                "algorithm",
+                "score",
+                "seeds",
+                "tasks",
+                "infeasible",
+                "geomean speedup",
+                "geomean gap",
+                "files",
+            ],
+            [
+                [
+                    str(i + 1),
+                    markdown_text(r["algorithm"]),
+                    f"{r['score']:.3f}",
+                    str(r["seeds"]),
+                    f"{r['tasks']}/{n}",
+                    str(r["infeasible"]),
+                    _ratio(r["geomean_speedup"], "x"),
+                    _ratio(r["geomean_gap"], "%", 100, 1),
+                    _files(r["sources"]),
+                ]
+                for i, r in enumerate(rows)
+            ],
             [True, False, True, True, True, True, True, True, False],
         )
         lines += ["", f"![score per algorithm]({CHART_NAME})"]
@@ -365,19 +421,45 @@ def render_markdown(submissions: list[tuple[str, dict]], suite: str | Suite = CU
     for task_id, entries in _entries(submissions, suite).items():
         frozen = suite.get(task_id)
         known = "" if math.isnan(best_known[task_id]) else f", best known {_seconds(best_known[task_id])} s"
-        lines += [f"### `{task_id}`", "",
-                  f"Best single device {_seconds(frozen.best_single_runtime)} s, "
-                  f"lower bound {_seconds(frozen.lower_bound)} s{known}.", ""]
+        lines += [
+            f"### `{task_id}`",
+            "",
+            f"Best single device {_seconds(frozen.best_single_runtime)} s, "
+            f"lower bound {_seconds(frozen.lower_bound)} s{known}.",
+            "",
+        ]
         if not entries:
             lines += ["No submissions yet.", ""]
             continue
         lines += _table(
-            ["rank", "algorithm", "runtime (s)", "score", "speedup", "gap to bound", "evaluations",
-             "wall (s)", "feasible", "seeds", "runtime over seeds (s)"],
-            [[str(i + 1), markdown_text(e.algorithm), _seconds(e.runtime), f"{e.score:.3f}",
-              *_speedup_and_gap(e), str(e.evaluations), f"{e.wall_s:.2f}", "yes" if e.feasible else "no",
-              str(e.seeds), _spread(e)]
-             for i, e in enumerate(entries)],
+            [
+                "rank",
+                "algorithm",
+                "runtime (s)",
+                "score",
+                "speedup",
+                "gap to bound",
+                "evaluations",
+                "wall (s)",
+                "feasible",
+                "seeds",
+                "runtime over seeds (s)",
+            ],
+            [
+                [
+                    str(i + 1),
+                    markdown_text(e.algorithm),
+                    _seconds(e.runtime),
+                    f"{e.score:.3f}",
+                    *_speedup_and_gap(e),
+                    str(e.evaluations),
+                    f"{e.wall_s:.2f}",
+                    "yes" if e.feasible else "no",
+                    str(e.seeds),
+                    _spread(e),
+                ]
+                for i, e in enumerate(entries)
+            ],
             [True, False, True, True, True, True, True, True, False, True, True],
         )
         lines.append("")
@@ -414,25 +496,71 @@ def _generalisation_track(submissions: list[tuple[str, dict]], suite: Suite) -> 
     if not rows:
         return [*lines, "No submissions yet.", ""]
     lines += _table(
-        ["rank", "algorithm", "score", "seeds", "held-out tasks", "infeasible", "geomean speedup",
-         "geomean gap", "trained on", "files"],
-        [[str(i + 1), markdown_text(r["algorithm"]), f"{r['score']:.3f}", str(r["seeds"]),
-          f"{r['tasks']}/{len(held_out)}", str(r["infeasible"]), _ratio(r["geomean_speedup"], "x"),
-          _ratio(r["geomean_gap"], "%", 100, 1), f"{len(r['trained_on'])} tasks", _files(r["sources"])]
-         for i, r in enumerate(rows)],
+        [
+            "rank",
+            "algorithm",
+            "score",
+            "seeds",
+            "held-out tasks",
+            "infeasible",
+            "geomean speedup",
+            "geomean gap",
+            "trained on",
+            "files",
+        ],
+        [
+            [
+                str(i + 1),
+                markdown_text(r["algorithm"]),
+                f"{r['score']:.3f}",
+                str(r["seeds"]),
+                f"{r['tasks']}/{len(held_out)}",
+                str(r["infeasible"]),
+                _ratio(r["geomean_speedup"], "x"),
+                _ratio(r["geomean_gap"], "%", 100, 1),
+                f"{len(r['trained_on'])} tasks",
+                _files(r["sources"]),
+            ]
+            for i, r in enumerate(rows)
+        ],
         [True, False, True, True, True, True, True, True, True, False],
     )
     lines.append("")
     table_rows = []
     for task_id, entries in _entries(submissions, suite, "generalisation", held_out).items():
         for i, e in enumerate(entries):
-            table_rows.append([f"`{task_id}`", str(i + 1), markdown_text(e.algorithm), _seconds(e.runtime),
-                               f"{e.score:.3f}", *_speedup_and_gap(e), str(e.evaluations),
-                               f"{e.wall_s:.2f}", "yes" if e.feasible else "no", str(e.seeds), _spread(e)])
+            table_rows.append(
+                [
+                    f"`{task_id}`",
+                    str(i + 1),
+                    markdown_text(e.algorithm),
+                    _seconds(e.runtime),
+                    f"{e.score:.3f}",
+                    *_speedup_and_gap(e),
+                    str(e.evaluations),
+                    f"{e.wall_s:.2f}",
+                    "yes" if e.feasible else "no",
+                    str(e.seeds),
+                    _spread(e),
+                ]
+            )
     lines += _table(
-        ["held-out task", "rank", "algorithm", "runtime (s)", "score", "speedup", "gap to bound",
-         "evaluations", "wall (s)", "feasible", "seeds", "runtime over seeds (s)"],
-        table_rows, [False, True, False, True, True, True, True, True, True, False, True, True],
+        [
+            "held-out task",
+            "rank",
+            "algorithm",
+            "runtime (s)",
+            "score",
+            "speedup",
+            "gap to bound",
+            "evaluations",
+            "wall (s)",
+            "feasible",
+            "seeds",
+            "runtime over seeds (s)",
+        ],
+        table_rows,
+        [False, True, False, True, True, True, True, True, True, False, True, True],
     )
     return [*lines, ""]
 
@@ -447,32 +575,63 @@ def _real_track(submissions: list[tuple[str, dict]], suite: Suite) -> list[str]:
         for task_id in sorted(data["results"]):
             result = data["results"][task_id]
             measured = result.get("measured_runtime")
-            rows.append([markdown_text(data["algorithm"]), _code(task_id), _seconds(float(result["runtime"])),
-                         "-" if measured is None else _seconds(float(measured)),
-                         markdown_text(data.get("hardware") or "-"),
-                         "yes" if result["trained_on_task"] else "no", _code(source)])
+            rows.append(
+                [
+                    markdown_text(data["algorithm"]),
+                    _code(task_id),
+                    _seconds(float(result["runtime"])),
+                    "-" if measured is None else _seconds(float(measured)),
+                    markdown_text(data.get("hardware") or "-"),
+                    "yes" if result["trained_on_task"] else "no",
+                    _code(source),
+                ]
+            )
     if not rows:
         return []
     rows.sort()
     lines = ["## Real-hardware track", ""]
-    lines += _table(["algorithm", "task", "cost-model runtime (s)", "measured runtime (s)",
-                     "hardware", "trained on task", "file"], rows,
-                    [False, False, True, True, False, False, False])
+    lines += _table(
+        [
+            "algorithm",
+            "task",
+            "cost-model runtime (s)",
+            "measured runtime (s)",
+            "hardware",
+            "trained on task",
+            "file",
+        ],
+        rows,
+        [False, False, True, True, False, False, False],
+    )
     return [*lines, ""]
 
 
 def _older_suites(submissions: list[tuple[str, dict]], suite: Suite) -> list[str]:
-    rows = sorted([markdown_text(data["suite"]), markdown_text(data["algorithm"]), str(len(data["results"])),
-                   _code(source)] for source, data in submissions if data["suite"] != suite.version)
+    rows = sorted(
+        [
+            markdown_text(data["suite"]),
+            markdown_text(data["algorithm"]),
+            str(len(data["results"])),
+            _code(source),
+        ]
+        for source, data in submissions
+        if data["suite"] != suite.version
+    )
     if not rows:
         return []
-    return ["## Submissions for other suite versions", "",
-            "Kept readable; their runtimes were computed under that suite version's cost model.", "",
-            *_table(["suite", "algorithm", "tasks", "file"], rows, [False, False, True, False]), ""]
+    return [
+        "## Submissions for other suite versions",
+        "",
+        "Kept readable; their runtimes were computed under that suite version's cost model.",
+        "",
+        *_table(["suite", "algorithm", "tasks", "file"], rows, [False, False, True, False]),
+        "",
+    ]
 
 
-def render_chart(submissions: list[tuple[str, dict]], path: str | Path,
-                 suite: str | Suite = CURRENT_SUITE) -> bool:
+def render_chart(
+    submissions: list[tuple[str, dict]], path: str | Path, suite: str | Suite = CURRENT_SUITE
+) -> bool:
     """Write a bar chart of the overall score per entry to ``path``; False when there is nothing."""
     rows = overall_rows(submissions, get_suite(suite))
     if not rows:

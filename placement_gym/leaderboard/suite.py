@@ -42,7 +42,7 @@ from placement_gym.named_tasks import parse_task_id
 from placement_gym.task import Task
 from placement_gym.task_cache import TaskCache
 
-CURRENT_SUITE = "v0"
+CURRENT_SUITE = "v1"
 # Relative tolerance on runtimes and peak memory: the simulator is deterministic bit for bit, so
 # anything beyond rounding noise means the cost model changed.
 FINGERPRINT_RTOL = 1e-9
@@ -445,7 +445,222 @@ SUITE_V0 = Suite(
     "clusters (V100, H100) and CPU + integrated GPU inference.",
 )
 
-SUITES: dict[str, Suite] = {SUITE_V0.version: SUITE_V0}
+# Frozen with the calibrated cost model (docs/calibration.md: per-architecture efficiency, host
+# dispatch, transfer synchronisation, shared segments, training-mode BatchNorm): v0's tasks, new numbers.
+SUITE_V1 = Suite(
+    "v1",
+    (
+    SuiteTask(
+        "cifar10_cnn/k80x2/train",
+        graph_sha256="d5d1bd2af15e68bdb28bb8f7677597827f94b9dbc8d70eb8853e3b8e965d0abe",
+        best_single_runtime=0.025629368982121987, lower_bound=0.025328403782121985,
+        single_device_runtimes=(0.12992715293048127, 0.025629368982121987, 0.025629368982121987),
+        probes=(
+            Probe("round-robin", 0.16510846473725718, (173293568, 235935744, 165711008)),
+            Probe("scattered", 0.1438691562866126, (145300480, 204160000, 169905312)),
+            Probe("contiguous", 0.04994334548210823, (162082816, 128517120, 93499552)),
+        ),
+        cluster_sha256="9d58b13f5c7795b7", structure_sha256="7bce9de0ece54156",
+    ),
+    SuiteTask(
+        "cifar10_resnet56/k80x2/train",
+        graph_sha256="0b91b5cc48e35569d97293957f7183670baec81a39686273c8c6e046eba49f69",
+        best_single_runtime=0.10181315629473661, lower_bound=0.10050693616140327,
+        single_device_runtimes=(0.5100443829304799, 0.10181315629473661, 0.10181315629473661),
+        probes=(
+            Probe("round-robin", 0.4352150707435673, (650838784, 653757440, 654820512)),
+            Probe("scattered", 0.398048846852562, (605015040, 600450976, 493903872)),
+            Probe("contiguous", 0.25832954884584775, (581150464, 298541056, 153767072)),
+        ),
+        cluster_sha256="9d58b13f5c7795b7", structure_sha256="af89c74f065dddaa",
+    ),
+    SuiteTask(
+        "inception_v3/k80x4/train",
+        graph_sha256="455dc8e7c1ac4b1535f9d0a3797b45acca721cde64f46ca517517d4885e41075",
+        best_single_runtime=0.9155720402114561, lower_bound=0.6080093933210418,
+        single_device_runtimes=(5.208335808459888, 0.9155720402114561, 0.9155720402114561,
+                                0.9155720402114561, 0.9155720402114561),
+        probes=(
+            Probe("round-robin", 1.8123516965846658,
+                  (1776849792, 1861963776, 1777835008, 1898375808, 1781228544)),
+            Probe("scattered", 2.103540797184122,
+                  (1760887680, 1497140864, 1751300096, 1953047552, 842848256)),
+            Probe("contiguous", 2.432784490359993,
+                  (2341365632, 776524800, 614619136, 664098816, 476353152)),
+        ),
+        cluster_sha256="b96ca596d44e3130", structure_sha256="c2c459b75be5823c",
+    ),
+    SuiteTask(
+        "resnet50/p100x4/train",
+        graph_sha256="8a6bc8726f0576336ce05b749566c12ad0cc59593eca19db7484b4335f496ea8",
+        best_single_runtime=0.19057847313246717, lower_bound=0.17331632072922348,
+        single_device_runtimes=(1.8911703880341024, 0.19057847313246717, 0.19057847313246717,
+                                0.19057847313246717, 0.19057847313246717),
+        probes=(
+            Probe("round-robin", 1.3184690110979729,
+                  (2179963904, 2250772480, 1944576000, 2264027136, 2243007104)),
+            Probe("scattered", 1.1850645422525117,
+                  (2224950272, 2054848512, 1140690944, 2530157184, 1348546560)),
+            Probe("contiguous", 0.6342834592927431,
+                  (2463480832, 1441980416, 849289216, 700284928, 590623360)),
+        ),
+        cluster_sha256="01158ca88aa6976c", structure_sha256="ecd20f18c67c90fc",
+    ),
+    SuiteTask(
+        "rnnlm/k80x4/train",
+        graph_sha256="745b935829c0c6faf5cadfc0cc8b96accc2d9697f9388910acaf543beab0bb90",
+        best_single_runtime=0.9896032620868475, lower_bound=0.19791951241736805,
+        single_device_runtimes=(4.1791887689625895, 0.9896032620868475, 0.9896032620868475,
+                                0.9896032620868475, 0.9896032620868475),
+        probes=(
+            Probe("round-robin", 2.2121213239515525,
+                  (3106056192, 1629159424, 8078370560, 1763868672, 1774944256)),
+            Probe("scattered", 2.234685053468108,
+                  (3093686272, 1181458944, 1669038080, 8369170176, 1130291712)),
+            Probe("contiguous", 1.4291331970654444,
+                  (10466496256, 1429328640, 1432474368, 1428280064, 1437995776)),
+        ),
+        cluster_sha256="b96ca596d44e3130", structure_sha256="d8cfcbdc5338d90b",
+    ),
+    SuiteTask(
+        "gnmt4/k80x4/train",
+        graph_sha256="bac829f641fab0c293e95cc478ee3a42d088515c28f3b483e262be95b3f152c5",
+        best_single_runtime=1.5812513990377464, lower_bound=0.3162491398075362,
+        single_device_runtimes=(6.5628042249622975, 1.5812513990377464, 1.5812513990377464,
+                                1.5812513990377464, 1.5812513990377464),
+        probes=(
+            Probe("round-robin", 2.699744414851613,
+                  (2435110912, 2098153472, 4658547712, 2669611008, 3109621760)),
+            Probe("scattered", 2.410810298475687,
+                  (2412759040, 1680351232, 1812951040, 4692687872, 3015550976)),
+            Probe("contiguous", 1.8403760080092042,
+                  (3547615232, 684277760, 5211382784, 1364507648, 1365656576)),
+        ),
+        cluster_sha256="b96ca596d44e3130", structure_sha256="37fafb876763b728",
+    ),
+    SuiteTask(
+        "gnmt4/k40x8/train",
+        graph_sha256="bac829f641fab0c293e95cc478ee3a42d088515c28f3b483e262be95b3f152c5",
+        best_single_runtime=1.5871470942998709, lower_bound=0.18527912445040126,
+        single_device_runtimes=(2.9959097267281574, 1.5871470942998709, 1.5871470942998709,
+                                1.5871470942998709, 1.5871470942998709, 1.5871470942998709,
+                                1.5871470942998709, 1.5871470942998709, 1.5871470942998709),
+        probes=(
+            Probe("round-robin", 1.8535820879720408,
+                  (1737449472, 1284503552, 1181710336, 1472624640, 1455476736, 1313880064, 1260386304,
+                   1219989504, 4533808128)),
+            Probe("scattered", 1.841560115295832,
+                  (2397999104, 981288960, 1293955072, 1402413056, 3970338816, 1158897664, 1438046208,
+                   2063224832, 1246439424)),
+            Probe("contiguous", 1.2490257451730415,
+                  (2993721344, 496107520, 455688192, 683737088, 4972576768, 1040505856, 1035787264,
+                   1040505856, 1049549824)),
+        ),
+        cluster_sha256="559bcae67b1f44ad", structure_sha256="37fafb876763b728",
+    ),
+    SuiteTask(
+        "bert_base/v100x8/train",
+        graph_sha256="29e1a2ff39d7bc1ae4c7a802cf89468edef248bc754d7ad2999a729429745b0b",
+        best_single_runtime=0.12366318085034962, lower_bound=0.09909431333858086,
+        single_device_runtimes=(0.8769499520287571, 0.12366318085034962, 0.12366318085034962,
+                                0.12366318085034962, 0.12366318085034962, 0.12366318085034962,
+                                0.12366318085034962, 0.12366318085034962, 0.12366318085034962),
+        probes=(
+            Probe("round-robin", 0.4768663296201541,
+                  (1212178432, 824770560, 1088962560, 793046016, 799214592, 1069719552, 799309824,
+                   796065792, 1075998720)),
+            Probe("scattered", 0.47566964413507634,
+                  (900025344, 805478400, 824328192, 956547072, 1101769728, 849874944, 906178560, 1023348736,
+                   714227712)),
+            Probe("contiguous", 0.2081852063612646,
+                  (860130304, 512937984, 638840832, 497233920, 509779968, 626282496, 497221632, 506658816,
+                   601141248)),
+        ),
+        cluster_sha256="edb12aafa7d8d090", structure_sha256="c7bf5c2eed566841",
+    ),
+    SuiteTask(
+        "bert_large/k80x4/train",
+        graph_sha256="785616397ee62a40fd4a0697bc381e3200cf06d9636c49bc2c46e1bcf002e165",
+        best_single_runtime=59.538180858567465, lower_bound=11.860117070704726,
+        single_device_runtimes=(59.538180858567465, 14.067935891433743, 14.067935891433743,
+                                14.067935891433743, 14.067935891433743),
+        probes=(
+            Probe("round-robin", 26.967210118940354,
+                  (20970733568, 26049511424, 21192507392, 9765572608, 13052743680)),
+            Probe("scattered", 27.594121444689925,
+                  (21517058048, 16945758208, 17499815936, 15804911616, 13892714496)),
+            Probe("contiguous", 22.40784273798593,
+                  (10242379776, 10419716096, 9731850240, 10017046528, 9916448768)),
+        ),
+        cluster_sha256="b96ca596d44e3130", structure_sha256="e03ce52ebcf385b8",
+    ),
+    SuiteTask(
+        "bert_large/h100x8/train",
+        graph_sha256="785616397ee62a40fd4a0697bc381e3200cf06d9636c49bc2c46e1bcf002e165",
+        best_single_runtime=0.41465128331991336, lower_bound=0.3452737671758627,
+        single_device_runtimes=(2.5219333477507417, 0.41465128331991336, 0.41465128331991336,
+                                0.41465128331991336, 0.41465128331991336, 0.41465128331991336,
+                                0.41465128331991336, 0.41465128331991336, 0.41465128331991336),
+        probes=(
+            Probe("round-robin", 1.117664883004606,
+                  (11808833536, 9808904192, 10572136448, 11073785856, 9697759232, 10469408768, 11107303424,
+                   9647423488, 10502946816)),
+            Probe("scattered", 1.11301820010977,
+                  (9362378752, 11643879424, 8389230592, 9932718080, 10270494720, 12174557184, 9194586112,
+                   8318861312, 9160671232)),
+            Probe("contiguous", 0.6307373019446945,
+                  (6265753600, 5587435520, 5939707904, 5755092992, 5369331712, 5906186240, 5654413312,
+                   5285445632, 5805588480)),
+        ),
+        cluster_sha256="aeb87f22d5b70c42", structure_sha256="e03ce52ebcf385b8",
+    ),
+    SuiteTask(
+        "inception_v3/cpu-igpu/inference",
+        graph_sha256="455dc8e7c1ac4b1535f9d0a3797b45acca721cde64f46ca517517d4885e41075",
+        best_single_runtime=0.7578114758379128, lower_bound=0.5043516584752745,
+        single_device_runtimes=(0.7578114758379128, 0.8098584964714131),
+        probes=(
+            Probe("round-robin", 0.7198185709389221, (409520672, 394039040)),
+            Probe("scattered", 0.7130786205073746, (411949728, 391609984)),
+            Probe("contiguous", 0.7689626765457829, (373163392, 154481568)),
+        ),
+        cluster_sha256="2b2d95d8795161d9", structure_sha256="9d1b9cc2fe611323",
+    ),
+    SuiteTask(
+        "resnet50/cpu-igpu/inference",
+        graph_sha256="8a6bc8726f0576336ce05b749566c12ad0cc59593eca19db7484b4335f496ea8",
+        best_single_runtime=0.576883518365384, lower_bound=0.5293078788049446,
+        single_device_runtimes=(0.576883518365384, 0.6228301426474568),
+        probes=(
+            Probe("round-robin", 0.6974858998838656, (365088416, 276844544)),
+            Probe("scattered", 0.6331098239348154, (341427200, 377576096)),
+            Probe("contiguous", 0.5937950736653278, (320171776, 167620512)),
+        ),
+        cluster_sha256="2b2d95d8795161d9", structure_sha256="127dde440310a513",
+    ),
+    SuiteTask(
+        "bert_base/cpu-igpu/inference",
+        graph_sha256="29e1a2ff39d7bc1ae4c7a802cf89468edef248bc754d7ad2999a729429745b0b",
+        best_single_runtime=0.5837303373351651, lower_bound=0.4875551434821423,
+        single_device_runtimes=(0.5837303373351651, 0.6622760065340908),
+        probes=(
+            Probe("round-robin", 0.6314986130763016, (292279296, 252604416)),
+            Probe("scattered", 0.6087995965803742, (224412672, 326762496)),
+            Probe("contiguous", 0.6231152048570182, (322074624, 229100544)),
+        ),
+        cluster_sha256="2b2d95d8795161d9", structure_sha256="305bc5ce88d02803",
+    ),
+    ),
+    "Suite v0's tasks under the calibrated cost model (docs/calibration.md).",
+)
+
+SUITES: dict[str, Suite] = {SUITE_V0.version: SUITE_V0, SUITE_V1.version: SUITE_V1}
+# Suites whose cost model this code no longer reproduces, and where their submissions are kept.
+RETIRED_SUITES: dict[str, str] = {
+    "v0": "it was made with the uncalibrated cost model (no host dispatch, transfer synchronisation, shared "
+    "segments, per-architecture efficiency or training-mode BatchNorm; docs/calibration.md). Its submissions "
+    "are kept in `retired/v0/`; `git checkout 217c35b` gives the code that validates them.",
+}
 
 
 def get_suite(version: str | Suite = CURRENT_SUITE) -> Suite:
