@@ -16,6 +16,7 @@ import pytest
 from placement_gym.cli import main
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.leaderboard import (
+    CURRENT_SUITE,
     SUITES,
     check_suite,
     evaluate,
@@ -33,7 +34,8 @@ from placement_gym.placements import round_robin_placement, single_placement
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ("cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train")
-V0_TASKS = {
+# Suite v0's tasks; v1 (the calibrated cost model) froze the same ones again.
+SUITE_TASKS = {
     "cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train", "inception_v3/k80x4/train",
     "resnet50/p100x4/train", "rnnlm/k80x4/train", "gnmt4/k80x4/train", "gnmt4/k40x8/train",
     "bert_base/v100x8/train", "bert_large/k80x4/train", "bert_large/h100x8/train",
@@ -42,7 +44,7 @@ V0_TASKS = {
 
 
 def mini_suite():
-    return get_suite("v0").subset(SMALL)
+    return get_suite(CURRENT_SUITE).subset(SMALL)
 
 
 def last_device_agent(task, seed, budget):
@@ -67,20 +69,21 @@ def reasons(data: dict, task_id: str = SMALL[0]) -> str:
 
 # --- suite -----------------------------------------------------------------------------------------
 
-def test_suite_v0_lists_the_benchmark_tasks_and_every_task_builds():
-    suite = SUITES["v0"]
-    assert set(suite.task_ids) == V0_TASKS and len(suite.task_ids) == len(V0_TASKS)
+@pytest.mark.parametrize("version", ["v0", CURRENT_SUITE])
+def test_suite_lists_the_benchmark_tasks_and_every_task_builds(version):
+    suite = SUITES[version]
+    assert set(suite.task_ids) == SUITE_TASKS and len(suite.task_ids) == len(SUITE_TASKS)
     for suite_task in suite.tasks:
         assert suite_task.task().id == suite_task.task_id
 
 
 def test_suite_fingerprint_matches_the_current_cost_model():
     """Fails when the cost model or a graph changed a runtime: then add a new suite version."""
-    assert check_suite("v0") == {}
+    assert check_suite(CURRENT_SUITE) == {}
 
 
 def test_fingerprint_detects_a_changed_cost_model():
-    frozen = SUITES["v0"].get(SMALL[0])
+    frozen = SUITES[CURRENT_SUITE].get(SMALL[0])
     changed = dataclasses.replace(frozen, best_single_runtime=frozen.best_single_runtime * (1 + 1e-6))
     from placement_gym.leaderboard.suite import fingerprint_problems
 
@@ -89,17 +92,17 @@ def test_fingerprint_detects_a_changed_cost_model():
 
 
 def test_unknown_suite_and_task_are_clear_errors():
-    with pytest.raises(ValueError, match="known: v0"):
+    with pytest.raises(ValueError, match=f"known: v0, .*{CURRENT_SUITE}"):
         get_suite("v99")
-    with pytest.raises(ValueError, match="not in suite v0"):
-        get_suite("v0").get("cifar10_cnn/k80x4/train")
+    with pytest.raises(ValueError, match=f"not in suite {CURRENT_SUITE}"):
+        get_suite(CURRENT_SUITE).get("cifar10_cnn/k80x4/train")
 
 
 # --- harness -----------------------------------------------------------------------------------------
 
 def test_harness_round_trip_validates(submission, tmp_path):
     assert set(submission["results"]) == set(SMALL)
-    assert submission["suite"] == "v0" and submission["algorithm"] == "round-robin"
+    assert submission["suite"] == CURRENT_SUITE and submission["algorithm"] == "round-robin"
     for task_id, result in submission["results"].items():
         task = parse_task_id(task_id)
         expected = round_robin_placement(task)
@@ -296,7 +299,7 @@ def test_render_refuses_a_tampered_submission(submission, tmp_path, capsys):
     board = make_board(tmp_path, submission)
     task_id = SMALL[0]
     below_bound = copy.deepcopy(submission)  # a runtime edited below the lower bound: rank 1, negative gap
-    below_bound["results"][task_id]["runtime"] = SUITES["v0"].get(task_id).lower_bound / 2
+    below_bound["results"][task_id]["runtime"] = SUITES[CURRENT_SUITE].get(task_id).lower_bound / 2
     save_submission(below_bound, board / "submissions" / "c.json")
     for command in (["render"], ["render", "--check"], ["render", "--no-chart"]):
         assert main(["leaderboard", *command, "--dir", str(board)]) == 1

@@ -19,7 +19,7 @@ from placement_gym import agents
 from placement_gym.cli import main
 from placement_gym.cost_model import reference_simulate, simulate, simulate_batch, single_device
 from placement_gym.envs.single_shot import DevicePlacementEnv
-from placement_gym.leaderboard import evaluate, get_suite, save_submission
+from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, save_submission
 from placement_gym.leaderboard.rerun import rerun_submission
 from placement_gym.named_tasks import parse_task_id
 from placement_gym.placements import round_robin_placement
@@ -36,7 +36,7 @@ def fresh_task():
 
 
 def harness_entry(agent, task_id=SMALL, **options):
-    data = evaluate(agent, get_suite("v0").subset([task_id]), algorithm="budgets", authors=["tests"],
+    data = evaluate(agent, get_suite(CURRENT_SUITE).subset([task_id]), algorithm="budgets", authors=["tests"],
                     **options)
     return data["results"][task_id]
 
@@ -268,9 +268,9 @@ def test_an_env_refuses_a_task_with_another_cluster_given():
 @pytest.fixture(scope="module")
 def heft_entry(tmp_path_factory):
     """A seeded HEFT entry on two small tasks, made as baselines/leaderboard_fill/classic.py makes them."""
-    data = evaluate(leaderboard_agent("heft"), get_suite("v0").subset([SMALL, SMALL_2]), algorithm="heft",
-                    authors=["tests"])
-    return save_submission(data, tmp_path_factory.mktemp("rerun") / "v0-heft-seed0.json")
+    data = evaluate(leaderboard_agent("heft"), get_suite(CURRENT_SUITE).subset([SMALL, SMALL_2]),
+                    algorithm="heft", authors=["tests"])
+    return save_submission(data, tmp_path_factory.mktemp("rerun") / f"{CURRENT_SUITE}-heft-seed0.json")
 
 
 def test_agents_are_found_through_the_entry_point_group():
@@ -310,7 +310,7 @@ def test_rerun_fails_on_a_changed_evaluation_count(heft_entry, tmp_path, capsys)
 
 
 def test_rerun_at_another_budget_compares_two_runs(tmp_path, capsys):
-    data = evaluate(leaderboard_agent("anneal"), get_suite("v0").subset([SMALL]), budget=40,
+    data = evaluate(leaderboard_agent("anneal"), get_suite(CURRENT_SUITE).subset([SMALL]), budget=40,
                     algorithm="anneal", authors=["tests"], seed=3)
     path = save_submission(data, tmp_path / "anneal.json")
     assert main(["leaderboard", "validate", "--rerun", str(path), "--budget", "20", "--json"]) == 0

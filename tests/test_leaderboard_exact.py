@@ -11,7 +11,7 @@ pytest.importorskip("ortools")
 from baselines.exact import exact  # noqa: E402
 from baselines.leaderboard_fill.classic import exact_agent  # noqa: E402
 from placement_gym.cost_model import simulate  # noqa: E402
-from placement_gym.leaderboard import evaluate, get_suite, validate_submission  # noqa: E402
+from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, validate_submission  # noqa: E402
 from placement_gym.named_tasks import parse_task_id  # noqa: E402
 from placement_gym.placements import round_robin_placement  # noqa: E402
 
@@ -33,7 +33,8 @@ def test_fill_script_exact_agent_places_a_small_task_and_records_its_status():
     statuses: dict[str, str] = {}
     agent, description = exact_agent(20.0, statuses)
     assert "groups='auto'" in description and "20 s" in description
-    suite = get_suite("v0").subset(["cifar10_cnn/k80x2/train"])  # 30 ops: solved to optimality in seconds
+    # 30 ops: solved to optimality in seconds
+    suite = get_suite(CURRENT_SUITE).subset(["cifar10_cnn/k80x2/train"])
     submission = evaluate(agent, suite, algorithm="exact", description=description)
     assert validate_submission(submission).ok
     task = parse_task_id("cifar10_cnn/k80x2/train")

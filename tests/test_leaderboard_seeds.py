@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from placement_gym.leaderboard import get_suite, render_markdown
+from placement_gym.leaderboard import CURRENT_SUITE, get_suite, render_markdown
 from placement_gym.leaderboard.render import Run, median_run, overall_rows, task_score
 
-SUITE = get_suite("v0")
+SUITE = get_suite(CURRENT_SUITE)
 TASK_A, TASK_B = "cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train"
 
 
@@ -21,7 +21,7 @@ def fake(algorithm: str, seed: int, results: dict, budget: int | None = 10_000,
     ``results``: task id -> runtime or (runtime, feasible); evaluations are 100 + seed, so that a row
     tells which seed it shows."""
     data = {
-        "schema": 1, "suite": "v0", "package_version": "0", "algorithm": algorithm, "authors": ["t"],
+        "schema": 1, "suite": CURRENT_SUITE, "package_version": "0", "algorithm": algorithm, "authors": ["t"],
         "description": "", "seed": seed, "budget": budget, "track": track, "results": {},
     }
     for task_id, value in results.items():
@@ -49,7 +49,7 @@ def cell(row: list[str], column: str) -> str:
 
 
 def seeds_board(runtimes: list, algorithm: str = "learner", task_id: str = TASK_A) -> list[tuple[str, dict]]:
-    return [(f"v0-{algorithm}-seed{seed}.json", fake(algorithm, seed, {task_id: value}))
+    return [(f"{CURRENT_SUITE}-{algorithm}-seed{seed}.json", fake(algorithm, seed, {task_id: value}))
             for seed, value in enumerate(runtimes)]
 
 

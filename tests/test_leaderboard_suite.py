@@ -15,7 +15,14 @@ import pytest
 import placement_gym.named_tasks as tasks_module
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate
-from placement_gym.leaderboard import SUITES, evaluate, get_suite, save_submission, validate_submission
+from placement_gym.leaderboard import (
+    CURRENT_SUITE,
+    SUITES,
+    evaluate,
+    get_suite,
+    save_submission,
+    validate_submission,
+)
 from placement_gym.leaderboard.suite import (
     Probe,
     SuiteTask,
@@ -81,24 +88,25 @@ PERTURBATIONS = {
 @pytest.mark.parametrize("task_id", [TASK_ID, INFERENCE_ID])
 def test_each_change_to_the_cost_model_is_caught(perturb, name, task_id):
     cluster, graph, expected = PERTURBATIONS[name]
-    assert fingerprint_problems(SUITES["v0"].get(task_id)) == [], "test premise: the suite matches"
+    assert fingerprint_problems(SUITES[CURRENT_SUITE].get(task_id)) == [], "test premise: the suite matches"
     perturb(cluster=cluster, graph=graph)
-    problems = fingerprint_problems(SUITES["v0"].get(task_id))
+    problems = fingerprint_problems(SUITES[CURRENT_SUITE].get(task_id))
     assert problems, f"{name} went unnoticed"
     assert any(expected in problem for problem in problems), problems
 
 
 def test_a_change_outside_the_cost_model_is_not_a_mismatch(perturb):
     perturb(cluster=lambda cluster: dataclasses.replace(cluster, description="reworded"))
-    assert fingerprint_problems(SUITES["v0"].get(TASK_ID)) == []
+    assert fingerprint_problems(SUITES[CURRENT_SUITE].get(TASK_ID)) == []
 
 
 def test_the_mismatch_is_one_line_naming_the_suite(perturb):
-    assert suite_mismatch("v0") is None
+    assert suite_mismatch(CURRENT_SUITE) is None
     perturb(cluster=_scaled("link_latency", 3.0))
-    line = suite_mismatch("v0")
+    line = suite_mismatch(CURRENT_SUITE)
     assert line is not None and "\n" not in line
-    assert line.startswith("suite v0 does not match this cost model") and "bump the suite" in line
+    assert line.startswith(f"suite {CURRENT_SUITE} does not match this cost model")
+    assert "bump the suite" in line
 
 
 # --- the command line -----------------------------------------------------------------------------------
@@ -106,8 +114,8 @@ def test_the_mismatch_is_one_line_naming_the_suite(perturb):
 def _board(tmp_path: Path) -> Path:
     """A leaderboard folder with one valid submission (made before any change to the cost model)."""
     data = evaluate(lambda task, seed, budget: single_placement(task, task.n_devices - 1),
-                    get_suite("v0").subset([TASK_ID]), algorithm="last-device")
-    save_submission(data, tmp_path / "board" / "submissions" / "v0-last-device-seed0.json")
+                    get_suite(CURRENT_SUITE).subset([TASK_ID]), algorithm="last-device")
+    save_submission(data, tmp_path / "board" / "submissions" / f"{CURRENT_SUITE}-last-device-seed0.json")
     return tmp_path / "board"
 
 
@@ -120,7 +128,7 @@ def test_validate_exits_3_with_one_line_when_the_cost_model_changed(perturb, tmp
     out, err = capsys.readouterr()
     assert "✗" not in out and "✓" not in out, "no submission is blamed (or passed)"
     (line,) = err.strip().splitlines()
-    assert "suite v0 does not match this cost model" in line and "bump the suite" in line
+    assert f"suite {CURRENT_SUITE} does not match this cost model" in line and "bump the suite" in line
     # render and submit stop the same way, writing nothing.
     assert main(["leaderboard", "render", "--dir", str(board)]) == 3
     assert not (board / "README.md").exists()
@@ -142,14 +150,32 @@ def test_a_submission_error_stays_exit_1(tmp_path, capsys):
 def test_an_older_suite_the_cost_model_no_longer_reproduces_is_left_unchecked(perturb, monkeypatch):
     import placement_gym.leaderboard.validate as validate_module
 
-    data = evaluate(lambda task, seed, budget: single_placement(task, 0), get_suite("v0").subset([TASK_ID]),
-                    algorithm="old")
+    data = evaluate(lambda task, seed, budget: single_placement(task, 0),
+                    get_suite(CURRENT_SUITE).subset([TASK_ID]), algorithm="old")
     perturb(cluster=_scaled("link_latency", 3.0))
-    with pytest.raises(RuntimeError, match="suite v0 does not match"):
+    with pytest.raises(RuntimeError, match=f"suite {CURRENT_SUITE} does not match"):
         validate_submission(data)
-    monkeypatch.setattr(validate_module, "CURRENT_SUITE", "v1")  # as if v1 had superseded v0
+    monkeypatch.setattr(validate_module, "CURRENT_SUITE", "v999")  # as if a later suite had superseded it
     check = validate_submission(data)
     assert check.ok and check.tasks == [] and "not re-checked" in check.skipped
+
+
+def test_a_submission_of_the_retired_suite_v0_is_skipped_not_failed(tmp_path, capsys):
+    """v0 was frozen with the uncalibrated cost model: its submissions are left unchecked, with the
+    reason naming the suite, and do not fail `validate` (a mismatch of the current suite would)."""
+    assert CURRENT_SUITE != "v0" and suite_mismatch("v0") is not None, "test premise: v0 is retired"
+    data = evaluate(lambda task, seed, budget: single_placement(task, task.n_devices - 1),
+                    get_suite("v0").subset([TASK_ID]), algorithm="old-last-device")
+    assert data["suite"] == "v0"
+    data["results"][TASK_ID]["runtime"] *= 2  # not blamed either: nothing of it is re-checked
+    check = validate_submission(data)
+    assert check.ok and check.problems == [] and check.tasks == []
+    assert check.skipped is not None and "suite v0" in check.skipped and "not re-checked" in check.skipped
+    # The command line: one "-" row with the reason, exit 0.
+    file = save_submission(data, tmp_path / "board" / "submissions" / "v0-old-last-device-seed0.json")
+    assert main(["leaderboard", "validate", str(file)]) == 0
+    out = capsys.readouterr().out
+    assert "suite v0" in out and "not re-checked" in out and "✗" not in out and "✓" not in out
 
 
 # --- the probes and the frozen text ----------------------------------------------------------------------
@@ -161,9 +187,9 @@ def test_scattered_probe_is_splitmix64():
     assert int(_splitmix64(np.array([0]))[0]) == 0xE220A8397B1DCDAF
 
 
-@pytest.mark.parametrize("task_id", SUITES["v0"].task_ids)
+@pytest.mark.parametrize("task_id", SUITES[CURRENT_SUITE].task_ids)
 def test_every_probe_uses_every_device_and_sends_tensors(task_id):
-    task = SUITES["v0"].get(task_id).task()
+    task = SUITES[CURRENT_SUITE].get(task_id).task()
     for name, placement in probe_placements(task).items():
         assert set(placement.tolist()) == set(range(task.n_devices)), name
         schedule = simulate(task, placement, schedule=True).schedule
@@ -171,6 +197,6 @@ def test_every_probe_uses_every_device_and_sends_tensors(task_id):
 
 
 def test_frozen_text_round_trips():
-    for suite_task in SUITES["v0"].tasks:
+    for suite_task in SUITES[CURRENT_SUITE].tasks:
         text = format_suite_task(suite_task).strip().removesuffix(",")
         assert eval(text, {"SuiteTask": SuiteTask, "Probe": Probe}) == suite_task

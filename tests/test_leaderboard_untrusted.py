@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from placement_gym.cli import main
-from placement_gym.leaderboard import evaluate, get_suite, render_markdown, save_submission
+from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, render_markdown, save_submission
 from placement_gym.leaderboard.submission import (
     MAX_FILE_BYTES,
     MAX_NESTING,
@@ -30,7 +30,7 @@ EVIL = "evil | <img src=x onerror=alert(1)> [click](javascript:alert(1))"
 @pytest.fixture(scope="module")
 def good() -> dict:
     return evaluate(lambda task, seed, budget: single_placement(task, task.n_devices - 1),
-                    get_suite("v0").subset([TASK_ID]), algorithm="last-device", authors=["tests"],
+                    get_suite(CURRENT_SUITE).subset([TASK_ID]), algorithm="last-device", authors=["tests"],
                     description="every op on the last device")
 
 
@@ -226,5 +226,5 @@ def test_the_harness_refuses_a_bad_name_before_the_agent_runs():
         return single_placement(task, 0)
 
     with pytest.raises(SubmissionError, match="field 'algorithm'"):
-        evaluate(agent, get_suite("v0").subset([TASK_ID]), algorithm=EVIL)
+        evaluate(agent, get_suite(CURRENT_SUITE).subset([TASK_ID]), algorithm=EVIL)
     assert ran == []

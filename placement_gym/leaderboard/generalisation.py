@@ -5,13 +5,16 @@ or other graphs of its own) and is scored only on the held-out tasks, which it m
 on. The split is by graph, not by task: training on ``bert_large/k80x4/train`` would leak
 ``bert_large/h100x8/train``.
 
-Split of suite ``v0`` (`SPLITS`): held out ``cifar10_resnet56``, ``resnet50``, ``rnnlm`` and
-``bert_large``; trained on ``cifar10_cnn``, ``inception_v3``, ``gnmt4`` and ``bert_base``. The held-out
-tasks cover three graph families (residual CNNs, a recurrent language model, a large transformer), both
-objectives and five clusters (k80x2, p100x4, k80x4, h100x8, cpu-igpu). Each held-out task has a training
-task with the same number of devices (2, 3, 5 or 9), because the GNN placers of the baselines
-(`placeto`, `hsdag`) have a policy head sized for one device count and can only move between clusters
-of that size.
+Split of suite ``v1`` (`SPLITS`), the same as ``v0``'s (the two suites have the same task ids): held
+out ``cifar10_resnet56``, ``resnet50``, ``rnnlm`` and ``bert_large``; trained on ``cifar10_cnn``,
+``inception_v3``, ``gnmt4`` and ``bert_base``. The held-out tasks cover three graph families (residual
+CNNs, a recurrent language model, a large transformer), both objectives and five clusters (k80x2,
+p100x4, k80x4, h100x8, cpu-igpu). Each held-out task has a training task with the same number of
+devices (2, 3, 5 or 9), because the GNN placers of the baselines (`placeto`, `hsdag`) have a policy
+head sized for one device count and can only move between clusters of that size; this was re-checked
+with the calibrated clusters of ``v1``, which have the same devices. A split holds graph names only,
+nothing measured with the cost model, so the entry of the retired suite ``v0`` stays, for reading its
+old submissions.
 """
 
 from __future__ import annotations
@@ -50,8 +53,11 @@ class Split:
         return graph_of(task_id) in self.held_out_graphs
 
 
+_HELD_OUT_GRAPHS = ("cifar10_resnet56", "resnet50", "rnnlm", "bert_large")
 SPLITS: dict[str, Split] = {
-    "v0": Split("v0", ("cifar10_resnet56", "resnet50", "rnnlm", "bert_large")),
+    # v0 is retired (RETIRED_SUITES in suite.py): its split is plain data, kept for its old submissions.
+    "v0": Split("v0", _HELD_OUT_GRAPHS),
+    "v1": Split("v1", _HELD_OUT_GRAPHS),
 }
 
 
