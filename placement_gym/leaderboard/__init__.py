@@ -1,6 +1,6 @@
 """The leaderboard: versioned task suites, submission files, validation and rendering.
 
-``evaluate(agent, suite="v0", budget=N, algorithm=...)`` runs any agent over a suite and writes a
+``evaluate(agent, suite="v1", budget=N, algorithm=...)`` runs any agent over a suite and writes a
 submission; `validate_file` re-evaluates one (raising `SuiteMismatchError` when the cost model no
 longer reproduces the suite's fingerprint, `check_suite`); `render` validates every submission, then
 writes the leaderboard README and chart (several seeds of an algorithm as one entry, the median seed

@@ -4,7 +4,7 @@ Schema (``schema`` = 1)::
 
     {
       "schema": 1,
-      "suite": "v0",                      # suite version the runtimes were computed under
+      "suite": "v1",                      # suite version the runtimes were computed under
       "package_version": "0.1.0",         # placement_gym.__version__ of the run
       "algorithm": "heft",                # short name shown in the tables
       "authors": ["..."],
