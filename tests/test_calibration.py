@@ -73,7 +73,7 @@ def test_the_page_is_current_and_the_plot_is_written(tmp_path):
         "docs/calibration.md is out of date: placement-gym fidelity --published --page docs/calibration.md "
         "--out docs/calibration.png"
     )
-    page = tmp_path / "page.md"
+    page = tmp_path / "page.txt"
     page.write_text("# intro\n", encoding="utf-8")
     assert update_page(page, block) and not update_page(page, block)
     assert page.read_text(encoding="utf-8").startswith("# intro\n") and page_is_current(page, block)

@@ -22,7 +22,8 @@ RATIO_TOLERANCE = 0.15
 
 # Sources (docs/references.md, "Published measurements").
 TF_BENCHMARKS = (
-    "TensorFlow performance benchmarks (tensorflow/docs_src/performance/benchmarks.md, tested May 2017, "
+    "TensorFlow performance benchmarks (the tensorflow repository's docs_src performance benchmarks "
+    "page, tested May 2017, "
     "CUDA 8 / cuDNN 5.1, synthetic data, optimizer sgd, 1 GPU; average of 100 steps after 10 warm-up, "
     "5 runs)"
 )
