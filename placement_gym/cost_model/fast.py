@@ -157,23 +157,25 @@ def _run(
     # Synchronisation per copy issued (on the producer's device) and per input received from
     # another device (on the reader's): both follow from the placement alone, so they join the op's
     # time here, as ``sync x count`` (the reference computes the same expression).
-    n_syncs = np.zeros(n_ops)
-    sent_to = np.full(n_devices, -1, dtype=np.int64)  # the last tensor counted as sent to a device
-    for op in range(n_ops):
-        d = device[op]
-        for k in range(output_pointer[op], output_pointer[op + 1]):
-            t = outputs[k]
-            for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
-                c = consumers[j]
-                e = device[c]
-                if e != d:
-                    n_syncs[c] += 1.0
-                    if sent_to[e] != t:
-                        sent_to[e] = t
-                        n_syncs[op] += 1.0
-    for op in range(n_ops):
-        if n_syncs[op] > 0.0:
-            op_time[op] = op_time[op] + transfer_sync[device[op]] * n_syncs[op]
+    # Clusters without sync costs (most presets) skip the pass.
+    if transfer_sync.max() > 0.0:
+        n_syncs = np.zeros(n_ops)
+        sent_to = np.full(n_devices, -1, dtype=np.int64)  # the last tensor counted as sent to a device
+        for op in range(n_ops):
+            d = device[op]
+            for k in range(output_pointer[op], output_pointer[op + 1]):
+                t = outputs[k]
+                for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+                    c = consumers[j]
+                    e = device[c]
+                    if e != d:
+                        n_syncs[c] += 1.0
+                        if sent_to[e] != t:
+                            sent_to[e] = t
+                            n_syncs[op] += 1.0
+        for op in range(n_ops):
+            if n_syncs[op] > 0.0:
+                op_time[op] = op_time[op] + transfer_sync[device[op]] * n_syncs[op]
 
     # Live buffers (memory): one per (tensor, device holding it), made as soon as its allocation
     # time is known; its free time grows to the finish of each reader as readers are scheduled.
