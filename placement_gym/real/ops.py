@@ -504,6 +504,277 @@ def _hard_sigmoid(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
     return torch.clamp(inputs[0] * attrs.get("alpha", 0.2) + attrs.get("beta", 0.5), 0.0, 1.0)
 
 
+
+def _hard_swish(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    return F.hardswish(inputs[0])
+
+
+def _prelu(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    x, slope = inputs[0], _same_device(inputs[1], inputs[0])
+    # ONNX broadcasts the slope (numpy rules); torch's prelu wants one value per channel.
+    return torch.where(x >= 0, x, x * slope)
+
+
+def _selu(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    alpha = attrs.get("alpha", 1.67326319217681884765625)  # ONNX's defaults, as float32 holds them
+    gamma = attrs.get("gamma", 1.05070102214813232421875)
+    x = inputs[0]
+    return gamma * torch.where(x > 0, x, alpha * torch.expm1(x))
+
+
+def _celu(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    return F.celu(inputs[0], attrs.get("alpha", 1.0))
+
+
+def _thresholded_relu(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    x = inputs[0]
+    return torch.where(x > attrs.get("alpha", 1.0), x, torch.zeros_like(x))
+
+
+def _mish(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    return F.mish(inputs[0])
+
+
+def _is_inf(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    x = inputs[0]
+    positive, negative = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
+    if positive and negative:
+        return torch.isinf(x)
+    if positive:
+        return torch.isposinf(x)
+    return torch.isneginf(x) if negative else torch.zeros_like(x, dtype=torch.bool)
+
+
+def _mod(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    a, b = inputs[0], _same_device(inputs[1], inputs[0])
+    # fmod=1: the sign of the dividend (C's fmod); fmod=0 (integers only): the sign of the divisor.
+    return torch.fmod(a, b) if attrs.get("fmod", 0) else torch.remainder(a, b)
+
+
+def _cum_sum(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    x = inputs[0]
+    axis = _axis(_ints(inputs[1])[0], x.dim())
+    if attrs.get("reverse", 0):
+        x = x.flip(axis)
+    total = torch.cumsum(x, dim=axis)
+    if attrs.get("exclusive", 0):
+        total = total - x  # the sum of the elements before each one, not including it
+    return total.flip(axis) if attrs.get("reverse", 0) else total
+
+
+def _trilu(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    k = _ints(inputs[1])[0] if len(inputs) > 1 and inputs[1] is not None else 0
+    return torch.triu(inputs[0], k) if attrs.get("upper", 1) else torch.tril(inputs[0], k)
+
+
+def _size(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    return torch.tensor(inputs[0].numel(), dtype=torch.int64)
+
+
+def _index_tuple(indices: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The last axis of ONNX index tuples as one index tensor per indexed axis (torch's advanced
+    indexing takes negative indices as ONNX does: counted from the end)."""
+    return tuple(indices[..., i] for i in range(indices.shape[-1]))
+
+
+def _gather_nd(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    data, indices = inputs[0], _same_device(inputs[1], inputs[0]).long()
+    b = attrs.get("batch_dims", 0)
+    if b == 0:
+        return data[_index_tuple(indices)]
+    batch = data.shape[:b]
+    flat_data = data.reshape(-1, *data.shape[b:])
+    flat_indices = indices.reshape(-1, *indices.shape[b:])
+    rows = torch.arange(flat_data.shape[0], device=data.device).reshape(-1, *[1] * (flat_indices.dim() - 2))
+    picked = flat_data[(rows, *_index_tuple(flat_indices))]
+    return picked.reshape(*batch, *picked.shape[1:])
+
+
+_SCATTER_REDUCE = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+
+
+def _scatter_nd(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    data, indices, updates = inputs[0], _same_device(inputs[1], inputs[0]).long(), inputs[2]
+    updates = _same_device(updates, data)
+    reduction = attrs.get("reduction", "none")
+    if reduction == "none":
+        return data.index_put(_index_tuple(indices), updates)
+    # Reductions through scatter_reduce on the indexed axes flattened into one.
+    m = indices.shape[-1]
+    lead, rest = data.shape[:m], data.shape[m:]
+    strides = torch.tensor([math.prod(lead[i + 1:]) for i in range(m)], device=data.device)
+    sizes = torch.tensor(list(lead), device=data.device)
+    linear = ((indices % sizes) * strides).sum(-1).reshape(-1)
+    flat = data.reshape(math.prod(lead), -1)
+    values = updates.reshape(linear.numel(), -1)
+    index = linear.reshape(-1, 1).expand(-1, flat.shape[1])
+    return flat.scatter_reduce(0, index, values, reduce=_SCATTER_REDUCE[reduction]).reshape(*lead, *rest)
+
+
+def _gather_elements(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    data, indices = inputs[0], _same_device(inputs[1], inputs[0]).long()
+    axis = _axis(attrs.get("axis", 0), data.dim())
+    indices = torch.where(indices < 0, indices + data.shape[axis], indices)
+    return torch.gather(data, axis, indices)
+
+
+def _scatter_elements(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    data, indices = inputs[0], _same_device(inputs[1], inputs[0]).long()
+    updates = _same_device(inputs[2], data)
+    axis = _axis(attrs.get("axis", 0), data.dim())
+    indices = torch.where(indices < 0, indices + data.shape[axis], indices)
+    reduction = attrs.get("reduction", "none")
+    if reduction == "none":
+        return data.scatter(axis, indices, updates)
+    return data.scatter_reduce(axis, indices, updates, reduce=_SCATTER_REDUCE[reduction])
+
+
+def _arg_reduce(largest: bool) -> OpFunction:
+    def op(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+        x = inputs[0]
+        axis = _axis(attrs.get("axis", 0), x.dim())
+        keepdims = bool(attrs.get("keepdims", 1))
+        if attrs.get("select_last_index", 0):
+            # The last of equal extremes: the first one of the reversed axis, counted from the end.
+            flipped = torch.argmax(x.flip(axis), dim=axis, keepdim=keepdims) if largest else (
+                torch.argmin(x.flip(axis), dim=axis, keepdim=keepdims))
+            return x.shape[axis] - 1 - flipped
+        return torch.argmax(x, dim=axis, keepdim=keepdims) if largest else (
+            torch.argmin(x, dim=axis, keepdim=keepdims))
+    return op
+
+
+def _top_k(inputs: list[Any], attrs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    x, k = inputs[0], _ints(inputs[1])[0]
+    axis = _axis(attrs.get("axis", -1), x.dim())
+    values, indices = torch.topk(x, k, dim=axis, largest=bool(attrs.get("largest", 1)),
+                                 sorted=bool(attrs.get("sorted", 1)))
+    return values, indices
+
+
+def _one_hot(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    indices, depth, values = inputs[0], int(inputs[1].reshape(-1)[0].item()), inputs[2]
+    indices = indices.long()
+    indices = torch.where(indices < 0, indices + depth, indices)  # ONNX: negative counts from depth
+    inside = (indices >= 0) & (indices < depth)  # an index out of range gives a row of off values
+    hot = F.one_hot(indices.clamp(0, depth - 1), depth).bool() & inside[..., None]
+    off, on = values.reshape(-1)[0], values.reshape(-1)[1]
+    result = torch.where(hot, on.to(hot.device), off.to(hot.device))
+    axis = attrs.get("axis", -1)
+    return result if axis in (-1, result.dim() - 1) else result.movedim(-1, _axis(axis, result.dim()))
+
+
+def _instance_norm(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    x, scale, bias = inputs
+    return F.instance_norm(x, weight=scale, bias=bias, eps=attrs.get("epsilon", 1e-5))
+
+
+def _depth_to_space(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    x, block = inputs[0], attrs["blocksize"]
+    if attrs.get("mode", "DCR") == "CRD":
+        return F.pixel_shuffle(x, block)
+    n, c, h, w = x.shape
+    # DCR: the depth is (block, block, channels), in that order.
+    x = x.reshape(n, block, block, c // (block * block), h, w).permute(0, 3, 4, 1, 5, 2)
+    return x.reshape(n, c // (block * block), h * block, w * block)
+
+
+def _space_to_depth(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    x, block = inputs[0], attrs["blocksize"]
+    n, c, h, w = x.shape
+    x = x.reshape(n, c, h // block, block, w // block, block).permute(0, 3, 5, 1, 2, 4)
+    return x.reshape(n, c * block * block, h // block, w // block)
+
+
+def _reduce_prod(x: torch.Tensor, dim: tuple[int, ...], keepdim: bool) -> torch.Tensor:
+    for d in sorted(dim, reverse=True):  # torch.prod takes one axis at a time
+        x = torch.prod(x, dim=d, keepdim=keepdim)
+    return x
+
+
+def _reduce_l1(x: torch.Tensor, dim: tuple[int, ...], keepdim: bool) -> torch.Tensor:
+    return torch.sum(torch.abs(x), dim=dim, keepdim=keepdim)
+
+
+def _reduce_l2(x: torch.Tensor, dim: tuple[int, ...], keepdim: bool) -> torch.Tensor:
+    return torch.sqrt(torch.sum(x * x, dim=dim, keepdim=keepdim))
+
+
+def _reduce_log_sum(x: torch.Tensor, dim: tuple[int, ...], keepdim: bool) -> torch.Tensor:
+    return torch.log(torch.sum(x, dim=dim, keepdim=keepdim))
+
+
+def _reduce_log_sum_exp(x: torch.Tensor, dim: tuple[int, ...], keepdim: bool) -> torch.Tensor:
+    return torch.logsumexp(x, dim=dim, keepdim=keepdim)
+
+
+# Resize (opset 11+): the (mode, coordinate transformation, nearest rounding) combinations that are
+# one of torch's interpolations. torch's "nearest" maps output pixel x to floor(x / scale), ONNX's
+# asymmetric + floor; "nearest-exact" to floor((x + 0.5) / scale), ONNX's half_pixel + round_prefer_ceil.
+_RESIZE_NEAREST = {("asymmetric", "floor"): "nearest", ("half_pixel", "round_prefer_ceil"): "nearest-exact",
+                   ("pytorch_half_pixel", "round_prefer_ceil"): "nearest-exact"}
+_RESIZE_SMOOTH = {"linear": {1: "linear", 2: "bilinear", 3: "trilinear"}, "cubic": {2: "bicubic"}}
+_RESIZE_ALIGN = {"half_pixel": False, "pytorch_half_pixel": False, "align_corners": True}
+
+
+def resize_mode(attrs: dict[str, Any]) -> str | None:
+    """Why the torch executor cannot run a Resize with these attributes, or None when it can."""
+    mode = attrs.get("mode", "nearest")
+    transform = attrs.get("coordinate_transformation_mode", "half_pixel")
+    if attrs.get("antialias", 0) or attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        return "Resize with antialias or keep_aspect_ratio_policy is not supported"
+    if attrs.get("_opset", 13) < 11:
+        return "Resize before opset 11 is not supported"
+    if mode == "nearest":
+        key = (transform, attrs.get("nearest_mode", "round_prefer_floor"))
+        if key not in _RESIZE_NEAREST:
+            return (f"Resize nearest with coordinate_transformation_mode={key[0]!r} and "
+                    f"nearest_mode={key[1]!r} is not supported; allowed: asymmetric+floor, "
+                    "half_pixel+round_prefer_ceil")
+        return None
+    if mode not in _RESIZE_SMOOTH or transform not in _RESIZE_ALIGN:
+        return (f"Resize mode {mode!r} with coordinate_transformation_mode {transform!r} is not supported; "
+                "allowed: linear or cubic with half_pixel, pytorch_half_pixel or align_corners")
+    if mode == "cubic" and (attrs.get("cubic_coeff_a", -0.75) != -0.75 or attrs.get("exclude_outside", 0)):
+        return ("Resize cubic is supported with cubic_coeff_a=-0.75 and exclude_outside=0 only "
+                "(torch's bicubic)")
+    return None
+
+
+def _resize(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    problem = resize_mode(attrs)
+    if problem:
+        raise NotImplementedError(problem)
+    x = inputs[0]
+    scales = [float(v) for v in inputs[2].reshape(-1).tolist()] if (
+        len(inputs) > 2 and inputs[2] is not None and inputs[2].numel()) else []
+    sizes = _ints(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else []
+    axes = [_axis(a, x.dim()) for a in _ints(attrs.get("axes"))] or list(range(x.dim()))
+    spatial = x.dim() - 2
+    full_scales, full_sizes = [1.0] * x.dim(), list(x.shape)
+    for i, axis in enumerate(axes):
+        if scales:
+            full_scales[axis] = scales[i]
+        if sizes:
+            full_sizes[axis] = sizes[i]
+    if full_scales[:2] != [1.0, 1.0] or full_sizes[:2] != list(x.shape[:2]):
+        raise NotImplementedError("Resize of the batch or channel axis is not supported by torch")
+    mode = attrs.get("mode", "nearest")
+    if mode == "nearest":
+        torch_mode, align = _RESIZE_NEAREST[(attrs.get("coordinate_transformation_mode", "half_pixel"),
+                                             attrs.get("nearest_mode", "round_prefer_floor"))], None
+    else:
+        torch_mode = _RESIZE_SMOOTH[mode].get(spatial)
+        if torch_mode is None:
+            raise NotImplementedError(f"Resize {mode} of {spatial} spatial axes is not supported by torch")
+        align = _RESIZE_ALIGN[attrs.get("coordinate_transformation_mode", "half_pixel")]
+    if sizes:
+        return F.interpolate(x, size=full_sizes[2:], mode=torch_mode, align_corners=align)
+    # With scales ONNX maps coordinates by the scale itself, not by the ratio of the rounded sizes.
+    return F.interpolate(x, scale_factor=full_scales[2:], mode=torch_mode, align_corners=align,
+                         recompute_scale_factor=False)
+
+
 OP_TABLE: dict[str, OpFunction] = {
     # element-wise arithmetic (NumPy broadcasting, as ONNX)
     "Add": _binary(torch.add), "Sub": _binary(torch.sub), "Mul": _binary(torch.mul), "Div": _binary(_div),
@@ -537,4 +808,51 @@ OP_TABLE: dict[str, OpFunction] = {
     "Unsqueeze": _unsqueeze, "Concat": _concat, "Split": _split, "Slice": _slice, "Gather": _gather,
     "Pad": _pad, "Expand": _expand, "Tile": _tile, "Shape": _shape, "Constant": _constant,
     "ConstantOfShape": _constant_of_shape, "Range": _range,
+    # what Hugging Face and torchvision-style exports add (attention masks, positions, detection heads)
+    "GatherND": _gather_nd, "ScatterND": _scatter_nd, "GatherElements": _gather_elements,
+    "ScatterElements": _scatter_elements, "CumSum": _cum_sum, "Trilu": _trilu, "Mod": _mod,
+    "IsNaN": _unary(torch.isnan), "IsInf": _is_inf, "Size": _size, "Resize": _resize,
+    "HardSwish": _hard_swish, "PRelu": _prelu, "Selu": _selu, "Celu": _celu, "Mish": _mish,
+    "ThresholdedRelu": _thresholded_relu, "Softsign": _unary(F.softsign), "Round": _unary(torch.round),
+    "Tan": _unary(torch.tan), "Asin": _unary(torch.asin), "Acos": _unary(torch.acos),
+    "Atan": _unary(torch.atan), "Sinh": _unary(torch.sinh), "Cosh": _unary(torch.cosh),
+    "ArgMax": _arg_reduce(largest=True), "ArgMin": _arg_reduce(largest=False), "TopK": _top_k,
+    "OneHot": _one_hot, "InstanceNormalization": _instance_norm, "DepthToSpace": _depth_to_space,
+    "SpaceToDepth": _space_to_depth, "ReduceProd": _reduce(_reduce_prod), "ReduceL1": _reduce(_reduce_l1),
+    "ReduceL2": _reduce(_reduce_l2), "ReduceLogSum": _reduce(_reduce_log_sum),
+    "ReduceLogSumExp": _reduce(_reduce_log_sum_exp),
 }
+
+
+def _attribute_problem(op_type: str, attrs: dict[str, Any]) -> str | None:
+    """Attribute combinations that the op's torch function refuses, known before it runs."""
+    if op_type == "Resize":
+        return resize_mode(attrs)
+    if op_type == "Pad" and attrs.get("mode", "constant") not in ("constant", "reflect", "edge", "wrap"):
+        return f"Pad mode {attrs['mode']!r} is not supported; allowed: constant, reflect, edge, wrap"
+    if op_type == "BatchNormalization" and attrs.get("training_mode", 0):
+        return "BatchNormalization with training_mode=1 is not supported (export the model in eval mode)"
+    if op_type == "MaxPool" and attrs.get("_n_outputs", 1) > 1:
+        return "MaxPool's Indices output is not supported by the torch executor"
+    if op_type == "Cast" and attrs.get("to") not in ONNX_TO_TORCH_DTYPE:
+        return f"Cast to ONNX element type {attrs.get('to')} is not supported by the torch executor"
+    if op_type == "ConvTranspose" and (
+            attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or "output_shape" in attrs):
+        return "ConvTranspose with auto_pad SAME_* or output_shape is not supported"
+    if op_type == "AveragePool" and any(d != 1 for d in _ints(attrs.get("dilations"))):
+        return "AveragePool with dilations is not supported by torch"
+    if op_type in ("ScatterND", "ScatterElements") and (
+            attrs.get("reduction", "none") not in ("none", *_SCATTER_REDUCE)):
+        return (f"{op_type} reduction {attrs['reduction']!r} is not supported; "
+                "allowed: none, add, mul, max, min")
+    return None
+
+
+def unsupported_reason(op_type: str, attrs: dict[str, Any]) -> str | None:
+    """Why the torch executor cannot run an op of ``op_type`` with ``attrs`` (the attributes as
+    `OP_TABLE` functions get them), in one line; None when it can. Problems that depend on the
+    input values (a Pad mode on the channel axis) still surface when the op runs."""
+    if op_type not in OP_TABLE:
+        return (f"op type {op_type} has no torch function in the real-hardware executor "
+                "(placement_gym.real.ops)")
+    return _attribute_problem(op_type, attrs)
