@@ -2,10 +2,12 @@
 `hsdag` (no torch_geometric or dgl: messages are gathered with ``h[:, src]`` and summed into their
 destination with ``index_add_``, which is deterministic on the CPU).
 
-`graph_inputs(task, groups)` builds the static tensors of one task's graph once: the node features of
-`placement_gym.envs.observation.node_features` (fixed scales, so they mean the same on every graph),
-the node-to-node edges of `placement_gym.groups.quotient_edges` with their log-scaled bytes, and the
-per-node work and memory shares the policies pool per device.
+`graph_inputs(task, groups)` builds the static tensors of one task's graph once, from the envs' own
+graph observation of that grouping read through `placement_gym.pyg.graph_arrays` (the numpy core of
+the PyTorch Geometric converter): the node features of `placement_gym.envs.observation` (fixed
+scales, so they mean the same on every graph), the node-to-node edges of
+`placement_gym.groups.quotient_edges` with the env's log-scaled bytes, and the per-node work and
+memory shares the policies pool per device.
 
 `DagEncoder` embeds every node from its own features and its neighbourhood ``rounds`` times, with
 separate messages down the DAG (from producers) and up it (from consumers), as Placeto embeds a node
@@ -18,7 +20,6 @@ Every weight has a size independent of the number of nodes, so one encoder runs 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,8 +27,9 @@ import torch
 from torch import nn
 
 from baselines.learning.options import check_number
-from placement_gym.envs.observation import BYTE_SCALE, NODE_FEATURES, device_features, node_features
+from placement_gym.envs.observation import NODE_FEATURES, NodeObservation
 from placement_gym.groups import Grouping, make_grouping, quotient_edges
+from placement_gym.pyg import graph_arrays
 from placement_gym.task import Task
 from placement_gym.task_cache import TaskCache
 
@@ -83,8 +85,14 @@ def graph_inputs(task: Task, groups=None) -> GraphInputs:
 def _graph_inputs(task: Task, groups) -> GraphInputs:
     grouping = make_grouping(task.graph, groups)
     n = grouping.n_groups
-    features = node_features(task, grouping.group_of_op, n)
-    src, dst, volume = quotient_edges(task.graph, grouping)
+    # The graph observation an env with this grouping shows (nothing placed yet), so that the agents
+    # read exactly what env users read; the placement and current-node columns are not used here.
+    observed = NodeObservation(
+        task, node_of_op=grouping.group_of_op, n_nodes=n,
+        edges=quotient_edges(task.graph, grouping), obs_mode="graph",
+    )
+    x, (src, dst), edge_attr = graph_arrays(observed.observation())
+    features = x[:, : len(NODE_FEATURES)]
     in_degree = np.bincount(dst, minlength=n)
     out_degree = np.bincount(src, minlength=n)
 
@@ -96,13 +104,12 @@ def _graph_inputs(task: Task, groups) -> GraphInputs:
         features=tensor(features),
         src=tensor(src, torch.int64),
         dst=tensor(dst, torch.int64),
-        # the env's EDGE_FEATURES scaling: log1p(bytes) / log1p(BYTE_SCALE), clipped to [0, 1]
-        edge_features=tensor(np.clip(np.log1p(volume) / math.log1p(BYTE_SCALE), 0.0, 1.0)[:, None]),
+        edge_features=tensor(edge_attr),
         in_scale=tensor(1.0 / np.maximum(in_degree, 1)[:, None]),
         out_scale=tensor(1.0 / np.maximum(out_degree, 1)[:, None]),
         work_share=tensor(features[:, _WORK_SHARE]),
         memory_share=tensor(features[:, _MEMORY_SHARE]),
-        device_features=tensor(device_features(task.cluster)),
+        device_features=tensor(observed.device_features.copy()),  # a writable copy: torch warns on read-only
     )
 
 
