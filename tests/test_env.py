@@ -89,7 +89,7 @@ def test_stable_baselines3_env_checker_passes(objective):
 def test_gym_make_after_import():
     env = gym.make("DevicePlacement-v0", graph=GRAPH, cluster=CLUSTER, objective="inference")
     obs, info = env.reset(seed=3)
-    assert info["task_id"] == f"{GRAPH}/{CLUSTER}/inference"
+    assert env.unwrapped.task.id == f"{GRAPH}/{CLUSTER}/inference" and "task_id" not in info
     assert env.observation_space.contains(obs)
     _, reward, terminated, _, info = env.step(env.action_space.sample())
     assert terminated and math.isfinite(reward) and info["runtime"] > 0
@@ -108,7 +108,7 @@ def test_gym_make_namespaced_id_without_importing_the_package():
         "_, reward, terminated, _, info = env.step(env.action_space.sample())\n"
         "assert terminated and info['runtime'] > 0\n"
         "assert 'torch' not in sys.modules, 'the env must not import torch'\n"
-        "print('ok', info['task_id'])\n"
+        "print('ok', env.unwrapped.task.id)\n"
     )
     environment = dict(os.environ, PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
@@ -223,7 +223,7 @@ def test_out_of_memory_placement_scores_below_every_feasible_one(name):
     env = DevicePlacementEnv(graph=GRAPH, cluster=_small_gpu_cluster(), objective="inference", reward=name)
     assert env.best_single_device == 0  # only the CPU holds the whole graph
     oom_reward, oom = _run(env, np.full(env.task.n_forward, 1))
-    assert oom["feasible"] is False
+    assert oom["feasible"] is np.False_
     assert oom["peak_memory"][1] > env.task.cluster.memory_capacity[1]
     assert oom["reward_runtime"] == pytest.approx(10 * env.best_single_runtime)
     best = env.best_single_runtime

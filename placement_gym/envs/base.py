@@ -9,9 +9,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import SimulationResult, lower_bound, simulate, single_device
+from placement_gym.envs.flat import FlatLayout
 from placement_gym.envs.observation import NodeObservation, check_obs_mode
 from placement_gym.envs.rewards import check_oom_settings, penalty_runtime
 from placement_gym.evaluator import best_single_runtime
@@ -21,6 +23,17 @@ from placement_gym.named_tasks import get_task
 from placement_gym.task import OBJECTIVES, Task, check_device_indices
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
+INFO_KEYS: tuple[str, ...] = (
+    "lower_bound",  # float64 seconds no placement can beat
+    "best_single_runtime",  # float64 seconds on the fastest device that holds the whole task
+    "simulated",  # bool_: whether the result keys below describe a simulated placement
+    "runtime",  # float64 simulated seconds (also for an out-of-memory placement); NaN if not simulated
+    "feasible",  # bool_: the placement fits in memory; False if not simulated
+    "peak_memory",  # float64 (n_devices,) peak bytes per device; NaN if not simulated
+    "speedup",  # float64 best_single_runtime / runtime; NaN if not simulated
+    "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); NaN if not
+)
+REAL_INFO_KEYS: tuple[str, ...] = ("real_runtime", "real_spread", "real_repeats", "real_loss")
 
 
 class PlacementEnvBase(gym.Env):
@@ -31,7 +44,10 @@ class PlacementEnvBase(gym.Env):
     ``task``, ``grouping``, ``n_nodes``, ``node_of_op`` (int64 per forward op), ``node_static_bytes``
     (parameters, gradients and optimizer state per node), ``best_single_runtime`` and
     ``best_single_device``, ``lower_bound``, ``penalty_runtime`` (the runtime an out-of-memory
-    placement is rewarded with), ``device_features`` (also in the dict observation), ``reward_mode``.
+    placement is rewarded with), ``device_features`` (also in the dict observation), ``reward_mode``,
+    ``obs_mode``, ``mask_in_obs``, and for ``obs_mode="flat"`` ``flat_layout`` (a
+    `placement_gym.envs.flat.FlatLayout`: ``unflatten`` turns vectors back into dicts) and
+    ``flat_slices`` (key -> slice of the vector; both None in the other modes).
 
     ``graph`` may also be a compiled `Task`: the env then places that very task, so its
     evaluations add to that task's counter (`Task.evaluations`, what the leaderboard records of an
@@ -49,7 +65,24 @@ class PlacementEnvBase(gym.Env):
       device). ``best_single_device`` is picked by the cost model and its runtime
       ``best_single_runtime`` measured once at construction (not counted in ``evaluations``);
       ``lower_bound`` stays the cost model's; timelines (``render_mode="rgb_array"``) are the cost
-      model's schedule. Steps add ``info["real"]``: the executor's summary of the run."""
+      model's schedule. Every ``info`` adds the executor's summary of the last measured run as
+      numbers (`REAL_INFO_KEYS`; NaN, and 0 repeats, where no run was measured): ``real_runtime``
+      (the median timed step, seconds; equals ``runtime``), ``real_spread`` ((max - min) / median of
+      the timed steps), ``real_repeats`` (int64, the number of timed steps) and ``real_loss`` (the
+      last train step's loss; NaN for inference). The run's error text, if any, is on
+      ``env.evaluator.last_info["error"]``.
+
+    ``mask_in_obs`` (default False) adds the action mask to the observation (see
+    `placement_gym.envs.single_shot.DevicePlacementEnv`, Observation Space): key ``"action_mask"``
+    in the dict mode, the last entries of the flat vector in the flat mode; the graph mode rejects
+    it (a `Graph` has no room for it: read `action_masks()`).
+
+    ``info`` has one key set at `reset` and at every step, every value a numpy number (0-d: float64,
+    bool_, int64) or a numpy array, so that vector envs and libraries that batch infos (torchrl,
+    tianshou) stack them: `INFO_KEYS` plus each env's own keys. Where nothing was simulated (at
+    reset, at a staged stage without a simulation) ``simulated`` is False, ``feasible`` is False and
+    the other result keys are NaN (``peak_memory`` a NaN per device). The task id is
+    ``env.unwrapped.task.id`` (it is not in ``info``)."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
@@ -71,9 +104,17 @@ class PlacementEnvBase(gym.Env):
         reward_mode: str = "cost_model",
         profile: Any = None,
         devices: Any = None,
+        mask_in_obs: bool = False,
     ) -> None:
         check_oom_settings(oom_runtime, oom_runtime_factor)
         check_obs_mode(obs_mode)
+        if not isinstance(mask_in_obs, (bool, np.bool_)):
+            raise ValueError(f"mask_in_obs must be True or False, got {mask_in_obs!r}")
+        if mask_in_obs and obs_mode == "graph":
+            raise ValueError(
+                'mask_in_obs=True needs obs_mode "dict" or "flat": a Gymnasium Graph observation has no '
+                "room for the mask; with obs_mode=\"graph\" read env.unwrapped.action_masks() instead"
+            )
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"unknown render_mode {render_mode!r}; allowed: None, {', '.join(RENDER_MODES)}")
         task = self._task_of(graph, cluster, objective, optimizer)
@@ -109,7 +150,12 @@ class PlacementEnvBase(gym.Env):
                 max_ops=max_ops,
                 max_edges=max_edges,
             )
-        self.observation_space = self._observation.space
+        self.mask_in_obs = bool(mask_in_obs)
+        self.observation_space, self.flat_layout = self._observation_space(self._observation.space)
+        # key -> slice of the flat vector (None unless obs_mode="flat"); see `placement_gym.envs.flat`.
+        self.flat_slices: dict[str, slice] | None = (
+            None if self.flat_layout is None else dict(self.flat_layout.slices)
+        )
         self.device_features = self._observation.device_features
         self.best_single_device = single_device(task).best
         # Rewards compare the evaluator's runtimes, so the reference they are normalised by is its too
@@ -143,6 +189,35 @@ class PlacementEnvBase(gym.Env):
                     f"(leave {name} out or give the task's)"
                 )
         return graph
+
+    # --- observations -------------------------------------------------------------------------------
+
+    def _action_mask_shape(self) -> tuple[int, ...]:
+        """The shape of `action_masks()` (one row of devices; the single-shot env has one per node)."""
+        return (self.task.n_devices,)
+
+    def _observation_space(self, node_space: gym.Space) -> tuple[gym.Space, FlatLayout | None]:
+        """The env's observation space from the graph observation's, and the flat layout (flat mode)."""
+        if self.obs_mode == "graph":
+            return node_space, None
+        if self.mask_in_obs:
+            # Bool, as torchrl's ActionMask transform requires (it refuses other dtypes); RLlib's
+            # action-masking module takes log(mask), which torch computes for bool tensors too.
+            mask = spaces.Box(0, 1, shape=self._action_mask_shape(), dtype=np.bool_)
+            node_space = spaces.Dict({**node_space.spaces, "action_mask": mask})
+        if self.obs_mode == "dict":
+            return node_space, None
+        layout = FlatLayout(node_space)
+        return layout.space, layout
+
+    def _obs(self):
+        """The observation of the current state in ``obs_mode`` (a fresh copy every call)."""
+        obs = self._observation.observation()
+        if self.obs_mode == "graph":
+            return obs
+        if self.mask_in_obs:
+            obs["action_mask"] = np.array(self.action_masks(), dtype=np.bool_)
+        return obs if self.flat_layout is None else self.flat_layout.flatten(obs)
 
     # --- placements and evaluation ----------------------------------------------------------------
 
@@ -195,24 +270,47 @@ class PlacementEnvBase(gym.Env):
 
     def _reference_info(self) -> dict[str, Any]:
         return {
-            "task_id": self.task.id,
-            "lower_bound": self.lower_bound,
-            "best_single_runtime": self.best_single_runtime,
+            "lower_bound": np.float64(self.lower_bound),
+            "best_single_runtime": np.float64(self.best_single_runtime),
         }
 
     def _result_info(self, result: SimulationResult, reward_runtime: float) -> dict[str, Any]:
+        """The result keys of `INFO_KEYS` for a simulated placement (plus `REAL_INFO_KEYS` in
+        ``"real"`` mode)."""
         return {
-            "runtime": result.runtime,
-            "feasible": result.feasible,
-            "peak_memory": result.peak_memory.copy(),
-            "speedup": self.best_single_runtime / result.runtime,
-            "reward_runtime": reward_runtime,
-        } | self._real_info()
+            "simulated": np.True_,
+            "runtime": np.float64(result.runtime),
+            "feasible": np.bool_(result.feasible),
+            "peak_memory": np.array(result.peak_memory, dtype=np.float64),
+            "speedup": np.float64(self.best_single_runtime / result.runtime),
+            "reward_runtime": np.float64(reward_runtime),
+        } | self._real_info(measured=True)
 
-    def _real_info(self) -> dict[str, Any]:
-        """``{"real": summary}`` of the last measured run when the evaluator is the real one."""
-        summary = getattr(self.evaluator, "last_info", None) if self.reward_mode == "real" else None
-        return {} if summary is None else {"real": dict(summary)}
+    def _no_result_info(self) -> dict[str, Any]:
+        """The result keys where nothing was simulated: the same keys and dtypes, NaN values."""
+        return {
+            "simulated": np.False_,
+            "runtime": np.float64(np.nan),
+            "feasible": np.False_,
+            "peak_memory": np.full(self.task.n_devices, np.nan),
+            "speedup": np.float64(np.nan),
+            "reward_runtime": np.float64(np.nan),
+        } | self._real_info(measured=False)
+
+    def _real_info(self, measured: bool) -> dict[str, Any]:
+        """`REAL_INFO_KEYS` in ``"real"`` mode (none otherwise): the summary of the last measured run
+        when ``measured`` and the evaluator kept one, else NaN and 0 repeats."""
+        if self.reward_mode != "real":
+            return {}
+        summary = getattr(self.evaluator, "last_info", None) if measured else None
+        summary = summary or {}
+        loss = summary.get("loss")
+        return {
+            "real_runtime": np.float64(summary.get("runtime", np.nan)),
+            "real_spread": np.float64(summary.get("spread", np.nan)),
+            "real_repeats": np.int64(len(summary.get("runtimes", ()))),
+            "real_loss": np.float64(np.nan if loss is None else loss),
+        }
 
     # --- masks ------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The graph observation every env shows, built once per task and grouping.
 
-A *node* is a forward op, or with ``groups=`` a group of forward ops (the coarsened graph). Two
+A *node* is a forward op, or with ``groups=`` a group of forward ops (the coarsened graph). Three
 observation modes (``obs_mode``):
 
 ``"dict"`` (default): a `gymnasium.spaces.Dict` of fixed-size `Box`es, padded, that
@@ -20,6 +20,10 @@ stable-baselines3's ``MultiInputPolicy`` takes:
   a node not placed yet (and for padding).
 * ``current`` ``(max_nodes,)`` float32: one-hot of the node the next action places (the staged and
   refine envs); all zero when there is none (single-shot, or after the last step).
+
+``"flat"``: the arrays of the dict mode, padded the same way, concatenated into one 1-D float32
+`Box` (for libraries whose stock policies take nothing else); order, encodings and how to split it
+again: `placement_gym.envs.flat`. `NodeObservation` yields the dict in this mode; the env flattens it.
 
 ``"graph"``: a `gymnasium.spaces.Graph` (for GNN users; no padding): ``nodes`` ``(n_nodes,
 len(NODE_FEATURES) + n_devices + 1)`` float32 = the node features, then the ``placement`` one-hot,
@@ -45,7 +49,7 @@ from gymnasium import spaces
 from placement_gym.graph.opgraph import CATEGORIES
 from placement_gym.task_cache import TaskCache
 
-OBS_MODES: tuple[str, ...] = ("dict", "graph")
+OBS_MODES: tuple[str, ...] = ("dict", "graph", "flat")
 # Per task, computed once whatever the number of envs made on it: the raw per-op quantities
 # (`_op_quantities`) and, for ops as nodes, the node features and edges.
 _OP_QUANTITIES: TaskCache[dict[str, np.ndarray]] = TaskCache("observation_op_quantities")
@@ -204,8 +208,9 @@ class NodeObservation:
     ``node_of_op``/``n_nodes``: the op -> node map (None: one node per forward op). ``edges``:
     (src node, dst node, bytes) of the node-to-node edges (default: `op_edges`). ``max_ops``
     (default: the number of nodes) and ``max_edges`` (default: the number of edges, at least 1) pad
-    the dict mode so that tasks of different sizes share one observation space; the graph mode is
-    not padded and ignores them."""
+    the dict mode (and the flat mode, made of it) so that tasks of different sizes share one
+    observation space; the graph mode is not padded and ignores them. In ``"flat"`` mode ``space``
+    and `observation` are the dict mode's: the env flattens them (`placement_gym.envs.flat`)."""
 
     def __init__(
         self,
@@ -238,7 +243,7 @@ class NodeObservation:
         self.device_features.setflags(write=False)
         n_feat, n_dev = len(NODE_FEATURES), task.n_devices
         edge_columns = _log_scaled(edge_bytes, BYTE_SCALE)[:, None].astype(np.float32)
-        if self.mode == "dict":
+        if self.mode != "graph":
             self._build_dict(nodes, src, dst, edge_columns)
         else:
             width = n_feat + n_dev + 1

@@ -51,9 +51,16 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     ``max_ops`` nodes and ``max_edges`` edges: ``node_features``, ``node_mask``, ``edge_index``,
     ``edge_features``, ``edge_mask``, ``device_features``, ``placement`` (one-hot of every node's
     current device) and ``current`` (one-hot of the node the next action moves; all zero after the
-    last step). ``obs_mode="graph"``: a Gymnasium `Graph` whose node rows are the node features
-    followed by the placement one-hot and the current flag. Columns:
-    `placement_gym.envs.observation`.
+    last step). ``obs_mode="flat"``: those arrays in one 1-D float32 `Box` (``MlpPolicy``; layout
+    in ``env.unwrapped.flat_slices``, `placement_gym.envs.flat`). ``obs_mode="graph"``: a Gymnasium
+    `Graph` whose node rows are the node features followed by the placement one-hot and the current
+    flag. Columns: `placement_gym.envs.observation`.
+
+    ``mask_in_obs=True`` (default False) adds `action_masks()` for the node the next action moves:
+    in the dict mode the key ``"action_mask"``, a bool `Box` of shape ``(n_devices,)`` (True:
+    allowed; all True after the last step), the layout RLlib's action-masking example and torchrl's
+    ``ActionMask`` transform read for a ``Discrete`` action (see `DevicePlacementStaged-v0`); in the
+    flat mode the same mask as 0.0/1.0, last in the vector. The graph mode rejects it.
 
     ## Rewards
     At every step, ``(R_before - R_after) / best_single_runtime``: the runtime saved by the move,
@@ -76,22 +83,27 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
 
     ## Episode End
     After ``sweeps x n_nodes`` steps (``terminated=True``), the last node placed by the last step;
-    never truncated. Stepping before `reset` or after the end raises a RuntimeError.
+    never truncated. Stepping before `reset` or after the end raises a RuntimeError. Gymnasium's
+    vector envs reset it in every autoreset mode (``NEXT_STEP``, ``SAME_STEP``, ``DISABLED``; see
+    `DevicePlacement-v0`); with ``initial="random"`` each reset draws a new starting placement.
 
     ## Arguments
     ``graph``, ``cluster``, ``objective``, ``optimizer``, ``oom_runtime``, ``oom_runtime_factor``,
     ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``, ``render_mode``, ``reward_mode``,
-    ``profile``, ``devices`` as in `DevicePlacement-v0`
+    ``profile``, ``devices``, ``mask_in_obs`` as in `DevicePlacement-v0`
     (there is no ``reward`` shape: the reward is the normalised improvement), plus ``initial`` (see
     Starting Placement) and ``sweeps`` (int >= 1, default 1: how often every node is visited).
     ``render_mode="ansi"`` shows the current placement per device, ``"rgb_array"`` its timeline.
 
     ## Info
-    `reset` and every step: ``task_id``, ``lower_bound``, ``best_single_runtime``,
-    ``initial_runtime`` (the episode's starting placement), and of the current placement
-    ``runtime``, ``feasible``, ``peak_memory``, ``speedup``, ``reward_runtime`` (as in
-    `DevicePlacement-v0`; with ``reward_mode="real"`` also ``real``). Steps add ``node`` (the node
-    just moved) and ``sweep`` (0-based).
+    The same keys at `reset` and at every step, each value a numpy number or array (so vector envs,
+    torchrl and tianshou stack them): ``lower_bound``, ``best_single_runtime``,
+    ``initial_runtime`` (float64, the episode's starting placement), ``node`` (int64, the node just
+    moved; -1 at `reset`), ``sweep`` (int64, 0-based; -1 at `reset`), ``simulated`` (always True:
+    every reset and step simulates) and of the current placement ``runtime``, ``feasible``,
+    ``peak_memory``, ``speedup``, ``reward_runtime`` (as in `DevicePlacement-v0`; with
+    ``reward_mode="real"`` also ``real_runtime``, ``real_spread``, ``real_repeats``,
+    ``real_loss``).
     """
 
     def __init__(
@@ -112,6 +124,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         reward_mode: str = "cost_model",
         profile: Any = None,
         devices: Any = None,
+        mask_in_obs: bool = False,
     ) -> None:
         if isinstance(sweeps, (bool, np.bool_)) or not isinstance(sweeps, (int, np.integer)) or sweeps < 1:
             raise ValueError(
@@ -121,7 +134,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
             graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
             obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
             oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
-            reward_mode=reward_mode, profile=profile, devices=devices,
+            reward_mode=reward_mode, profile=profile, devices=devices, mask_in_obs=mask_in_obs,
         )
         self.sweeps = int(sweeps)
         self.episode_length = self.sweeps * self.n_nodes
@@ -170,11 +183,13 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         """A copy of the current node placement."""
         return self._nodes.copy()
 
-    def _info(self) -> dict[str, Any]:
-        info = self._reference_info()
-        info["initial_runtime"] = self._initial_runtime
-        info.update(self._result_info(self._result, self._reward_runtime))
-        return info
+    def _info(self, node: int = -1, sweep: int = -1) -> dict[str, Any]:
+        return (
+            self._reference_info()
+            | {"initial_runtime": np.float64(self._initial_runtime), "node": np.int64(node),
+               "sweep": np.int64(sweep)}
+            | self._result_info(self._result, self._reward_runtime)
+        )
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start an episode from the initial placement; returns ``(observation, info)``. ``options``
@@ -190,7 +205,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         self._initial_runtime = self._result.runtime
         self._observation.set_placement(self._nodes)
         self._observation.set_current(0)
-        return self._observation.observation(), self._info()
+        return self._obs(), self._info()
 
     def step(self, action):
         """Move the current node to device ``action``; rewarded by the runtime saved."""
@@ -210,9 +225,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         terminated = self._steps == self.episode_length
         self._needs_reset = terminated
         self._observation.set_current(self.current_node)
-        info = self._info()
-        info.update(node=node, sweep=sweep)
-        return self._observation.observation(), float(reward), terminated, False, info
+        return self._obs(), float(reward), terminated, False, self._info(node, sweep)
 
     def action_masks(self) -> np.ndarray:
         """Allowed devices for the current node, bool ``(n_devices,)`` (see Action Space); every

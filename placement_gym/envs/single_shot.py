@@ -42,9 +42,24 @@ class DevicePlacementEnv(PlacementEnvBase):
     ``MultiInputPolicy``), padded to ``max_ops`` nodes and ``max_edges`` edges: ``node_features``,
     ``node_mask``, ``edge_index``, ``edge_features``, ``edge_mask``, ``device_features``,
     ``placement`` (one-hot device per node: zeros after `reset`, the chosen placement in the final
-    observation) and ``current`` (always zero here). ``obs_mode="graph"``: a Gymnasium `Graph`
-    (node features with the placement and current columns appended). Every column is documented in
+    observation) and ``current`` (always zero here). ``obs_mode="flat"``: the same arrays, padded
+    the same way, in one 1-D float32 `Box` (stable-baselines3's ``MlpPolicy``, tianshou's and
+    RLlib's default networks); ``env.unwrapped.flat_slices`` maps each key to its slice of the
+    vector and ``env.unwrapped.flat_layout.unflatten(vector)`` gives the dict back (order and
+    encodings: `placement_gym.envs.flat`). ``obs_mode="graph"``: a Gymnasium `Graph` (node features
+    with the placement and current columns appended). Every column is documented in
     `placement_gym.envs.observation`.
+
+    ``mask_in_obs=True`` (default False) adds `action_masks()` to the observation: in the dict mode
+    the key ``"action_mask"``, a bool `Box` of shape ``(n_nodes, n_devices)`` (True: allowed); in
+    the flat mode the same array as 0.0/1.0, last in the vector. That is the layout torchrl's
+    ``ActionMask`` transform reads: torchrl's ``GymWrapper`` turns this ``MultiDiscrete`` (one
+    cardinality for every node) into one categorical per node, whose mask is ``(n_nodes,
+    n_devices)`` bool. (One exception in torchrl: with exactly 2 nodes and 2 devices the mask's
+    shape equals the action space's ``nvec``, and torchrl then reads it as a mask over the 4 joint
+    choices.) RLlib's action-masking module (its example ``ActionMaskingTorchRLModule``) handles
+    ``Discrete`` actions only; its ``MultiDiscrete`` logits are the per-node logits concatenated,
+    which ``action_mask.reshape(-1)`` lines up with. The graph mode rejects ``mask_in_obs``.
 
     ## Rewards
     A strictly decreasing function of the simulated runtime, chosen with ``reward``:
@@ -64,7 +79,11 @@ class DevicePlacementEnv(PlacementEnvBase):
 
     ## Episode End
     Every episode ends after its one step (``terminated=True``, ``truncated=False``). Call `reset`
-    before the first step and after each step; stepping otherwise raises a RuntimeError.
+    before the first step and after each step; stepping otherwise raises a RuntimeError. Gymnasium's
+    vector envs reset it in every autoreset mode (``NEXT_STEP``, the default: the step after the
+    end resets and ignores its action, reward 0; ``SAME_STEP``: the ending step returns the next
+    episode's first observation, with ``final_obs`` and ``final_info`` in ``info``; ``DISABLED``:
+    call ``reset(options={"reset_mask": ...})`` yourself).
 
     ## Arguments
     - ``graph``: a bundled graph name (``placement_gym.bundled_graph_names()``), an ONNX file path,
@@ -79,7 +98,9 @@ class DevicePlacementEnv(PlacementEnvBase):
     - ``oom_runtime_factor``: see ``oom_runtime``; at least 1. Default 10.
     - ``groups``: None (default: one node per op), ``"colocate"``, ``"chains"``, an int k (a k-way
       partition) or an array of one group label per op (`placement_gym.groups.make_grouping`).
-    - ``obs_mode``: ``"dict"`` (default) or ``"graph"`` (see Observation Space).
+    - ``obs_mode``: ``"dict"`` (default), ``"flat"`` or ``"graph"`` (see Observation Space).
+    - ``mask_in_obs``: bool, default False: put the action mask in the observation (see
+      Observation Space; not with ``obs_mode="graph"``).
     - ``max_ops``, ``max_edges``: pad the dict observation to these numbers of nodes and edges
       (default: the task's own), so that envs of different graphs share one observation space.
     - ``render_mode``: None, ``"ansi"`` (a text table of the placement per device) or
@@ -95,12 +116,17 @@ class DevicePlacementEnv(PlacementEnvBase):
       required for ``"real"``; for ``"profiled"`` it selects the cached profile.
 
     ## Info
-    `reset`: ``task_id``, ``lower_bound`` (seconds no placement can beat), ``best_single_runtime``
-    (seconds, the fastest device that holds the whole task). `step`, in addition: ``runtime``
-    (simulated seconds, also for an infeasible placement), ``feasible`` (bool), ``peak_memory``
-    (bytes per device), ``speedup`` (``best_single_runtime / runtime``) and ``reward_runtime`` (the
-    runtime the reward was computed from: the penalty runtime for an out-of-memory placement).
-    With ``reward_mode="real"`` steps add ``real`` (the executor's summary of the run).
+    The same keys at `reset` and after the step, each value a numpy number (float64, bool_, int64)
+    or a numpy array, so that vector envs and torchrl or tianshou can stack them:
+    ``lower_bound`` (seconds no placement can beat), ``best_single_runtime`` (seconds, the fastest
+    device that holds the whole task), ``simulated`` (False at `reset`, True after the step),
+    ``runtime`` (simulated seconds, also for an infeasible placement), ``feasible``,
+    ``peak_memory`` (bytes per device, float64 ``(n_devices,)``), ``speedup``
+    (``best_single_runtime / runtime``) and ``reward_runtime`` (the runtime the reward was computed
+    from: the penalty runtime for an out-of-memory placement). At `reset` nothing was simulated:
+    ``feasible`` is False and the other result keys are NaN. With ``reward_mode="real"`` also
+    ``real_runtime``, ``real_spread``, ``real_repeats`` and ``real_loss`` (the executor's summary;
+    `placement_gym.envs.base.PlacementEnvBase`). The task id is ``env.unwrapped.task.id``.
     """
 
     def __init__(
@@ -120,13 +146,14 @@ class DevicePlacementEnv(PlacementEnvBase):
         reward_mode: str = "cost_model",
         profile: Any = None,
         devices: Any = None,
+        mask_in_obs: bool = False,
     ) -> None:
         check_reward_name(reward)
         super().__init__(
             graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
             obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
             oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
-            reward_mode=reward_mode, profile=profile, devices=devices,
+            reward_mode=reward_mode, profile=profile, devices=devices, mask_in_obs=mask_in_obs,
         )
         self.reward_name = reward
         self.action_space = spaces.MultiDiscrete(np.full(self.n_nodes, self.task.n_devices, dtype=np.int64))
@@ -143,7 +170,7 @@ class DevicePlacementEnv(PlacementEnvBase):
         self._placement = None
         self._result = None
         self._observation.clear_placement()
-        return self._observation.observation(), self._reference_info()
+        return self._obs(), self._reference_info() | self._no_result_info()
 
     def step(self, action):
         """Evaluate the placement ``action`` (one device index per node); the episode ends."""
@@ -160,9 +187,11 @@ class DevicePlacementEnv(PlacementEnvBase):
         self._placement = placement
         self._result = result
         self._observation.set_placement(placement)
-        info = self._reference_info()
-        info.update(self._result_info(result, reward_runtime))
-        return self._observation.observation(), float(reward), True, False, info
+        info = self._reference_info() | self._result_info(result, reward_runtime)
+        return self._obs(), float(reward), True, False, info
+
+    def _action_mask_shape(self) -> tuple[int, ...]:
+        return (self.n_nodes, self.task.n_devices)
 
     def action_masks(self) -> np.ndarray:
         """Allowed devices per node, bool ``(n_nodes, n_devices)`` (see Action Space)."""

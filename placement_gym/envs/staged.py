@@ -42,9 +42,17 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     ``max_ops`` nodes and ``max_edges`` edges: ``node_features``, ``node_mask``, ``edge_index``,
     ``edge_features``, ``edge_mask``, ``device_features``, ``placement`` (one-hot device of each
     node placed so far, zero rows for the others) and ``current`` (one-hot of the node this stage
-    places; all zero after the last stage). ``obs_mode="graph"``: a Gymnasium `Graph` whose node
-    rows are the node features followed by the placement one-hot and the current flag. Columns:
-    `placement_gym.envs.observation`.
+    places; all zero after the last stage). ``obs_mode="flat"``: those arrays in one 1-D float32
+    `Box` (``MlpPolicy``; layout in ``env.unwrapped.flat_slices``, `placement_gym.envs.flat`).
+    ``obs_mode="graph"``: a Gymnasium `Graph` whose node rows are the node features followed by the
+    placement one-hot and the current flag. Columns: `placement_gym.envs.observation`.
+
+    ``mask_in_obs=True`` (default False) adds `action_masks()` of the current stage: in the dict
+    mode the key ``"action_mask"``, a bool `Box` of shape ``(n_devices,)`` (True: allowed; all True
+    after the last stage), the layout of RLlib's action-masking example (a ``Box(0, 1, (n,))``
+    whose log it adds to the logits; torch takes the log of a bool tensor too) and of torchrl's
+    ``ActionMask`` transform (a bool mask over the ``Discrete`` action, which it requires to be
+    bool); in the flat mode the same mask as 0.0/1.0, last in the vector. The graph mode rejects it.
 
     ## Rewards
     ``dense=False`` (default, Spotlight's): 0 at every stage but the last, which gets the reward of
@@ -65,21 +73,31 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
 
     ## Episode End
     After ``n_nodes`` steps (``terminated=True``); never truncated. Stepping before `reset` or after
-    the end raises a RuntimeError.
+    the end raises a RuntimeError. Gymnasium's vector envs reset it in every autoreset mode
+    (``NEXT_STEP``, ``SAME_STEP``, ``DISABLED``; see `DevicePlacement-v0`).
 
     ## Arguments
     As `DevicePlacement-v0` (``graph``, ``cluster``, ``objective``, ``optimizer``, ``reward``,
     ``oom_runtime``, ``oom_runtime_factor``, ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``,
-    ``render_mode``, ``reward_mode``, ``profile``, ``devices``),
+    ``render_mode``, ``reward_mode``, ``profile``, ``devices``, ``mask_in_obs``),
     plus ``dense`` (bool, default False; see Rewards). ``render_mode="ansi"``
     shows the placement so far (unplaced nodes counted on the completion device), ``"rgb_array"``
     the timeline of that completed placement.
 
     ## Info
-    Every step and `reset`: ``task_id``, ``lower_bound``, ``best_single_runtime``, ``stage`` (nodes
-    placed so far). Where a simulation ran (every stage with ``dense=True``, else the last):
-    ``runtime``, ``feasible``, ``peak_memory``, ``speedup`` and ``reward_runtime`` of the (completed)
-    placement, as in `DevicePlacement-v0` (with ``reward_mode="real"`` also ``real``).
+    The same keys at `reset` and at every step, each value a numpy number or array (so vector envs,
+    torchrl and tianshou stack them): ``lower_bound``, ``best_single_runtime``, ``stage`` (int64,
+    nodes placed so far), ``simulated`` and the result keys of `DevicePlacement-v0` (``runtime``,
+    ``feasible``, ``peak_memory``, ``speedup``, ``reward_runtime``; with ``reward_mode="real"``
+    also ``real_runtime``, ``real_spread``, ``real_repeats``, ``real_loss``) of the completed
+    placement where a simulation ran (every stage with ``dense=True``, else the last). Elsewhere
+    (at `reset`, and at the stages before the last with ``dense=False``) ``simulated`` and
+    ``feasible`` are False and the other result keys are NaN.
+
+    Gymnasium's ``check_env`` compares the infos of two identical first steps with ``==``, and NaN
+    is never equal to itself: with ``dense=False`` (one node or more left after the first stage)
+    that comparison fails on the NaN runtime, although the env is deterministic. With ``dense=True``
+    the checker passes.
     """
 
     def __init__(
@@ -100,6 +118,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         reward_mode: str = "cost_model",
         profile: Any = None,
         devices: Any = None,
+        mask_in_obs: bool = False,
     ) -> None:
         check_reward_name(reward)
         if not isinstance(dense, (bool, np.bool_)):
@@ -108,7 +127,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
             graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
             obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
             oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
-            reward_mode=reward_mode, profile=profile, devices=devices,
+            reward_mode=reward_mode, profile=profile, devices=devices, mask_in_obs=mask_in_obs,
         )
         self.reward_name = reward
         self.dense = bool(dense)
@@ -143,9 +162,8 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         self._previous_runtime = self._initial_reward_runtime
         self._observation.clear_placement()
         self._observation.set_current(0)
-        info = self._reference_info()
-        info["stage"] = 0
-        return self._observation.observation(), info
+        info = self._reference_info() | {"stage": np.int64(0)} | self._no_result_info()
+        return self._obs(), info
 
     def step(self, action):
         """Place the current node on device ``action``; moves to the next stage."""
@@ -161,8 +179,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         self._stage = node + 1
         terminated = self._stage == self.n_nodes
         self._observation.set_current(None if terminated else self._stage)
-        info = self._reference_info()
-        info["stage"] = self._stage
+        info = self._reference_info() | {"stage": np.int64(self._stage)}
         reward = 0.0
         self._last_result = None
         if self.dense or terminated:
@@ -175,9 +192,11 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
             else:
                 reward = shape_reward(self.reward_name, result.runtime, result.feasible,
                                       self.best_single_runtime, self.oom_runtime, self.oom_runtime_factor)
+        else:
+            info.update(self._no_result_info())
         if terminated:
             self._needs_reset = True
-        return self._observation.observation(), float(reward), terminated, False, info
+        return self._obs(), float(reward), terminated, False, info
 
     def action_masks(self) -> np.ndarray:
         """Allowed devices for the current node, bool ``(n_devices,)`` (see Action Space); every
