@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.agents import agent_report
+from placement_gym.graph.bundled import unknown_name
 from placement_gym.placements import SIMPLE_AGENT_DESCRIPTIONS, simple_agent
 from placement_gym.task import Task
 
@@ -67,6 +68,21 @@ AGENT_MODULES: tuple[str, ...] = (
     "baselines.learning.sb3_agents",
 )
 SINGLE_PREFIX = "single:"
+
+# The agents registered only when their optional third-party modules import (all in the baselines
+# extra): name -> (the module that registers it, the modules it needs). Without them the name is
+# still known, so asking for it says what to install instead of calling it unknown.
+OPTIONAL_AGENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "exact": ("baselines.exact", ("ortools",)),
+    "pg": ("baselines.learning.pg", ("torch",)),
+    "spotlight": ("baselines.learning.spotlight", ("torch",)),
+    "hierarchical": ("baselines.learning.hierarchical", ("torch",)),
+    "placeto": ("baselines.learning.placeto", ("torch",)),
+    "hsdag": ("baselines.learning.hsdag", ("torch",)),
+    "sb3-ppo": ("baselines.learning.sb3_agents", ("torch", "stable_baselines3")),
+    "sb3-maskable-ppo": ("baselines.learning.sb3_agents", ("torch", "stable_baselines3", "sb3_contrib")),
+}
+INSTALL_HINT = "pip install 'placement-gym[baselines]'"
 
 # `--agent all` runs `exact` (when it does not say otherwise through ``in_all``) only on graphs of at
 # most this many forward ops, where an exact search can finish quickly.
@@ -110,6 +126,28 @@ def _load_all() -> None:
                 raise
 
 
+def _first_missing(modules: tuple[str, ...]) -> str | None:
+    """The first of ``modules`` that does not import, or None."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return module
+    return None
+
+
+def unavailable_agents() -> dict[str, str]:
+    """The agents of `OPTIONAL_AGENTS` that are not registered (a module they need is missing), each
+    with the one-line reason and the install command."""
+    _load_all()
+    missing = {}
+    for name, (_, needs) in OPTIONAL_AGENTS.items():
+        if name not in _AGENTS:
+            module = _first_missing(needs) or ", ".join(needs)
+            missing[name] = f"agent {name!r} needs {module}, which is not installed: {INSTALL_HINT}"
+    return missing
+
+
 def agent_names() -> list[str]:
     """Every registered agent name (after importing every baselines module), in registration order,
     with ``single:<device>`` standing for the single-device agents."""
@@ -149,7 +187,10 @@ def get_agent(name: str) -> Agent:
     if name not in _AGENTS:
         _load_all()
     if name not in _AGENTS:
-        raise ValueError(f"unknown agent {name!r}; allowed: {', '.join(agent_names())}")
+        reason = unavailable_agents().get(name) if isinstance(name, str) else None
+        if reason is not None:
+            raise ImportError(reason)
+        raise ValueError(unknown_name("agent", name, agent_names()))
     return _AGENTS[name]
 
 
@@ -186,7 +227,7 @@ def default_agent(name: str) -> Callable[[Task, int, int | None], AgentResult] |
     name this registry does not know."""
     try:
         get_agent(name)
-    except ValueError:
+    except (ValueError, ImportError):  # the leaderboard names the install hint itself
         return None
 
     def agent(task: Task, seed: int, budget: int | None) -> AgentResult:
@@ -205,7 +246,14 @@ class Provider:
         return agent_names()
 
     def agent(self, name: str) -> Callable[[Task, int, int | None], AgentResult] | None:
+        """`default_agent`, but ImportError naming the extra for an agent whose dependencies are
+        missing (`unavailable_agents`)."""
+        if name in OPTIONAL_AGENTS:
+            get_agent(name)  # raises ImportError when it is not installed
         return default_agent(name)
+
+    def unavailable(self) -> dict[str, str]:
+        return unavailable_agents()
 
     def agents_for_all(self, task: Task) -> list[str]:
         return agents_for_all(task)
@@ -214,16 +262,21 @@ class Provider:
         return leaderboard_agent(name)
 
     def trainable(self) -> list[str]:
-        from baselines.learning import LEARNED_AGENTS
+        """The learned agents, and the search agents that report their evaluations (their curves)."""
+        from baselines.learning.trainer import trainable_agents
 
-        _load_all()
-        return sorted(LEARNED_AGENTS)
+        return trainable_agents()
 
     def trainer(self, name: str) -> Callable[..., Any] | None:
-        from baselines.learning import LEARNED_AGENTS, train
+        """`baselines.learning.train` of agent ``name``; None for a name it cannot train; ImportError
+        naming the extra for a learned agent whose dependencies are missing."""
+        from baselines.learning import train
+        from baselines.learning.trainer import trainable_agents
 
-        _load_all()
-        if name not in LEARNED_AGENTS:
+        if name not in trainable_agents():
+            reason = unavailable_agents().get(name)
+            if reason is not None:
+                raise ImportError(reason)
             return None
         return functools.partial(train, name)
 

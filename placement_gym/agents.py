@@ -22,12 +22,18 @@ The entry point names an object (an instance, or a module of functions) with the
     The harness agent ``agent(task, seed, budget)`` that made the leaderboard entries of algorithm
     ``name`` (exactly as the entries were made); None for a name it does not know; ValueError for
     a name whose entries cannot be re-run (such as a solver stopped by a wall-clock limit).
+``unavailable() -> Mapping[str, str]``
+    The agents the provider would offer but cannot, their optional dependencies missing: name ->
+    the one-line reason naming what to install. ``agent(name)`` and ``trainer(name)`` raise
+    ImportError with that reason for such a name, so that the CLI says what to install instead of
+    calling the name unknown.
 ``trainable() -> Sequence[str]`` and ``trainer(name) -> Callable | None``
     The learned agents ``train --agent NAME`` trains, and the function that trains one:
     ``train(task, budget, *, seed, out_dir, resume, progress, threads, evaluator)`` returning a
     result with ``to_dict(task)``, ``best_runtime``, ``best_feasible``, ``evaluations``,
     ``iterations``, ``wall_s``, ``evaluations_per_s``, ``scored_by`` and ``files``
-    (as `baselines.learning.train` does).
+    (as `baselines.learning.train` does). A trainer that also takes ``tensorboard`` (a folder, or
+    None) serves ``train --tensorboard DIR``.
 
 An entry point that names a plain callable is a provider of ``leaderboard_agent`` alone (the
 protocol of the first version of the group). Providers are asked in entry-point name order; one
@@ -46,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.graph.bundled import unknown_name
 from placement_gym.task import Task
 
 AGENT_GROUP = "placement_gym.agents"
@@ -108,12 +115,40 @@ def agent_names() -> list[str]:
 
 
 def lookup_agent(name: str) -> Agent | None:
-    """The agent ``name`` of the first provider that has one, or None."""
+    """The agent ``name`` of the first provider that has one, or None; ImportError (naming what to
+    install) when no provider has it but one would, were its optional dependencies installed."""
+    missing: ImportError | None = None
     for _, provider in providers().having("agent"):
-        agent = provider.agent(name)
+        try:
+            agent = provider.agent(name)
+        except ImportError as error:  # another provider may still have it: remember, go on
+            missing = missing or error
+            continue
         if agent is not None:
             return agent
+    if missing is not None:
+        raise missing
     return None
+
+
+def unavailable_agents() -> dict[str, str]:
+    """Agents that providers would offer were their optional dependencies installed: name -> the
+    reason, naming what to install (every provider's ``unavailable()``)."""
+    found: dict[str, str] = {}
+    for _, provider in providers().having("unavailable"):
+        for name, reason in dict(provider.unavailable()).items():
+            found.setdefault(name, reason)
+    return found
+
+
+def unknown_agent_error(name: str, known: list[str], note: str = "") -> ValueError:
+    """The error of an agent name no provider knows: a guess at the name meant, the known names,
+    ``note`` (such as the providers that did not load) and the agents that are not installed."""
+    missing = unavailable_agents()
+    allowed = ", ".join(known) or f"none installed ({INSTALL_HINT})"
+    if missing:
+        allowed += f"; not installed: {', '.join(missing)} ({INSTALL_HINT})"
+    return ValueError(unknown_name("agent", name, [*known, *missing], allowed + note))
 
 
 @dataclass(frozen=True)
@@ -136,8 +171,7 @@ def run_installed_agent(task: Task, name: str, seed: int = 0, budget: int | None
     the known agents when no provider has it."""
     agent = lookup_agent(name)
     if agent is None:
-        known = ", ".join(agent_names()) or f"none installed ({INSTALL_HINT})"
-        raise ValueError(f"unknown agent {name!r}; allowed: {known}{providers().note()}")
+        raise unknown_agent_error(name, agent_names(), providers().note())
     return AgentRun.checked(task, agent(task, seed, budget))
 
 
@@ -217,16 +251,22 @@ def find_trainer(name: str) -> Callable[..., Any]:
     found = providers()
     offering = found.having("trainer")
     names: list[str] = []
-    failures = list(found.unloadable)
+    refused: list[str] = []
     for point, provider in offering:
         try:
             trainer = provider.trainer(name)
             if trainer is not None:
                 return trainer
             names.extend(provider.trainable() if callable(getattr(provider, "trainable", None)) else ())
-        except ImportError as error:  # the provider's training needs a missing dependency
-            failures.append(f"{point} ({error})")
+        except ImportError as error:  # the provider's training (or this agent) needs a missing module
+            refused.append(f"{point} ({error})")
     if not names:
-        detail = ", ".join(failures) or f"no provider of entry-point group {AGENT_GROUP} trains agents"
+        detail = ", ".join([*found.unloadable, *refused]) or (
+            f"no provider of entry-point group {AGENT_GROUP} trains agents")
         raise ImportError(f"training needs the baselines extra: {INSTALL_HINT} ({detail})")
-    raise ValueError(f"unknown learned agent {name!r}; allowed: {', '.join(sorted(dict.fromkeys(names)))}")
+    if refused:
+        # A provider would train it with its optional dependencies installed: say what to install
+        # rather than call it unknown.
+        raise ImportError(f"cannot train {name!r}: {'; '.join(refused)}")
+    known = sorted(dict.fromkeys(names))
+    raise ValueError(unknown_name("learned agent", name, known, ", ".join(known) + found.note()))

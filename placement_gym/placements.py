@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cost_model import single_device
+from placement_gym.graph.bundled import unknown_name
 from placement_gym.task import Task
 
 # The simple agents every comparison starts from, by name: the CLI runs them without an agent package,
@@ -60,7 +61,7 @@ def simple_placement(task: Task, agent: str, seed: int = 0) -> np.ndarray:
         "random": lambda: random_placement(task, seed),
     }
     if agent not in table:
-        raise ValueError(f"unknown agent {agent!r}; allowed: {', '.join(SIMPLE_AGENTS)}")
+        raise ValueError(unknown_name("agent", agent, SIMPLE_AGENTS))
     return table[agent]()
 
 

@@ -64,6 +64,7 @@ import numpy as np
 from placement_gym.cluster.cluster import DEVICE_KINDS, Cluster
 from placement_gym.cluster.machine import get_real_cluster
 from placement_gym.cluster.presets import DEFAULT_EFFICIENCY, PRESETS
+from placement_gym.graph.bundled import unknown_name
 from placement_gym.graph.opgraph import CATEGORIES
 
 REAL_CLUSTER_NAME = re.compile(r"local|cpu[1-9][0-9]*")
@@ -446,11 +447,14 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         return get_real_cluster(name_or_path)
     path = Path(name_or_path)
     if not path.is_file():
-        raise ClusterError(
-            f"unknown cluster {str(name_or_path)!r}: not a preset ({', '.join(PRESETS)}), not 'local' or "
-            "'cpu<N>' (this machine's devices) and not a file; "
-            "give a preset name or a path to a cluster JSON file"
-        )
+        text = str(name_or_path)
+        # A path-like argument is a missing file, not a misspelled name: no guess for it.
+        looks_like_path = isinstance(name_or_path, Path) or "/" in text or text.endswith(".json")
+        raise ClusterError(unknown_name(
+            "cluster", text, [] if looks_like_path else [*PRESETS, "local", "cpu2"],
+            f"a preset ({', '.join(PRESETS)}), 'local' or 'cpu<N>' (this machine's devices), "
+            "or the path to an existing cluster JSON file",
+        ))
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:

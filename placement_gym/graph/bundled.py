@@ -6,8 +6,10 @@ source checkout or an editable install, in ``<repo>/graphs/``.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,33 @@ def _bundled_graphs_dir() -> Path:
 
 BUNDLED_GRAPHS_DIR: Path = _bundled_graphs_dir()
 MANIFEST_FILE = "manifest.json"
+
+
+def did_you_mean(name: object, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` that ``name`` was most likely meant to be, or None: the same letters
+    apart from case, ``_`` and ``-``, else difflib's closest match (ratio at least 0.6)."""
+    if not isinstance(name, str) or not name:
+        return None
+    options = [choice for choice in dict.fromkeys(choices) if isinstance(choice, str) and choice != name]
+
+    # A typed name differs most often by separators or case (inceptionv3, Inception-V3): compare
+    # those folded away first, since difflib alone may rank another name with more shared letters first.
+    def fold(text: str) -> str:
+        return text.lower().replace("_", "").replace("-", "")
+
+    folded = [choice for choice in options if fold(choice) == fold(name)]
+    close = folded[:1] or difflib.get_close_matches(name, options, n=1)
+    return close[0] if close else None
+
+
+def unknown_name(what: str, name: object, choices: Iterable[str], allowed: str | None = None) -> str:
+    """The one-line error of every misspelled graph, cluster or agent name:
+    ``unknown graph 'inceptionv3'; did you mean 'inception_v3'? allowed: ...``. ``allowed`` says what
+    is accepted (default: ``choices``, comma separated)."""
+    choices = list(choices)
+    guess = did_you_mean(name, choices)
+    hint = f"; did you mean {guess!r}?" if guess is not None else ";"
+    return f"unknown {what} {name!r}{hint} allowed: {', '.join(choices) if allowed is None else allowed}"
 
 
 def manifest() -> dict[str, Any]:
@@ -107,7 +136,9 @@ def load_graph(name_or_path: str | Path) -> OpGraph:
         stat = path.stat()
         return _load_file(path.resolve(), stat.st_mtime_ns, stat.st_size)
     names = ", ".join(sorted(entries)) or "(none found in " + str(BUNDLED_GRAPHS_DIR) + ")"
-    raise ValueError(
-        f"unknown graph {str(name_or_path)!r}: expected a bundled graph name ({names}) "
-        "or the path to an existing .onnx file"
-    )
+    # A path-like argument (a folder or suffix in it) is a missing file, not a misspelled name.
+    looks_like_path = isinstance(name_or_path, Path) or "/" in str(name_or_path) or "." in str(name_or_path)
+    raise ValueError(unknown_name(
+        "graph", str(name_or_path), [] if looks_like_path else entries,
+        f"a bundled graph name ({names}) or the path to an existing .onnx file",
+    ))
