@@ -62,7 +62,7 @@ with this budget (inception_v3/k80x4 from best-single, 3 seeds: 0.78-0.79 agains
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +97,12 @@ CEM_ELITE_FRACTION = 0.1
 CEM_SMOOTHING = 0.5
 CEM_START_CHANGES = 4.0  # units a first-generation sample moves away from the start, on average
 CEM_FLOOR = 1e-3  # least probability of any device, before renormalising
+
+# ``on_evaluations(used, runtimes, feasible)``: called after each batch of new (not memoised)
+# evaluations with the evaluations counted so far (the start agents' included) and the batch's
+# runtimes and feasibility, so that `baselines.learning.train` can draw a search's curve. It only
+# watches: the search's choices do not depend on it.
+OnEvaluations = Callable[[int, np.ndarray, np.ndarray], None]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -134,8 +140,12 @@ class _Evaluator:
     scores them (None: the cost model; else any `placement_gym.evaluator.Evaluator`, see
     `placement_gym.evaluator.as_evaluator`)."""
 
-    def __init__(self, task: Task, budget: int, used: int = 0, evaluator: Any = None) -> None:
+    def __init__(
+        self, task: Task, budget: int, used: int = 0, evaluator: Any = None,
+        on_evaluations: OnEvaluations | None = None,
+    ) -> None:
         self.task = task
+        self.on_evaluations = on_evaluations
         self.scorer = as_evaluator(task, evaluator)
         # the name goes into the result's info only when the caller chose the evaluator
         self.scored_by = None if evaluator is None else self.scorer.name
@@ -169,6 +179,8 @@ class _Evaluator:
                 self.memo[k] = score
                 if self.best_score is None or score.key < self.best_score.key:
                     self.best, self.best_score = row.copy(), score
+            if self.on_evaluations is not None:
+                self.on_evaluations(self.used, np.asarray(runtimes), np.asarray(feasible))
         if len(fits) < len(new):
             raise BudgetExhausted
         return [self.memo[k] for k in keys]
@@ -345,13 +357,14 @@ def anneal(
     t_end: float = ANNEAL_T_END,
     group_move_prob: float = ANNEAL_GROUP_MOVE_PROB,
     evaluator: Any = None,
+    on_evaluations: OnEvaluations | None = None,
 ) -> AgentResult:
     """Simulated annealing (see the module docstring). ``budget``: evaluations in all, the start's
     included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
     `START_AGENTS`. ``batch``: moves per acceptance step. ``t_start``/``t_end``: temperatures as
     fractions of the start runtime (``t_start=0``: hill climbing). ``evaluator``: who scores the
-    placements (None: the cost model; see the module docstring). Deterministic for ``seed`` (and a
-    deterministic evaluator)."""
+    placements (None: the cost model; see the module docstring). ``on_evaluations``: told of each
+    batch evaluated (`OnEvaluations`). Deterministic for ``seed`` (and a deterministic evaluator)."""
     budget = _check_budget(budget)
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
@@ -360,7 +373,7 @@ def anneal(
     if not 0.0 <= group_move_prob <= 1.0:
         raise ValueError(f"group_move_prob must be in [0, 1], got {group_move_prob}")
     rng = np.random.default_rng(seed)
-    evaluator = _Evaluator(task, budget, evaluator=evaluator)
+    evaluator = _Evaluator(task, budget, evaluator=evaluator, on_evaluations=on_evaluations)
     begin = find_start(task, evaluator, start, seed)
     proposer = _MoveProposer(task, rng, group_move_prob)
     current, current_score = begin.placement.copy(), begin.score
@@ -431,13 +444,15 @@ def cem(
     smoothing: float = CEM_SMOOTHING,
     start_changes: float = CEM_START_CHANGES,
     evaluator: Any = None,
+    on_evaluations: OnEvaluations | None = None,
 ) -> AgentResult:
     """The cross-entropy method (see the module docstring). ``budget``: evaluations in all, the start's
     included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
     `START_AGENTS`. ``groups``: one distribution per group (`make_grouping` modes) instead of per op.
     ``start_changes``: units a first-generation sample moves off the start on average (None: uniform
     initialisation, as Post). ``evaluator``: who scores the placements (None: the cost model; see the
-    module docstring). Deterministic for ``seed`` (and a deterministic evaluator)."""
+    module docstring). ``on_evaluations``: told of each batch evaluated (`OnEvaluations`).
+    Deterministic for ``seed`` (and a deterministic evaluator)."""
     budget = _check_budget(budget)
     if population < 2:
         raise ValueError(f"population must be >= 2, got {population}")
@@ -448,7 +463,7 @@ def cem(
     rng = np.random.default_rng(seed)
     grouping = make_grouping(task.graph, groups)
     units, n_devices = grouping.n_groups, task.n_devices
-    evaluator = _Evaluator(task, budget, evaluator=evaluator)
+    evaluator = _Evaluator(task, budget, evaluator=evaluator, on_evaluations=on_evaluations)
     begin = find_start(task, evaluator, start, seed)
     if start_changes is None:
         probs = np.full((units, n_devices), 1.0 / n_devices)

@@ -69,7 +69,8 @@ def demo_episode(seed: int = 0) -> dict:
 
 
 def demo_timeline(path: str | Path, graph: str = "inception_v3", cluster: str = "k80x4") -> Path:
-    """Draw round-robin's schedule of one training step as a PNG (needs the viz extra)."""
+    """Draw round-robin's schedule of one training step as a PNG file ``path`` (its folder created
+    when missing; needs the viz extra)."""
     from placement_gym.timeline import draw_timeline
 
     task = get_task(graph, cluster, "train_step")

@@ -23,6 +23,10 @@ _OP_SHADES: tuple[tuple[str, str], ...] = (
     ("#2e8b3a", "#8fd19e"),  # update: greens
 )
 _TRANSFER_SHADES: tuple[str, str] = ("#6a4c93", "#b8a5d6")  # transfers: purples
+# The legend's title: what the two shades of a colour mean (nothing but "the next bar").
+LEGEND_TITLE = (
+    "dark and light shades of a colour:\nthe same kind, alternating so\nthat touching bars stay apart"
+)
 _BAR_HEIGHT = 0.8
 _DPI = 100
 
@@ -90,14 +94,15 @@ def _bars(start: np.ndarray, finish: np.ndarray) -> tuple[_Spans, _Spans]:
     return spans[0::2], spans[1::2]
 
 
-def _import_matplotlib() -> tuple[Any, Any, Any]:
+def _import_matplotlib() -> tuple[Any, Any, Any, Any]:
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+        from matplotlib.legend_handler import HandlerTuple
         from matplotlib.patches import Patch
     except ImportError:
         raise ImportError("drawing a timeline needs matplotlib: pip install 'placement-gym[viz]'") from None
-    return Figure, FigureCanvasAgg, Patch
+    return Figure, FigureCanvasAgg, Patch, HandlerTuple
 
 
 def build_timeline_figure(task: Any, schedule: Schedule, title: str | None = None) -> Figure:
@@ -106,7 +111,7 @@ def build_timeline_figure(task: Any, schedule: Schedule, title: str | None = Non
     Bars are drawn with one ``broken_barh`` per (row, op kind, shade), so thousands of ops cost a
     handful of artists.
     """
-    figure_class, canvas_class, patch_class = _import_matplotlib()
+    figure_class, canvas_class, patch_class, handler_tuple = _import_matplotlib()
     rows = timeline_rows(task, schedule)
     runtime = _runtime(schedule)
 
@@ -150,13 +155,15 @@ def build_timeline_figure(task: Any, schedule: Schedule, title: str | None = Non
     ax.grid(axis="x", color="0.9", linewidth=0.6)
     ax.set_axisbelow(True)
 
-    handles = [
-        patch_class(facecolor=_OP_SHADES[kind][0], label=OP_KIND_NAMES[kind]) for kind in sorted(kinds_drawn)
-    ]
+    # Each entry shows both shades of its colour side by side, and the title says what they mean.
+    entries = [(_OP_SHADES[kind], OP_KIND_NAMES[kind]) for kind in sorted(kinds_drawn)]
     if len(t_src):
-        handles.append(patch_class(facecolor=_TRANSFER_SHADES[0], label="transfer"))
-    if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, frameon=False)
+        entries.append((_TRANSFER_SHADES, "transfer"))
+    if entries:
+        handles = [tuple(patch_class(facecolor=shade) for shade in shades) for shades, _ in entries]
+        ax.legend(handles, [label for _, label in entries], loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                  fontsize=9, title=LEGEND_TITLE, title_fontsize=8, alignment="left", frameon=False,
+                  handler_map={tuple: handler_tuple(ndivide=None, pad=0.0)})
     ax.set_title(f"{title or task.id}: runtime {runtime * 1e3:.3f} ms", fontsize=11)
     return fig
 
@@ -165,7 +172,7 @@ def draw_timeline(
     task: Any, schedule: Schedule, path: str | Path | None = None, title: str | None = None
 ) -> np.ndarray:
     """Render the schedule's Gantt chart; returns it as an RGB ``uint8`` array ``(H, W, 3)`` and writes
-    it as PNG to ``path`` when given.
+    it as PNG to ``path`` when given (its folder created when missing).
 
     ``task`` needs ``cluster``, ``id``, ``n_ops`` and ``op_kind`` (0 forward, 1 backward, 2 update per op).
     """
@@ -173,5 +180,7 @@ def draw_timeline(
     fig.canvas.draw()
     image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
     if path is not None:
+        # After the figure is built: a missing matplotlib leaves no empty folder behind.
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(Path(path), format="png", dpi=_DPI)
     return image

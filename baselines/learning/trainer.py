@@ -1,25 +1,43 @@
 """Training machinery shared by the learned agents: the agent base class, their registry, and
-`train` (budget in evaluations, progress bar, checkpoints, learning curve, best placement)."""
+`train` (budget in evaluations, progress bar, checkpoints, learning curve, best placement,
+TensorBoard logging).
+
+`train` also runs the search agents of the registry that report their evaluations through an
+``on_evaluations`` callback (`baselines.search`: ``anneal``, ``cem``; `trainable_agents` lists them),
+so that they get the same learning curve; their placements are exactly those of a plain run.
+
+Reference lines. With an output folder or a TensorBoard folder, a run also computes the runtimes
+every curve is read against (`references`): the best single device, HEFT and the lower bound, on
+the scale of the evaluations (the cost model, or the profiled one); for measured runtimes only the
+best single device, run once through the evaluator, since the other two are cost-model figures.
+"""
 
 from __future__ import annotations
 
 import csv
+import inspect
 import json
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
-from baselines.registry import AgentResult, register
-from placement_gym.evaluator import COST_MODEL
+from baselines.registry import INSTALL_HINT, AgentResult, agent_names, get_agent, register
+from placement_gym.cost_model import lower_bound, simulate
+from placement_gym.evaluator import COST_MODEL, CostModelEvaluator, as_evaluator, best_single_runtime
 from placement_gym.placements import placement_to_dict
 from placement_gym.task import Task
 from placement_gym.task_ids import identity_mismatch, task_identity
 
 DEFAULT_BUDGET = 1000
+# The keyword through which a search agent reports each batch it evaluated (see `trainable_agents`).
+SEARCH_CALLBACK = "on_evaluations"
+# Names of the reference runtimes (`references`), as the PNG legend, TensorBoard and JSON show them.
+BEST_SINGLE, HEFT, LOWER_BOUND = "best single device", "HEFT", "lower bound"
 
 
 class LearnedAgent:
@@ -79,6 +97,28 @@ def register_learned(cls: type[LearnedAgent]) -> type[LearnedAgent]:
     return cls
 
 
+def search_agents() -> list[str]:
+    """The registry's agents that take an ``on_evaluations`` callback (`SEARCH_CALLBACK`), in
+    registration order: `train` runs them and draws their curves."""
+    found = []
+    for name in agent_names():
+        if name in LEARNED_AGENTS or name.startswith("single:"):
+            continue
+        try:
+            parameters = inspect.signature(get_agent(name)).parameters
+        except (TypeError, ValueError):  # a callable without a signature takes no callback
+            continue
+        if SEARCH_CALLBACK in parameters:
+            found.append(name)
+    return found
+
+
+def trainable_agents() -> list[str]:
+    """What ``placement-gym train --agent`` takes: the learned agents (sorted), then the search agents."""
+    searches = search_agents()  # first: it imports every agent module, the learned ones included
+    return [*sorted(LEARNED_AGENTS), *searches]
+
+
 def get_learned(name: str) -> type[LearnedAgent]:
     from baselines.registry import _load_all
 
@@ -105,10 +145,26 @@ class TrainResult:
     curve: list[tuple[int, float, bool, float]]
     files: dict[str, str]
     scored_by: str = COST_MODEL
+    # `references` of the run (empty when it wrote no output folder and no TensorBoard log).
+    references: dict[str, float] = field(default_factory=dict)
 
     @property
     def evaluations_per_s(self) -> float:
         return self.evaluations / self.wall_s if self.wall_s > 0 else float("inf")
+
+    @property
+    def best_single_runtime(self) -> float | None:
+        """The best single device's runtime on the scale of the evaluations, when computed."""
+        return self.references.get(BEST_SINGLE)
+
+    @property
+    def speedup(self) -> float | None:
+        """Best single device runtime / best runtime found (None when either is missing, or the
+        best placement found does not fit in memory)."""
+        single = self.best_single_runtime
+        if single is None or not self.best_feasible or not self.best_runtime > 0:
+            return None
+        return single / self.best_runtime
 
     def to_dict(self, task: Task) -> dict[str, Any]:
         return {
@@ -123,6 +179,8 @@ class TrainResult:
             "wall_s": self.wall_s,
             "evaluations_per_s": self.evaluations_per_s,
             "best_placement": placement_to_dict(task, self.best_placement),
+            "references": self.references,
+            "speedup": self.speedup,
             "files": self.files,
         }
 
@@ -137,6 +195,80 @@ def _progress_bar(total: int, initial: int, enabled: bool, label: str):
     return tqdm(total=total, initial=initial, desc=label, unit="eval", dynamic_ncols=True)
 
 
+def references(task: Task, evaluator: Any = None) -> dict[str, float]:
+    """The runtimes a learning curve of ``task`` is read against, on the scale of ``evaluator``'s
+    runtimes (None: the cost model): `BEST_SINGLE` (the best single device), `HEFT` (HEFT's
+    placement) and `LOWER_BOUND` (`placement_gym.cost_model.lower_bound`); for an evaluator that is
+    not a cost model (real runs), the best single device alone, evaluated once through it (not
+    counted in any budget)."""
+    scorer = as_evaluator(task, evaluator)
+    found = {BEST_SINGLE: float(best_single_runtime(scorer, task))}
+    if isinstance(scorer, CostModelEvaluator):
+        # A profiled evaluator's task holds the measured figures: HEFT's placement (made on the
+        # task) and the bound are read on it, the scale of the run's runtimes.
+        heft = get_agent("heft")(task, seed=0, budget=None).placement
+        found[HEFT] = float(simulate(scorer.task, heft).runtime)
+        found[LOWER_BOUND] = float(lower_bound(scorer.task))
+    return found
+
+
+def _tensorboard_writer(directory: str | Path | None, run: str) -> Any:
+    """A torch `SummaryWriter` logging to ``directory/run`` (None without a directory); ImportError
+    naming the extra when torch or the tensorboard package is missing."""
+    if directory is None:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as error:  # torch says "TensorBoard logging requires TensorBoard ..."
+        raise ImportError(
+            f"--tensorboard needs torch and the tensorboard package ({error}): {INSTALL_HINT}"
+        ) from None
+    return SummaryWriter(log_dir=str(Path(directory) / run))
+
+
+def run_name(agent: str, task: Task, seed: int, scored_by: str = COST_MODEL) -> str:
+    """``<agent>-<graph>-<cluster>-<objective>[-<scored by>]-s<seed>``: the folder of a run's
+    TensorBoard events (as ``placement-gym train`` names its output folder), the scorer named when
+    it is not the cost model, so that runs of one task scored alike share a folder name."""
+    mode = "" if scored_by == COST_MODEL else f"-{scored_by}"
+    return f"{agent}-{task.id.replace('/', '-')}{mode}-s{seed}"
+
+
+class _Board:
+    """What a run logs to TensorBoard: per update (a learned agent's iteration, a search's batch),
+    at the step of the evaluations spent so far, ``runtime/best_ms`` (best feasible runtime so far),
+    ``runtime/sampled_mean_ms`` (mean runtime of the update's placements) and the agent's own
+    scalars as ``train/<name>`` (``train/mean_reward``, ``train/loss``...); ``progress/evaluations``
+    at the step of the update; at the end the references as ``reference/<name>_ms``, drawn as flat
+    lines from the first step to the last."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def update(self, step: int, update: int, rows: list, stats: dict | None) -> None:
+        if self.writer is None:
+            return
+        write = self.writer.add_scalar
+        if rows:
+            write("runtime/sampled_mean_ms", float(np.mean([row[1] for row in rows])) * 1e3, step)
+            best = rows[-1][3]
+            if not math.isnan(best):
+                write("runtime/best_ms", best * 1e3, step)
+        for name, value in (stats or {}).items():
+            if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
+                write(f"train/{name}", float(value), step)
+        write("progress/evaluations", step, update)
+
+    def close(self, first: int, last: int, found: dict[str, float]) -> None:
+        if self.writer is None:
+            return
+        for name, value in found.items():
+            tag = f"reference/{name.replace(' ', '_')}_ms"
+            for step in sorted({first, last}):
+                self.writer.add_scalar(tag, value * 1e3, step)
+        self.writer.close()
+
+
 def train(
     agent: str,
     task: Task,
@@ -148,6 +280,7 @@ def train(
     checkpoint_every: int = 20,
     threads: int | None = 1,
     evaluator: Any = None,
+    tensorboard: str | Path | None = None,
     **config: Any,
 ) -> TrainResult:
     """Train ``agent`` on ``task`` until ``budget`` evaluations are spent; deterministic for a seed
@@ -161,8 +294,21 @@ def train(
     ``evaluator``: what scores the placements (`BudgetedEvaluator`'s ``evaluator``: None is the cost
     model; or any `placement_gym.evaluator.Evaluator`: `placement_gym.real.evaluators.make_evaluator`'s,
     a `RayEvaluatorPool`...);
-    a checkpoint resumes only with the same kind (``scored_by``)."""
-    import torch
+    a checkpoint resumes only with the same kind (``scored_by``). ``tensorboard``: a folder; the run
+    logs its curve to ``<folder>/<agent>-<graph>-<cluster>-<objective>-s<seed>`` (`_Board` lists the
+    tags; needs torch and the tensorboard package). With ``out_dir`` or ``tensorboard`` the run
+    also computes its `references` (``curve.png`` draws them as labelled lines).
+
+    ``agent`` may also be a search agent (`search_agents`: ``anneal``, ``cem``): it runs once with
+    the budget, its placement exactly that of a plain run, and reports the same curve and files
+    (no checkpoint: ``resume`` is refused; ``config`` goes to the agent as keyword options)."""
+    if agent not in LEARNED_AGENTS and agent in search_agents():
+        return _train_search(agent, task, budget, seed, out_dir, resume, progress, evaluator, tensorboard,
+                             **config)
+    try:
+        import torch
+    except ImportError as error:
+        raise ImportError(f"training {agent!r} needs torch ({error}): {INSTALL_HINT}") from None
 
     if threads is not None:
         torch.set_num_threads(int(threads))
@@ -209,17 +355,20 @@ def train(
                 checkpoint,
             )
 
+    board = _Board(_tensorboard_writer(tensorboard, run_name(agent, task, seed, budgeted.scored_by)))
+    first_step = budgeted.used
     started = time.perf_counter()
     bar = _progress_bar(budget, budgeted.used, progress, f"{agent} on {task.id}")
     while budgeted.remaining > 0:
-        before = budgeted.used
+        before, rows_before = budgeted.used, len(budgeted.curve)
         try:
-            model.iteration(budgeted)
+            stats = model.iteration(budgeted)
         except BudgetExhausted:
             break  # the agent asked for more than was left: nothing was evaluated, training ends
         if budgeted.used == before:
             raise RuntimeError(f"agent {agent!r} made an iteration without evaluating anything")
         iterations += 1
+        board.update(budgeted.used, iterations, budgeted.curve[rows_before:], stats)
         if bar is not None:
             bar.update(budgeted.used - before)
             if budgeted.best_feasible:
@@ -230,7 +379,10 @@ def train(
         bar.close()
     save()
     wall_s = wall_before + time.perf_counter() - started
-    files = _write_outputs(out, task, agent, budgeted) if out else {}
+    found = references(task, evaluator) if (out is not None or tensorboard is not None) else {}
+    board.close(first_step, budgeted.used, found)
+    files = _write_outputs(out, task, agent, budgeted.curve, budgeted.best_runtime, budgeted.best_feasible,
+                           budgeted.best_placement, budgeted.scored_by, found) if out else {}
     return TrainResult(
         agent=agent,
         task=task.id,
@@ -244,6 +396,80 @@ def train(
         curve=budgeted.curve,
         files=files | ({"checkpoint": str(checkpoint)} if checkpoint else {}),
         scored_by=budgeted.scored_by,
+        references=found,
+    )
+
+
+def _train_search(
+    agent: str,
+    task: Task,
+    budget: int,
+    seed: int,
+    out_dir: str | Path | None,
+    resume: bool,
+    progress: bool,
+    evaluator: Any,
+    tensorboard: str | Path | None,
+    **config: Any,
+) -> TrainResult:
+    """`train` of a search agent: one run of it with the budget, its curve recorded through its
+    ``on_evaluations`` callback (the placements it evaluates and returns are those of a plain run)."""
+    if resume:
+        raise ValueError(
+            f"--resume is for learned agents: {agent} is a search that keeps no checkpoint "
+            "(a run again with the same seed and budget gives the same placement)"
+        )
+    scorer_name = as_evaluator(task, evaluator).name
+    board = _Board(_tensorboard_writer(tensorboard, run_name(agent, task, seed, scorer_name)))
+    bar = _progress_bar(budget, 0, progress, f"{agent} on {task.id}")
+    curve: list[tuple[int, float, bool, float]] = []
+    best = [float("nan")]  # best feasible runtime so far, updated in the callback
+    updates = [0]
+
+    def on_evaluations(used: int, runtimes: np.ndarray, feasible: np.ndarray) -> None:
+        first = used - len(runtimes)
+        rows_before = len(curve)
+        for k, (runtime, ok) in enumerate(zip(runtimes.tolist(), feasible.tolist())):
+            if ok and not runtime >= best[0]:  # `not >=` so that the first feasible one (NaN) counts
+                best[0] = runtime
+            curve.append((first + k + 1, float(runtime), bool(ok), best[0]))
+        updates[0] += 1
+        board.update(used, updates[0], curve[rows_before:], None)
+        if bar is not None:
+            bar.update(used - bar.n)  # the start agents' own evaluations are counted in `used` too
+            if not math.isnan(best[0]):
+                bar.set_postfix_str(f"best {best[0] * 1e3:,.2f} ms")
+
+    started = time.perf_counter()
+    try:
+        result = get_agent(agent)(task, seed=seed, budget=budget, evaluator=evaluator,
+                                  **{SEARCH_CALLBACK: on_evaluations}, **config)
+    finally:
+        if bar is not None:
+            bar.close()
+    wall_s = time.perf_counter() - started
+    info = result.info
+    out = Path(out_dir) if out_dir is not None else None
+    found = references(task, evaluator) if (out is not None or tensorboard is not None) else {}
+    board.close(curve[0][0] if curve else 0, int(result.evaluations), found)
+    scored_by = info.get("scored_by", COST_MODEL)
+    placement = task.check_placement(result.placement)
+    files = _write_outputs(out, task, agent, curve, float(info["runtime"]), bool(info["feasible"]),
+                           placement, scored_by, found) if out else {}
+    return TrainResult(
+        agent=agent,
+        task=task.id,
+        seed=seed,
+        best_runtime=float(info["runtime"]),
+        best_feasible=bool(info["feasible"]),
+        best_placement=placement,
+        evaluations=int(result.evaluations),
+        iterations=int(info.get("steps", info.get("generations", updates[0]))),
+        wall_s=wall_s,
+        curve=curve,
+        files=files,
+        scored_by=scored_by,
+        references=found,
     )
 
 
@@ -265,22 +491,32 @@ def _check_same_task(checkpoint: Path, state: dict[str, Any], task: Task) -> Non
         )
 
 
-def _write_outputs(out: Path, task: Task, agent: str, evaluator: BudgetedEvaluator) -> dict[str, str]:
+def _write_outputs(
+    out: Path,
+    task: Task,
+    agent: str,
+    curve: list[tuple[int, float, bool, float]],
+    best_runtime: float,
+    best_feasible: bool,
+    best_placement: np.ndarray,
+    scored_by: str,
+    found: dict[str, float],
+) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     files = {"curve_csv": str(out / "curve.csv"), "best_placement": str(out / "best_placement.json")}
     with open(out / "curve.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["evaluation", "runtime_s", "feasible", "best_runtime_s"])
-        writer.writerows(evaluator.curve)
+        writer.writerows(curve)
     (out / "best_placement.json").write_text(
         json.dumps(
             {
                 "task": task.id,
                 "agent": agent,
-                "runtime": evaluator.best_runtime,
-                "scored_by": evaluator.scored_by,
-                "feasible": evaluator.best_feasible,
-                "placement": placement_to_dict(task, evaluator.best_placement),
+                "runtime": best_runtime,
+                "scored_by": scored_by,
+                "feasible": best_feasible,
+                "placement": placement_to_dict(task, best_placement),
             },
             indent=1,
         )
@@ -290,17 +526,37 @@ def _write_outputs(out: Path, task: Task, agent: str, evaluator: BudgetedEvaluat
         import matplotlib
 
         matplotlib.use("Agg")
-        from matplotlib.figure import Figure
-    except ImportError:
+    except ImportError:  # the PNG is the one output that needs matplotlib; the rest is written
         return files
-    curve = np.array([(n, r, b) for n, r, _, b in evaluator.curve], dtype=float)
-    figure = Figure(figsize=(7, 4))
-    axes = figure.add_subplot()
-    axes.scatter(curve[:, 0], curve[:, 1] * 1e3, s=3, alpha=0.3, label="sampled placement")
-    axes.plot(curve[:, 0], curve[:, 2] * 1e3, color="black", label="best feasible so far")
-    axes.set(xlabel="evaluations", ylabel="runtime (ms)", yscale="log", title=f"{agent} on {task.id}")
-    axes.legend()
-    figure.tight_layout()
+    figure = curve_figure(curve, found, f"{agent} on {task.id}")
     figure.savefig(out / "curve.png", dpi=110)
     files["curve_png"] = str(out / "curve.png")
     return files
+
+
+# One style per reference line, so that the three read apart in colour and in grey print.
+_REFERENCE_STYLES = {
+    BEST_SINGLE: {"color": "tab:red", "linestyle": "--"},
+    HEFT: {"color": "tab:green", "linestyle": "-."},
+    LOWER_BOUND: {"color": "tab:gray", "linestyle": ":"},
+}
+
+
+def curve_figure(curve: list[tuple[int, float, bool, float]], found: dict[str, float], title: str) -> Any:
+    """The learning curve as a matplotlib `Figure` (no pyplot): every sampled placement, the best
+    feasible runtime so far, and each reference runtime of ``found`` as a labelled horizontal line."""
+    from matplotlib.figure import Figure
+
+    points = np.array([(n, r, b) for n, r, _, b in curve], dtype=float).reshape(-1, 3)
+    figure = Figure(figsize=(9, 4))
+    axes = figure.add_subplot()
+    axes.scatter(points[:, 0], points[:, 1] * 1e3, s=3, alpha=0.3, label="sampled placement")
+    axes.plot(points[:, 0], points[:, 2] * 1e3, color="black", label="best feasible so far")
+    for name, value in found.items():
+        axes.axhline(value * 1e3, linewidth=1.2, label=f"{name} ({value * 1e3:,.2f} ms)",
+                     **_REFERENCE_STYLES.get(name, {"color": "tab:purple", "linestyle": "--"}))
+    axes.set(xlabel="evaluations", ylabel="runtime (ms)", yscale="log", title=title)
+    # Outside the axes: inside, it would hide the sampled points or the reference lines at the bottom.
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    figure.tight_layout()
+    return figure

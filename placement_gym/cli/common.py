@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +17,18 @@ from placement_gym.task import OBJECTIVES, Task
 
 DEFAULT_GRAPH = "inception_v3"
 DEFAULT_CLUSTER = "k80x4"
+# Where commands write the files a user did not place with --out: this variable, else
+# `DEFAULT_OUTPUT_ROOT`. Never the current folder, so that running a command somewhere leaves no
+# files behind there by surprise.
+OUTPUT_ENV = "PLACEMENT_GYM_OUTPUT"
+DEFAULT_OUTPUT_ROOT = "~/placement-gym-output"
+OUTPUT_ROOT_HELP = f"${OUTPUT_ENV}, else {DEFAULT_OUTPUT_ROOT}"
+
+
+def output_root() -> Path:
+    """The folder of the commands' default outputs (`OUTPUT_ENV`, else `DEFAULT_OUTPUT_ROOT`);
+    not created here: a command creates what it writes."""
+    return Path(os.environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT_ROOT).expanduser()
 
 
 def add_task_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,8 +93,7 @@ def place_with_agent(task: Task, agent: str, seed: int, budget: int | None = Non
         return Found(task.check_placement(placement), evaluations, time.perf_counter() - start, agent)
     found = None if agent == "all" else agents.lookup_agent(agent)
     if found is None:
-        raise ValueError(f"unknown agent {agent!r}; allowed: {', '.join(_known_agents())}"
-                         + agents.providers().note())
+        raise agents.unknown_agent_error(agent, _known_agents(), agents.providers().note())
     result = agents.AgentRun.checked(task, found(task, seed, budget))
     return Found(result.placement, result.evaluations, time.perf_counter() - start, agent, result.info)
 

@@ -4,8 +4,24 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
+from placement_gym.cli.common import OUTPUT_ROOT_HELP, output_root
 from placement_gym.cli.output import print_json, print_table
+
+PICTURE_NAME = "placement-gym-demo.png"
+
+
+def picture_path(out: str | None) -> Path | None:
+    """Where the schedule picture goes: ``--out`` as a file when it ends in ``.png``, else as a
+    folder (the picture is `PICTURE_NAME` in it); None for ``none``; by default
+    ``<output root>/demo/`` (`output_root`), never the current folder."""
+    if out == "none":
+        return None
+    if out is None:
+        return output_root() / "demo" / PICTURE_NAME
+    path = Path(out).expanduser()
+    return path if path.suffix.lower() == ".png" else path / PICTURE_NAME
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -15,9 +31,10 @@ def run_demo(args: argparse.Namespace) -> int:
     rows = demo_rows(DEMO_GRAPHS, args.cluster, samples=args.samples, seed=args.seed)
     episode = demo_episode(args.seed)
     picture = None
-    if args.out != "none":
+    path = picture_path(args.out)
+    if path is not None:
         try:
-            picture = str(demo_timeline(args.out, cluster=args.cluster))
+            picture = str(demo_timeline(path, cluster=args.cluster))
         except ImportError as error:  # matplotlib (the viz extra) missing: the rest still ran
             picture = f"skipped ({error})"
     result = {"rows": rows, "episode": episode, "timeline": picture, "wall_s": time.perf_counter() - started}
@@ -70,8 +87,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random placements and the episode")
     parser.add_argument(
         "--out",
-        default="placement-gym-demo.png",
-        help="PNG file for the schedule picture, or 'none' (default: placement-gym-demo.png)",
+        default=None,
+        metavar="DIR",
+        help=f"folder for the schedule picture ({PICTURE_NAME}; created if missing), a path ending in .png "
+        f"for the file itself, or 'none' for no picture (default: <output root>/demo, the output root "
+        f"being {OUTPUT_ROOT_HELP})",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
     parser.set_defaults(run=run_demo)

@@ -1,7 +1,13 @@
-"""`placement-gym train`: train a learned agent on an evaluation budget.
+"""`placement-gym train`: train a learned agent (or run a search agent) on an evaluation budget.
 
 The agent comes from a provider of the entry-point group ``placement_gym.agents``
-(`placement_gym.agents.find_trainer`): the `baselines` package's learned agents, or another package's.
+(`placement_gym.agents.find_trainer`): the `baselines` package's learned agents and its search agents
+(anneal, cem: one run, with the same curve), or another package's.
+
+Outputs go to ``--out`` (default ``<output root>/runs/<run name>``, the output root being
+``$PLACEMENT_GYM_OUTPUT`` or ``~/placement-gym-output``: `placement_gym.cli.common.output_root`);
+``--tensorboard DIR`` also logs the curve for TensorBoard. The run ends with its speedup over the
+best single device.
 
 ``--reward-mode`` picks what scores the agent's placements, as the envs' ``reward_mode`` does
 (`placement_gym.real.evaluators.make_evaluator`): ``cost_model`` (default), ``profiled`` (the cost
@@ -16,13 +22,22 @@ train step runs, and the optimizer a profile must have been measured with.
 from __future__ import annotations
 
 import argparse
+import inspect
 from pathlib import Path
 from typing import Any
 
 from placement_gym.agents import find_trainer
-from placement_gym.cli.common import DEFAULT_CLUSTER, add_task_arguments, positive_int
+from placement_gym.cli.common import (
+    DEFAULT_CLUSTER,
+    OUTPUT_ROOT_HELP,
+    add_task_arguments,
+    output_root,
+    positive_int,
+)
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import _graph_and_model
+from placement_gym.cost_model import single_device
+from placement_gym.evaluator import COST_MODEL
 from placement_gym.named_tasks import get_task
 from placement_gym.real.evaluators import REWARD_MODES
 from placement_gym.task import OPTIMIZERS, Task
@@ -76,16 +91,48 @@ def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
     return task, make_evaluator(task, "real", devices=devices, seed=args.seed, batch=args.batch, model=model)
 
 
+def _takes(function: Any, keyword: str) -> bool:
+    """Whether ``function`` (a provider's trainer) accepts the keyword argument ``keyword``."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == keyword or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def speedup_line(result: Any, task: Task) -> str:
+    """``speedup over the best single device: 1.23x (best single device 25.63 ms)``, from the
+    result's ``best_single_runtime`` (on the scale of its runtimes), else, for a run the cost model
+    scored, the cost model's best single device; a note instead when there is no such figure or the
+    best placement does not fit in memory."""
+    single = getattr(result, "best_single_runtime", None)
+    if single is None and getattr(result, "scored_by", COST_MODEL) == COST_MODEL:
+        single = single_device(task).runtime
+    if single is None:
+        return "speedup over the best single device: not measured"
+    if not result.best_feasible:
+        return ("speedup over the best single device: none (the best placement is out of memory; "
+                f"best single device {single * 1e3:,.2f} ms)")
+    return (f"speedup over the best single device: {single / result.best_runtime:.3f}x "
+            f"(best single device {single * 1e3:,.2f} ms)")
+
+
 def run_train(args: argparse.Namespace) -> int:
-    # The learned agent from a provider of the entry-point group placement_gym.agents (the baselines
-    # package, or another): a clear error for an unknown agent, or a missing extra, before any work.
+    # The agent from a provider of the entry-point group placement_gym.agents (the baselines package,
+    # or another): a clear error for an unknown agent, or a missing extra, before any work.
     train = find_trainer(args.agent)
+    options: dict[str, Any] = {}
+    if args.tensorboard is not None:
+        if not _takes(train, "tensorboard"):
+            raise ValueError(
+                f"--tensorboard: the trainer of agent {args.agent!r} does not log to TensorBoard")
+        options["tensorboard"] = Path(args.tensorboard).expanduser()
     task, evaluator = task_and_evaluator(args)
     mode = "" if args.reward_mode == "cost_model" else f"-{args.reward_mode}"
     out = (
-        Path(args.out)
+        Path(args.out).expanduser()
         if args.out
-        else Path("runs") / f"{args.agent}-{task.id.replace('/', '-')}{mode}-s{args.seed}"
+        else output_root() / "runs" / f"{args.agent}-{task.id.replace('/', '-')}{mode}-s{args.seed}"
     )
     result = train(
         task,
@@ -96,6 +143,7 @@ def run_train(args: argparse.Namespace) -> int:
         progress=not args.json and not args.quiet,
         threads=args.threads,
         evaluator=evaluator,
+        **options,
     )
     summary = result.to_dict(task)
     if args.json:
@@ -119,19 +167,29 @@ def run_train(args: argparse.Namespace) -> int:
         header=False,
         title=f"{args.agent} trained on {task.id}",
     )
+    if args.tensorboard is not None:
+        print(f"TensorBoard: tensorboard --logdir {options['tensorboard']}")
+    print(speedup_line(result, task))
     return 0
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train a learned agent on an evaluation budget",
+        help="train a learned agent (or run a search agent) on an evaluation budget",
         description="Train a learned placement agent (pg, spotlight, hierarchical, hsdag, placeto, sb3-ppo, "
-        "random-search, ...) until --budget evaluations are spent, scored by the cost model (default), "
-        "the profiled cost model or real runs (--reward-mode). Writes a checkpoint, the learning curve "
-        "(CSV, PNG) and the best placement (JSON) to --out.",
+        "random-search, ...) or run a search agent (anneal, cem) until --budget evaluations are spent, "
+        "scored by the cost model (default), the profiled cost model or real runs (--reward-mode). Writes "
+        "a checkpoint (learned agents), the learning curve (CSV, and a PNG with the best single device, "
+        "HEFT and the lower bound as reference lines) and the best placement (JSON) to --out, and prints "
+        "the speedup over the best single device at the end.",
     )
-    parser.add_argument("--agent", required=True, help="learned agent name")
+    parser.add_argument(
+        "--agent",
+        required=True,
+        help="a learned agent (pg, spotlight, hierarchical, placeto, hsdag, sb3-ppo, sb3-maskable-ppo, "
+        "random-search) or a search agent (anneal, cem), or an agent of another installed agent package",
+    )
     add_task_arguments(parser)
     # No default in the namespace: --reward-mode real with --devices alone takes the cluster of the
     # devices (cpu<N>), as `placement-gym profile` does; elsewhere the default cluster applies.
@@ -183,13 +241,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out",
         default=None,
-        help="output folder (default: runs/<agent>-<graph>-<cluster>-<objective>[-<reward mode>]-s<seed>)",
+        metavar="DIR",
+        help="output folder (default: <output root>/runs/<agent>-<graph>-<cluster>-<objective>"
+        f"[-<reward mode>]-s<seed>, the output root being {OUTPUT_ROOT_HELP})",
+    )
+    parser.add_argument(
+        "--tensorboard",
+        default=None,
+        metavar="DIR",
+        help="also log the curve for TensorBoard in DIR/<agent>-<graph>-<cluster>-<objective>[-<reward mode>]"
+        "-s<seed>: best "
+        "runtime so far, mean runtime and the agent's own scalars (mean reward, loss...) per update, "
+        "evaluations, and the reference runtimes (needs torch and tensorboard: pip install "
+        "'placement-gym[baselines]'); view with tensorboard --logdir DIR",
     )
     parser.add_argument(
         "--resume",
         action="store_true",
         help="continue from the checkpoint in --out (a larger --budget continues the run); a checkpoint "
-        "made on another task (other graph or cluster content, objective or optimizer) is refused",
+        "made on another task (other graph or cluster content, objective or optimizer) is refused; "
+        "learned agents only (a search agent keeps no checkpoint)",
     )
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
