@@ -16,11 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from placement_gym.cluster.load import REAL_CLUSTER_NAME
+from placement_gym.cluster.load import REAL_CLUSTER_NAME, is_named_cluster
 from placement_gym.cost_model import SimulationResult
 from placement_gym.evaluator import BatchResult, CostModelEvaluator, stacked_results
+from placement_gym.graph.bundled import bundled_onnx_file
+from placement_gym.real.devices import cluster_device_map
 from placement_gym.real.profile import find_profile, load_profile
 from placement_gym.real.profiled import profiled_task
+from placement_gym.real.program import model_source
 from placement_gym.task import Task
 
 REWARD_MODES: tuple[str, ...] = ("cost_model", "profiled", "real")
@@ -44,6 +47,16 @@ class ProfiledEvaluator(CostModelEvaluator):
         super().__init__(profiled_task(task, self.profile))
 
 
+def machine_devices(task: Task) -> dict[str, str] | None:
+    """The torch devices of a task whose cluster is this machine's own (``cpu<N>``: every device
+    ``"cpu"``, virtual CPU devices; ``local``: the CPU and the CUDA devices it was measured from),
+    else None: a preset or a JSON cluster describes hardware that need not be here, so only the
+    caller can say which torch device stands for each of its devices."""
+    if REAL_CLUSTER_NAME.fullmatch(task.cluster.name) and is_named_cluster(task.cluster):
+        return cluster_device_map(task.cluster)
+    return None
+
+
 class RealEvaluator:
     """Runs placements on real devices with `placement_gym.real.executor.Executor`.
 
@@ -53,12 +66,16 @@ class RealEvaluator:
 
     name = "real"
 
-    def __init__(self, task: Task, devices: Mapping[str, str], seed: int = 0, **options: Any) -> None:
+    def __init__(self, task: Task, devices: Mapping[str, str] | None = None, seed: int = 0,
+                 **options: Any) -> None:
+        if devices is None:
+            devices = machine_devices(task)  # this machine's cluster (cpu<N>, local) maps itself
         if not isinstance(devices, Mapping) or not devices:
             raise ValueError(
                 'reward_mode="real" needs devices=: a mapping from each device name of the cluster '
                 f"({', '.join(task.cluster.device_names)}) to a torch device, such as "
-                "{'cpu:0': 'cpu', 'gpu:0': 'cuda:0'}"
+                "{'cpu:0': 'cpu', 'gpu:0': 'cuda:0'} (or a cluster of this machine, cpu<N> or local, "
+                "whose devices map themselves)"
             )
         missing = sorted(set(task.cluster.device_names) - set(devices))
         if missing:
@@ -120,15 +137,24 @@ def make_evaluator(
     reward_mode: str,
     profile: Mapping[str, Any] | str | Path | None = None,
     devices: Mapping[str, str] | None = None,
+    *,
+    source: Any = None,
     **options: Any,
 ) -> CostModelEvaluator | ProfiledEvaluator | RealEvaluator:
     """The evaluator of ``reward_mode`` for ``task``: `CostModelEvaluator` for ``"cost_model"``; a
     `ProfiledEvaluator` for ``"profiled"`` (``profile``: a profile dict or file; default the cached
     profile of the task's graph on ``devices``, or without ``devices`` on the cluster's device
     names; for a ``train_step`` task it must be measured with ``task.optimizer``); a
-    `RealEvaluator` for ``"real"`` (``devices`` required; ``options`` go to the executor, such as
-    ``seed``; its train steps run ``task.optimizer``)."""
+    `RealEvaluator` for ``"real"`` (``devices``: cluster device name -> torch device, which a
+    cluster of this machine, ``cpu<N>`` or ``local``, may leave out; ``options`` go to the executor,
+    such as ``seed``, ``batch`` or ``model``; its train steps run ``task.optimizer``).
+
+    ``source``: the ``graph`` argument the task was built from (what the envs and `get_task`
+    take). When it is an ONNX file or a ModelProto (`placement_gym.real.program.model_source`),
+    the executor runs that model unless ``model=`` is given, and a missing profile's message
+    names the file; a bundled graph's name, an `OpGraph` or a `Task` adds nothing."""
     check_reward_mode(reward_mode)
+    model = model_source(source)
     if reward_mode == "cost_model":
         if profile is not None or devices is not None:
             raise ValueError(
@@ -143,6 +169,12 @@ def make_evaluator(
                                    optimizer=optimizer)
             if profile is None:
                 names = ",".join(task.cluster.device_names)
+                if isinstance(model, (str, Path)):
+                    graph = str(model)
+                elif bundled_onnx_file(task.graph) is not None:
+                    graph = task.graph.name
+                else:  # the profile command reads the graph's file, which only the caller knows
+                    graph = f"<the .onnx file of {task.graph.name}>"
                 which = f" for optimizer {optimizer}" if optimizer else ""
                 flag = f" --optimizer {optimizer}" if optimizer else ""
                 # --devices takes NAME=TORCH pairs; only this machine's own clusters resolve by name.
@@ -154,9 +186,11 @@ def make_evaluator(
                     where = f"--devices {','.join(f'{n}=<torch device>' for n in task.cluster.device_names)}"
                 raise ValueError(
                     f"no cached profile of graph {task.graph.name!r} on devices {names}{which}; run "
-                    f"placement-gym profile --graph {task.graph.name} {where}{flag} (or pass profile=)"
+                    f"placement-gym profile --graph {graph} {where}{flag} (or pass profile=)"
                 )
         return ProfiledEvaluator(task, profile)
     if profile is not None:
         raise ValueError('profile= is for reward_mode="profiled"; reward_mode="real" measures every run')
+    if model is not None:
+        options.setdefault("model", model)
     return RealEvaluator(task, devices, **options)

@@ -30,6 +30,25 @@ from placement_gym.graph.opgraph import OpGraph
 from placement_gym.task import Task
 
 
+class UnsupportedOpError(NotImplementedError, ValueError):
+    """A graph has an op the torch executor cannot run (an op type without a torch function, an
+    attribute combination it refuses, another domain, control flow). The message is one line naming
+    the op and its node. A ValueError too, so that the command line reports it as bad input (exit
+    code 2, one line) and code that catches bad graphs catches it."""
+
+
+def model_source(source: Any) -> onnx.ModelProto | str | Path | None:
+    """The ONNX model behind the graph argument a task was built from (what `get_task` and the envs
+    take as ``graph``): ``source`` itself when it is a ModelProto or the path of an existing file;
+    None for anything else (a bundled graph's name, an `OpGraph`, a `Task`), whose model
+    `load_model` finds on its own or asks for."""
+    if isinstance(source, onnx.ModelProto):
+        return source
+    if isinstance(source, (str, Path)) and Path(source).is_file():
+        return source
+    return None
+
+
 def load_model(graph: OpGraph, model: onnx.ModelProto | str | Path | None) -> onnx.ModelProto:
     """The ONNX model `graph` was imported from: ``model`` if given, else the bundled file."""
     if isinstance(model, onnx.ModelProto):
@@ -48,6 +67,24 @@ def load_model(graph: OpGraph, model: onnx.ModelProto | str | Path | None) -> on
         f"graph {graph.name!r} is not a bundled graph (or its sha256 differs from the bundled file): pass "
         "model= (the ONNX file or ModelProto the graph was imported from) to run it on real devices"
     )
+
+
+def unsupported_ops(nodes: list[onnx.NodeProto], opset: int) -> list[str]:
+    """One line per op of ``nodes`` that the torch executor cannot run: the node's name, its type and why."""
+    from placement_gym.real.ops import unsupported_reason
+
+    problems = []
+    for node in nodes:
+        if node.domain not in ("", "ai.onnx"):
+            reason = f"domain {node.domain!r}: only default-domain ONNX ops run on the torch executor"
+        elif any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            reason = "a subgraph: control flow is not supported by the torch executor"
+        else:
+            attrs = {**_torch_attributes(node), "_opset": opset, "_n_outputs": len(node.output)}
+            reason = unsupported_reason(node.op_type, attrs)
+        if reason:
+            problems.append(f"op {node.name!r} ({node.op_type}): {reason}")
+    return problems
 
 
 def _op_nodes(graph: OpGraph, model: onnx.ModelProto) -> list[onnx.NodeProto]:
@@ -101,11 +138,19 @@ class Program:
 
 
 def build_program(graph: OpGraph, model: onnx.ModelProto, batch: int | None) -> Program:
-    """Match the model's nodes to the graph's ops; an op type without a torch function is reported
-    when it runs (a placement with it is infeasible, not a crash)."""
+    """Match the model's nodes to the graph's ops. An op the torch executor cannot run (by its type,
+    domain or attributes: `unsupported_ops`) raises `UnsupportedOpError` here, before any weight is
+    made; a problem only the input values show is reported when the op runs (the placement is
+    infeasible, not a crash)."""
     nodes = _op_nodes(graph, model)
     g = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    problems = unsupported_ops(nodes, opset)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UnsupportedOpError(
+            f"graph {graph.name!r} cannot run on the torch executor: {problems[0]}{more}"
+        )
     initializers = {t.name: t for t in g.initializer}
     inputs = {v.name: v for v in g.input}
     # The importer's own account (metadata, initializers, roles of graph inputs, shapes of undeclared
@@ -158,9 +203,6 @@ def build_program(graph: OpGraph, model: onnx.ModelProto, batch: int | None) -> 
     int_bounds: dict[str, int] = {}
     parameter_shapes: dict[str, tuple[int, ...]] = {}
     for k, node in enumerate(nodes):
-        if node.domain not in ("", "ai.onnx"):
-            raise NotImplementedError(f"op {node.name!r} is in domain {node.domain!r}: only default-domain "
-                                      "ONNX ops run on the torch executor")
         op_attrs = _torch_attributes(node)
         op_attrs["_opset"] = opset
         op_attrs["_n_outputs"] = len(node.output)
