@@ -101,9 +101,9 @@ def test_out_of_memory_moves_are_rewarded_with_the_penalty_runtime():
     env = DevicePlacementRefineEnv(graph=graph, cluster=cluster, objective="inference", initial="gpu:0")
     rewards, _, infos, _ = _episode(env, [1, 1])
     best = env.best_single_runtime
-    assert infos[0]["feasible"] is np.False_ and infos[0]["reward_runtime"] == pytest.approx(10 * best)
+    assert not infos[0]["feasible"] and infos[0]["reward_runtime"] == pytest.approx(10 * best)
     assert rewards[0] == pytest.approx((10 * best - ONE_OP) / best, rel=1e-12)
-    assert infos[2]["feasible"] is np.False_
+    assert not infos[2]["feasible"]
     assert rewards[1] == pytest.approx((ONE_OP - 10 * best) / best, rel=1e-12)
 
 

@@ -117,11 +117,11 @@ def test_dense_rewards_use_the_penalty_runtime_when_out_of_memory():
     env = DevicePlacementStagedEnv(graph=graph, cluster=cluster, objective="inference", dense=True)
     penalty = 10 * env.best_single_runtime
     rewards, _, infos, _ = _episode(env, [1, 0])
-    assert infos[1]["feasible"] is np.True_ and infos[1]["reward_runtime"] == pytest.approx(ONE_OP, rel=1e-12)
+    assert infos[1]["feasible"] and infos[1]["reward_runtime"] == pytest.approx(ONE_OP, rel=1e-12)
     assert rewards[0] == pytest.approx((penalty - ONE_OP) / env.best_single_runtime, rel=1e-12)
     assert rewards[1] == pytest.approx(0.0, abs=1e-12)  # b on 0 was already counted there
     rewards, _, infos, _ = _episode(env, [0, 0])
-    assert infos[2]["feasible"] is np.False_ and infos[2]["reward_runtime"] == penalty
+    assert not infos[2]["feasible"] and infos[2]["reward_runtime"] == penalty
     assert rewards == pytest.approx([0.0, 0.0], abs=1e-12)
 
 

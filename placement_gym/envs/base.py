@@ -26,9 +26,9 @@ RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 INFO_KEYS: tuple[str, ...] = (
     "lower_bound",  # float64 seconds no placement can beat
     "best_single_runtime",  # float64 seconds on the fastest device that holds the whole task
-    "simulated",  # bool_: whether the result keys below describe a simulated placement
+    "simulated",  # 0-d bool array: whether the result keys below describe a simulated placement
     "runtime",  # float64 simulated seconds (also for an out-of-memory placement); NaN if not simulated
-    "feasible",  # bool_: the placement fits in memory; False if not simulated
+    "feasible",  # 0-d bool array: the placement fits in memory; False if not simulated
     "peak_memory",  # float64 (n_devices,) peak bytes per device; NaN if not simulated
     "speedup",  # float64 best_single_runtime / runtime; NaN if not simulated
     "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); NaN if not
@@ -77,9 +77,11 @@ class PlacementEnvBase(gym.Env):
     in the dict mode, the last entries of the flat vector in the flat mode; the graph mode rejects
     it (a `Graph` has no room for it: read `action_masks()`).
 
-    ``info`` has one key set at `reset` and at every step, every value a numpy number (0-d: float64,
-    bool_, int64) or a numpy array, so that vector envs and libraries that batch infos (torchrl,
-    tianshou) stack them: `INFO_KEYS` plus each env's own keys. Where nothing was simulated (at
+    ``info`` has one key set at `reset` and at every step, every value a numpy number (float64,
+    int64) or a numpy array, so that vector envs and libraries that batch infos (torchrl,
+    tianshou) stack them: `INFO_KEYS` plus each env's own keys. The booleans (``simulated``,
+    ``feasible``) are 0-d bool arrays, not ``np.bool_``: numpy's bool scalar is no ``np.number``,
+    and gymnasium's vector envs batch such values into object arrays. Where nothing was simulated (at
     reset, at a staged stage without a simulation) ``simulated`` is False, ``feasible`` is False and
     the other result keys are NaN (``peak_memory`` a NaN per device). The task id is
     ``env.unwrapped.task.id`` (it is not in ``info``)."""
@@ -278,9 +280,9 @@ class PlacementEnvBase(gym.Env):
         """The result keys of `INFO_KEYS` for a simulated placement (plus `REAL_INFO_KEYS` in
         ``"real"`` mode)."""
         return {
-            "simulated": np.True_,
+            "simulated": np.array(True),
             "runtime": np.float64(result.runtime),
-            "feasible": np.bool_(result.feasible),
+            "feasible": np.array(bool(result.feasible)),
             "peak_memory": np.array(result.peak_memory, dtype=np.float64),
             "speedup": np.float64(self.best_single_runtime / result.runtime),
             "reward_runtime": np.float64(reward_runtime),
@@ -289,9 +291,9 @@ class PlacementEnvBase(gym.Env):
     def _no_result_info(self) -> dict[str, Any]:
         """The result keys where nothing was simulated: the same keys and dtypes, NaN values."""
         return {
-            "simulated": np.False_,
+            "simulated": np.array(False),
             "runtime": np.float64(np.nan),
-            "feasible": np.False_,
+            "feasible": np.array(False),
             "peak_memory": np.full(self.task.n_devices, np.nan),
             "speedup": np.float64(np.nan),
             "reward_runtime": np.float64(np.nan),

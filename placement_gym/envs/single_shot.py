@@ -116,8 +116,9 @@ class DevicePlacementEnv(PlacementEnvBase):
       required for ``"real"``; for ``"profiled"`` it selects the cached profile.
 
     ## Info
-    The same keys at `reset` and after the step, each value a numpy number (float64, bool_, int64)
-    or a numpy array, so that vector envs and torchrl or tianshou can stack them:
+    The same keys at `reset` and after the step, each value a numpy number (float64, int64) or a
+    numpy array (0-d bool arrays for ``simulated`` and ``feasible``), so that vector envs, torchrl
+    and tianshou can stack them:
     ``lower_bound`` (seconds no placement can beat), ``best_single_runtime`` (seconds, the fastest
     device that holds the whole task), ``simulated`` (False at `reset`, True after the step),
     ``runtime`` (simulated seconds, also for an infeasible placement), ``feasible``,
