@@ -76,8 +76,12 @@ def test_tables_fall_back_to_plain_text_without_rich(capsys, monkeypatch):
 
 def test_clusters_json_lists_the_presets(capsys):
     rows = run_json(capsys, "clusters")
-    assert [row["name"] for row in rows] == list(PRESETS)
-    for row in rows:
+    presets = [row for row in rows if row["kind"] == "preset"]
+    assert [row["name"] for row in presets] == list(PRESETS)
+    # then this machine's own clusters, which --cluster also takes
+    assert [(row["name"], row["kind"]) for row in rows[len(presets):]] == [("cpu<N>", "machine"),
+                                                                          ("local", "machine")]
+    for row in presets:
         cluster = load_cluster(row["name"])
         assert row["n_devices"] == cluster.n_devices == len(row["devices"])
         assert [d["name"] for d in row["devices"]] == list(cluster.device_names)

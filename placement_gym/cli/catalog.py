@@ -151,13 +151,28 @@ def run_graphs(args: argparse.Namespace) -> int:
     return 0
 
 
+# The clusters of this machine's own devices (`placement_gym.cluster.machine`), which `--cluster`
+# takes beside the presets. Described, not built: `local` measures the devices when first loaded.
+MACHINE_CLUSTERS: dict[str, str] = {
+    "cpu<N>": "this machine's CPU as N virtual devices cpu:0..cpu:<N-1>, one core and one intra-op thread "
+              "each, with fixed per-core estimates (the same figures on every machine); runs anywhere, "
+              "for --reward-mode real, profile and fidelity (cpu2: two devices)",
+    "local": "this machine's CPU (cpu:0, all its cores) and every CUDA device torch finds (gpu:0...), "
+             "with figures measured on this machine when first loaded (needs torch: "
+             "pip install 'placement-gym[real]')",
+}
+
+
 def cluster_rows() -> list[dict[str, Any]]:
-    """One summary per cluster preset."""
+    """One summary per cluster preset (``"kind": "preset"``), then one per cluster of this machine's
+    own devices (``"kind": "machine"``: `MACHINE_CLUSTERS`; ``n_devices`` None and no devices, since
+    they depend on the machine)."""
     rows = []
     for name in PRESETS:
         cluster = load_cluster(name)
         rows.append({
             "name": name,
+            "kind": "preset",
             "n_devices": cluster.n_devices,
             "devices": [
                 {"name": device, "kind": kind, "peak_flops": float(flops), "memory_capacity": float(memory),
@@ -168,6 +183,8 @@ def cluster_rows() -> list[dict[str, Any]]:
             ],
             "description": cluster.description,
         })
+    rows += [{"name": name, "kind": "machine", "n_devices": None, "devices": [], "description": text}
+             for name, text in MACHINE_CLUSTERS.items()]
     return rows
 
 
@@ -192,11 +209,18 @@ def run_clusters(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
+    presets = [r for r in rows if r["kind"] == "preset"]
     print_table(
         ["cluster", "devices", "device names (kind, memory)", "description"],
-        [[r["name"], r["n_devices"], _device_summary(r["devices"]), r["description"]] for r in rows],
+        [[r["name"], r["n_devices"], _device_summary(r["devices"]), r["description"]] for r in presets],
         numeric=[False, True, False, False],
-        title=f"{len(rows)} cluster presets (use a name, or a JSON file of your own, with --cluster)",
+        title=f"{len(presets)} cluster presets (use a name, or a JSON file of your own, with --cluster)",
+    )
+    print_table(
+        ["cluster", "what it is"],
+        [[r["name"], r["description"]] for r in rows if r["kind"] == "machine"],
+        numeric=[False, False],
+        title="this machine's own devices (also names for --cluster)",
     )
     return 0
 
@@ -212,7 +236,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     graphs.add_argument("--json", action="store_true", help="print JSON instead of a table")
     graphs.set_defaults(run=run_graphs)
     clusters = subparsers.add_parser(
-        "clusters", help="list the cluster presets",
-        description="List the cluster presets: devices and where the figures come from.")
+        "clusters", help="list the cluster presets and this machine's clusters (cpu<N>, local)",
+        description="List the cluster presets (devices and where the figures come from), then the names "
+                    "of this machine's own devices: cpu<N> (N virtual CPU devices) and local (the CPU and "
+                    "every CUDA device). --json gives each row a kind: preset or machine.")
     clusters.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     clusters.set_defaults(run=run_clusters)

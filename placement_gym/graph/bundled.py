@@ -30,7 +30,8 @@ MANIFEST_FILE = "manifest.json"
 
 def did_you_mean(name: object, choices: Iterable[str]) -> str | None:
     """The one of ``choices`` that ``name`` was most likely meant to be, or None: the same letters
-    apart from case, ``_`` and ``-``, else difflib's closest match (ratio at least 0.6)."""
+    apart from case, ``_`` and ``-``, else difflib's closest match (ratio at least 0.6, 0.5 for a name
+    of at most three letters; ties go to the first in ``choices``)."""
     if not isinstance(name, str) or not name:
         return None
     options = [choice for choice in dict.fromkeys(choices) if isinstance(choice, str) and choice != name]
@@ -41,8 +42,18 @@ def did_you_mean(name: object, choices: Iterable[str]) -> str | None:
         return text.lower().replace("_", "").replace("-", "")
 
     folded = [choice for choice in options if fold(choice) == fold(name)]
-    close = folded[:1] or difflib.get_close_matches(name, options, n=1)
-    return close[0] if close else None
+    if folded:
+        return folded[0]
+    # One wrong letter of a two- or three-letter name (pq for pg) is a ratio of 0.5 to 0.67: a
+    # lower cutoff for those, difflib's 0.6 for the rest.
+    cutoff = 0.5 if len(name) <= 3 else 0.6
+    close = difflib.get_close_matches(name, options, n=max(len(options), 1), cutoff=cutoff)
+    if not close:
+        return None
+    # difflib breaks ties by the larger string (gnmt8 before gnmt2); the listed order reads better.
+    score = difflib.SequenceMatcher(None, name, close[0]).ratio()
+    tied = {c for c in close if difflib.SequenceMatcher(None, name, c).ratio() == score}
+    return next(choice for choice in options if choice in tied)
 
 
 def unknown_name(what: str, name: object, choices: Iterable[str], allowed: str | None = None) -> str:
