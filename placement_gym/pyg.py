@@ -16,10 +16,12 @@ vector env returns) into a ``Batch``:
   ``env.unwrapped.device_features``, or ``envs.get_attr("device_features")`` on a vector env); a dict
   observation does.
 
-Both observation modes are accepted: a dict-mode observation (padded arrays) becomes the very same
+Every observation mode is accepted: a dict-mode observation (padded arrays) becomes the very same
 ``Data`` as the graph-mode observation of the same env state, the padding dropped by ``node_mask``
-and ``edge_mask``. Its ``x`` is ``node_features``, ``placement`` and ``current`` side by side, the
-graph mode's column order.
+and ``edge_mask``; its ``x`` is ``node_features``, ``placement`` and ``current`` side by side, the
+graph mode's column order (extra keys such as ``action_mask`` are ignored). A flat-mode vector, or a
+batch of them, is converted after ``env.unwrapped.flat_layout.unflatten(obs)`` turns it back into
+the dict.
 
 `graph_arrays` is the numpy core (no torch, no torch_geometric): ``(x, edge_index, edge_attr)`` of
 one observation. The project's own GNN agents read their inputs through it.

@@ -96,7 +96,8 @@ def test_graph_arrays_are_the_observation_arrays(graph, groups):
 def test_dict_mode_gives_the_graph_mode_arrays(env_id, groups):
     # max_ops/max_edges above the graph's sizes: the dict arrays carry padding to drop
     _, as_graph = _states(env_id, groups=groups, obs_mode="graph")
-    _, as_dict = _states(env_id, groups=groups, max_ops=40, max_edges=50)
+    _, as_dict = _states(env_id, groups=groups, max_ops=40, max_edges=50, mask_in_obs=True)
+    assert "action_mask" in as_dict[0]  # an extra key, ignored
     assert as_dict[0]["node_mask"].sum() < 40 and as_dict[0]["edge_mask"].sum() < 50
     for graph_obs, dict_obs in zip(as_graph, as_dict):
         for from_graph, from_dict in zip(graph_arrays(graph_obs), graph_arrays(dict_obs)):
@@ -315,6 +316,17 @@ def test_a_batched_dict_observation_becomes_the_graph_mode_batch(pyg):
         batch = to_pyg_batch(dict_obs)
         _assert_batch_of(batch, [to_pyg(o, d) for o, d in zip(graph_obs, devices)])
         _assert_same_data(batch, to_pyg_batch(graph_obs, np.stack(devices)))
+
+
+def test_flat_mode_unflattened_gives_the_graph_mode_data(pyg):
+    graph_env, as_graph = _states("DevicePlacementRefine-v0", groups="chains", obs_mode="graph")
+    flat_env, as_flat = _states("DevicePlacementRefine-v0", groups="chains", obs_mode="flat", max_ops=40,
+                                max_edges=50, mask_in_obs=True)
+    layout, devices = flat_env.unwrapped.flat_layout, graph_env.unwrapped.device_features
+    singles = [to_pyg(obs, devices) for obs in as_graph]
+    for flat, single in zip(as_flat, singles):
+        _assert_same_data(to_pyg(layout.unflatten(flat)), single)
+    _assert_batch_of(to_pyg_batch(layout.unflatten(np.stack(as_flat))), singles)
 
 
 def test_a_batch_of_different_graphs(pyg):
