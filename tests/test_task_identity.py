@@ -195,6 +195,7 @@ def test_default_run_folders_of_two_graphs_of_one_name_differ(tmp_path, monkeypa
     other = tmp_path / "cifar10_cnn.onnx"
     changed_copy("cifar10_cnn", other, "Relu", "Sigmoid")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(tmp_path))  # the default run folders: <root>/runs/
     for graph in ("cifar10_cnn", other):
         assert main(["train", "--agent", "random-search", "--graph", str(graph), "--cluster", "k80x2",
                      "--budget", "2", "--quiet"]) == 0
