@@ -4,6 +4,11 @@
 * ``DevicePlacementStaged-v0`` (`staged.DevicePlacementStagedEnv`): Spotlight's one node per stage.
 * ``DevicePlacementRefine-v0`` (`refine.DevicePlacementRefineEnv`): Placeto's refinement of a full
   placement, node by node.
+
+Shared by all three (`base.PlacementEnvBase`): ``obs_mode`` ``"dict"`` (padded `Box` arrays),
+``"flat"`` (those arrays in one 1-D float32 `Box`, layout in `flat`) or ``"graph"`` (a Gymnasium
+`Graph`, `observation`); ``mask_in_obs=True`` puts `action_masks()` in the observation; ``info`` has
+one key set of numpy values at reset and at every step (`base.INFO_KEYS`), so it batches.
 """
 
 from __future__ import annotations
