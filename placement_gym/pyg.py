@@ -82,7 +82,10 @@ _DICT_SHAPES: dict[str, tuple[Any, ...]] = {
     "edge_mask": ("max_edges",),
 }
 _DEVICE_SHAPE: tuple[Any, ...] = ("n_devices", "n_device_features")
-_KINDS = "a gymnasium GraphInstance (obs_mode='graph') or a dict observation (obs_mode='dict')"
+_KINDS = (
+    "a gymnasium GraphInstance (obs_mode='graph') or a dict observation (obs_mode='dict'; a flat one "
+    "after env.unwrapped.flat_layout.unflatten)"
+)
 
 
 def _torch_geometric():
