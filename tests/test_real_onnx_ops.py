@@ -122,6 +122,7 @@ CASES = [
     _case("Cast", [_A], {"to": TensorProto.INT64}, label="float-int"),
     _case("Cast", [_MASK], {"to": TensorProto.BOOL}, label="int-bool"),
     _case("Cast", [_MASK.astype(bool)], {"to": TensorProto.FLOAT}, label="bool-float"),
+    _case("CastLike", [_MASK, _A], label="int-float"),
     # arithmetic and activations
     _case("Add", [_A, _f(4)]), _case("Sub", [_f(4), _A]), _case("Mul", [_A, np.array(2.0, dtype=np.float32)]),
     _case("Div", [_A, _f(3, 1)]), _case("Div", [_i(7, -7), _i(2, 2)], label="int-trunc"),

@@ -19,11 +19,25 @@ FIDELITY_ROUNDS = 5
 
 
 def _graph_and_model(name: str) -> tuple[Any, str | None]:
-    """The graph of ``--graph`` and, for an ONNX file, its path (the executor needs the model)."""
+    """The graph of ``--graph`` and, for an ONNX file, its path (the executor needs the model).
+
+    A file with an op the torch executor cannot run ends here, in one line (`UnsupportedOpError`,
+    exit code 2), before the import's warnings (an op without a cost formula) and any measuring."""
+    import warnings
+
     from placement_gym.graph import load_graph
 
-    graph = load_graph(name)
-    return graph, (name if Path(name).is_file() else None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = load_graph(name)
+    model = name if Path(name).is_file() else None
+    if model is not None:
+        from placement_gym.real.program import check_runnable, load_model
+
+        check_runnable(load_model(graph, model), graph.name)
+    for warning in caught:  # the graph runs: its import's warnings still concern the cost model
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return graph, model
 
 
 def _note(args: argparse.Namespace, message: str) -> None:

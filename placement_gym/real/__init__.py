@@ -1,7 +1,8 @@
 """Real-hardware mode: run a placement of a task's op graph on torch devices and time it.
 
 * `placement_gym.real.program`: a graph's ops as torch calls, built from its ONNX model (seeded
-  weights and data), and `run_reference_forward` (the whole graph op by op on the CPU).
+  weights and data), and `run_reference_forward` (the whole graph op by op on the CPU). A model
+  with an op the executor cannot run raises `UnsupportedOpError` (one line naming the op and node).
 * `placement_gym.real.executor`: `Executor` (run a program under a placement: forward, or forward +
   backward + the task's optimizer update, one worker thread per device), `RealResult`.
 * `placement_gym.real.profile`: measured profiles (format, key, cache); `placement_gym.real.measure`
@@ -11,7 +12,8 @@
   CPU device); the clusters of this machine's devices come from `placement_gym.cluster.machine`:
   `virtual_cpu_cluster` (the CPU split into virtual devices, runs everywhere), `local_cluster` (CPU +
   CUDA devices, measured), `get_real_cluster` ("local", "cpu<N>").
-* `placement_gym.real.ops`: the ONNX-op -> torch-function table.
+* `placement_gym.real.ops`: the ONNX-op -> torch-function table, and `unsupported_reason` (why an
+  op type or attribute combination cannot run).
 
 torch is an optional extra: importing this package does not import it; the submodules that run
 ops do (executor and ops import it when used).
@@ -25,6 +27,7 @@ _EXPORTS = {
     "Executor": "placement_gym.real.executor",
     "RealResult": "placement_gym.real.executor",
     "run_reference_forward": "placement_gym.real.program",
+    "UnsupportedOpError": "placement_gym.real.program",
     "virtual_cpu_cluster": "placement_gym.cluster.machine",
     "local_cluster": "placement_gym.cluster.machine",
     "get_real_cluster": "placement_gym.cluster.machine",

@@ -107,6 +107,10 @@ def _cast(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
     return inputs[0].to(ONNX_TO_TORCH_DTYPE[to])
 
 
+def _cast_like(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
+    return inputs[0].to(inputs[1].dtype)
+
+
 def _where(inputs: list[Any], attrs: dict[str, Any]) -> torch.Tensor:
     condition, x, y = inputs
     anchor = x if x.dim() >= y.dim() else y
@@ -790,7 +794,8 @@ OP_TABLE: dict[str, OpFunction] = {
     "Sin": _unary(torch.sin), "Cos": _unary(torch.cos),
     "Relu": _unary(torch.relu), "Sigmoid": _unary(torch.sigmoid), "Tanh": _unary(torch.tanh),
     "Softplus": _unary(F.softplus), "LeakyRelu": _leaky_relu, "Elu": _elu, "HardSigmoid": _hard_sigmoid,
-    "Gelu": _gelu, "Clip": _clip, "Cast": _cast, "Identity": _identity, "Dropout": _dropout,
+    "Gelu": _gelu, "Clip": _clip, "Cast": _cast, "CastLike": _cast_like, "Identity": _identity,
+    "Dropout": _dropout,
     # products and convolutions
     "MatMul": _binary(torch.matmul), "Gemm": _gemm, "Einsum": _einsum, "Conv": _conv,
     "ConvTranspose": _conv_transpose,

@@ -137,20 +137,25 @@ class Program:
     int_bounds: dict[str, int] = field(default_factory=dict)  # integer data input -> exclusive upper bound
 
 
+def check_runnable(model: onnx.ModelProto, name: str) -> None:
+    """Raise `UnsupportedOpError` (one line: the first op the torch executor cannot run, its node and
+    why, and how many more) when ``model`` (of graph ``name``) has such an op; `build_program` calls it."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    problems = unsupported_ops(onnx_ops(model.graph)[0], opset)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UnsupportedOpError(f"graph {name!r} cannot run on the torch executor: {problems[0]}{more}")
+
+
 def build_program(graph: OpGraph, model: onnx.ModelProto, batch: int | None) -> Program:
     """Match the model's nodes to the graph's ops. An op the torch executor cannot run (by its type,
     domain or attributes: `unsupported_ops`) raises `UnsupportedOpError` here, before any weight is
     made; a problem only the input values show is reported when the op runs (the placement is
     infeasible, not a crash)."""
     nodes = _op_nodes(graph, model)
+    check_runnable(model, graph.name)
     g = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
-    problems = unsupported_ops(nodes, opset)
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise UnsupportedOpError(
-            f"graph {graph.name!r} cannot run on the torch executor: {problems[0]}{more}"
-        )
     initializers = {t.name: t for t in g.initializer}
     inputs = {v.name: v for v in g.input}
     # The importer's own account (metadata, initializers, roles of graph inputs, shapes of undeclared
