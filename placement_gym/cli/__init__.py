@@ -17,6 +17,33 @@ from placement_gym.cli import bench_command, catalog, demo_command, evaluate, ex
 
 PROG = "placement-gym"
 
+# The extra that installs each optional third-party module, for an ImportError that does not say
+# so itself (a plain "No module named 'torch'" from deep in a command). torch is the `real` extra's
+# here: the commands whose torch import does not name an extra run on real hardware (profile,
+# fidelity, --cluster local, --reward-mode real); training and export name theirs.
+EXTRA_OF_MODULE: dict[str, str] = {
+    "torch": "real",
+    "ray": "distributed",
+    "onnxscript": "export",
+    "matplotlib": "viz",
+    "rich": "viz",
+    "tqdm": "baselines",
+    "stable_baselines3": "baselines",
+    "sb3_contrib": "baselines",
+    "ortools": "baselines",
+    "tensorboard": "baselines",
+}
+
+
+def import_error_message(error: ImportError) -> str:
+    """The message of ``error``, with the ``pip install 'placement-gym[<extra>]'`` command of the
+    missing module (`EXTRA_OF_MODULE`) when the message does not name one already."""
+    message = str(error)
+    missing = (getattr(error, "name", None) or "").split(".")[0]
+    if "pip install" in message or missing not in EXTRA_OF_MODULE:
+        return message
+    return f"{message}: pip install 'placement-gym[{EXTRA_OF_MODULE[missing]}]'"
+
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (no usage block), as the library's errors are."""
@@ -57,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         try:
             return args.run(args)
-        except (ValueError, FileNotFoundError, ImportError) as error:
-            # ClusterError is a ValueError; ImportError carries the "pip install ..." hint of an extra.
+        except ImportError as error:  # a missing optional module: say which extra installs it
+            fail(import_error_message(error))
+        except (ValueError, FileNotFoundError) as error:  # ClusterError is a ValueError
             fail(str(error))
     except SystemExit as exit_:  # --help, --version and errors: return the code instead of exiting
         code = exit_.code

@@ -127,7 +127,12 @@ def run_train(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"--tensorboard: the trainer of agent {args.agent!r} does not log to TensorBoard")
         options["tensorboard"] = Path(args.tensorboard).expanduser()
-    task, evaluator = task_and_evaluator(args)
+    try:
+        task, evaluator = task_and_evaluator(args)
+    except ImportError as error:  # torch for the real devices: training needs the baselines extra anyway
+        if "pip install" in str(error):
+            raise
+        raise ImportError(f"{error}: pip install 'placement-gym[baselines]'") from None
     mode = "" if args.reward_mode == "cost_model" else f"-{args.reward_mode}"
     out = (
         Path(args.out).expanduser()
