@@ -147,6 +147,7 @@ CASES = [
     _case("Min", [_A, _f(4), _f(3, 1)]), _case("Max", [_A, np.array(0.1, dtype=np.float32)]),
     _case("Sum", [_A, _A, _f(4)]), _case("Mean", [_A, _f(1)]),
     _case("Sin", [_A]), _case("Cos", [_A]), _case("Tan", [_A * 0.5]), _case("Atan", [_A]),
+    _case("Asin", [np.tanh(_A)]), _case("Acos", [np.tanh(_A)]), _case("Sinh", [_A]), _case("Cosh", [_A]),
     _case("Sign", [_A]), _case("Floor", [_A]), _case("Ceil", [_A]),
     # products
     _case("MatMul", [_A, _f(4, 5)]), _case("MatMul", [_f(5, 2, 3), _f(3, 4)], label="batched"),
