@@ -54,6 +54,9 @@ def test_fixtures_are_small_and_regenerated_by_the_script():
     script = (FIXTURES / "make_fixtures.py").read_text()
     for name in ALL:
         assert (FIXTURES / f"{name}.onnx").stat().st_size < 300_000, name
+        model = onnx.load(_file(name), load_external_data=False)
+        external = [t.name for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL]
+        assert not external, f"{name}.onnx reads weights from a side file: {external[:3]}"
         assert f'"{name}.onnx"' in script, f"{name}.onnx is not made by make_fixtures.py"
 
 
