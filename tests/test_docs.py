@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Folders that are not the repository's own files: virtual environments, caches, build output.
-SKIPPED_DIRS = {"__pycache__", "build", "dist", "runs", "venv", "node_modules"}
+# Folders that are not the repository's own files: virtual environments, caches, build output (the
+# documentation site's docs/_build among them).
+SKIPPED_DIRS = {"__pycache__", "build", "_build", "dist", "runs", "venv", "node_modules"}
 MARKDOWN_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CITED_MARKDOWN = re.compile(r"[\w./-]*\w\.md\b")
 ADDRESS = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
