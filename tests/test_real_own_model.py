@@ -117,12 +117,7 @@ def test_forward_equals_onnxruntime(name):
 @pytest.mark.parametrize("env_id", ENV_IDS)
 @pytest.mark.parametrize("name", ["bert_dynamo", "mobilenet_block"])
 def test_gym_make_with_the_file_in_real_mode(env_id, name):
-    try:
-        env = gym.make(env_id, graph=_file(name), cluster="cpu2", objective="inference", reward_mode="real")
-    except ValueError as error:
-        if "pass model=" in str(error):
-            pytest.xfail("placement_gym/envs/base.py does not pass its graph to make_evaluator(source=) yet")
-        raise
+    env = gym.make(env_id, graph=_file(name), cluster="cpu2", objective="inference", reward_mode="real")
     env.reset(seed=0)
     for _ in range(2):
         _, reward, terminated, truncated, info = env.step(env.action_space.sample())

@@ -62,7 +62,8 @@ class PlacementEnvBase(gym.Env):
       device names). ``task`` *is* the profiled task, so the reference runtimes, the lower bound,
       the renderings and anything built on ``env.task`` use the measured times.
     - ``"real"``: the torch executor runs every placement on ``devices=`` (device name -> torch
-      device). ``best_single_device`` is picked by the cost model and its runtime
+      device; may be left out for a ``cpu<N>`` or ``local`` cluster, which maps itself to this
+      machine's devices). A ``graph`` given as an ONNX file is the model the executor runs. ``best_single_device`` is picked by the cost model and its runtime
       ``best_single_runtime`` measured once at construction (not counted in ``evaluations``);
       ``lower_bound`` stays the cost model's; timelines (``render_mode="rgb_array"``) are the cost
       model's schedule. Every ``info`` adds the executor's summary of the last measured run as
@@ -123,7 +124,8 @@ class PlacementEnvBase(gym.Env):
         # Imported here, so that `import placement_gym` does not load the real-hardware package.
         from placement_gym.real.evaluators import make_evaluator
 
-        mode_evaluator = make_evaluator(task, reward_mode, profile=profile, devices=devices)
+        # The graph argument itself: for an ONNX file, the model the real executor runs.
+        mode_evaluator = make_evaluator(task, reward_mode, profile=profile, devices=devices, source=graph)
         task = mode_evaluator.task  # for "profiled", the profiled task
         self.reward_mode = reward_mode
         self._mode_evaluator = mode_evaluator
