@@ -263,6 +263,17 @@ def test_demo_without_out_writes_under_the_output_root_not_the_current_folder(tm
     assert _files(root) == ["demo", "demo/placement-gym-demo.png"]
 
 
+def test_fidelity_published_without_out_writes_under_the_output_root(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    cwd, root = tmp_path / "cwd", tmp_path / "root"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(root))
+    assert main(["fidelity", "--published", "--json"]) == 0
+    assert _files(cwd) == []
+    assert _files(root) == ["fidelity", "fidelity/published.png"]
+
+
 def test_train_without_out_writes_under_the_output_root(tmp_path, monkeypatch, capsys):
     cwd, root = tmp_path / "cwd", tmp_path / "root"
     cwd.mkdir()

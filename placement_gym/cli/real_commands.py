@@ -9,13 +9,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from placement_gym.cli.common import positive_int
+from placement_gym.cli.common import output_root, positive_int
 from placement_gym.cli.output import fmt_seconds, print_json, print_table
 from placement_gym.task import OPTIMIZERS
 
 # Default timed runs of each op, link and whole-graph step of a profile, and default fidelity rounds.
 PROFILE_REPEATS = 5
 FIDELITY_ROUNDS = 5
+
+
+def _plot_path(out: str | None, name: str) -> Path:
+    """Where a fidelity plot goes: ``--out``, else ``fidelity/<name>`` under the output root."""
+    return Path(out) if out is not None else output_root() / "fidelity" / name
 
 
 def _graph_and_model(name: str) -> tuple[Any, str | None]:
@@ -188,6 +193,7 @@ def run_published_command(args: argparse.Namespace) -> int:
         rows,
         title="cost model against published measurements (s per step, or one device / placement)",
     )
+    args.out = _plot_path(args.out, "published.png")
     image = None
     if args.page:
         image = (
@@ -202,6 +208,7 @@ def run_published_command(args: argparse.Namespace) -> int:
             return 1
         print(f"{args.page} is up to date")
         return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     scatter_plot(results, args.out)
     _note(args, f"wrote {args.out}")
     if args.page:
@@ -260,7 +267,9 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         model=model,
         progress=None if args.json else announce_round,
     )
-    out = scatter_plot(report, args.out)
+    out = _plot_path(args.out, "fidelity.png")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out = scatter_plot(report, out)
     summary = {
         **report.to_dict(),
         "objective": args.objective,
@@ -394,7 +403,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "down, so the fastest round is the placement's own cost, as timeit advises) or median; the JSON "
         "has the figures of both",
     )
-    fidelity.add_argument("--out", default="fidelity.png", help="scatter plot PNG (default: fidelity.png)")
+    fidelity.add_argument("--out", default=None,
+                          help="scatter plot PNG (default: fidelity/fidelity.png, or fidelity/published.png "
+                               "with --published, under $PLACEMENT_GYM_OUTPUT or ~/placement-gym-output)")
     fidelity.add_argument(
         "--published",
         action="store_true",

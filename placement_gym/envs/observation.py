@@ -3,7 +3,7 @@
 A *node* is a forward op, or with ``groups=`` a group of forward ops (the coarsened graph). Three
 observation modes (``obs_mode``):
 
-``"dict"`` (default): a `gymnasium.spaces.Dict` of fixed-size `Box`es, padded, that
+``"dict"`` (default): a `gymnasium.spaces.Dict` of fixed-size `Box` spaces, padded, that
 stable-baselines3's ``MultiInputPolicy`` takes:
 
 * ``node_features`` ``(max_nodes, len(NODE_FEATURES))`` float32 in [0, 1]: one row per node (see

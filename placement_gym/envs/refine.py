@@ -47,7 +47,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     overflow, every device is allowed.
 
     ## Observation Space
-    ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box`es (``MultiInputPolicy``) padded to
+    ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box` spaces (``MultiInputPolicy``) padded to
     ``max_ops`` nodes and ``max_edges`` edges: ``node_features``, ``node_mask``, ``edge_index``,
     ``edge_features``, ``edge_mask``, ``device_features``, ``placement`` (one-hot of every node's
     current device) and ``current`` (one-hot of the node the next action moves; all zero after the

@@ -38,7 +38,7 @@ class DevicePlacementEnv(PlacementEnvBase):
     capacity; a node that fits on no device keeps every device allowed.
 
     ## Observation Space
-    ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box`es (stable-baselines3's
+    ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box` spaces (stable-baselines3's
     ``MultiInputPolicy``), padded to ``max_ops`` nodes and ``max_edges`` edges: ``node_features``,
     ``node_mask``, ``edge_index``, ``edge_features``, ``edge_mask``, ``device_features``,
     ``placement`` (one-hot device per node: zeros after `reset`, the chosen placement in the final

@@ -38,7 +38,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     out of memory. When every device would overflow, every device is allowed.
 
     ## Observation Space
-    ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box`es (``MultiInputPolicy``) padded to
+    ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box` spaces (``MultiInputPolicy``) padded to
     ``max_ops`` nodes and ``max_edges`` edges: ``node_features``, ``node_mask``, ``edge_index``,
     ``edge_features``, ``edge_mask``, ``device_features``, ``placement`` (one-hot device of each
     node placed so far, zero rows for the others) and ``current`` (one-hot of the node this stage
