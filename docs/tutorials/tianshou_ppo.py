@@ -1,0 +1,103 @@
+"""tianshou 2.0's procedural PPO recipe (Net + DiscreteActor + DiscreteCritic, Collector, trainer)
+on the flat observation of the three envs."""
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tianshou.algorithm import PPO
+from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy, ProbabilisticActorPolicy
+from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.data import Collector, CollectStats, VectorReplayBuffer
+from tianshou.env import DummyVectorEnv, SubprocVectorEnv
+from tianshou.trainer import OnPolicyTrainerParams
+from tianshou.utils.net.common import Net
+from tianshou.utils.net.discrete import DiscreteActor, DiscreteCritic
+
+import placement_gym  # noqa: F401 - registers the environments
+
+
+class FiniteInfo(gym.Wrapper):
+    """Glue for tianshou's trainer, which raises MalformedBufferError on any NaN in the collected
+    data, infos included: the result keys of a stage that simulated nothing (NaN, with
+    ``simulated`` False) become 0.0."""
+
+    @staticmethod
+    def finite(info: dict) -> dict:
+        return {key: np.nan_to_num(value, nan=0.0) for key, value in info.items()}
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs, self.finite(info)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, self.finite(info)
+
+
+def make_env(env_id: str = "DevicePlacementStaged-v0", **kwargs) -> gym.Env:
+    env = gym.make(env_id, graph="cifar10_cnn", cluster="k80x2", obs_mode="flat", **kwargs)
+    return FiniteInfo(env)
+
+
+def make_ppo(env: gym.Env, lr: float = 1e-3) -> PPO:
+    """The stock actor-critic: a shared MLP, a softmax actor head and a value head."""
+    net = Net(state_shape=env.observation_space.shape, hidden_sizes=[64, 64])
+    critic = DiscreteCritic(preprocess_net=net)
+    if isinstance(env.action_space, gym.spaces.MultiDiscrete):
+        # DevicePlacement-v0: one device per node. tianshou's discrete policy takes Discrete only;
+        # its generic ProbabilisticActorPolicy takes any distribution: one Categorical per node.
+        n_nodes, n_devices = len(env.action_space.nvec), int(env.action_space.nvec[0])
+        actor = DiscreteActor(preprocess_net=net, action_shape=(n_nodes, n_devices), softmax_output=False)
+
+        def one_categorical_per_node(logits):
+            per_node = torch.distributions.Categorical(logits=logits.view(-1, n_nodes, n_devices))
+            return torch.distributions.Independent(per_node, 1)
+
+        policy = ProbabilisticActorPolicy(
+            actor=actor, dist_fn=one_categorical_per_node, action_space=env.action_space,
+            action_scaling=False, action_bound_method=None, deterministic_eval=True,
+        )
+    else:
+        actor = DiscreteActor(preprocess_net=net, action_shape=env.action_space.n)
+        policy = DiscreteActorPolicy(
+            actor=actor, dist_fn=torch.distributions.Categorical, action_space=env.action_space,
+            deterministic_eval=True,
+        )
+    # gamma 1: the staged env rewards only the last stage; the episode return is the objective.
+    return PPO(policy=policy, critic=critic, optim=AdamOptimizerFactory(lr=lr), gamma=1.0)
+
+
+def train(env_id: str = "DevicePlacementStaged-v0", timesteps: int = 4096, seed: int = 0,
+          n_envs: int = 4, vector_env=SubprocVectorEnv, **env_kwargs):
+    """Train with tianshou's on-policy trainer; return the algorithm and the training collector."""
+    torch.manual_seed(seed)  # the network's initial weights and the sampled actions
+    np.random.seed(seed)  # tianshou shuffles minibatches with numpy's global generator
+    envs = vector_env([lambda: make_env(env_id, **env_kwargs) for _ in range(n_envs)])
+    envs.seed(seed)
+    algorithm = make_ppo(make_env(env_id, **env_kwargs))
+    collector = Collector[CollectStats](algorithm, envs, VectorReplayBuffer(2048, n_envs))
+    algorithm.run_training(OnPolicyTrainerParams(
+        training_collector=collector, test_collector=None, max_epochs=1, epoch_num_steps=timesteps,
+        collection_step_num_env_steps=256, update_step_num_repetitions=10, batch_size=64,
+        test_step_num_episodes=1, test_in_training=False, show_progress=False,
+    ))
+    return algorithm, collector
+
+
+def main(timesteps: int = 4096, seed: int = 0) -> float:
+    algorithm, collector = train("DevicePlacementStaged-v0", timesteps, seed, vector_env=DummyVectorEnv)
+    collector.close()
+
+    env = make_env("DevicePlacementStaged-v0")  # one greedy episode of the trained policy
+    obs, info = env.reset(seed=seed)
+    done = False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(algorithm.policy.compute_action(obs))
+        done = terminated or truncated
+    print(f"policy: {info['runtime'] * 1e3:.2f} ms, feasible {bool(info['feasible'])}; "
+          f"best single device {info['best_single_runtime'] * 1e3:.2f} ms")
+    return float(info["runtime"])
+
+
+if __name__ == "__main__":
+    main()
