@@ -1,0 +1,131 @@
+"""torchrl PPO (ClipPPOLoss + GAE + the synchronous Collector) on the flat observation of 4 envs in
+a gymnasium vector env with the SAME_STEP autoreset mode."""
+
+import gymnasium as gym
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.collectors import Collector  # torchrl 0.14's name for SyncDataCollector
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement
+from torchrl.envs import GymWrapper, RewardSum
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+from torchrl.modules import MLP, OneHotCategorical, ProbabilisticActor, ValueOperator
+from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.value import GAE
+
+
+def make_env(env_id="DevicePlacementStaged-v0", num_envs=4, seed=0, vectorization_mode="sync", **env_kwargs):
+    """``num_envs`` copies of a placement env in one gymnasium vector env ("sync": in this process;
+    "async": one subprocess each, worth it for large graphs), summing each episode's reward into
+    ``episode_reward``. torchrl reads a vector env right only in the SAME_STEP autoreset mode: there
+    the step that ends an episode carries its own info (``runtime``) and last observation in
+    ``final_info`` / ``final_obs``, which torchrl puts back in the data."""
+    env_kwargs = {"graph": "cifar10_cnn", "cluster": "k80x2", "obs_mode": "flat"} | env_kwargs
+    vector_env = gym.make_vec(
+        f"placement_gym:{env_id}", num_envs=num_envs, vectorization_mode=vectorization_mode,
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}, **env_kwargs,
+    )
+    env = GymWrapper(vector_env).append_transform(RewardSum())
+    env.set_seed(seed)
+    return env
+
+
+class OneHotPerNode(torch.distributions.Independent):
+    """One categorical per node, log-probabilities summed over the nodes: the distribution of a
+    ``MultiDiscrete`` action (``DevicePlacement-v0``), which torchrl maps to a one-hot spec of shape
+    ``(n_nodes, n_devices)``. PPO needs one log-probability per step, not one per node."""
+
+    def __init__(self, logits):
+        super().__init__(OneHotCategorical(logits=logits), 1)
+
+    @property
+    def deterministic_sample(self):
+        return self.base_dist.mode
+
+
+def make_agent(env, hidden=64):
+    """Actor (an MLP to the logits of every action entry) and critic (an MLP to one value)."""
+    action_shape = env.action_spec_unbatched.shape  # (n_devices,) or (n_nodes, n_devices)
+    n_obs = env.observation_spec_unbatched["observation"].shape[-1]
+    mlp = MLP(in_features=n_obs, out_features=action_shape.numel(), num_cells=[hidden, hidden],
+              activation_class=nn.Tanh)
+    logits = nn.Sequential(mlp, nn.Unflatten(-1, action_shape))
+    actor = ProbabilisticActor(
+        TensorDictModule(logits, in_keys=["observation"], out_keys=["logits"]),
+        in_keys=["logits"],
+        spec=env.action_spec,
+        distribution_class=OneHotPerNode if len(action_shape) == 2 else OneHotCategorical,
+        return_log_prob=True,
+    )
+    critic = ValueOperator(
+        MLP(in_features=n_obs, out_features=1, num_cells=[hidden, hidden], activation_class=nn.Tanh),
+        in_keys=["observation"],
+    )
+    return actor, critic
+
+
+def train(env, actor, critic, iterations=10, frames_per_batch=256, epochs=4, minibatch=64, lr=3e-3):
+    """PPO; returns one record per iteration: the losses, the mean return of the episodes that
+    ended in the batch and the ``runtime`` (seconds) of their placements, read from the data."""
+    # total_frames=-1 and a break: a collector that reaches total_frames closes the env, which
+    # greedy_runtime still uses.
+    collector = Collector(env, actor, frames_per_batch=frames_per_batch, total_frames=-1,
+                          auto_register_policy_transforms=False)  # an MLP policy needs no InitTracker
+    advantage = GAE(gamma=1.0, lmbda=0.95, value_network=critic, average_gae=True)
+    loss_module = ClipPPOLoss(actor, critic, clip_epsilon=0.2, entropy_coeff=0.01, critic_coeff=1.0)
+    optimizer = torch.optim.Adam(loss_module.parameters(), lr=lr)
+    buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch), sampler=SamplerWithoutReplacement(),
+                          batch_size=minibatch)
+    history = []
+    for data in collector:  # (num_envs, frames_per_batch / num_envs), time last
+        ended = data["next", "done"].squeeze(-1)
+        record = {"returns": data["next", "episode_reward"][ended].squeeze(-1),
+                  "runtimes": data["next", "runtime"][ended]}
+        for _ in range(epochs):
+            with torch.no_grad():
+                advantage(data)
+            buffer.extend(data.reshape(-1))
+            for _ in range(frames_per_batch // minibatch):
+                losses = loss_module(buffer.sample())
+                loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(loss_module.parameters(), 1.0)
+                optimizer.step()
+        record |= {key: losses[key].item() for key in ("loss_objective", "loss_critic", "loss_entropy")}
+        history.append(record)
+        if len(history) == iterations:
+            break
+        collector.update_policy_weights_()
+    collector.shutdown(close_env=False)  # the caller closes the env
+    return history
+
+
+def greedy_runtime(env, actor):
+    """The runtime of the placement the policy's most likely actions build (first env of the batch)."""
+    with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+        rollout = env.rollout(100_000, actor, break_when_any_done=True)  # stops at the episode's end
+    ended = rollout["next", "done"][0].squeeze(-1)
+    return rollout["next", "runtime"][0][ended][0].item(), rollout["next", "best_single_runtime"][0, 0].item()
+
+
+def main(iterations=10, seed=0, env_id="DevicePlacementStaged-v0"):
+    torch.manual_seed(seed)
+    env = make_env(env_id, seed=seed)
+    try:
+        actor, critic = make_agent(env)
+        history = train(env, actor, critic, iterations=iterations)
+        last = history[-1]
+        print(f"{env_id}: {iterations} iterations, last mean return {last['returns'].mean().item():+.3f}, "
+              f"losses (objective, critic, entropy) {last['loss_objective']:+.3f}, "
+              f"{last['loss_critic']:.3f}, {last['loss_entropy']:+.3f}")
+        runtime, best_single = greedy_runtime(env, actor)
+    finally:
+        env.close()
+    print(f"policy: {runtime * 1e3:.2f} ms; best single device {best_single * 1e3:.2f} ms")
+    return runtime
+
+
+if __name__ == "__main__":  # torchrl makes subprocesses start with "spawn": keep this guard for "async"
+    main()
