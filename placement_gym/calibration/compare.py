@@ -13,6 +13,7 @@ from placement_gym.agents import run_installed_agent
 from placement_gym.calibration.published import PUBLISHED, PublishedRow
 from placement_gym.cluster import load_cluster
 from placement_gym.cost_model import simulate
+from placement_gym.extras import require
 from placement_gym.graph import load_graph
 from placement_gym.real.rebatch import rebatched_graph
 from placement_gym.task import Task, make_task
@@ -84,8 +85,7 @@ def markdown_table(results: list[RowResult]) -> str:
 def scatter_plot(results: list[RowResult], path: str | Path) -> Path:
     """Model against published, step times (log axes) and ratios side by side, with the tolerance
     bands; written as PNG."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "drawing the plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -14,25 +14,10 @@ from typing import NoReturn
 import placement_gym.cli.leaderboard_command as leaderboard_command
 import placement_gym.cli.real_commands as real_commands
 from placement_gym.cli import bench_command, catalog, demo_command, evaluate, export_command, train_command
+from placement_gym.extras import EXTRA_OF_MODULE, install_hint
 
 PROG = "placement-gym"
 
-# The extra that installs each optional third-party module, for an ImportError that does not say
-# so itself (a plain "No module named 'torch'" from deep in a command). torch is the `real` extra's
-# here: the commands whose torch import does not name an extra run on real hardware (profile,
-# fidelity, --cluster local, --reward-mode real); training and export name theirs.
-EXTRA_OF_MODULE: dict[str, str] = {
-    "torch": "real",
-    "ray": "distributed",
-    "onnxscript": "export",
-    "matplotlib": "viz",
-    "rich": "viz",
-    "tqdm": "baselines",
-    "stable_baselines3": "baselines",
-    "sb3_contrib": "baselines",
-    "ortools": "baselines",
-    "tensorboard": "baselines",
-}
 
 
 def import_error_message(error: ImportError) -> str:
@@ -42,7 +27,7 @@ def import_error_message(error: ImportError) -> str:
     missing = (getattr(error, "name", None) or "").split(".")[0]
     if "pip install" in message or missing not in EXTRA_OF_MODULE:
         return message
-    return f"{message}: pip install 'placement-gym[{EXTRA_OF_MODULE[missing]}]'"
+    return f"{message}: {install_hint(missing)}"
 
 
 class _Parser(argparse.ArgumentParser):

@@ -22,6 +22,7 @@ import numpy as np
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cluster.presets import default_efficiency_row
+from placement_gym.extras import require
 
 GB = 1e9
 
@@ -96,7 +97,7 @@ def virtual_cpu_cluster(n_devices: int = 2, name: str | None = None, measure: bo
 @functools.cache
 def _measure_cpu_thread() -> tuple[float, float]:
     """(FLOP/s of a 512x512 matmul, bytes/s of a 32 MB copy) on one intra-op thread."""
-    import torch
+    torch = require("torch", "measuring this machine's devices")
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -128,7 +129,7 @@ def _best_rate(fn, work: float, repeats: int = 5, synchronize=None) -> float:
 
 def _measure_link(src: str, dst: str) -> tuple[float, float]:
     """(bandwidth bytes/s of a 64 MB copy, latency s of a 4-byte copy) from ``src`` to ``dst``."""
-    import torch
+    torch = require("torch", "measuring this machine's links")
 
     def sync() -> None:
         torch.cuda.synchronize()
@@ -148,7 +149,7 @@ def local_cluster() -> Cluster:
     overhead of a tiny op, and per ordered pair the bandwidth of a 64 MB copy and the latency of a
     4-byte copy. GPU memory is the device's total memory; the CPU's is the host memory.
     """
-    import torch
+    torch = require("torch", "the local cluster")
 
     names, kinds, peak, bandwidth, memory, overhead = ["cpu:0"], ["cpu"], [], [], [host_memory_bytes()], []
     a = torch.randn(1024, 1024)

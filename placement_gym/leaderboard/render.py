@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from placement_gym.extras import require
 from placement_gym.leaderboard.generalisation import SPLITS, get_split
 from placement_gym.leaderboard.submission import load_submission, shown
 from placement_gym.leaderboard.suite import CURRENT_SUITE, RETIRED_SUITES, Suite, get_suite
@@ -636,8 +637,7 @@ def render_chart(
     rows = overall_rows(submissions, get_suite(suite))
     if not rows:
         return False
-    import matplotlib
-
+    matplotlib = require("matplotlib", "drawing the plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -41,5 +41,10 @@ def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         import importlib
 
+        if _EXPORTS[name].startswith("placement_gym.real."):
+            from placement_gym.extras import require
+
+            require("torch", f"placement_gym.real.{name}")
+
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'placement_gym.real' has no attribute {name!r}")

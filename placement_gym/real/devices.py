@@ -24,12 +24,13 @@ from placement_gym.cluster.machine import (  # noqa: F401 - re-exported for the 
     local_cluster,
     virtual_cpu_cluster,
 )
+from placement_gym.extras import require
 
 
 def virtual_cpus(torch_devices: Iterable[Any]) -> bool:
     """Whether two or more of ``torch_devices`` (torch devices or their names) are the CPU: virtual CPU
     devices, which run one intra-op thread each (see the module docstring)."""
-    import torch
+    torch = require("torch", "real-hardware mode")
 
     return sum(1 for device in torch_devices if torch.device(device).type == "cpu") > 1
 
@@ -38,7 +39,7 @@ def virtual_cpus(torch_devices: Iterable[Any]) -> bool:
 def intra_op_threads(threads: int | None) -> Iterator[None]:
     """torch's intra-op thread count set to ``threads`` while the block runs (None: left as it is),
     and restored afterwards, whatever happens."""
-    import torch
+    torch = require("torch", "real-hardware mode")
 
     before = torch.get_num_threads()
     if threads is not None:

@@ -19,6 +19,7 @@ from typing import Any
 from placement_gym.cluster.load import REAL_CLUSTER_NAME, is_named_cluster
 from placement_gym.cost_model import SimulationResult
 from placement_gym.evaluator import BatchResult, CostModelEvaluator, stacked_results
+from placement_gym.extras import require
 from placement_gym.graph.bundled import bundled_onnx_file
 from placement_gym.real.devices import cluster_device_map
 from placement_gym.real.profile import find_profile, load_profile
@@ -80,12 +81,9 @@ class RealEvaluator:
         missing = sorted(set(task.cluster.device_names) - set(devices))
         if missing:
             raise ValueError(f"devices= lacks a torch device for {', '.join(missing)} of task {task.id}")
-        try:
-            from placement_gym.real.executor import Executor
-        except ImportError as error:
-            raise ValueError(
-                f'reward_mode="real" needs torch and placement_gym.real.executor: {error}'
-            ) from None
+        require("torch", 'reward_mode="real"')
+        from placement_gym.real.executor import Executor
+
         self.task = task
         self.executor = Executor(task, devices, seed, **options)
         # What makes two real runs comparable (`placement_gym.evaluator.scoring_identity`): the same

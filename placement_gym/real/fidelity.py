@@ -26,6 +26,7 @@ import numpy as np
 from placement_gym.agents import AgentRun, lookup_agent
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import simulate
+from placement_gym.extras import require
 from placement_gym.real.devices import cluster_device_map, intra_op_threads, virtual_cpus
 from placement_gym.real.profiled import profiled_task
 from placement_gym.real.rebatch import rebatched_graph
@@ -373,8 +374,7 @@ def _runtime(task: Task, placement: np.ndarray) -> float:
 
 def scatter_plot(report: FidelityReport, path: str | Path, title: str | None = None) -> Path:
     """Write a PNG: predicted vs measured runtime (ms) of both models, with the y = x line."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "drawing the plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
