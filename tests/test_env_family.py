@@ -34,10 +34,6 @@ CLASSES = {
 GRAPHS = [("cifar10_cnn", "k80x2", "train_step"), ("cifar10_resnet56", "k80x2", "inference")]
 GROUPS = [None, "colocate", "chains", 4, "explicit"]
 SMALL = dict(graph="cifar10_cnn", cluster="k80x2", objective="inference")
-# The sparse staged env's first step simulates nothing, so its info holds NaN runtimes, which
-# gymnasium's checker compares with == (NaN != NaN); the dense one simulates every stage. The sparse
-# failure itself is pinned in tests/test_env_check.py.
-CHECKABLE = {env_id: {"dense": True} if env_id == "DevicePlacementStaged-v0" else {} for env_id in ENV_IDS}
 
 
 def _groups(name, graph: str, objective: str):
@@ -60,7 +56,7 @@ def _column(name: str) -> int:
 @pytest.mark.parametrize(("graph", "cluster", "objective"), GRAPHS, ids=[g[0] for g in GRAPHS])
 def test_gymnasium_checker_passes(graph, cluster, objective, env_id, obs_mode, groups):
     env = gym.make(env_id, graph=graph, cluster=cluster, objective=objective, obs_mode=obs_mode,
-                   groups=_groups(groups, graph, objective), **CHECKABLE[env_id])
+                   groups=_groups(groups, graph, objective))
     check_env(env.unwrapped, skip_render_check=True)
     if groups == 4:
         assert env.unwrapped.n_nodes == 4
@@ -84,7 +80,7 @@ def test_stable_baselines3_checker_passes_in_dict_mode(graph, cluster, objective
 @pytest.mark.parametrize("env_id", IDS[1:])
 def test_gymnasium_checker_passes_with_render_modes(env_id):
     pytest.importorskip("matplotlib")
-    env = gym.make(env_id, **SMALL, groups="chains", render_mode="ansi", **CHECKABLE[env_id])
+    env = gym.make(env_id, **SMALL, groups="chains", render_mode="ansi")
     check_env(env.unwrapped)  # with a spec: it tries rgb_array too
 
 

@@ -47,8 +47,8 @@ def test_sparse_episode_by_hand():
     assert rewards[0] == 0.0
     assert rewards[1] == pytest.approx(math.log(2.0), rel=1e-12)  # log(2 ONE_OP / ONE_OP)
     assert infos[2]["runtime"] == pytest.approx(ONE_OP, rel=1e-12)
-    # Sparse: no simulation before the last stage, so the result keys say so (NaN, not simulated).
-    assert not infos[1]["simulated"] and np.isnan(infos[1]["runtime"]) and infos[2]["simulated"]
+    # Sparse: no simulation before the last stage, so the result keys say so (0, not simulated).
+    assert not infos[1]["simulated"] and infos[1]["runtime"] == 0.0 and infos[2]["simulated"]
     assert [info["stage"] for info in infos] == [0, 1, 2]
     # The observation shows the placement so far and the node placed next.
     np.testing.assert_array_equal(observations[0]["placement"], [[0, 0], [0, 0]])

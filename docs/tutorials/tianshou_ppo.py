@@ -16,27 +16,8 @@ from tianshou.utils.net.discrete import DiscreteActor, DiscreteCritic
 import placement_gym  # noqa: F401 - registers the environments
 
 
-class FiniteInfo(gym.Wrapper):
-    """Glue for tianshou's trainer, which raises MalformedBufferError on any NaN in the collected
-    data, infos included: the result keys of a stage that simulated nothing (NaN, with
-    ``simulated`` False) become 0.0."""
-
-    @staticmethod
-    def finite(info: dict) -> dict:
-        return {key: np.nan_to_num(value, nan=0.0) for key, value in info.items()}
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        return obs, self.finite(info)
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, self.finite(info)
-
-
 def make_env(env_id: str = "DevicePlacementStaged-v0", **kwargs) -> gym.Env:
-    env = gym.make(env_id, graph="cifar10_cnn", cluster="k80x2", obs_mode="flat", **kwargs)
-    return FiniteInfo(env)
+    return gym.make(env_id, graph="cifar10_cnn", cluster="k80x2", obs_mode="flat", **kwargs)
 
 
 def make_ppo(env: gym.Env, lr: float = 1e-3) -> PPO:

@@ -27,11 +27,11 @@ INFO_KEYS: tuple[str, ...] = (
     "lower_bound",  # float64 seconds no placement can beat
     "best_single_runtime",  # float64 seconds on the fastest device that holds the whole task
     "simulated",  # 0-d bool array: whether the result keys below describe a simulated placement
-    "runtime",  # float64 simulated seconds (also for an out-of-memory placement); NaN if not simulated
+    "runtime",  # float64 simulated seconds (also for an out-of-memory placement); 0 if not simulated
     "feasible",  # 0-d bool array: the placement fits in memory; False if not simulated
-    "peak_memory",  # float64 (n_devices,) peak bytes per device; NaN if not simulated
-    "speedup",  # float64 best_single_runtime / runtime; NaN if not simulated
-    "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); NaN if not
+    "peak_memory",  # float64 (n_devices,) peak bytes per device; 0 if not simulated
+    "speedup",  # float64 best_single_runtime / runtime; 0 if not simulated
+    "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); 0 if not
 )
 REAL_INFO_KEYS: tuple[str, ...] = ("real_runtime", "real_spread", "real_repeats", "real_loss")
 
@@ -63,14 +63,15 @@ class PlacementEnvBase(gym.Env):
       the renderings and anything built on ``env.task`` use the measured times.
     - ``"real"``: the torch executor runs every placement on ``devices=`` (device name -> torch
       device; may be left out for a ``cpu<N>`` or ``local`` cluster, which maps itself to this
-      machine's devices). A ``graph`` given as an ONNX file is the model the executor runs. ``best_single_device`` is picked by the cost model and its runtime
-      ``best_single_runtime`` measured once at construction (not counted in ``evaluations``);
+      machine's devices). A ``graph`` given as an ONNX file is the model the executor runs.
+      ``best_single_device`` is picked by the cost model and its runtime ``best_single_runtime``
+      measured once at construction (not counted in ``evaluations``);
       ``lower_bound`` stays the cost model's; timelines (``render_mode="rgb_array"``) are the cost
       model's schedule. Every ``info`` adds the executor's summary of the last measured run as
-      numbers (`REAL_INFO_KEYS`; NaN, and 0 repeats, where no run was measured): ``real_runtime``
+      numbers (`REAL_INFO_KEYS`; zeros, 0 repeats, where no run was measured): ``real_runtime``
       (the median timed step, seconds; equals ``runtime``), ``real_spread`` ((max - min) / median of
       the timed steps), ``real_repeats`` (int64, the number of timed steps) and ``real_loss`` (the
-      last train step's loss; NaN for inference). The run's error text, if any, is on
+      last train step's loss; 0 for inference). The run's error text, if any, is on
       ``env.evaluator.last_info["error"]``.
 
     ``mask_in_obs`` (default False) adds the action mask to the observation (see
@@ -84,7 +85,9 @@ class PlacementEnvBase(gym.Env):
     ``feasible``) are 0-d bool arrays, not ``np.bool_``: numpy's bool scalar is no ``np.number``,
     and gymnasium's vector envs batch such values into object arrays. Where nothing was simulated (at
     reset, at a staged stage without a simulation) ``simulated`` is False, ``feasible`` is False and
-    the other result keys are NaN (``peak_memory`` a NaN per device). The task id is
+    the other result keys are 0 (``peak_memory`` a 0 per device), as gymnasium's vector envs fill
+    an absent info value: read them where ``simulated`` is True. Not NaN: gymnasium's ``check_env``
+    compares infos with ``==`` and tianshou's trainer rejects a buffer holding a NaN. The task id is
     ``env.unwrapped.task.id`` (it is not in ``info``)."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
@@ -291,29 +294,29 @@ class PlacementEnvBase(gym.Env):
         } | self._real_info(measured=True)
 
     def _no_result_info(self) -> dict[str, Any]:
-        """The result keys where nothing was simulated: the same keys and dtypes, NaN values."""
+        """The result keys where nothing was simulated: the same keys and dtypes, zero values."""
         return {
             "simulated": np.array(False),
-            "runtime": np.float64(np.nan),
+            "runtime": np.float64(0.0),
             "feasible": np.array(False),
-            "peak_memory": np.full(self.task.n_devices, np.nan),
-            "speedup": np.float64(np.nan),
-            "reward_runtime": np.float64(np.nan),
+            "peak_memory": np.zeros(self.task.n_devices),
+            "speedup": np.float64(0.0),
+            "reward_runtime": np.float64(0.0),
         } | self._real_info(measured=False)
 
     def _real_info(self, measured: bool) -> dict[str, Any]:
         """`REAL_INFO_KEYS` in ``"real"`` mode (none otherwise): the summary of the last measured run
-        when ``measured`` and the evaluator kept one, else NaN and 0 repeats."""
+        when ``measured`` and the evaluator kept one, else zeros (0 repeats)."""
         if self.reward_mode != "real":
             return {}
         summary = getattr(self.evaluator, "last_info", None) if measured else None
         summary = summary or {}
         loss = summary.get("loss")
         return {
-            "real_runtime": np.float64(summary.get("runtime", np.nan)),
-            "real_spread": np.float64(summary.get("spread", np.nan)),
+            "real_runtime": np.float64(summary.get("runtime", 0.0)),
+            "real_spread": np.float64(summary.get("spread", 0.0)),
             "real_repeats": np.int64(len(summary.get("runtimes", ()))),
-            "real_loss": np.float64(np.nan if loss is None else loss),
+            "real_loss": np.float64(0.0 if loss is None else loss),
         }
 
     # --- masks ------------------------------------------------------------------------------------

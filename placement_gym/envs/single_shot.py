@@ -125,7 +125,7 @@ class DevicePlacementEnv(PlacementEnvBase):
     ``peak_memory`` (bytes per device, float64 ``(n_devices,)``), ``speedup``
     (``best_single_runtime / runtime``) and ``reward_runtime`` (the runtime the reward was computed
     from: the penalty runtime for an out-of-memory placement). At `reset` nothing was simulated:
-    ``feasible`` is False and the other result keys are NaN. With ``reward_mode="real"`` also
+    ``simulated`` and ``feasible`` are False and the other result keys 0. With ``reward_mode="real"`` also
     ``real_runtime``, ``real_spread``, ``real_repeats`` and ``real_loss`` (the executor's summary;
     `placement_gym.envs.base.PlacementEnvBase`). The task id is ``env.unwrapped.task.id``.
     """

@@ -92,12 +92,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     also ``real_runtime``, ``real_spread``, ``real_repeats``, ``real_loss``) of the completed
     placement where a simulation ran (every stage with ``dense=True``, else the last). Elsewhere
     (at `reset`, and at the stages before the last with ``dense=False``) ``simulated`` and
-    ``feasible`` are False and the other result keys are NaN.
-
-    Gymnasium's ``check_env`` compares the infos of two identical first steps with ``==``, and NaN
-    is never equal to itself: with ``dense=False`` (one node or more left after the first stage)
-    that comparison fails on the NaN runtime, although the env is deterministic. With ``dense=True``
-    the checker passes.
+    ``feasible`` are False and the other result keys 0.
     """
 
     def __init__(
