@@ -47,6 +47,7 @@ def test_every_tutorial_file_is_included_by_a_page():
     [
         ("sb3_ppo.py", {"timesteps": 256}, "stable_baselines3"),
         ("sb3_contrib_maskable.py", {"timesteps": 256}, "sb3_contrib"),
+        ("tianshou_ppo.py", {"timesteps": 256}, "tianshou"),
         ("torch_loop.py", {"episodes": 5}, "torch"),
     ],
 )
