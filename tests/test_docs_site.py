@@ -49,6 +49,8 @@ def test_every_tutorial_file_is_included_by_a_page():
         ("sb3_contrib_maskable.py", {"timesteps": 256}, "sb3_contrib"),
         ("tianshou_ppo.py", {"timesteps": 256}, "tianshou"),
         ("torch_loop.py", {"episodes": 5}, "torch"),
+        ("torchrl_ppo.py", {"iterations": 1}, "torchrl"),
+        ("skrl_ppo.py", {"timesteps": 64}, "skrl"),
     ],
 )
 def test_tutorial_runs(script, budget, needs, monkeypatch, capsys):
