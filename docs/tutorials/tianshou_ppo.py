@@ -17,7 +17,10 @@ import placement_gym  # noqa: F401 - registers the environments
 
 
 def make_env(env_id: str = "DevicePlacementStaged-v0", **kwargs) -> gym.Env:
-    return gym.make(env_id, graph="cifar10_cnn", cluster="k80x2", obs_mode="flat", **kwargs)
+    # The "placement_gym:" prefix makes gymnasium import the package, which registers the ids, also in
+    # a SubprocVectorEnv worker started with "spawn" or "forkserver" (nothing is inherited there).
+    kwargs = {"graph": "cifar10_cnn", "cluster": "k80x2", "obs_mode": "flat"} | kwargs
+    return gym.make(f"placement_gym:{env_id}", **kwargs)
 
 
 def make_ppo(env: gym.Env, lr: float = 1e-3) -> PPO:
