@@ -24,8 +24,8 @@ def _report(argv: list[str], capsys, tmp_path) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.skipif(torch.cuda.device_count() > 1, reason="the local cluster holds every GPU: mapping cpu and "
-                    "cuda:0 alone needs a cluster file of those two devices")
+@pytest.mark.skipif(torch.cuda.device_count() > 1,
+                    reason="the local cluster holds every GPU, not cpu + cuda:0 alone")
 def test_fidelity_on_cpu_and_cuda0_reports_both_statistics(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(tmp_path))
     result = _report(["--cluster", "local", "--devices", "cpu:0=cpu,gpu:0=cuda:0"], capsys, tmp_path)
