@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.graph.opgraph import CATEGORIES, CATEGORY_INDEX, OpGraph
@@ -59,3 +60,16 @@ def hand_cluster(n_devices=2, flops=1e12, memory=1e12, bandwidth=1e9, latency=1e
         link_bandwidth=np.full((n, n), bandwidth),
         link_latency=np.full((n, n), latency),
     )
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch at one intra-op thread for a test module, restored afterwards (the RL-library tests: small
+    MLPs on a shared 2-core machine, where intra-op threads only wait for each other; skrl's per-node
+    softmaxes ran 30x slower with 2 threads under load)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

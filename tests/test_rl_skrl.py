@@ -37,14 +37,7 @@ ROLLOUTS = 60  # steps of each env per PPO update: two staged or refine episodes
 SAME_STEP, NEXT_STEP = gym.vector.AutoresetMode.SAME_STEP, gym.vector.AutoresetMode.NEXT_STEP
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Small MLPs on a shared 2-core machine: torch's intra-op threads only wait for each other (skrl's
-    per-node softmaxes ran 30x slower with 2 threads under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

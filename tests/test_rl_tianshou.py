@@ -33,12 +33,7 @@ KWARGS = {"graph": "cifar10_cnn", "cluster": "k80x2", "obs_mode": "flat"}
 STEPS = 256
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("vector_env", [SubprocVectorEnv, DummyVectorEnv], ids=["subproc", "dummy"])

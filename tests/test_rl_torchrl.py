@@ -47,14 +47,7 @@ EPISODE = {"DevicePlacement-v0": 1, "DevicePlacementStaged-v0": N_NODES, "Device
 STEPS = 64  # per env: 4 x 64 = 256 transitions per rollout
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Small MLPs on a shared 2-core machine: torch's intra-op threads only wait for each other (skrl's
-    per-node softmaxes ran 30x slower with 2 threads under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
