@@ -59,6 +59,7 @@ AGENT_MODULES: tuple[str, ...] = (
     "baselines.baechi",
     "baselines.search",
     "baselines.exact",
+    "baselines.portfolio",
     "baselines.learning.random_search",
     "baselines.learning.pg",
     "baselines.learning.spotlight",

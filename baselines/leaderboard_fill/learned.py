@@ -15,7 +15,7 @@ settings (`baselines.registry.leaderboard_agent`), which is what ``placement-gym
 --rerun`` runs again.
 
 ``--tasks`` and ``--out-dir`` make small entries elsewhere: the one CI re-runs bit for bit,
-``leaderboard/reproducible/v1-pg-seed0.json``, was made with::
+``leaderboard/reproducible/v1-pg-200-seed0.json``, was made with::
 
     python -m baselines.leaderboard_fill.learned --agents pg --seeds 0 --budget 200 \
         --tasks cifar10_cnn/k80x2/train,resnet50/cpu-igpu/inference --out-dir leaderboard/reproducible \
@@ -38,17 +38,18 @@ BUDGET = 10_000
 SEEDS = (0, 1, 2)
 
 
-def submission_path(agent: str, seed: int, folder: Path = LEADERBOARD / "submissions") -> Path:
+def submission_path(agent: str, seed: int, budget: int, folder: Path = LEADERBOARD / "submissions") -> Path:
     from placement_gym.leaderboard import CURRENT_SUITE, submission_filename
 
-    return folder / submission_filename({"suite": CURRENT_SUITE, "algorithm": agent, "seed": seed})
+    return folder / submission_filename({"suite": CURRENT_SUITE, "algorithm": agent, "seed": seed,
+                                         "budget": budget})
 
 
 def done_tasks(agent: str, seed: int, budget: int, folder: Path) -> set[str]:
     """Tasks the (agent, seed) submission in ``folder`` already holds at this budget."""
     from placement_gym.leaderboard import load_submission
 
-    path = submission_path(agent, seed, folder)
+    path = submission_path(agent, seed, budget, folder)
     if not path.is_file():
         return set()
     submission = load_submission(path)
@@ -77,7 +78,7 @@ def merge(part: dict, folder: Path) -> Path:
     """Add a one-task submission to its (agent, seed) file in ``folder``; tasks stay in suite order."""
     from placement_gym.leaderboard import get_suite, load_submission, save_submission
 
-    path = submission_path(part["algorithm"], part["seed"], folder)
+    path = submission_path(part["algorithm"], part["seed"], part["budget"], folder)
     merged = load_submission(path) if path.is_file() else dict(part, results={})
     results = {**merged["results"], **part["results"]}
     merged["results"] = {t: results[t] for t in get_suite().task_ids if t in results}

@@ -362,7 +362,20 @@ def save_submission(data: dict, path: str | Path) -> Path:
     return path
 
 
+def budget_label(budget: int | None) -> str:
+    """A budget of evaluations as a short label: ``1k``, ``10k``, ``100k``, ``1M``; other numbers as they
+    are; ``default`` for None (the agent's own default)."""
+    if budget is None:
+        return "default"
+    for unit, scale in (("M", 1_000_000), ("k", 1_000)):
+        if budget >= scale and budget % scale == 0:
+            return f"{budget // scale}{unit}"
+    return str(budget)
+
+
 def submission_filename(data: dict) -> str:
-    """A file name for a submission: ``<suite>-<algorithm>-seed<seed>.json`` with safe characters."""
+    """A file name for a submission: ``<suite>-<algorithm>[-<budget>]-seed<seed>.json`` with safe
+    characters; the budget (`budget_label`) is left out when the submission gives none."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in data["algorithm"])
-    return f"{data['suite']}-{safe}-seed{data['seed']}.json"
+    budget = "" if data.get("budget") is None else f"-{budget_label(data['budget'])}"
+    return f"{data['suite']}-{safe}{budget}-seed{data['seed']}.json"
