@@ -65,12 +65,32 @@ class EvaluationCounter:
     share it, so their evaluations count for the original; `Task.independent_copy` starts a new one.
     The count is a plain integer add, cheap on the simulator's hot path and not locked: it is exact
     when one thread at a time evaluates a task (as the leaderboard harness runs agents); evaluations
-    made in another process (a pickled task, a subprocess env) count on that process's copy."""
+    made in another process (a pickled task, a subprocess env) count on that process's copy.
 
-    __slots__ = ("count",)
+    ``trace``: None, or (after `Task.start_trace`) the best feasible runtime so far as
+    ``[(evaluations, runtime), ...]``, one pair each time an evaluation improved on it, made from the
+    runtimes the cost model's simulators pass along with their count (the leaderboard's learning
+    curves)."""
+
+    __slots__ = ("count", "trace", "best")
 
     def __init__(self) -> None:
         self.count = 0
+        self.trace: list[tuple[int, float]] | None = None
+        self.best = np.inf
+
+    def add(self, n: int, runtimes: np.ndarray | None, feasible: np.ndarray | None) -> None:
+        """Count ``n`` evaluations; with a trace running, record the improvements among ``runtimes``
+        (one per evaluation, in order; only the ``feasible`` ones count)."""
+        if self.trace is not None and runtimes is not None:
+            valid = np.where(np.asarray(feasible, dtype=bool), np.asarray(runtimes, dtype=float), np.inf)
+            running = np.minimum.accumulate(np.atleast_1d(valid))
+            better = np.flatnonzero(running < np.concatenate([[self.best], running[:-1]]))
+            for i in better:
+                self.trace.append((self.count + int(i) + 1, float(running[i])))
+            if len(running):
+                self.best = min(self.best, float(running[-1]))
+        self.count += n
 
     def __copy__(self) -> EvaluationCounter:
         return self
@@ -127,9 +147,28 @@ class Task:
         """Placements of this task (and of the tasks derived from it) evaluated so far."""
         return self._evaluations.count
 
-    def count_evaluations(self, n: int = 1) -> None:
-        """Add ``n`` evaluations to the counter (for evaluators that do not run the cost model)."""
-        self._evaluations.count += n
+    def count_evaluations(
+        self,
+        n: int = 1,
+        runtimes: np.ndarray | float | None = None,
+        feasible: np.ndarray | bool | None = None,
+    ) -> None:
+        """Add ``n`` evaluations to the counter. The cost model's simulators also pass the ``n``
+        runtimes and feasibilities they computed, which a running trace (`start_trace`) records."""
+        self._evaluations.add(n, runtimes, feasible)
+
+    def start_trace(self) -> None:
+        """Record, from now on, each evaluation that improves on the best feasible runtime so far
+        (`trace`). The leaderboard harness starts one on the copy of the task it hands an agent."""
+        self._evaluations.trace = []
+        self._evaluations.best = np.inf
+
+    @property
+    def trace(self) -> list[tuple[int, float]] | None:
+        """``[(evaluations, best feasible runtime so far), ...]`` since `start_trace` (None before):
+        the count of evaluations at which each improvement came, and the runtime it reached."""
+        trace = self._evaluations.trace
+        return None if trace is None else list(trace)
 
     def __deepcopy__(self, memo: dict) -> Task:
         # A deep copy is derived from this task (its counter is shared) and keeps deep copies of the

@@ -528,7 +528,7 @@ def simulate(task, placement, schedule: bool = False) -> SimulationResult:
     else:
         makespan, peak, feasible = _simulate_one(array, arrays, task.cluster.memory_capacity)
         _check_status(task, placement, makespan)
-    task.count_evaluations(1)  # the task's evaluation counter (`Task.evaluations`)
+    task.count_evaluations(1, makespan, feasible)  # the task's counter (`Task.evaluations`) and trace
     return SimulationResult(runtime=float(makespan), feasible=feasible, peak_memory=peak, schedule=timeline)
 
 
@@ -541,6 +541,6 @@ def simulate_batch(task, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray
     rows = np.ascontiguousarray(task.check_placement(placements, batch=True))
     runtimes, peaks = _simulate_batch(rows, _arrays(task))
     _check_status(task, rows, float(runtimes.min(initial=1.0)), batch=True)
-    task.count_evaluations(len(rows))  # one evaluation per row (`Task.evaluations`)
     feasible = np.all(peaks <= task.cluster.memory_capacity[None, :], axis=1)
+    task.count_evaluations(len(rows), runtimes, feasible)  # one evaluation per row (`Task.evaluations`)
     return runtimes, feasible, peaks

@@ -116,7 +116,7 @@ def reference_simulate(task, placement) -> SimulationResult:
 
     peak = _peak_memory(task, device, start, finish, transfers)
     feasible = bool(np.all(peak <= task.cluster.memory_capacity))
-    task.count_evaluations(1)
+    task.count_evaluations(1, max(finish), feasible)
     return SimulationResult(runtime=max(finish), feasible=feasible, peak_memory=peak)
 
 

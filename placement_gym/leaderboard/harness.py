@@ -34,6 +34,7 @@ from placement_gym.leaderboard.submission import (
     check_header,
     check_schema,
     save_submission,
+    thin_trace,
 )
 from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite
 from placement_gym.placements import placement_to_dict
@@ -134,6 +135,7 @@ def evaluate(
         lower_bound(shared)
         before, shared_before = task_digest(shared), shared.evaluations
         task, handed = agent_copy(shared)
+        handed.start_trace()
         start = time.perf_counter()
         returned = agent(handed, seed, budget)
         wall_s = time.perf_counter() - start
@@ -151,6 +153,8 @@ def evaluate(
             "wall_s": round(wall_s, 6),
             "trained_on_task": evaluations > 0 or task.id in trained_on,
         }
+        if handed.trace:
+            results[task.id]["trace"] = thin_trace(handed.trace)
     check_schema(submission)
     if out is not None:
         save_submission(submission, out)

@@ -25,7 +25,9 @@ Schema (``schema`` = 1)::
           "evaluations": 100,             # evaluations of this task the harness counted for the agent
           "wall_s": 1.5,                  # the algorithm's wall-clock seconds on this task
           "trained_on_task": false,       # whether the agent evaluated this very task (evaluations > 0)
-          "measured_runtime": null        # optional, track "real": measured step time (s)
+          "measured_runtime": null,       # optional, track "real": measured step time (s)
+          "trace": [[1, 0.02], [40, 0.015]]  # optional: best feasible runtime so far after that many
+                                          # evaluations, recorded by the harness (learning curves)
         }
       }
     }
@@ -42,7 +44,9 @@ A submission comes from a stranger's pull request, so it is read as untrusted in
   rendered;
 * ``link`` is null or an ``http://`` / ``https://`` URL with no spaces, quotes or angle brackets;
 * counts (``seed``, ``budget``, ``evaluations``) are integers from 0 to 2**63 - 1; ``runtime`` and
-  ``measured_runtime`` are finite and positive, ``wall_s`` finite and not negative.
+  ``measured_runtime`` are finite and positive, ``wall_s`` finite and not negative;
+* ``trace`` has at most `MAX_TRACE_POINTS` ``[evaluations, runtime]`` pairs, evaluations rising from 1
+  to at most the result's ``evaluations``, runtimes finite, positive and falling.
 
 Every violation is a `SubmissionError` naming the field and what is allowed; untrusted values are
 quoted with `shown` (ASCII, shortened) in messages, so that a message never carries markup or terminal
@@ -77,6 +81,10 @@ TEXT_LIMITS = {
 MAX_AUTHORS = 32
 MAX_LIST = 1000  # tasks in ``results`` or ``trained_on``
 MAX_COUNT = 2**63 - 1
+# A trace is thinned to the last improvement per 1/50 of a decade of evaluations (`thin_trace`): at most
+# 50 points per decade, 350 up to 10**7 evaluations.
+MAX_TRACE_POINTS = 1000
+TRACE_POINTS_PER_DECADE = 50
 REQUIRED_FIELDS = {
     "schema": int, "suite": str, "package_version": str, "algorithm": str, "authors": list,
     "description": str, "seed": int, "results": dict,
@@ -318,6 +326,8 @@ def check_result(result: Any, where: str = "result") -> None:
     _check_seconds(result["wall_s"], where, "wall_s", positive=False)
     if result.get("measured_runtime") is not None:
         _check_seconds(result["measured_runtime"], where, "measured_runtime", positive=True)
+    if result.get("trace") is not None:
+        check_trace(result["trace"], result["evaluations"], where)
     placement = result["placement"]
     devices = list(placement.values())
     # One joined check for the thousands of ops of a placement; the loop below only names the culprit.
@@ -332,6 +342,40 @@ def check_result(result: Any, where: str = "result") -> None:
             raise SubmissionError(f"{where}: placement of op {shown(op)} is {_type_name(device)}; "
                                   "expected a device name (string)")
         check_text(device, where, "placement (a device name)", "device name")
+
+
+def check_trace(trace: Any, evaluations: int, where: str = "result") -> None:
+    """Raise `SubmissionError` unless ``trace`` is a list of at most `MAX_TRACE_POINTS`
+    ``[evaluations, runtime]`` pairs with evaluations rising from 1 to at most ``evaluations`` and
+    runtimes finite, positive and falling (each point is an improvement)."""
+    _check_type(trace, list, where, "trace")
+    if len(trace) > MAX_TRACE_POINTS:
+        raise SubmissionError(
+            f"{where}: trace has {len(trace)} points; at most {MAX_TRACE_POINTS} are allowed"
+        )
+    last_count, last_runtime = 0, math.inf
+    for i, point in enumerate(trace):
+        if not (isinstance(point, list) and len(point) == 2):
+            raise SubmissionError(f"{where}: trace[{i}] must be a pair [evaluations, runtime], "
+                                  f"got {shown(point)}")
+        _check_count(point[0], where, f"trace[{i}] evaluations")
+        _check_seconds(point[1], where, f"trace[{i}] runtime", positive=True)
+        if not last_count < point[0] <= evaluations:
+            raise SubmissionError(f"{where}: trace[{i}] is at {point[0]} evaluations; the counts must rise, "
+                                  f"from 1 to the result's {evaluations} evaluations")
+        if not point[1] < last_runtime:
+            raise SubmissionError(f"{where}: trace[{i}] runtime {shown(point[1])} is no improvement on "
+                                  f"{shown(last_runtime)}; a trace lists improvements only")
+        last_count, last_runtime = point[0], point[1]
+
+
+def thin_trace(trace: list[tuple[int, float]]) -> list[list]:
+    """The submission form of a harness trace: per 1/`TRACE_POINTS_PER_DECADE` of a decade of
+    evaluations, only the last improvement (the curve on a log axis looks the same), as JSON pairs."""
+    kept: dict[int, tuple[int, float]] = {}
+    for count, runtime in trace:
+        kept[math.floor(TRACE_POINTS_PER_DECADE * math.log10(count))] = (count, runtime)
+    return [[int(count), float(runtime)] for count, runtime in kept.values()][-MAX_TRACE_POINTS:]
 
 
 def load_submission(path: str | Path) -> dict:
