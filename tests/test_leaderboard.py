@@ -246,7 +246,7 @@ def test_render_is_deterministic_and_ranks_by_runtime(submission, tmp_path):
     for task_id in SMALL:
         section = text.split(f"### `{task_id}`")[1].split("###")[0]
         rows = [line for line in section.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")]
-        runtimes = [float(row.split("|")[3]) for row in rows]
+        runtimes = [float(row.split("|")[4]) for row in rows]
         assert len(rows) == 2 and runtimes == sorted(runtimes)
 
 
@@ -256,7 +256,7 @@ def test_render_shows_no_speedup_for_an_infeasible_placement(submission):
     section = render_markdown([("a.json", data)]).split(f"### `{SMALL[0]}`")[1].split("###")[0]
     row = next(line for line in section.splitlines() if line.startswith("| 1 "))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[3:6] == ["0.000", "-", "-"] and cells[8] == "no"
+    assert cells[4:7] == ["0.000", "-", "-"] and cells[9] == "no"
 
 
 def test_render_speedup_and_gap_use_best_single_and_lower_bound(submission):
@@ -272,7 +272,7 @@ def test_render_speedup_and_gap_use_best_single_and_lower_bound(submission):
     geomean = math.sqrt(math.prod(speedups))
     overall = text.split("## Overall")[1].split("## Per task")[0]
     # The only entry is the best known on both tasks: score 1 on each, over 2 of 13 tasks.
-    assert f"| 1 | round-robin | {2 / 13:.3f} | 1 | 2/13 | 0 | {geomean:.3f}x |" in overall
+    assert f"| 1 | round-robin | default | {2 / 13:.3f} | 1 | 2/13 | 0 | {geomean:.3f}x |" in overall
 
 
 def test_render_shows_other_tracks_and_old_suites(submission):

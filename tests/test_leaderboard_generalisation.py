@@ -131,9 +131,9 @@ def test_render_shows_the_track_on_held_out_tasks_only(entry):
     text = render_markdown([("g.json", data)])
     track = text.split("## Generalisation track")[1]
     # The entry is the only one, so the best known on its one task of the 6 held out: score 1/6.
-    assert f"| 1 | zero-shot-cpu | {1 / 6:.3f} | 1 | 1/6 | 0 |" in track and "1 tasks" in track
+    assert f"| 1 | zero-shot-cpu | default | {1 / 6:.3f} | 1 | 1/6 | 0 |" in track and "1 tasks" in track
     runtime = data["results"][HELD_OUT]["runtime"]
-    assert f"| `{HELD_OUT}` | 1 | zero-shot-cpu | {runtime:.6g} | 1.000 |" in track
+    assert f"| `{HELD_OUT}` | 1 | zero-shot-cpu | default | {runtime:.6g} | 1.000 |" in track
     assert f"| `{TRAINING}` |" not in track
     frozen = get_suite(CURRENT_SUITE).get(HELD_OUT)
     assert f"{frozen.best_single_runtime / runtime:.3f}x" in track

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from placement_gym.leaderboard import CURRENT_SUITE, get_suite, render_markdown
-from placement_gym.leaderboard.render import Run, median_run, overall_rows, task_score
+from placement_gym.leaderboard.ranking import Run, median_run, overall_rows, task_score
 
 SUITE = get_suite(CURRENT_SUITE)
 TASK_A, TASK_B = "cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train"
@@ -40,7 +40,7 @@ def rows_of(text: str, task_id: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
-HEADER = ["rank", "algorithm", "runtime (s)", "score", "speedup", "gap to bound", "evaluations", "wall (s)",
+HEADER = ["rank", "algorithm", "budget", "runtime (s)", "score", "speedup", "gap to bound", "evaluations", "wall (s)",
           "feasible", "seeds", "runtime over seeds (s)"]
 
 
@@ -121,7 +121,7 @@ def test_overall_is_over_per_task_medians():
     assert math.isclose(row["score"], score, rel_tol=1e-12)
     overall = render_markdown(board).split("## Overall")[1].split("## Per task")[0]
     geomean = math.sqrt(speedups[0] * speedups[1])
-    assert f"| 1 | learner | {score:.3f} | 3 | 2/13 | 0 | {geomean:.3f}x |" in overall
+    assert f"| 1 | learner | 10k | {score:.3f} | 3 | 2/13 | 0 | {geomean:.3f}x |" in overall
     assert "`s0.json`, `s1.json`, `s2.json`" in overall
 
 
@@ -140,7 +140,7 @@ def test_different_budgets_or_algorithms_are_separate_entries():
              ("b.json", fake("learner", 0, {TASK_A: 0.02}, budget=200)),
              ("c.json", fake("other", 0, {TASK_A: 0.04}, budget=100))]
     rows = rows_of(render_markdown(board), TASK_A)
-    assert [cell(r, "algorithm") for r in rows] == ["learner (budget 200)", "learner (budget 100)", "other"]
+    assert [cell(r, "algorithm") for r in rows] == ["learner (200)", "learner (100)", "other"]
     assert all(cell(r, "seeds") == "1" for r in rows)
 
 

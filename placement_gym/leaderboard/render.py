@@ -19,17 +19,44 @@ so ``render --check`` can tell whether the committed README is stale.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from placement_gym.extras import require
+from placement_gym.leaderboard.curves import CURVES_DIR, curve_file_name, render_curves
 from placement_gym.leaderboard.generalisation import SPLITS, get_split
+from placement_gym.leaderboard.ranking import (
+    TRACK_BUDGETS,
+    Entry,
+    best_known_runtimes,
+    budget_track,
+    entries,
+    geomean,
+    group_submissions,
+    median_run,
+    overall_rows,
+    submission_track,
+    task_score,
+)
 from placement_gym.leaderboard.submission import load_submission, shown
 from placement_gym.leaderboard.suite import CURRENT_SUITE, RETIRED_SUITES, Suite, get_suite
+from placement_gym.leaderboard.task_bounds import TaskBound, frozen_bounds, load_bounds
 from placement_gym.leaderboard.validate import SubmissionCheck, validate_file
+
+# Re-exported: the package's public names (placement_gym.leaderboard) and older imports read them here.
+__all__ = [
+    "RenderRefused",
+    "checked_submissions",
+    "load_submissions",
+    "median_run",
+    "render",
+    "render_chart",
+    "render_markdown",
+    "task_score",
+    "overall_rows",
+    "markdown_text",
+]
 
 README_NAME = "README.md"
 CHART_NAME = "leaderboard.png"
@@ -71,47 +98,6 @@ def _code(value: object) -> str:
     return f"`{text}`" if _CODE_SAFE.fullmatch(text) else markdown_text(text)
 
 
-@dataclass(frozen=True)
-class Run:
-    """One submission's result on one task."""
-
-    source: str
-    seed: int
-    runtime: float
-    feasible: bool
-    evaluations: int
-    wall_s: float
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One algorithm's shown result on one task (its median seed's), with the numbers the tables show.
-    ``seeds`` counts the runs on the task; ``runtime_min`` and ``runtime_max`` span their runtimes;
-    ``score`` is `task_score` of the shown result."""
-
-    algorithm: str
-    source: str
-    runtime: float
-    feasible: bool
-    speedup: float
-    gap: float
-    evaluations: int
-    wall_s: float
-    seeds: int = 1
-    runtime_min: float = math.nan
-    runtime_max: float = math.nan
-    score: float = 0.0
-
-
-@dataclass(frozen=True)
-class AlgorithmRuns:
-    """The submissions of one algorithm: same suite, track, algorithm name and budget, any seeds."""
-
-    label: str
-    sources: tuple[str, ...]
-    submissions: tuple[dict, ...]
-
-
 def load_submissions(directory: str | Path) -> list[tuple[str, dict]]:
     """(file name, submission) for every ``*.json`` under ``directory``, sorted by file name (read and
     schema-checked, not re-evaluated: `checked_submissions` does both)."""
@@ -144,27 +130,6 @@ def checked_submissions(directory: str | Path) -> list[tuple[str, dict]]:
     return load_submissions(directory)
 
 
-def task_score(best_known: float, runtime: float, feasible: bool) -> float:
-    """An entry's score on one task: ``best_known / runtime`` in (0, 1] for a feasible placement (1 for
-    the best runtime known for the task), 0 for an infeasible one (it does not run)."""
-    if not feasible or not best_known > 0 or not runtime > 0:
-        return 0.0
-    return min(1.0, best_known / runtime)
-
-
-def best_known_runtimes(submissions: list[tuple[str, dict]], suite: Suite) -> dict[str, float]:
-    """Per task of ``suite``, the best feasible runtime of any run of any submission of its version
-    (any track, algorithm or seed); NaN for a task no feasible run reached."""
-    best = {task_id: math.inf for task_id in suite.task_ids}
-    for _, data in submissions:
-        if data["suite"] != suite.version:
-            continue
-        for task_id, result in data["results"].items():
-            if task_id in best and result["feasible"]:
-                best[task_id] = min(best[task_id], float(result["runtime"]))
-    return {task_id: value if math.isfinite(value) else math.nan for task_id, value in best.items()}
-
-
 def _speedup_and_gap(entry: Entry) -> list[str]:
     """The speedup and gap cells; "-" for an infeasible placement, whose makespan is no speedup (it
     does not fit in memory, so the step would not run)."""
@@ -177,142 +142,10 @@ def _seconds(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
-def median_run(runs: list[Run]) -> Run:
-    """The median seed's run: runs sorted by (infeasible, runtime), ties by seed then file name; the
-    middle one, the lower middle for an even count (so that of two seeds the better one is shown)."""
-    if not runs:
-        raise ValueError("median_run needs at least one run")
-    ordered = sorted(runs, key=lambda r: (not r.feasible, r.runtime, r.seed, r.source))
-    return ordered[(len(ordered) - 1) // 2]
-
-
-def _track(data: dict) -> str:
-    return data.get("track", "cost_model")
-
-
-def group_submissions(
-    submissions: list[tuple[str, dict]], suite: Suite, track: str = "cost_model"
-) -> list[AlgorithmRuns]:
-    """The submissions of ``suite``'s version and ``track``, one group per (algorithm, budget), sorted by
-    algorithm then budget. A group's label is its algorithm name, with the budget added when the same
-    name comes with several budgets."""
-    groups: dict[tuple[str, str], list[tuple[str, dict]]] = {}
-    for source, data in submissions:
-        if data["suite"] != suite.version or _track(data) != track:
-            continue
-        # The budget as text: None (the agent's default) and numbers are then one sortable kind.
-        groups.setdefault((data["algorithm"], json.dumps(data.get("budget"))), []).append((source, data))
-    names = [algorithm for algorithm, _ in groups]
-    result = []
-    for (algorithm, budget), members in sorted(groups.items()):
-        members.sort(key=lambda member: member[0])
-        shown_budget = "default" if budget == "null" else budget
-        label = algorithm if names.count(algorithm) == 1 else f"{algorithm} (budget {shown_budget})"
-        result.append(AlgorithmRuns(label, tuple(s for s, _ in members), tuple(d for _, d in members)))
-    return result
-
-
-def _entries(
-    submissions: list[tuple[str, dict]],
-    suite: Suite,
-    track: str = "cost_model",
-    task_ids: tuple[str, ...] | None = None,
-) -> dict[str, list[Entry]]:
-    """Per task id (default: every task of ``suite``), one entry per algorithm of ``track`` that ran
-    the task: its median seed's result, ranked by (infeasible, runtime)."""
-    task_ids = suite.task_ids if task_ids is None else task_ids
-    best_known = best_known_runtimes(submissions, suite)
-    by_task: dict[str, list[Entry]] = {t: [] for t in task_ids}
-    for group in group_submissions(submissions, suite, track):
-        runs: dict[str, list[Run]] = {}
-        for source, data in zip(group.sources, group.submissions):
-            for task_id, result in data["results"].items():
-                if task_id in by_task:
-                    runs.setdefault(task_id, []).append(
-                        Run(
-                            source,
-                            int(data["seed"]),
-                            float(result["runtime"]),
-                            bool(result["feasible"]),
-                            int(result["evaluations"]),
-                            float(result["wall_s"]),
-                        )
-                    )
-        for task_id, task_runs in runs.items():
-            frozen = suite.get(task_id)
-            shown_run = median_run(task_runs)
-            runtimes = [r.runtime for r in task_runs]
-            by_task[task_id].append(
-                Entry(
-                    group.label,
-                    shown_run.source,
-                    shown_run.runtime,
-                    shown_run.feasible,
-                    frozen.best_single_runtime / shown_run.runtime,
-                    shown_run.runtime / frozen.lower_bound - 1.0,
-                    shown_run.evaluations,
-                    shown_run.wall_s,
-                    len(task_runs),
-                    min(runtimes),
-                    max(runtimes),
-                    task_score(best_known[task_id], shown_run.runtime, shown_run.feasible),
-                )
-            )
-    for entries in by_task.values():
-        entries.sort(key=lambda e: (not e.feasible, e.runtime, e.algorithm, e.source))
-    return by_task
-
-
 def _table(columns: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---:" if r else "---" for r in right) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
-
-
-def overall_rows(
-    submissions: list[tuple[str, dict]],
-    suite: Suite,
-    track: str = "cost_model",
-    task_ids: tuple[str, ...] | None = None,
-) -> list[dict]:
-    """Per algorithm of ``track`` (one row for all its seeds), ranked best first, over ``task_ids``
-    (default: every task of ``suite``): ``score``, the mean of `task_score` over all those tasks (a
-    task it did not run counts 0), then geomean speedup and gap over its feasible per-task median-seed
-    results. Ties on the score go by geomean speedup, then name."""
-    task_ids = suite.task_ids if task_ids is None else task_ids
-    by_task = _entries(submissions, suite, track, task_ids)
-    groups = {g.label: g for g in group_submissions(submissions, suite, track)}
-    per_algorithm: dict[str, list[Entry]] = {}
-    for entries in by_task.values():
-        for entry in entries:
-            per_algorithm.setdefault(entry.algorithm, []).append(entry)
-    rows = []
-    for label, entries in per_algorithm.items():
-        feasible = [e for e in entries if e.feasible]
-        rows.append(
-            {
-                "algorithm": label,
-                "sources": groups[label].sources,
-                "seeds": len(groups[label].sources),
-                "tasks": len(entries),
-                "infeasible": len(entries) - len(feasible),
-                "trained_on": sorted({t for d in groups[label].submissions for t in d.get("trained_on", [])}),
-                "score": sum(e.score for e in entries) / len(task_ids),
-                "geomean_speedup": _geomean([e.speedup for e in feasible]),
-                # Geomean of runtime / lower bound, minus one: a gap of 0 on one task does not zero it.
-                "geomean_gap": _geomean([1.0 + e.gap for e in feasible]) - 1.0,
-            }
-        )
-    rows.sort(key=lambda r: (-r["score"], -_nan_low(r["geomean_speedup"]), r["algorithm"], r["sources"]))
-    return rows
-
-
-def _nan_low(value: float) -> float:
-    return -math.inf if math.isnan(value) else value
 
 
 def _ratio(value: float, suffix: str, scale: float = 1.0, digits: int = 3) -> str:
@@ -330,45 +163,191 @@ def _spread(entry: Entry) -> str:
     return f"{_seconds(entry.runtime_min)}–{_seconds(entry.runtime_max)}"
 
 
-def _meaning(suite: Suite) -> list[str]:
+def _meaning(suite: Suite, bounds: dict[str, TaskBound]) -> list[str]:
     """The paragraphs that say what each figure of the tables means."""
     n = len(suite.tasks)
-    loosest = max(suite.tasks, key=lambda t: t.best_single_runtime / t.lower_bound)
+    loosest = max(suite.tasks, key=lambda t: t.best_single_runtime / bounds[t.task_id].value)
+    tracks = ", ".join(f"{b:,}" for b in TRACK_BUDGETS)
     return [
         "What the figures mean:",
         "",
         "- **runtime**: the cost model's runtime (makespan of one step, seconds) of the entry's placement, "
         "re-evaluated from the submitted placement by `placement-gym leaderboard validate` before rendering.",
+        f"- **budget tracks** ({tracks} evaluations): an entry is in a track when every one of its runs made "
+        "at most that many evaluations of every task (as the harness measured them, not as the entry "
+        "declares); per algorithm a track shows its entry with the most evaluations that fits. A heuristic "
+        "that evaluates its placement once is in every track. Entries above the largest track (the "
+        "best-known portfolio) appear only under *Bounds and best known* and in the per-task tables.",
         "- **score**: per task, the best runtime known for the task / this runtime, in (0, 1]: 1 for the "
         f"best placement any submission of suite {suite.version} has reached on that task (any algorithm, "
-        "seed or track), 0 for an infeasible placement (it does not fit in memory) or a task the entry "
-        f"did not run. Overall, the mean over the {n} tasks, so that no single task can move an entry by "
-        f"more than 1/{n}; entries are ranked by it. A better submission raises the bar for everyone on "
+        "budget, seed or track), 0 for an infeasible placement (it does not fit in memory) or a task the "
+        f"entry did not run. Overall, the mean over the {n} tasks, so that no single task can move an entry "
+        f"by more than 1/{n}; entries are ranked by it. A better submission raises the bar for everyone on "
         "its task. The lower bound is not the reference because its distance to what is reachable differs "
         "from task to task, which would weigh tasks unequally.",
         "- **speedup**: the best single device's runtime / runtime. Its geomean is shown, but does not "
         "rank: one task where the best single device is slow would lift it on its own (on "
         f"`{loosest.task_id}` the best single device takes {_seconds(loosest.best_single_runtime)} s, "
-        f"{loosest.best_single_runtime / loosest.lower_bound:.1f}x the lower bound).",
-        "- **gap**: runtime / lower bound - 1, where the lower bound is the larger of the critical path on "
-        "the fastest devices with free transfers and the total work spread evenly over all devices; no "
-        "placement beats it.",
+        f"{loosest.best_single_runtime / bounds[loosest.task_id].value:.1f}x the lower bound).",
+        "- **lower bound** and **gap**: gap = runtime / lower bound - 1. The lower bound is proven: no "
+        "feasible placement of the task runs faster (the argument that gives it is named per task; "
+        "docs/bounds.md has the proofs). `placement-gym leaderboard validate` recomputes it.",
         "- **seeds**: submissions of one algorithm and budget with several seeds are one entry: per task "
         "the median seed's result is shown (runs sorted by infeasible, then runtime; the lower middle for "
         "an even count), with the number of seeds and the span of their runtimes.",
         "- **evaluations** and **wall (s)**: the evaluations of the task the algorithm made (counted by the "
         "harness on the agent's copy of the task, whatever the agent reports; `validate --rerun` "
         "re-counts them) and the wall-clock seconds it spent on the task.",
+        "- **learning curves** (one plot per task, under `curves/`): the best feasible runtime an entry had "
+        "evaluated after each number of evaluations, as the harness recorded it (median seed; a single "
+        "point for entries without a recorded curve), with the lower bound and the best known as lines.",
         "",
-        "Speedup, gap and the reference runtimes come from the suite's frozen fingerprint; geomeans are over "
+        "Speedup and the reference runtimes come from the suite's frozen fingerprint; geomeans are over "
         "an entry's feasible per-task results.",
     ]
 
 
-def render_markdown(submissions: list[tuple[str, dict]], suite: str | Suite = CURRENT_SUITE) -> str:
-    """The README text for ``submissions`` (as `load_submissions` returns them). Checks nothing: use
-    `render`, which validates first, to publish."""
+def _overall_table(
+    rows: list[dict], n_tasks: int, tasks_column: str = "tasks", trained_on: bool = False
+) -> list[str]:
+    """The overall ranking table of ``rows`` (`overall_rows`)."""
+    columns = [
+        "rank",
+        "algorithm",
+        "budget",
+        "score",
+        "seeds",
+        tasks_column,
+        "infeasible",
+        "geomean speedup",
+        "geomean gap",
+    ]
+    right = [True, False, True, True, True, True, True, True, True]
+    if trained_on:
+        columns.append("trained on")
+        right.append(True)
+    cells = []
+    for i, r in enumerate(rows):
+        row = [
+            str(i + 1),
+            markdown_text(r["algorithm"]),
+            r["budget"],
+            f"{r['score']:.3f}",
+            str(r["seeds"]),
+            f"{r['tasks']}/{n_tasks}",
+            str(r["infeasible"]),
+            _ratio(r["geomean_speedup"], "x"),
+            _ratio(r["geomean_gap"], "%", 100, 1),
+        ]
+        if trained_on:
+            row.append(f"{len(r['trained_on'])} tasks")
+        cells.append([*row, _files(r["sources"])])
+    return _table([*columns, "files"], cells, [*right, False])
+
+
+_ENTRY_COLUMNS = [
+    "algorithm",
+    "budget",
+    "runtime (s)",
+    "score",
+    "speedup",
+    "gap to bound",
+    "evaluations",
+    "wall (s)",
+    "feasible",
+    "seeds",
+    "runtime over seeds (s)",
+]
+_ENTRY_RIGHT = [False, True, True, True, True, True, True, True, False, True, True]
+
+
+def _entry_cells(entry: Entry) -> list[str]:
+    """One entry's cells, in `_ENTRY_COLUMNS` order."""
+    return [
+        markdown_text(entry.algorithm),
+        entry.budget,
+        _seconds(entry.runtime),
+        f"{entry.score:.3f}",
+        *_speedup_and_gap(entry),
+        str(entry.evaluations),
+        f"{entry.wall_s:.2f}",
+        "yes" if entry.feasible else "no",
+        str(entry.seeds),
+        _spread(entry),
+    ]
+
+
+def _bounds_section(
+    submissions: list[tuple[str, dict]], suite: Suite, bounds: dict[str, TaskBound]
+) -> list[str]:
+    """Per task: the proven lower bound and its argument, the best known runtime and who reached it, and
+    their ratio (how far from optimal the best known can at most be)."""
+    best_known = best_known_runtimes(submissions, suite)
+    holders: dict[str, list[str]] = {t: [] for t in suite.task_ids}
+    for group in group_submissions(submissions, suite):
+        for data in group.submissions:
+            for task_id, result in data["results"].items():
+                if (
+                    task_id in holders
+                    and result["feasible"]
+                    and float(result["runtime"]) == best_known[task_id]
+                    and group.label not in holders[task_id]
+                ):
+                    holders[task_id].append(group.label)
+    rows, ratios = [], []
+    for suite_task in suite.tasks:
+        task_id, bound = suite_task.task_id, bounds[suite_task.task_id]
+        known = best_known[task_id]
+        ratio = known / bound.value if known == known else math.nan
+        if ratio == ratio:
+            ratios.append(ratio)
+        rows.append(
+            [
+                _code(task_id),
+                _seconds(suite_task.best_single_runtime),
+                _seconds(bound.value),
+                markdown_text(bound.source),
+                "-" if known != known else _seconds(known),
+                _ratio(ratio, "x"),
+                markdown_text(", ".join(sorted(holders[task_id])) or "-"),
+            ]
+        )
+    return [
+        "## Bounds and best known",
+        "",
+        "Per task, the proven lower bound (no feasible placement is faster; the argument that gives it is "
+        "named, docs/bounds.md has the proofs), the best runtime any submission reached and the entries "
+        "that reached it. Best known / bound is how far the best known placement can at most be from "
+        f"optimal; its geomean over the {len(ratios)} tasks is **{geomean(ratios):.3f}x**.",
+        "",
+        *_table(
+            [
+                "task",
+                "best single (s)",
+                "lower bound (s)",
+                "argument",
+                "best known (s)",
+                "best known / bound",
+                "reached by",
+            ],
+            rows,
+            [False, True, True, False, True, True, False],
+        ),
+        "",
+    ]
+
+
+def render_markdown(
+    submissions: list[tuple[str, dict]],
+    suite: str | Suite = CURRENT_SUITE,
+    bounds: dict[str, TaskBound] | None = None,
+) -> str:
+    """The README text for ``submissions`` (as `load_submissions` returns them), with the proven
+    ``bounds`` per task (default: the suite's frozen lower bounds). Checks nothing: use `render`, which
+    validates first, to publish."""
     suite = get_suite(suite)
+    bounds = frozen_bounds(suite) if bounds is None else bounds
+    lower_bounds = {t: b.value for t, b in bounds.items()}
     n = len(suite.tasks)
     lines = [
         "# Leaderboard",
@@ -379,98 +358,55 @@ def render_markdown(submissions: list[tuple[str, dict]], suite: str | Suite = CU
         "",
         *[f"Suite {version} is retired: {why}" for version, why in RETIRED_SUITES.items()],
         "",
-        *_meaning(suite),
+        *_meaning(suite, bounds),
         "",
-        "## Overall",
+        "## Overall, by budget track",
         "",
     ]
-    rows = overall_rows(submissions, suite)
-    if rows:
-        lines += _table(
-            [
-                "rank",
-                "algorithm",
-                "score",
-                "seeds",
-                "tasks",
-                "infeasible",
-                "geomean speedup",
-                "geomean gap",
-                "files",
-            ],
-            [
-                [
-                    str(i + 1),
-                    markdown_text(r["algorithm"]),
-                    f"{r['score']:.3f}",
-                    str(r["seeds"]),
-                    f"{r['tasks']}/{n}",
-                    str(r["infeasible"]),
-                    _ratio(r["geomean_speedup"], "x"),
-                    _ratio(r["geomean_gap"], "%", 100, 1),
-                    _files(r["sources"]),
-                ]
-                for i, r in enumerate(rows)
-            ],
-            [True, False, True, True, True, True, True, True, False],
+    groups = group_submissions(submissions, suite)
+    if not groups:
+        lines += ["No submissions yet.", ""]
+    for budget in TRACK_BUDGETS:
+        rows = overall_rows(
+            submissions, suite, groups=budget_track(groups, budget), lower_bounds=lower_bounds
         )
-        lines += ["", f"![score per algorithm]({CHART_NAME})"]
-    else:
-        lines.append("No submissions yet.")
-    lines += ["", "## Per task", ""]
+        lines += [f"### At most {budget:,} evaluations per task", ""]
+        lines += [*_overall_table(rows, n), ""] if rows else ["No entries.", ""]
+    if groups:
+        lines += [f"![score per algorithm and budget track]({CHART_NAME})", ""]
+    lines += _bounds_section(submissions, suite, bounds)
+    lines += ["## Per task", ""]
     best_known = best_known_runtimes(submissions, suite)
-    for task_id, entries in _entries(submissions, suite).items():
+    for task_id, task_entries in entries(submissions, suite, groups, lower_bounds=lower_bounds).items():
         frozen = suite.get(task_id)
         known = "" if math.isnan(best_known[task_id]) else f", best known {_seconds(best_known[task_id])} s"
         lines += [
             f"### `{task_id}`",
             "",
             f"Best single device {_seconds(frozen.best_single_runtime)} s, "
-            f"lower bound {_seconds(frozen.lower_bound)} s{known}.",
+            f"lower bound {_seconds(bounds[task_id].value)} s "
+            f"({markdown_text(bounds[task_id].source)}){known}.",
             "",
         ]
-        if not entries:
+        if not task_entries:
             lines += ["No submissions yet.", ""]
             continue
+        lines += [f"![learning curves of {task_id}]({CURVES_DIR}/{curve_file_name(task_id)})", ""]
         lines += _table(
-            [
-                "rank",
-                "algorithm",
-                "runtime (s)",
-                "score",
-                "speedup",
-                "gap to bound",
-                "evaluations",
-                "wall (s)",
-                "feasible",
-                "seeds",
-                "runtime over seeds (s)",
-            ],
-            [
-                [
-                    str(i + 1),
-                    markdown_text(e.algorithm),
-                    _seconds(e.runtime),
-                    f"{e.score:.3f}",
-                    *_speedup_and_gap(e),
-                    str(e.evaluations),
-                    f"{e.wall_s:.2f}",
-                    "yes" if e.feasible else "no",
-                    str(e.seeds),
-                    _spread(e),
-                ]
-                for i, e in enumerate(entries)
-            ],
-            [True, False, True, True, True, True, True, True, False, True, True],
+            ["rank", *_ENTRY_COLUMNS],
+            [[str(i + 1), *_entry_cells(e)] for i, e in enumerate(task_entries)],
+            [True, *_ENTRY_RIGHT],
         )
         lines.append("")
-    lines += _generalisation_track(submissions, suite)
+    lines += _generalisation_track(submissions, suite, lower_bounds)
     lines += _real_track(submissions, suite)
     lines += _older_suites(submissions, suite)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _generalisation_track(submissions: list[tuple[str, dict]], suite: Suite) -> list[str]:
+def _generalisation_track(
+    submissions: list[tuple[str, dict]], suite: Suite, lower_bounds: dict[str, float]
+) -> list[str]:
     """The generalisation track: the split, an overall table and a per-held-out-task table (suites
     without a split: nothing)."""
     if suite.version not in SPLITS:
@@ -493,76 +429,17 @@ def _generalisation_track(submissions: list[tuple[str, dict]], suite: Suite) -> 
         "tasks.",
         "",
     ]
-    rows = overall_rows(submissions, suite, "generalisation", held_out)
+    groups = group_submissions(submissions, suite, "generalisation")
+    rows = overall_rows(submissions, suite, "generalisation", held_out, groups, lower_bounds)
     if not rows:
         return [*lines, "No submissions yet.", ""]
-    lines += _table(
-        [
-            "rank",
-            "algorithm",
-            "score",
-            "seeds",
-            "held-out tasks",
-            "infeasible",
-            "geomean speedup",
-            "geomean gap",
-            "trained on",
-            "files",
-        ],
-        [
-            [
-                str(i + 1),
-                markdown_text(r["algorithm"]),
-                f"{r['score']:.3f}",
-                str(r["seeds"]),
-                f"{r['tasks']}/{len(held_out)}",
-                str(r["infeasible"]),
-                _ratio(r["geomean_speedup"], "x"),
-                _ratio(r["geomean_gap"], "%", 100, 1),
-                f"{len(r['trained_on'])} tasks",
-                _files(r["sources"]),
-            ]
-            for i, r in enumerate(rows)
-        ],
-        [True, False, True, True, True, True, True, True, True, False],
-    )
-    lines.append("")
-    table_rows = []
-    for task_id, entries in _entries(submissions, suite, "generalisation", held_out).items():
-        for i, e in enumerate(entries):
-            table_rows.append(
-                [
-                    f"`{task_id}`",
-                    str(i + 1),
-                    markdown_text(e.algorithm),
-                    _seconds(e.runtime),
-                    f"{e.score:.3f}",
-                    *_speedup_and_gap(e),
-                    str(e.evaluations),
-                    f"{e.wall_s:.2f}",
-                    "yes" if e.feasible else "no",
-                    str(e.seeds),
-                    _spread(e),
-                ]
-            )
-    lines += _table(
-        [
-            "held-out task",
-            "rank",
-            "algorithm",
-            "runtime (s)",
-            "score",
-            "speedup",
-            "gap to bound",
-            "evaluations",
-            "wall (s)",
-            "feasible",
-            "seeds",
-            "runtime over seeds (s)",
-        ],
-        table_rows,
-        [False, True, False, True, True, True, True, True, True, False, True, True],
-    )
+    lines += [*_overall_table(rows, len(held_out), "held-out tasks", trained_on=True), ""]
+    table_rows = [
+        [f"`{task_id}`", str(i + 1), *_entry_cells(e)]
+        for task_id, task_entries in entries(submissions, suite, groups, held_out, lower_bounds).items()
+        for i, e in enumerate(task_entries)
+    ]
+    lines += _table(["held-out task", "rank", *_ENTRY_COLUMNS], table_rows, [False, True, *_ENTRY_RIGHT])
     return [*lines, ""]
 
 
@@ -571,7 +448,7 @@ def _real_track(submissions: list[tuple[str, dict]], suite: Suite) -> list[str]:
     reported, beside the cost model's."""
     rows = []
     for source, data in submissions:
-        if data["suite"] != suite.version or _track(data) != "real":
+        if data["suite"] != suite.version or submission_track(data) != "real":
             continue
         for task_id in sorted(data["results"]):
             result = data["results"][task_id]
@@ -633,21 +510,33 @@ def _older_suites(submissions: list[tuple[str, dict]], suite: Suite) -> list[str
 def render_chart(
     submissions: list[tuple[str, dict]], path: str | Path, suite: str | Suite = CURRENT_SUITE
 ) -> bool:
-    """Write a bar chart of the overall score per entry to ``path``; False when there is nothing."""
-    rows = overall_rows(submissions, get_suite(suite))
-    if not rows:
+    """Write a bar chart of the overall score per entry, one panel per budget track, to ``path``; False
+    when there is nothing."""
+    suite = get_suite(suite)
+    groups = group_submissions(submissions, suite)
+    tracks = [
+        (budget, overall_rows(submissions, suite, groups=budget_track(groups, budget)))
+        for budget in TRACK_BUDGETS
+    ]
+    if not any(rows for _, rows in tracks):
         return False
     matplotlib = require("matplotlib", "drawing the plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = rows[::-1]  # best at the top of a horizontal bar chart
-    figure, axes = plt.subplots(figsize=(7, 0.4 * len(rows) + 1.2))
-    # "$" would start matplotlib's math text: labels are shown as written.
-    axes.barh([r["algorithm"].replace("$", r"\$") for r in rows], [r["score"] for r in rows], color="#4c72b0")
-    axes.set_xlim(0.0, 1.0)
-    axes.set_xlabel("score: mean over tasks of best known runtime / runtime (0 if infeasible)")
-    axes.set_title(f"placement-gym leaderboard, suite {get_suite(suite).version}")
+    longest = max(len(rows) for _, rows in tracks)
+    figure, panels = plt.subplots(1, len(tracks), figsize=(5 * len(tracks), 0.32 * longest + 1.4))
+    for axes, (budget, rows) in zip(panels, tracks):
+        rows = rows[::-1]  # best at the top of a horizontal bar chart
+        # "$" would start matplotlib's math text: labels are shown as written.
+        axes.barh(
+            [r["algorithm"].replace("$", r"\$") for r in rows], [r["score"] for r in rows], color="#4c72b0"
+        )
+        axes.set_xlim(0.0, 1.0)
+        axes.tick_params(axis="y", labelsize=8)
+        axes.set_title(f"at most {budget:,} evaluations")
+        axes.set_xlabel("score (mean of best known / runtime)")
+    figure.suptitle(f"placement-gym leaderboard, suite {suite.version}")
     figure.tight_layout()
     # No "Software" metadata: the PNG must not change with the matplotlib version string.
     figure.savefig(path, dpi=100, metadata={"Software": None})
@@ -655,16 +544,41 @@ def render_chart(
     return True
 
 
+def render_all_curves(
+    submissions: list[tuple[str, dict]],
+    directory: str | Path,
+    bounds: dict[str, TaskBound],
+    suite: str | Suite = CURRENT_SUITE,
+) -> list[Path]:
+    """Draw every task's learning curves (`curves.render_curves`) under ``directory/curves``; returns the
+    files written."""
+    suite = get_suite(suite)
+    folder = Path(directory) / CURVES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    best_known = best_known_runtimes(submissions, suite)
+    written = []
+    groups = group_submissions(submissions, suite)
+    for task_id, task_entries in entries(submissions, suite, groups).items():
+        if task_entries:
+            path = folder / curve_file_name(task_id)
+            render_curves(task_id, task_entries, bounds[task_id].value, best_known[task_id], path)
+            written.append(path)
+    return written
+
+
 def render(directory: str | Path, check: bool = False, chart: bool = True) -> bool:
     """Validate every submission under ``directory/submissions`` (`checked_submissions`: raises
     `RenderRefused` naming each failing file, `SuiteMismatchError` when the cost model no longer
-    reproduces the suite), then render the ``README.md`` of ``directory`` and, with ``chart``, the chart.
+    reproduces the suite), then render the ``README.md`` of ``directory`` (with the bounds of
+    ``directory/bounds.json``, `task_bounds`) and, with ``chart``, the chart and the learning curves.
 
     With ``check=True`` nothing is written; returns whether the README is up to date. Otherwise writes
     and returns True."""
     directory = Path(directory)
     submissions = checked_submissions(directory / SUBMISSIONS_DIR)
-    text = render_markdown(submissions)
+    suite = get_suite(CURRENT_SUITE)
+    bounds = load_bounds(directory, suite)
+    text = render_markdown(submissions, suite, bounds)
     readme = directory / README_NAME
     if check:
         return readme.is_file() and readme.read_text() == text
@@ -672,4 +586,5 @@ def render(directory: str | Path, check: bool = False, chart: bool = True) -> bo
     readme.write_text(text)
     if chart:
         render_chart(submissions, directory / CHART_NAME)
+        render_all_curves(submissions, directory, bounds, suite)
     return True

@@ -1,0 +1,69 @@
+"""Learning curves of the leaderboard: one PNG per task, every entry's best runtime so far against its
+evaluations (log axis), with the proven lower bound and the best known runtime as lines.
+
+A curve is the harness's trace of the entry's median seed (`Task.trace`: the evaluation counts at which
+the best feasible runtime improved); an entry without a recorded trace (a heuristic, an older
+submission) is one point at (its evaluations, its runtime). Entries of one algorithm at several budgets
+share a colour; the largest budget's curve is drawn as a line, the others as points.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from placement_gym.extras import require
+from placement_gym.leaderboard.ranking import Entry
+
+CURVES_DIR = "curves"
+
+
+def curve_file_name(task_id: str) -> str:
+    """The PNG file name of a task's curves (its id with ``/`` as ``_``)."""
+    return task_id.replace("/", "_") + ".png"
+
+
+def render_curves(
+    task_id: str, task_entries: list[Entry], lower_bound: float, best_known: float, path: str | Path
+) -> None:
+    """Draw ``task_entries``' curves of one task to ``path`` (module docstring)."""
+    matplotlib = require("matplotlib", "drawing the learning curves")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5))
+    by_algorithm: dict[str, list[Entry]] = {}
+    for entry in task_entries:
+        if entry.feasible:
+            by_algorithm.setdefault(entry.algorithm.split(" (")[0], []).append(entry)
+    colours = plt.get_cmap("tab20")
+    for index, (algorithm, runs) in enumerate(sorted(by_algorithm.items())):
+        colour = colours(index % 20)
+        runs.sort(key=lambda e: e.evaluations)
+        largest = runs[-1]
+        for entry in runs:
+            if entry is largest and entry.trace:
+                counts = [n for n, _ in entry.trace] + [max(entry.evaluations, entry.trace[-1][0])]
+                values = [r for _, r in entry.trace] + [entry.trace[-1][1]]
+                axes.step(counts, values, where="post", color=colour, label=algorithm, linewidth=1.4)
+            else:
+                axes.plot(
+                    [max(entry.evaluations, 1)],
+                    [entry.runtime],
+                    "o",
+                    color=colour,
+                    markersize=5,
+                    label=algorithm if entry is largest else None,
+                )
+    axes.axhline(lower_bound, color="black", linestyle="--", linewidth=1, label="lower bound")
+    if not math.isnan(best_known):
+        axes.axhline(best_known, color="black", linestyle=":", linewidth=1, label="best known")
+    axes.set_xscale("log")
+    axes.set_xlabel("evaluations of the task (log)")
+    axes.set_ylabel("best runtime so far (s)")
+    axes.set_title(f"{task_id}: learning curves")
+    axes.legend(fontsize=7, ncol=2, loc="upper right")
+    figure.tight_layout()
+    # No "Software" metadata: the PNG must not change with the matplotlib version string.
+    figure.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(figure)

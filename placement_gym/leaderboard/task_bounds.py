@@ -1,0 +1,140 @@
+"""The proven lower bound of every task of a suite, as the leaderboard shows it.
+
+The suite's fingerprint freezes the simple bound (`placement_gym.cost_model.lower_bound`: critical path
+or work spread over every device). The tighter proven bounds (`placement_gym.cost_model.proven_bound`)
+take an LP solve per task, too slow to run on every render, so they are computed once into
+``<leaderboard>/bounds.json`` (`write_bounds`, ``placement-gym leaderboard bounds``) and recomputed by
+``placement-gym leaderboard validate`` (`check_bounds`), which fails when a stored bound is not what the
+current code proves. The bound shown for a task is the larger of the frozen one and the stored one
+(both are proofs, so the larger is one too).
+
+File format::
+
+    {"suite": "v1", "tasks": {"<task id>": {"bound": 0.61, "source": "lp", "arguments": {"lp": 0.61, ...}}}}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from placement_gym.leaderboard.suite import Suite
+
+BOUNDS_NAME = "bounds.json"
+FROZEN_SOURCE = "critical path or work / devices"
+# A stored bound is the same number when it matches the recomputed one to this relative tolerance (the
+# LP solver's answer may move in its last digits between platforms; its proof tolerance is larger).
+BOUND_RTOL = 1e-6
+
+
+@dataclass(frozen=True)
+class TaskBound:
+    """One task's proven lower bound (seconds), the argument that gives it and every argument's value."""
+
+    value: float
+    source: str
+    arguments: dict[str, float] = field(default_factory=dict)
+
+
+def frozen_bounds(suite: Suite) -> dict[str, TaskBound]:
+    """The suite fingerprint's lower bound of every task."""
+    return {
+        t.task_id: TaskBound(t.lower_bound, FROZEN_SOURCE, {FROZEN_SOURCE: t.lower_bound})
+        for t in suite.tasks
+    }
+
+
+def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:
+    """Per task of ``suite``: the larger of its frozen bound and the one stored in
+    ``directory/bounds.json`` (when the file exists and is for this suite). A malformed file is a
+    ValueError naming what is wrong."""
+    bounds = frozen_bounds(suite)
+    path = Path(directory) / BOUNDS_NAME
+    if not path.is_file():
+        return bounds
+    stored = read_bounds(path)
+    if stored["suite"] != suite.version:
+        return bounds
+    for task_id, entry in stored["tasks"].items():
+        if task_id in bounds and entry["bound"] > bounds[task_id].value:
+            arguments = {**bounds[task_id].arguments, **entry["arguments"]}
+            bounds[task_id] = TaskBound(entry["bound"], entry["source"], arguments)
+    return bounds
+
+
+def read_bounds(path: str | Path) -> dict:
+    """The checked contents of a bounds file (module docstring); ValueError naming the problem."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON bounds file ({error})") from None
+    if not (
+        isinstance(data, dict) and isinstance(data.get("suite"), str) and isinstance(data.get("tasks"), dict)
+    ):
+        raise ValueError(f"{path}: expected {{'suite': str, 'tasks': {{task id: ...}}}}")
+    for task_id, entry in data["tasks"].items():
+        ok = (
+            isinstance(entry, dict)
+            and isinstance(entry.get("bound"), (int, float))
+            and math.isfinite(entry["bound"])
+            and entry["bound"] > 0
+            and isinstance(entry.get("source"), str)
+            and isinstance(entry.get("arguments"), dict)
+            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in entry["arguments"].values())
+        )
+        if not ok:
+            raise ValueError(
+                f"{path}: task {task_id!r} needs 'bound' (a positive number), 'source' (text) and "
+                "'arguments' ({name: number})"
+            )
+    return data
+
+
+def compute_bounds(suite: Suite, progress=None) -> dict:
+    """The bounds file's contents for ``suite``: `proven_bound` of every task (``progress``: an optional
+    callable told each task id as it starts)."""
+    from placement_gym.cost_model import proven_bound
+
+    tasks = {}
+    for suite_task in suite.tasks:
+        if progress is not None:
+            progress(suite_task.task_id)
+        bound = proven_bound(suite_task.task())
+        tasks[suite_task.task_id] = {
+            "bound": float(bound.value),
+            "source": bound.source,
+            "arguments": {name: float(value) for name, value in bound.arguments.items()},
+        }
+    return {"suite": suite.version, "tasks": tasks}
+
+
+def write_bounds(directory: str | Path, suite: Suite, progress=None) -> Path:
+    """Compute (`compute_bounds`) and write ``directory/bounds.json``; returns its path."""
+    path = Path(directory) / BOUNDS_NAME
+    path.write_text(json.dumps(compute_bounds(suite, progress), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def check_bounds(directory: str | Path, suite: Suite, progress=None) -> list[str]:
+    """Recompute every bound of ``directory/bounds.json`` and name each that differs (beyond
+    `BOUND_RTOL`) from what the current code proves, or each task the file lacks; [] when all agree
+    or there is no file."""
+    path = Path(directory) / BOUNDS_NAME
+    if not path.is_file():
+        return []
+    stored = read_bounds(path)
+    if stored["suite"] != suite.version:
+        return []
+    fresh = compute_bounds(suite, progress)["tasks"]
+    problems = [f"{task_id}: no stored bound" for task_id in fresh if task_id not in stored["tasks"]]
+    for task_id, entry in stored["tasks"].items():
+        if task_id not in fresh:
+            problems.append(f"{task_id}: not a task of suite {suite.version}")
+        elif not math.isclose(entry["bound"], fresh[task_id]["bound"], rel_tol=BOUND_RTOL):
+            problems.append(
+                f"{task_id}: stored bound {entry['bound']:.9g} s, "
+                f"the code proves {fresh[task_id]['bound']:.9g} s"
+            )
+    return problems
