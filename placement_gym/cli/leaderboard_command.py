@@ -1,4 +1,5 @@
-"""`placement-gym leaderboard validate|submit|render`: re-check, add and render submissions."""
+"""`placement-gym leaderboard validate|submit|render|bounds`: re-check, add and render submissions; compute
+and re-check the proven lower bounds the leaderboard shows."""
 
 from __future__ import annotations
 
@@ -171,8 +172,37 @@ def run_render(args: argparse.Namespace) -> int:
     return 1
 
 
+@_exits_on_suite_mismatch
+def run_bounds(args: argparse.Namespace) -> int:
+    """``bounds``: write DIR/bounds.json, or with ``--check`` recompute it and name what differs."""
+    from placement_gym.leaderboard.suite import CURRENT_SUITE, get_suite, require_suite
+    from placement_gym.leaderboard.task_bounds import BOUNDS_NAME, check_bounds, write_bounds
+
+    require_suite(CURRENT_SUITE)
+    suite = get_suite(CURRENT_SUITE)
+    directory = Path(args.dir)
+
+    def progress(task_id: str) -> None:
+        print(f"  {task_id}", file=sys.stderr, flush=True)
+
+    if not args.check:
+        print(f"wrote {write_bounds(directory, suite, progress)}")
+        return 0
+    if not (directory / BOUNDS_NAME).is_file():
+        print(f"placement-gym: {directory / BOUNDS_NAME} does not exist; run 'placement-gym leaderboard "
+              "bounds'", file=sys.stderr)
+        return 1
+    problems = check_bounds(directory, suite, progress)
+    for problem in problems:
+        print(f"{BAD_MARK} {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    print(f"{directory / BOUNDS_NAME}: every bound of suite {suite.version} recomputed and equal")
+    return 0
+
+
 def add_parser(subparsers) -> None:
-    """Add ``leaderboard`` with its ``validate``, ``submit`` and ``render`` subcommands."""
+    """Add ``leaderboard`` with its ``validate``, ``submit``, ``render`` and ``bounds`` subcommands."""
     parser = subparsers.add_parser(
         "leaderboard", help="validate, submit and render leaderboard submissions",
         description="Re-evaluate submitted placements, add a submission, render leaderboard/README.md.")
@@ -212,3 +242,12 @@ def add_parser(subparsers) -> None:
     render.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     common(render)
     render.set_defaults(run=run_render)
+
+    bounds = commands.add_parser("bounds", help="compute the proven lower bound of every task of the current "
+                                 "suite into DIR/bounds.json (an LP per task: minutes)",
+                                 description="Compute the proven lower bounds the leaderboard shows "
+                                 "(docs/bounds.md) and write DIR/bounds.json; --check recomputes "
+                                 "them instead and exits 1 naming each stored bound that differs.")
+    bounds.add_argument("--check", action="store_true", help="recompute and compare; write nothing")
+    common(bounds)
+    bounds.set_defaults(run=run_bounds)
