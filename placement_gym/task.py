@@ -84,12 +84,11 @@ class EvaluationCounter:
         (one per evaluation, in order; only the ``feasible`` ones count)."""
         if self.trace is not None and runtimes is not None:
             valid = np.where(np.asarray(feasible, dtype=bool), np.asarray(runtimes, dtype=float), np.inf)
-            running = np.minimum.accumulate(np.atleast_1d(valid))
-            better = np.flatnonzero(running < np.concatenate([[self.best], running[:-1]]))
-            for i in better:
-                self.trace.append((self.count + int(i) + 1, float(running[i])))
-            if len(running):
-                self.best = min(self.best, float(running[-1]))
+            # The best so far before each evaluation of the batch, and after it.
+            running = np.minimum.accumulate(np.concatenate([[self.best], np.atleast_1d(valid)]))
+            for i in np.flatnonzero(running[1:] < running[:-1]):
+                self.trace.append((self.count + int(i) + 1, float(running[i + 1])))
+            self.best = float(running[-1])
         self.count += n
 
     def __copy__(self) -> EvaluationCounter:

@@ -89,13 +89,19 @@ def placement_differences(expected: dict, got: dict) -> list[str]:
     return reasons
 
 
-def _compare(task_id: str, expected: dict, got: dict, what: str) -> TaskRerun:
+def compare_results(task_id: str, expected: dict, got: dict, what: str) -> TaskRerun:
+    """The verdict on one task: ``got`` (a re-run's result) against ``expected`` (``what`` says where
+    that comes from): the placement, its runtime and feasibility, the evaluation count and, where
+    ``expected`` has one, the learning curve."""
     reasons = placement_differences(expected["placement"], got["placement"])
     for name in ("runtime", "feasible"):
         if not reasons and expected[name] != got[name]:  # the same placement scored otherwise
             reasons.append(f"{name}: {expected[name]!r} {what}, {got[name]!r} re-run")
     if expected["evaluations"] != got["evaluations"]:
         reasons.append(f"evaluations: {expected['evaluations']} {what}, {got['evaluations']} re-run")
+    # A learning curve recorded in the file must be the one the re-run records (older files have none).
+    if "trace" in expected and expected["trace"] != got.get("trace"):
+        reasons.append(f"learning curve (trace) {what} differs from the re-run's")
     return TaskRerun(task_id, not reasons, tuple(reasons), got["evaluations"], got["runtime"])
 
 
@@ -145,9 +151,9 @@ def rerun_submission(
         try:
             got = run(task_id)
             if twice:
-                verdict = _compare(task_id, run(task_id), got, "in the first re-run")
+                verdict = compare_results(task_id, run(task_id), got, "in the first re-run")
             else:
-                verdict = _compare(task_id, data["results"][task_id], got, "in the file")
+                verdict = compare_results(task_id, data["results"][task_id], got, "in the file")
         except Exception as error:  # noqa: BLE001 - an agent that fails has not reproduced its entry
             verdict = TaskRerun(task_id, False, (f"the agent failed: {type(error).__name__}: {error}",))
         verdicts.append(verdict)
