@@ -4,7 +4,9 @@ evaluations (log axis), with the proven lower bound and the best known runtime a
 A curve is the harness's trace of the entry's median seed (`Task.trace`: the evaluation counts at which
 the best feasible runtime improved); an entry without a recorded trace (a heuristic, an older
 submission) is one point at (its evaluations, its runtime). Entries of one algorithm at several budgets
-share a colour; the largest budget's curve is drawn as a line, the others as points.
+share a colour; the curve of the largest budget that recorded one is drawn as a line, the others as
+points; constructive heuristics (at most `CONSTRUCTIVE_EVALUATIONS` evaluations, no curve) are grey
+marks. Runtimes above `Y_RANGE` x the best known are off the plot.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from placement_gym.extras import require
 from placement_gym.leaderboard.ranking import Entry
 
 CURVES_DIR = "curves"
+# Entries that never evaluate more than this and record no curve are constructive heuristics.
+CONSTRUCTIVE_EVALUATIONS = 10
+# The plot shows runtimes up to this multiple of the best known (a random placement's would flatten
+# every curve); what is slower is off the plot.
+Y_RANGE = 1.6
 
 
 def curve_file_name(task_id: str) -> str:
@@ -37,28 +44,32 @@ def render_curves(
         if entry.feasible:
             by_algorithm.setdefault(entry.algorithm.split(" (")[0], []).append(entry)
     colours = plt.get_cmap("tab20")
+    constructive_labelled = False
     for index, (algorithm, runs) in enumerate(sorted(by_algorithm.items())):
+        traced = [e for e in runs if e.trace]
+        line = max(traced, key=lambda e: e.evaluations) if traced else None
+        if line is None and max(e.evaluations for e in runs) <= CONSTRUCTIVE_EVALUATIONS:
+            # Heuristics that construct a placement: one grey mark each, one legend entry for all.
+            for entry in runs:
+                axes.plot([max(entry.evaluations, 1)], [entry.runtime], "x", color="grey", markersize=5,
+                          label=None if constructive_labelled else "constructive heuristics")
+                constructive_labelled = True
+            continue
         colour = colours(index % 20)
-        runs.sort(key=lambda e: e.evaluations)
-        largest = runs[-1]
+        if line is not None:
+            counts = [n for n, _ in line.trace] + [max(line.evaluations, line.trace[-1][0])]
+            values = [r for _, r in line.trace] + [line.trace[-1][1]]
+            axes.step(counts, values, where="post", color=colour, label=algorithm, linewidth=1.4)
         for entry in runs:
-            if entry is largest and entry.trace:
-                counts = [n for n, _ in entry.trace] + [max(entry.evaluations, entry.trace[-1][0])]
-                values = [r for _, r in entry.trace] + [entry.trace[-1][1]]
-                axes.step(counts, values, where="post", color=colour, label=algorithm, linewidth=1.4)
-            else:
-                axes.plot(
-                    [max(entry.evaluations, 1)],
-                    [entry.runtime],
-                    "o",
-                    color=colour,
-                    markersize=5,
-                    label=algorithm if entry is largest else None,
-                )
+            if entry is not line:
+                axes.plot([max(entry.evaluations, 1)], [entry.runtime], "o", color=colour, markersize=5,
+                          label=algorithm if line is None and entry is runs[0] else None)
     axes.axhline(lower_bound, color="black", linestyle="--", linewidth=1, label="lower bound")
     if not math.isnan(best_known):
         axes.axhline(best_known, color="black", linestyle=":", linewidth=1, label="best known")
     axes.set_xscale("log")
+    reference = best_known if not math.isnan(best_known) else lower_bound
+    axes.set_ylim(0.97 * lower_bound, Y_RANGE * reference)
     axes.set_xlabel("evaluations of the task (log)")
     axes.set_ylabel("best runtime so far (s)")
     axes.set_title(f"{task_id}: learning curves")

@@ -247,6 +247,7 @@ def overall_rows(
         rows.append(
             {
                 "algorithm": label,
+                "name": group.algorithm,
                 "budget": budget_label(group.budget),
                 "max_evaluations": group.max_evaluations,
                 "sources": group.sources,

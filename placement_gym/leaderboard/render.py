@@ -208,9 +208,10 @@ def _meaning(suite: Suite, bounds: dict[str, TaskBound]) -> list[str]:
 
 
 def _overall_table(
-    rows: list[dict], n_tasks: int, tasks_column: str = "tasks", trained_on: bool = False
+    rows: list[dict], n_tasks: int, tasks_column: str = "tasks", trained_on: bool = False, names: bool = False
 ) -> list[str]:
-    """The overall ranking table of ``rows`` (`overall_rows`)."""
+    """The overall ranking table of ``rows`` (`overall_rows`); ``names``: the algorithm's name alone (a
+    budget track has one entry per algorithm, its budget in its own column)."""
     columns = [
         "rank",
         "algorithm",
@@ -230,7 +231,7 @@ def _overall_table(
     for i, r in enumerate(rows):
         row = [
             str(i + 1),
-            markdown_text(r["algorithm"]),
+            markdown_text(r["name"] if names else r["algorithm"]),
             r["budget"],
             f"{r['score']:.3f}",
             str(r["seeds"]),
@@ -371,7 +372,7 @@ def render_markdown(
             submissions, suite, groups=budget_track(groups, budget), lower_bounds=lower_bounds
         )
         lines += [f"### At most {budget:,} evaluations per task", ""]
-        lines += [*_overall_table(rows, n), ""] if rows else ["No entries.", ""]
+        lines += [*_overall_table(rows, n, names=True), ""] if rows else ["No entries.", ""]
     if groups:
         lines += [f"![score per algorithm and budget track]({CHART_NAME})", ""]
     lines += _bounds_section(submissions, suite, bounds)
@@ -530,7 +531,7 @@ def render_chart(
         rows = rows[::-1]  # best at the top of a horizontal bar chart
         # "$" would start matplotlib's math text: labels are shown as written.
         axes.barh(
-            [r["algorithm"].replace("$", r"\$") for r in rows], [r["score"] for r in rows], color="#4c72b0"
+            [r["name"].replace("$", r"\$") for r in rows], [r["score"] for r in rows], color="#4c72b0"
         )
         axes.set_xlim(0.0, 1.0)
         axes.tick_params(axis="y", labelsize=8)
