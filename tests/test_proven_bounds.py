@@ -1,0 +1,191 @@
+"""Proven lower bounds (`placement_gym.cost_model.proven_bound`): on random small tasks no feasible
+placement, found by enumerating every one with the simulator, beats any argument; hand-made tasks where
+each new argument is the one that binds, with its value computed by hand."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import hand_cluster, hand_graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement_gym.cluster.cluster import Cluster
+from placement_gym.cost_model import Bound, lower_bound, proven_bound, simulate_batch
+from placement_gym.cost_model.proven_bounds import (
+    CRITICAL_PATH,
+    ENERGETIC,
+    LOAD_LP,
+    NO_FEASIBLE,
+    PLACED_PATH,
+    WORK,
+    allowed_devices,
+)
+from placement_gym.graph.opgraph import CATEGORIES
+from placement_gym.graph.synthetic import random_graph
+from placement_gym.task import make_task
+
+pytest.importorskip("ortools")
+
+SLACK = 1e-12  # relative: the simulator's and the bounds' float sums may differ in the last bits
+
+
+def random_cluster(n: int, rng: np.random.Generator, executor_costs: bool, memory: float) -> Cluster:
+    """Random speeds (a slow first device, as a CPU), links and, with ``executor_costs``, hosts with
+    dispatch threads, transfer synchronisation and shared segments; capacities ``memory`` bytes scaled
+    by a random factor per device."""
+    extra = {}
+    if executor_costs:
+        n_hosts = int(rng.integers(1, n + 1))
+        n_segments = int(rng.integers(1, 4))
+        segments = np.full((n, n, 2), -1)
+        for i, j in itertools.permutations(range(n), 2):
+            route = rng.permutation(n_segments)[: rng.integers(0, 3)]
+            segments[i, j, : len(route)] = route
+        extra = dict(
+            dispatch_time=rng.choice([0.0, 1e-6, 3e-5, 3e-4], n),
+            device_host=rng.integers(0, n_hosts, n),
+            host_names=tuple(f"host{h}" for h in range(n_hosts)),
+            host_dispatch_threads=tuple(int(k) for k in rng.integers(1, 3, n_hosts)),
+            transfer_sync=rng.choice([0.0, 2e-6, 5e-4], n),
+            segment_names=tuple(f"s{k}" for k in range(n_segments)),
+            link_segments=segments,
+        )
+    return Cluster(
+        name=f"random{n}",
+        device_names=tuple(f"d{i}" for i in range(n)),
+        device_kinds=tuple("cpu" if i == 0 else "gpu" for i in range(n)),
+        peak_flops=rng.uniform(5e11, 1e13, n) * np.where(np.arange(n) == 0, 0.2, 1.0),
+        memory_bandwidth=rng.uniform(5e10, 1e12, n),
+        memory_capacity=np.round(memory * rng.uniform(0.3, 1.5, n)),
+        launch_overhead=rng.uniform(1e-6, 2e-5, n),
+        efficiency=rng.uniform(0.2, 1.0, (n, len(CATEGORIES))),
+        link_bandwidth=rng.uniform(1e8, 3e11, (n, n)),
+        link_latency=rng.uniform(1e-6, 1e-3, (n, n)),
+        **extra,
+    )
+
+
+def optimum(task) -> float:
+    """The best runtime over every feasible placement (inf when none is feasible), by enumeration."""
+    rows = np.array(list(itertools.product(range(task.n_devices), repeat=task.n_forward)), dtype=np.int64)
+    runtimes, feasible, _ = simulate_batch(task, rows)
+    return float(runtimes[feasible].min()) if feasible.any() else float("inf")
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    n_ops=st.integers(1, 6),
+    n_devices=st.integers(2, 3),
+    seed=st.integers(0, 2**31 - 1),
+    objective=st.sampled_from(["inference", "train_step"]),
+    executor_costs=st.booleans(),
+    tight=st.booleans(),
+)
+def test_no_feasible_placement_beats_any_argument(n_ops, n_devices, seed, objective, executor_costs, tight):
+    rng = np.random.default_rng(seed)
+    graph = random_graph(n_ops, seed=seed, max_inputs=3)
+    # tight: capacities around the task's static bytes, so that some placements run out of memory
+    loose = make_task(graph, random_cluster(n_devices, np.random.default_rng(seed), False, 1e13), objective)
+    scale = max(loose.static_bytes.sum(), loose.tensor_bytes.max(initial=1.0)) if tight else 1e13
+    task = make_task(graph, random_cluster(n_devices, rng, executor_costs, scale), objective)
+    best = optimum(task)
+    bound = proven_bound(task)
+    if bound.value == np.inf:
+        assert best == np.inf, f"bound claims no feasible placement, but one runs in {best}"
+        return
+    assert set(bound.arguments) == {CRITICAL_PATH, WORK, PLACED_PATH, ENERGETIC, LOAD_LP}
+    for name, value in bound.arguments.items():
+        assert value <= best * (1 + SLACK), f"{name} = {value} > optimum {best}"
+    assert bound.value == max(bound.arguments.values())
+    assert bound.value >= lower_bound(task) * (1 - SLACK)
+
+
+def fork_join_task(width, n_devices, out_bytes, **cluster):
+    """``s -> u_1..u_width -> t``, every op 1 ms (+ 1 us overhead) on identical devices."""
+    branches = [(f"u{i}", 1e9, out_bytes, 0) for i in range(width)]
+    ops = [("s", 1e9, out_bytes, 0), *branches, ("t", 1e9, 4, 0)]
+    edges = [("s", f"u{i}") for i in range(width)] + [(f"u{i}", "t") for i in range(width)]
+    return make_task(hand_graph(ops, edges), hand_cluster(n_devices, **cluster), "inference")
+
+
+OP = 1e-3 + 1e-6  # 1e9 FLOPs at 1e12 FLOP/s plus the hand cluster's overhead
+
+
+def test_placement_aware_path_binds_where_branches_cannot_afford_a_transfer():
+    # fork-join of 2 on 2 devices, 1 GB tensors over 1 GB/s links: splitting the branches pays 1 s, so
+    # they run one after the other: s, u0, u1, t
+    task = fork_join_task(2, 2, 1e9)
+    bound = proven_bound(task)
+    assert bound.source == PLACED_PATH
+    assert bound.value == pytest.approx(4 * OP, rel=1e-12)
+    assert bound.arguments[CRITICAL_PATH] == pytest.approx(3 * OP, rel=1e-12)
+    assert optimum(task) == pytest.approx(4 * OP, rel=1e-12)
+
+
+def test_energetic_binds_where_parallel_branches_outnumber_devices():
+    # fork-join of 6 on 3 devices with cheap transfers: in [1, C - 1] ms the 6 branches need 6 ms of
+    # work and 3 devices give 3 x (C - 2) ms, so C >= 4 ms; the path arguments see 3 ms + a transfer
+    task = fork_join_task(6, 3, 4, latency=1e-6)
+    bound = proven_bound(task)
+    assert bound.source == ENERGETIC
+    assert bound.value == pytest.approx(4 * OP, rel=1e-6)
+    assert bound.arguments[PLACED_PATH] < 3.1 * OP
+    assert optimum(task) >= bound.value
+
+
+def test_load_lp_binds_where_one_device_is_slow():
+    # 4 independent ops of 1 ms on a fast device, 10 ms on a slow one: the fractional optimum puts
+    # x of the work on the slow one with 10 x = 4 - x ms, C = 40/11 ms; work / devices sees 2 ms
+    ops = [(f"op{i}", 1e9, 4, 0) for i in range(4)]
+    graph = hand_graph(ops, [("in", f"op{i}") for i in range(4)], inputs=[("in", 4)])
+    cluster = replace(hand_cluster(2, overhead=1e-9), peak_flops=np.array([1e11, 1e12]))
+    task = make_task(graph, cluster, "inference")
+    slow, fast = 1e-2 + 1e-9, 1e-3 + 1e-9
+    bound = proven_bound(task)
+    assert bound.source == LOAD_LP
+    assert bound.value == pytest.approx(4 * fast * slow / (slow + fast), rel=1e-9)
+    assert bound.arguments[WORK] == pytest.approx(2 * fast, rel=1e-12)
+    assert optimum(task) >= bound.value
+
+
+def test_load_lp_counts_memory_the_fast_device_cannot_hold():
+    # two independent 1 ms ops with 6 GB of parameters each; the fast device holds 8 GB, the slow one
+    # (10x slower) 100 GB: the fast device holds at most 8/6 of a group's parameters, so C >= the slow
+    # device's share of the work
+    ops = [("a", 1e9, 4, 6e9), ("b", 1e9, 4, 6e9)]
+    graph = hand_graph(ops, [("in", "a"), ("in", "b")], inputs=[("in", 4)])
+    cluster = replace(
+        hand_cluster(2, overhead=1e-9),
+        peak_flops=np.array([1e11, 1e12]),
+        memory_capacity=np.array([1e11, 8e9]),
+    )
+    task = make_task(graph, cluster, "inference")
+    slow = 1e-2 + 1e-9
+    # groups on the fast device: 6e9 x <= 8e9 -> x <= 4/3; the slow one does (2 - 4/3) x its 10 ms
+    bound = proven_bound(task)
+    assert bound.arguments[LOAD_LP] == pytest.approx(2 / 3 * slow, rel=1e-9)
+    assert bound.source == LOAD_LP
+    assert optimum(task) == pytest.approx(slow, rel=1e-12)  # one group must go to the slow device
+
+
+def test_a_group_that_fits_nowhere_makes_every_placement_infeasible():
+    graph = hand_graph([("a", 1e9, 4, 2e6), ("b", 1e9, 4, 0)], [("a", "b")])
+    task = make_task(graph, hand_cluster(2, memory=1e6), "inference")
+    assert not allowed_devices(task)[0].any()
+    bound = proven_bound(task)
+    assert bound.value == np.inf and bound.source.startswith(NO_FEASIBLE) and "'a'" in bound.source
+    assert optimum(task) == np.inf
+
+
+def test_same_task_same_bound_and_bound_type():
+    graph = random_graph(40, seed=3, window=5)
+    task = make_task(graph, random_cluster(3, np.random.default_rng(3), True, 1e10), "train_step")
+    first, second = proven_bound(task), proven_bound(task)
+    assert isinstance(first, Bound) and first == second
+    without_lp = proven_bound(task, lp=False)
+    assert LOAD_LP not in without_lp.arguments
+    assert without_lp.value <= first.value
