@@ -426,3 +426,58 @@ def exact(
         "wall_s": time.perf_counter() - began,
     }
     return AgentResult(placement, 2, info)
+
+
+def cpsat_bound(
+    task: Task,
+    time_limit_s: float = DEFAULT_TIME_LIMIT,
+    *,
+    max_ops: int = MAX_UNITS,
+    num_workers: int = NUM_WORKERS,
+    deterministic: bool = False,
+) -> tuple[float, str]:
+    """A proven lower bound (seconds) on the runtime of every feasible placement of ``task``: CP-SAT's
+    objective bound on the ungrouped model (one unit per forward op, links and memory on), and the
+    solver's status. ``inf`` when the model is INFEASIBLE (no placement meets even the necessary
+    memory condition, so none is feasible).
+
+    Why it is a proof: the model is a relaxation of the simulator (module docstring, "What the numbers
+    mean"): it omits host dispatch, transfer synchronisation and shared segments (each only delays the
+    simulator), lets ops and transfers run in any order, keeps only a necessary memory condition, and
+    rounds every duration down. Symmetry breaking removes only relabellings of interchangeable devices,
+    under which the model (durations, capacities, links) is invariant. Rounding down allows
+    ``_ROUNDING_SLACK`` units of floating-point noise per duration; mapping a simulator schedule to
+    integer times adds that much per op or transfer along its start order, so the bound subtracts it
+    for every op and every possible transfer (about 1e-13 s each). A grouped model would bound only
+    placements that respect the groups, so a task with more than ``max_ops`` forward ops is refused
+    (ValueError). ``deterministic``: ``time_limit_s`` as a deterministic time limit (reproducible)."""
+    if not time_limit_s > 0:
+        raise ValueError(f"cpsat_bound: time_limit_s must be > 0 seconds, got {time_limit_s!r}")
+    if task.n_forward > max_ops:
+        raise ValueError(
+            f"cpsat_bound: task {task.id} has {task.n_forward} forward ops; the ungrouped CP-SAT model "
+            f"takes at most max_ops={max_ops} (a grouped model bounds only grouped placements)"
+        )
+    grouping = make_grouping(task.graph, None)
+    model = _Model(task, grouping, links=True, memory=True)
+    model.hint(_canonical_hint(task, grouping, best_single_placement(task)))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = num_workers
+    if deterministic:
+        solver.parameters.interleave_search = True
+        solver.parameters.max_deterministic_time = float(time_limit_s)
+    else:
+        solver.parameters.max_time_in_seconds = float(time_limit_s)
+    status = solver.solve(model.model)
+    name = solver.status_name(status)
+    if status == cp_model.INFEASIBLE:
+        return float("inf"), name
+    if status == cp_model.OPTIMAL:
+        ticks = solver.objective_value
+    elif status == cp_model.FEASIBLE:
+        ticks = solver.best_objective_bound
+    else:  # UNKNOWN: no solution yet; the bound, when the search produced one, still holds
+        ticks = max(solver.best_objective_bound, 0.0)
+    # 2 x slack per rank: the allowance itself plus the float error of the simulator's sums
+    ranks = task.n_ops + task.n_tensors * task.n_devices + 1
+    return max(0.0, (ticks - 2 * _ROUNDING_SLACK * ranks) * TIME_UNIT), name

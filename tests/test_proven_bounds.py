@@ -189,3 +189,30 @@ def test_same_task_same_bound_and_bound_type():
     without_lp = proven_bound(task, lp=False)
     assert LOAD_LP not in without_lp.arguments
     assert without_lp.value <= first.value
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_cpsat_bound_of_the_ungrouped_model_is_below_the_optimum(seed):
+    from baselines.exact import cpsat_bound
+
+    rng = np.random.default_rng(seed)
+    graph = random_graph(int(rng.integers(2, 6)), seed=seed, window=2)
+    objective = ["inference", "train_step"][seed % 2]
+    loose = make_task(graph, random_cluster(2, np.random.default_rng(seed), False, 1e13), objective)
+    scale = loose.static_bytes.sum() + loose.tensor_bytes.max() if seed % 3 == 0 else 1e13
+    task = make_task(graph, random_cluster(int(rng.integers(2, 4)), rng, seed % 4 < 2, scale), objective)
+    bound, status = cpsat_bound(task, 10.0, deterministic=True)
+    best = optimum(task)
+    assert status in ("OPTIMAL", "FEASIBLE", "INFEASIBLE")
+    if status == "INFEASIBLE":
+        assert best == np.inf
+    else:
+        assert bound <= best * (1 + SLACK)
+
+
+def test_cpsat_bound_refuses_a_grouped_model():
+    from baselines.exact import cpsat_bound
+
+    task = make_task(random_graph(61, seed=0), hand_cluster(2), "inference")
+    with pytest.raises(ValueError, match="at most max_ops=60"):
+        cpsat_bound(task, 1.0)
