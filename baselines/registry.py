@@ -67,6 +67,7 @@ AGENT_MODULES: tuple[str, ...] = (
     "baselines.learning.placeto",
     "baselines.learning.hsdag",
     "baselines.learning.sb3_agents",
+    "baselines.learning.move_policy",
 )
 SINGLE_PREFIX = "single:"
 
