@@ -68,7 +68,8 @@ def test_bad_input_names_what_is_allowed():
 def test_critical_path_is_a_chain_of_waits_ending_at_the_makespan():
     task = get_task("inception_v3", "k80x4")
     rng = np.random.default_rng(0)
-    for placement in (np.zeros(task.n_forward, dtype=np.int64), rng.integers(0, task.n_devices, task.n_forward)):
+    placements = (np.zeros(task.n_forward, dtype=np.int64), rng.integers(0, task.n_devices, task.n_forward))
+    for placement in placements:
         schedule = simulate(task, placement, schedule=True).schedule
         path = critical_ops(task, schedule)
         assert schedule.op_finish[path[-1]] == schedule.op_finish.max()
@@ -89,7 +90,9 @@ def test_critical_path_of_a_hand_computed_fork():
     assert apart.tolist() == [0]
 
 
-def _graph(flops: list[float], edges: list[tuple[int, int]], outputs: list[int], nbytes: float = 1e3) -> OpGraph:
+def _graph(
+    flops: list[float], edges: list[tuple[int, int]], outputs: list[int], nbytes: float = 1e3
+) -> OpGraph:
     """An inference graph: op ``i`` has ``flops[i]``; edge ``(src, dst)`` feeds op ``src``'s output
     (-1: the data input) to op ``dst``; ``outputs`` are graph outputs; every tensor ``nbytes``."""
     n = len(flops)
@@ -147,8 +150,8 @@ def test_online_learning_moves_the_weights_towards_what_pays():
                    outputs=[length - 1, 2 * length - 1, *range(2 * length, 2 * length + light)])
     task = make_task(graph, PRESETS["k80x2"](), "inference")
     for seed in (0, 1):
-        learned = move_policy(task.independent_copy(), seed=seed, budget=480, weights="zero", start="best-single")
+        common = {"seed": seed, "budget": 480, "weights": "zero", "start": "best-single"}
+        learned = move_policy(task.independent_copy(), **common)
         assert learned.info["weights"]["work"] > 0.05
-        frozen = move_policy(task.independent_copy(), seed=seed, budget=480, weights="zero", learning_rate=0.0,
-                             start="best-single")
+        frozen = move_policy(task.independent_copy(), learning_rate=0.0, **common)
         assert frozen.info["weights"]["work"] == 0.0
