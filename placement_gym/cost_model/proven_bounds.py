@@ -265,11 +265,16 @@ def placement_aware_path(task, allowed_groups: np.ndarray | None = None) -> floa
 
 
 @numba.njit(cache=True)
-def _window_overload(makespan, head, tail, process, n_devices, grid):
-    """Whether some window [t1, t2] of ``grid`` (t1 < t2) must hold more work than ``n_devices``
-    devices can do in it, if the makespan were ``makespan``."""
-    n = head.shape[0]
+def _window_overload(makespan, head, tail, process, weight, size, grid):
+    """Whether some window [t1, t2] of ``grid`` (t1 < t2) must hold more weighted work than the devices
+    can do in it, if the makespan were ``makespan``. Device classes ``k`` (columns of ``head`` and
+    ``process``; ``head = inf``: the op cannot sit there) have ``size[k]`` devices; each row of
+    ``weight`` is one test (a weight per class)."""
+    n, n_classes = head.shape
+    n_tests = weight.shape[0]
     g = grid.shape[0]
+    demand = np.empty(n_tests)
+    capacity = np.empty(n_tests)
     for a in range(g):
         t1 = grid[a]
         for b in range(a + 1, g):
@@ -277,45 +282,81 @@ def _window_overload(makespan, head, tail, process, n_devices, grid):
             width = t2 - t1
             if width <= 0.0:
                 continue
-            capacity = n_devices * width
-            demand = 0.0
+            for i in range(n_tests):
+                demand[i] = 0.0
+                capacity[i] = 0.0
+                for k in range(n_classes):
+                    capacity[i] += weight[i, k] * size[k] * width
             for o in range(n):
-                p = process[o]
-                left = head[o] + p - t1  # run as early as possible: part after t1
-                right = t2 - (makespan - tail[o] - p)  # as late as possible: part before t2
-                part = min(min(width, p), min(left, right))
-                if part > 0.0:
-                    demand += part
-                    if demand > capacity:
-                        return True
+                for i in range(n_tests):
+                    least = np.inf
+                    for k in range(n_classes):
+                        if head[o, k] == np.inf:
+                            continue
+                        p = process[o, k]
+                        left = head[o, k] + p - t1  # run as early as possible: part after t1
+                        right = t2 - (makespan - tail[o] - p)  # as late as possible: part before t2
+                        part = max(0.0, min(min(width, p), min(left, right)))
+                        least = min(least, weight[i, k] * part)
+                    demand[i] += least
+            for i in range(n_tests):
+                if demand[i] > capacity[i]:
+                    return True
     return False
 
 
-def energetic(task, head: np.ndarray, grid_points: int = 48) -> float:
+def _device_classes(task, allowed_ops: np.ndarray) -> np.ndarray:
+    """Class index per device: devices with the same op durations and the same memory exclusions."""
+    keys: dict[bytes, int] = {}
+    out = np.empty(task.n_devices, dtype=np.int64)
+    for d in range(task.n_devices):
+        key = task.duration[:, d].tobytes() + allowed_ops[:, d].tobytes()
+        out[d] = keys.setdefault(key, len(keys))
+    return out
+
+
+def energetic(task, start: np.ndarray, weights: np.ndarray | None = None, grid_points: int = 40) -> float:
     """Energetic reasoning: the largest makespan ``C`` found (by bisection) for which some time window
     must receive more work than the devices can do in it (0 when none is found).
 
-    Proof: ``head[o]`` is a lower bound on op ``o``'s start in any feasible placement's schedule (from
-    `placement_aware_path`), ``tail[o]`` (the longest chain of fastest durations after ``o``) one on
-    the time from its finish to the makespan, ``p[o]`` its fastest duration (F2). With makespan
-    ``<= C`` op ``o`` runs inside ``[head, C - tail]`` for at least ``p`` (a slower device only
-    makes it longer, which increases every term below), so inside a window ``[t1, t2]`` it runs for at
-    least ``min(t2 - t1, p, head + p - t1, t2 - (C - tail - p))`` (when positive); the devices do at
-    most ``n_devices x (t2 - t1)`` of work in the window. If the sum exceeds that, no schedule of
-    makespan ``<= C`` exists: ``C`` is a lower bound. Windows are taken on a grid (any window is a
-    valid test); the bisection keeps the largest failing ``C`` it met, so the result is a proof even
-    where the grid makes the test non-monotone in ``C``."""
+    Proof: ``start[o, d]`` is a lower bound on op ``o``'s start if placed on ``d`` in any feasible
+    placement's schedule (`placement_aware_path`; ``inf``: excluded), ``tail[o]`` (the longest chain
+    of fastest durations after ``o``) one on the time from its finish to the makespan (F2). With
+    makespan ``<= C``, op ``o`` on ``d`` runs inside ``[start[o, d], C - tail]`` for at least
+    ``p = duration[o, d]`` (sync only lengthens it, which increases every term below), so inside a
+    window ``[t1, t2]`` it runs for at least ``m[o, d] = min(t2 - t1, p, start + p - t1,
+    t2 - (C - tail - p))`` (when positive). Device ``d`` is busy at most ``t2 - t1`` in the window; for
+    any weights ``w[d] >= 0``, ``sum_d w[d] x busy[d] <= (t2 - t1) x sum_d w[d]``, and the left side is
+    at least ``sum_o min_d w[d] x m[o, d]``. If that exceeds the right side, no schedule of makespan
+    ``<= C`` exists: ``C`` is a lower bound. Weightings tested: all ones, and each device's
+    speed relative to the fastest (work at fastest durations / work on it), which stops a slow CPU from
+    counting as a whole device, and ``weights`` (per device) when given (`proven_bound` passes the load
+    LP's multipliers, the best weights for the whole horizon). Devices with the same durations and
+    exclusions form one class (one column, weighted by the mean of its devices' weights). Windows are
+    taken on a grid (any window is a valid test); the bisection keeps the largest failing ``C`` it
+    met, so the result is a proof even where the grid makes the test non-monotone in ``C``."""
     fastest = task.duration.min(axis=1)
     tail = _tails(task, fastest)
-    head = np.where(np.isfinite(head), head, 0.0)
+    classes = _device_classes(task, np.isfinite(start))
+    n_classes = int(classes.max()) + 1
+    member = [np.flatnonzero(classes == k) for k in range(n_classes)]
+    head = np.stack([start[:, m].min(axis=1) for m in member], axis=1)
+    process = np.stack([task.duration[:, m[0]] for m in member], axis=1)
+    size = np.array([len(m) for m in member], dtype=np.float64)
+    speed = fastest.sum() / process.sum(axis=0)
+    rows = [np.ones(n_classes), speed]
+    if weights is not None and np.all(weights >= 0) and weights.sum() > 0:
+        rows.append(np.array([weights[m].mean() for m in member]))  # any weights >= 0 are valid
+    weight = np.stack(rows)
+    earliest = head.min(axis=1)
 
     def fails(makespan: float) -> bool:
-        ends = makespan - tail
-        grid = np.unique(np.concatenate([_spread(head, grid_points), _spread(ends, grid_points)]))
-        return bool(_window_overload(makespan, head, tail, fastest, task.n_devices, grid))
+        ends = np.concatenate([_spread(earliest, grid_points), _spread(makespan - tail, grid_points)])
+        grid = np.unique(ends)
+        return bool(_window_overload(makespan, head, tail, process, weight, size, grid))
 
     low = 0.0  # no makespan below zero: the trivial bound, kept when no window fails
-    high = float(np.max(head + fastest + tail)) + work_over_devices(task)  # passes every window
+    high = float(np.max(earliest + fastest + tail) + process.max(axis=1).sum())  # passes every window
     while fails(high):
         low, high = high, 2.0 * high
     for _ in range(40):
@@ -364,6 +405,11 @@ def _tails(task, fastest: np.ndarray) -> np.ndarray:
 
 
 def load_lp(task, allowed_groups: np.ndarray | None = None) -> float:
+    """The optimum of a linear relaxation of the devices' loads, certified by its dual (`_load_lp`)."""
+    return _load_lp(task, allowed_groups)[0]
+
+
+def _load_lp(task, allowed_groups: np.ndarray | None = None) -> tuple[float, np.ndarray | None]:
     """The optimum of a linear relaxation of the devices' loads, certified by its dual.
 
     Variables ``x[g, d] >= 0`` (the share of group ``g`` on device ``d``; 0 where `allowed_devices`
@@ -381,11 +427,12 @@ def load_lp(task, allowed_groups: np.ndarray | None = None) -> float:
     the Lagrangian dual function at the solver's (rescaled, sign-corrected) multipliers, computed
     here in float: weak duality makes it a lower bound of the LP optimum whatever the solver's
     tolerances. ``inf`` when the LP is infeasible (no fractional split fits in memory). Solver:
-    OR-Tools GLOP (deterministic)."""
+    OR-Tools GLOP (deterministic). Also returns the load multipliers per device (None when infeasible).
+    """
     pywraplp = require("ortools.linear_solver.pywraplp", "the load LP bound (proven_bound(lp=True))")
     allowed_groups = allowed_devices(task) if allowed_groups is None else allowed_groups
     if not allowed_groups.any(axis=1).all():
-        return float("inf")
+        return float("inf"), None
     c = task.cluster
     n_groups, n_dev = task.n_forward, task.n_devices
     work = np.zeros((n_groups, n_dev))
@@ -429,15 +476,17 @@ def load_lp(task, allowed_groups: np.ndarray | None = None) -> float:
     solver.Minimize(makespan)
     status = solver.Solve()
     if status == pywraplp.Solver.INFEASIBLE:
-        return float("inf")
+        return float("inf"), None
     if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         raise RuntimeError(f"load LP of task {task.id}: GLOP ended with status {status}")
     load = np.array([abs(r.dual_value()) for r in load_rows])
     memory = np.array([abs(r.dual_value()) for r in memory_rows]) if use_memory else np.zeros(n_dev)
     per_host = np.zeros(len(threads))
     per_host[hosts] = [abs(r.dual_value()) for r in host_rows]
-    return unit * _load_dual(allowed_groups, work_s, static_s, dispatch_s, host, load, memory, per_host,
-                             shortest / unit)
+    value = _load_dual(
+        allowed_groups, work_s, static_s, dispatch_s, host, load, memory, per_host, shortest / unit
+    )
+    return unit * value, load
 
 
 def _load_dual(allowed, work, static, dispatch, host, load, memory, per_host, shortest) -> float:
@@ -472,11 +521,14 @@ def proven_bound(task, *, lp: bool = True, energetic_windows: bool = True) -> Bo
     per_group = np.full((task.n_forward, task.n_devices), -np.inf)
     np.maximum.at(per_group, task.op_forward, finish)
     arguments[PLACED_PATH] = float(per_group.min(axis=1).max())
-    if energetic_windows:
-        arguments[ENERGETIC] = energetic(task, start.min(axis=1))
+    multipliers = None
     if lp:
-        arguments[LOAD_LP] = load_lp(task, allowed)
+        arguments[LOAD_LP], multipliers = _load_lp(task, allowed)
         if arguments[LOAD_LP] == np.inf:
             return Bound(float("inf"), f"{NO_FEASIBLE} (the static bytes fit no split)", arguments)
+    if energetic_windows:
+        arguments[ENERGETIC] = energetic(task, start, multipliers)
+    arguments = {name: arguments[name] for name in (CRITICAL_PATH, WORK, PLACED_PATH, ENERGETIC, LOAD_LP)
+                 if name in arguments}
     source = max(arguments, key=lambda name: arguments[name])
     return Bound(arguments[source], source, arguments)
