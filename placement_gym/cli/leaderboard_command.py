@@ -244,7 +244,7 @@ def add_parser(subparsers) -> None:
     render.set_defaults(run=run_render)
 
     bounds = commands.add_parser("bounds", help="compute the proven lower bound of every task of the current "
-                                 "suite into DIR/bounds.json (an LP per task: minutes)",
+                                 "suite into DIR/bounds.json (about half a minute for suite v1)",
                                  description="Compute the proven lower bounds the leaderboard shows "
                                  "(docs/bounds.md) and write DIR/bounds.json; --check recomputes "
                                  "them instead and exits 1 naming each stored bound that differs.")

@@ -102,6 +102,10 @@ def compute_bounds(suite: Suite, progress=None) -> dict:
         if progress is not None:
             progress(suite_task.task_id)
         bound = proven_bound(suite_task.task())
+        if not math.isfinite(bound.value):
+            # No placement fits in memory: nothing runs, so there is no runtime to bound (the README
+            # keeps the frozen bound).
+            continue
         tasks[suite_task.task_id] = {
             "bound": float(bound.value),
             "source": bound.source,
