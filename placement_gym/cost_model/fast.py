@@ -30,10 +30,90 @@ import numpy as np
 from placement_gym.cost_model.result import Schedule, SimulationResult
 from placement_gym.task_cache import TaskCache
 
+# The packed layout. `_pack` concatenates a task's int arrays into one int64 array and its float arrays
+# into one float64 array, so that a call hands numba a few arrays instead of twenty-odd (unboxing each
+# argument costs about as much as simulating a few ops of a small graph). The int array starts with a
+# header: the sizes below, then where each int field starts and ends, then the same for float fields.
+_N_OPS, _N_FORWARD, _N_DEVICES, _N_TENSORS, _N_EDGES, _N_SEGMENTS, _N_ROUTE, _N_THREADS, _N_HOSTS = range(9)
+_INT_FIELDS = (
+    "op_forward", "output_pointer", "outputs", "consumer_pointer", "consumers", "reader_pointer",
+    "edge_slot", "data_inputs", "input_count", "device_host", "thread_pointer", "link_segments",
+    "tensor_static", "tensor_persistent",
+)
+_FLOAT_FIELDS = (
+    "duration", "tensor_bytes", "static_bytes", "link_bandwidth", "link_latency", "dispatch_time",
+    "transfer_sync", "memory_capacity",
+)
+_INT_AT = 9  # int field k is ints[ints[_INT_AT + k] : ints[_INT_AT + k + 1]]
+_FLOAT_AT = _INT_AT + len(_INT_FIELDS) + 1  # float field k is floats[ints[_FLOAT_AT + k] : ...]
+_HEADER = _FLOAT_AT + len(_FLOAT_FIELDS) + 1
+
+# Status codes of `_run` (returned in place of the makespan, which is always positive).
+_BAD_DEVICE = -2.0  # a placement entry is not a device index, or the length is wrong: `check_placement`
+_STALLED = -1.0  # no device can start an op: the graph is not a DAG in topological order
+_BAD_WORKSPACE = -3.0  # the workspace is smaller than `_work_sizes` says (a bug, never a user error)
+
 
 @numba.njit(cache=True)
-def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, horizon, peak):
-    """Add to ``peak`` the most bytes live at once on each device.
+def _field(values, ints, at):
+    """The field whose bounds are at ``ints[at : at + 2]``."""
+    return values[ints[at] : ints[at + 1]]
+
+
+@numba.njit(cache=True)
+def _int_fields(ints):
+    """The int fields, in `_INT_FIELDS` order (2-D fields flattened: ``link_segments[(d * n_devices
+    + e) * n_route + r]``)."""
+    return (
+        _field(ints, ints, _INT_AT + 0),
+        _field(ints, ints, _INT_AT + 1),
+        _field(ints, ints, _INT_AT + 2),
+        _field(ints, ints, _INT_AT + 3),
+        _field(ints, ints, _INT_AT + 4),
+        _field(ints, ints, _INT_AT + 5),
+        _field(ints, ints, _INT_AT + 6),
+        _field(ints, ints, _INT_AT + 7),
+        _field(ints, ints, _INT_AT + 8),
+        _field(ints, ints, _INT_AT + 9),
+        _field(ints, ints, _INT_AT + 10),
+        _field(ints, ints, _INT_AT + 11),
+        _field(ints, ints, _INT_AT + 12),
+        _field(ints, ints, _INT_AT + 13),
+    )
+
+
+@numba.njit(cache=True)
+def _float_fields(ints, floats):
+    """The float fields, in `_FLOAT_FIELDS` order (``duration[op * n_devices + d]``,
+    ``link_*[d * n_devices + e]``)."""
+    return (
+        _field(floats, ints, _FLOAT_AT + 0),
+        _field(floats, ints, _FLOAT_AT + 1),
+        _field(floats, ints, _FLOAT_AT + 2),
+        _field(floats, ints, _FLOAT_AT + 3),
+        _field(floats, ints, _FLOAT_AT + 4),
+        _field(floats, ints, _FLOAT_AT + 5),
+        _field(floats, ints, _FLOAT_AT + 6),
+        _field(floats, ints, _FLOAT_AT + 7),
+    )
+
+
+@numba.njit(cache=True)
+def _work_sizes(ints):
+    """Lengths of the int64 and float64 workspaces that `_run` carves its scratch arrays from."""
+    n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
+    capacity = ints[_N_TENSORS] + n_edges  # live buffers: one per tensor and per consumer edge at most
+    n_int = 3 * n_ops + 5 * n_devices + capacity + n_edges + ints[_N_HOSTS] + 2 * (2 * capacity) + 2
+    n_float = (6 * n_ops + 3 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
+               + ints[_N_THREADS] + 2 * (2 * capacity))
+    return n_int, n_float
+
+
+@numba.njit(cache=True)
+def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, horizon, peak,
+                     end, time, change, device, usage):
+    """Add to ``peak`` the most bytes live at once on each device (``end``, ``time``, ``change``,
+    ``device``, ``usage``: scratch, at least 2 * buffers + 2, 2 * buffers (three) and devices long).
 
     One event per allocation (+bytes) and per free (-bytes; a buffer freed at ``inf`` never is,
     an empty buffer changes nothing), swept in time order with frees first at equal times, the
@@ -51,7 +131,8 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
             n_events += 2 if buffer_free[b] < np.inf else 1
     n_buckets = n_events + 1
     scale = (n_buckets - 1) / horizon if horizon > 0.0 else 0.0
-    end = np.zeros(n_buckets + 1, dtype=np.int64)  # end[k + 1]: events in buckets <= k, then ends
+    end = end[: n_buckets + 1]  # end[k + 1]: events in buckets <= k, then ends
+    end[:] = 0
     for b in range(n_buffers):
         if buffer_bytes[b] > 0.0:
             end[min(int(buffer_alloc[b] * scale), n_buckets - 1) + 1] += 1
@@ -59,9 +140,6 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
                 end[min(int(buffer_free[b] * scale), n_buckets - 1) + 1] += 1
     for k in range(n_buckets):
         end[k + 1] += end[k]
-    time = np.empty(n_events)
-    change = np.empty(n_events)
-    device = np.empty(n_events, dtype=np.int32)
     for b in range(n_buffers):
         if buffer_bytes[b] > 0.0 and buffer_free[b] < np.inf:
             k = min(int(buffer_free[b] * scale), n_buckets - 1)
@@ -93,74 +171,126 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
             time[j + 1] = t
             change[j + 1] = c
             device[j + 1] = e
-    usage = np.zeros(peak.shape[0])
+    usage[:] = 0.0
     for i in range(n_events):
         e = device[i]
         usage[e] += change[i]
-        peak[e] = max(peak[e], usage[e])
-
-
-# Status codes of `_run` (returned in place of the makespan, which is always positive).
-_BAD_DEVICE = -2.0  # a placement entry is not a device index: `Task.check_placement` names it
-_STALLED = -1.0  # no device can start an op: the graph is not a DAG in topological order
+        if usage[e] > peak[e]:
+            peak[e] = usage[e]
 
 
 @numba.njit(cache=True)
-def _run(
-    placement,
-    op_forward,
-    duration,
-    output_pointer,
-    outputs,
-    consumer_pointer,
-    consumers,
-    reader_pointer,
-    edge_slot,
-    data_inputs,
-    tensor_bytes,
-    tensor_static,
-    tensor_persistent,
-    static_bytes,
-    link_bandwidth,
-    link_latency,
-    input_count,
-    dispatch_time,
-    device_host,
-    thread_pointer,
-    transfer_sync,
-    link_segments,
-    n_segments,
-    record,
-):
-    """Simulate one placement of the forward ops. Returns ``(makespan or status, peak, device,
-    start, finish, transfer_tensor, transfer_dst, transfer_start, transfer_finish)``; the arrays
-    after ``device`` are empty unless ``record`` (the `Schedule` is asked for)."""
-    n_ops = op_forward.shape[0]
-    n_devices = duration.shape[1]
-    n_edges = consumers.shape[0]
+def _run(placement, ints, floats, work_i, work_f, peak, record):
+    """Simulate one placement of the forward ops; write each device's peak memory into ``peak``.
+
+    ``ints``, ``floats``: the task packed by `_pack`; ``work_i``, ``work_f``: workspaces at least as
+    long as `_work_sizes` says (overwritten). Returns ``(makespan or status, device, start, finish,
+    transfer_tensor, transfer_dst, transfer_start, transfer_finish)``; the arrays after ``device`` (a
+    view of the workspace) are new, and empty unless ``record`` (the `Schedule` is asked for)."""
+    (op_forward, output_pointer, outputs, consumer_pointer, consumers, reader_pointer, edge_slot,
+     data_inputs, input_count, device_host, thread_pointer, link_segments, tensor_static,
+     tensor_persistent) = _int_fields(ints)
+    (duration, tensor_bytes, static_bytes, link_bandwidth, link_latency, dispatch_time, transfer_sync,
+     _) = _float_fields(ints, floats)
+    n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
+    n_route, n_hosts = ints[_N_ROUTE], ints[_N_HOSTS]
+    capacity = ints[_N_TENSORS] + n_edges
+
+    # Scratch arrays, carved from the workspaces (`_work_sizes` counts them).
+    wi = 0
+    device = work_i[wi : wi + n_ops]
+    wi += n_ops
+    sent_to = work_i[wi : wi + n_devices]
+    wi += n_devices
+    buffer_device = work_i[wi : wi + capacity]
+    wi += capacity
+    reader_buffer = work_i[wi : wi + n_edges]
+    wi += n_edges
+    holder = work_i[wi : wi + n_devices]
+    wi += n_devices
+    copy = work_i[wi : wi + n_devices]
+    wi += n_devices
+    pending = work_i[wi : wi + n_ops]
+    wi += n_ops
+    base = work_i[wi : wi + n_devices]
+    wi += n_devices
+    size = work_i[wi : wi + n_devices]
+    wi += n_devices
+    heap_op = work_i[wi : wi + n_ops]
+    wi += n_ops
+    host_thread = work_i[wi : wi + n_hosts]
+    wi += n_hosts
+    event_end = work_i[wi : wi + 2 * capacity + 2]
+    wi += 2 * capacity + 2
+    event_device = work_i[wi : wi + 2 * capacity]
+    wi += 2 * capacity
+    wf = 0
+    op_time = work_f[wf : wf + n_ops]
+    wf += n_ops
+    n_syncs = work_f[wf : wf + n_ops]
+    wf += n_ops
+    buffer_bytes = work_f[wf : wf + capacity]
+    wf += capacity
+    buffer_alloc = work_f[wf : wf + capacity]
+    wf += capacity
+    buffer_free = work_f[wf : wf + capacity]
+    wf += capacity
+    arrival = work_f[wf : wf + n_devices]
+    wf += n_devices
+    ready = work_f[wf : wf + n_ops]
+    wf += n_ops
+    heap_key = work_f[wf : wf + n_ops]
+    wf += n_ops
+    device_free = work_f[wf : wf + n_devices]
+    wf += n_devices
+    link_free = work_f[wf : wf + n_devices * n_devices]
+    wf += n_devices * n_devices
+    segment_free = work_f[wf : wf + ints[_N_SEGMENTS]]
+    wf += ints[_N_SEGMENTS]
+    launch_ready = work_f[wf : wf + n_ops]
+    wf += n_ops
+    launch_end = work_f[wf : wf + n_ops]
+    wf += n_ops
+    thread_free = work_f[wf : wf + ints[_N_THREADS]]
+    wf += ints[_N_THREADS]
+    event_time = work_f[wf : wf + 2 * capacity]
+    wf += 2 * capacity
+    event_change = work_f[wf : wf + 2 * capacity]
+    wf += 2 * capacity
+    usage = work_f[wf : wf + n_devices]
+    wf += n_devices
+
     n_records = n_ops if record else 0
     start = np.empty(n_records)
     finish = np.empty(n_records)
-    peak = np.zeros(n_devices)
+    n_transfer_records = n_edges if record else 0
+    transfer_tensor = np.empty(n_transfer_records, dtype=np.int32)
+    transfer_dst = np.empty(n_transfer_records, dtype=np.int32)
+    transfer_start = np.empty(n_transfer_records)
+    transfer_finish = np.empty(n_transfer_records)
+    peak[:] = 0.0
+    if wi > work_i.shape[0] or wf > work_f.shape[0]:
+        return _BAD_WORKSPACE, device, start, finish, transfer_tensor, transfer_dst, start, finish
+    if placement.shape[0] != ints[_N_FORWARD]:
+        return _BAD_DEVICE, device, start, finish, transfer_tensor, transfer_dst, start, finish
+
     # Backward and update ops follow their forward op. The range is checked here so that the
     # common call (an int64 array) needs no validation in Python. Each op's time on its device is
     # gathered in this sequential pass: in the schedule loop a row of `duration` would be a cache
     # miss per op on large graphs.
-    device = np.empty(n_ops, dtype=np.int32)
-    op_time = np.empty(n_ops)
     for op in range(n_ops):
         d = placement[op_forward[op]]
         if d < 0 or d >= n_devices:
-            return _BAD_DEVICE, peak, device, start, finish, device[:0], device[:0], start[:0], start[:0]
+            return _BAD_DEVICE, device, start, finish, transfer_tensor, transfer_dst, start, finish
         device[op] = d
-        op_time[op] = duration[op, d]
+        op_time[op] = duration[op * n_devices + d]
     # Synchronisation per copy issued (on the producer's device) and per input received from
     # another device (on the reader's): both follow from the placement alone, so they join the op's
     # time here, as ``sync x count`` (the reference computes the same expression).
     # Clusters without sync costs (most presets) skip the pass.
     if transfer_sync.max() > 0.0:
-        n_syncs = np.zeros(n_ops)
-        sent_to = np.full(n_devices, -1, dtype=np.int64)  # the last tensor counted as sent to a device
+        n_syncs[:] = 0.0
+        sent_to[:] = -1  # the last tensor counted as sent to a device
         for op in range(n_ops):
             d = device[op]
             for k in range(output_pointer[op], output_pointer[op + 1]):
@@ -181,16 +311,10 @@ def _run(
     # time is known; its free time grows to the finish of each reader as readers are scheduled.
     # At most one per produced tensor plus one per consumer edge (a received or data-input copy).
     # `reader_buffer` holds, for each consumer edge in reader order (`reader_pointer` ranges),
-    # the buffer the reader reads; `edge_slot` maps a consumer edge to that position.
-    capacity = tensor_bytes.shape[0] + n_edges
-    buffer_device = np.empty(capacity, dtype=np.int32)
-    buffer_bytes = np.empty(capacity)
-    buffer_alloc = np.empty(capacity)
-    buffer_free = np.empty(capacity)
-    reader_buffer = np.empty(n_edges, dtype=np.int64)  # -1: none (a static tensor's own copy)
-    holder = np.full(n_devices, -1, dtype=np.int64)  # the tensor whose copy on a device is in `copy`
-    copy = np.empty(n_devices, dtype=np.int64)  # that copy's buffer (or -1)
-    arrival = np.empty(n_devices)  # when that copy is present
+    # the buffer the reader reads (-1: none, a static tensor's own copy); `edge_slot` maps a
+    # consumer edge to that position. ``holder[e]``: the tensor whose copy on device e is
+    # ``copy[e]`` (a buffer, or -1), present from ``arrival[e]``.
+    holder[:] = -1
     n_buffers = 0
     # Graph data inputs are present at time 0 on every device that reads them.
     for t in data_inputs:
@@ -206,12 +330,12 @@ def _run(
                 n_buffers += 1
             reader_buffer[edge_slot[j]] = copy[e]
 
-    ready = np.zeros(n_ops)
-    pending = input_count.copy()
-    base = np.zeros(n_devices, dtype=np.int64)
-    size = np.zeros(n_devices, dtype=np.int64)
+    ready[:] = 0.0
+    pending[:] = input_count
+    size[:] = 0
     for op in range(n_ops):
         size[device[op]] += 1
+    base[0] = 0
     for d in range(1, n_devices):
         base[d] = base[d - 1] + size[d - 1]
     size[:] = 0
@@ -220,51 +344,43 @@ def _run(
     # an op enters its heap), so comparisons read adjacent memory. The heap code is written out in
     # the loop below: as functions taking the arrays, numba counts references on every call.
     # The ops ready at time 0, appended in index order, are already a valid heap.
-    heap_key = np.zeros(n_ops)
-    heap_op = np.empty(n_ops, dtype=np.int64)
     for op in range(n_ops):
         if pending[op] == 0:
             d = device[op]
             heap_op[base[d] + size[d]] = op
+            heap_key[base[d] + size[d]] = 0.0
             size[d] += 1
-    device_free = np.zeros(n_devices)
-    link_free = np.zeros((n_devices, n_devices))
-    segment_free = np.zeros(n_segments)
-    n_route = link_segments.shape[2]
+    device_free[:] = 0.0
+    link_free[:] = 0.0
+    segment_free[:] = 0.0
     # Host dispatch: an op's launch may begin once its same-device producers are launched and its
     # received inputs have arrived (`launch_ready`), on the host thread that frees first; launches
     # are issued in the order ops start. Host h's threads are ``thread_pointer[h]:[h + 1]``.
-    launch_ready = np.zeros(n_ops)
-    launch_end = np.zeros(n_ops)
-    thread_free = np.zeros(thread_pointer[-1])
-    n_transfer_records = n_edges if record else 0
-    transfer_tensor = np.empty(n_transfer_records, dtype=np.int32)
-    transfer_dst = np.empty(n_transfer_records, dtype=np.int32)
-    transfer_start = np.empty(n_transfer_records)
-    transfer_finish = np.empty(n_transfer_records)
+    launch_ready[:] = 0.0
+    thread_free[:] = 0.0
     n_transfers = 0
     makespan = 0.0
     for _ in range(n_ops):
+        # The thread that frees first on each host (ties by index) is the same for all its devices.
+        for h in range(n_hosts):
+            thread = thread_pointer[h]
+            for k in range(thread_pointer[h] + 1, thread_pointer[h + 1]):
+                if thread_free[k] < thread_free[thread]:
+                    thread = k
+            host_thread[h] = thread
         best = -1
         best_start = np.inf
         best_launch = 0.0
-        best_thread = -1
         for d in range(n_devices):
             if size[d] > 0:
-                h = device_host[d]
-                thread = thread_pointer[h]
-                for k in range(thread_pointer[h] + 1, thread_pointer[h + 1]):
-                    if thread_free[k] < thread_free[thread]:
-                        thread = k
-                launch = max(thread_free[thread], launch_ready[heap_op[base[d]]])
+                launch = max(thread_free[host_thread[device_host[d]]], launch_ready[heap_op[base[d]]])
                 s = max(max(device_free[d], heap_key[base[d]]), launch + dispatch_time[d])
                 if s < best_start:
                     best_start = s
                     best = d
                     best_launch = launch
-                    best_thread = thread
         if best < 0:
-            return _STALLED, peak, device, start, finish, device[:0], device[:0], start[:0], start[:0]
+            return _STALLED, device, start, finish, transfer_tensor, transfer_dst, start, finish
         d = best
         # Pop the top of device d's heap: move the last entry down from the root.
         root = base[d]
@@ -298,7 +414,7 @@ def _run(
         s = best_start
         f = s + op_time[op]
         launch_end[op] = best_launch + dispatch_time[d]
-        thread_free[best_thread] = launch_end[op]
+        thread_free[host_thread[device_host[d]]] = launch_end[op]
         if record:
             start[op] = s
             finish[op] = f
@@ -333,15 +449,17 @@ def _run(
                     arrival[e] = f
                     copy[e] = own
                     continue
-                begin = max(link_free[d, e], f)
+                link = d * n_devices + e
+                route = link * n_route
+                begin = max(link_free[link], f)
                 for r in range(n_route):
-                    g = link_segments[d, e, r]
+                    g = link_segments[route + r]
                     if g >= 0 and segment_free[g] > begin:
                         begin = segment_free[g]
-                end = begin + (link_latency[d, e] + nbytes / link_bandwidth[d, e])
-                link_free[d, e] = end
+                end = begin + (link_latency[link] + nbytes / link_bandwidth[link])
+                link_free[link] = end
                 for r in range(n_route):
-                    g = link_segments[d, e, r]
+                    g = link_segments[route + r]
                     if g >= 0:
                         segment_free[g] = end
                 arrival[e] = end
@@ -396,12 +514,16 @@ def _run(
         buffer_free[:n_buffers],
         makespan,
         peak,
+        event_end,
+        event_time,
+        event_change,
+        event_device,
+        usage,
     )
     for op in range(n_ops):
         peak[device[op]] += static_bytes[op]
     return (
         makespan,
-        peak,
         device,
         start,
         finish,
@@ -413,33 +535,38 @@ def _run(
 
 
 @numba.njit(cache=True)
-def _simulate_one(placement, arrays, memory_capacity):
-    """Makespan (or a status), peak memory and feasibility of one placement (`_arrays` order)."""
-    result = _run(placement, *arrays, False)
-    peak = result[1]
+def _simulate_one(placement, ints, floats, work_i, work_f, peak):
+    """Makespan (or a status) and feasibility of one placement; its peak memory goes to ``peak``."""
+    makespan = _run(placement, ints, floats, work_i, work_f, peak, False)[0]
+    memory_capacity = _field(floats, ints, _FLOAT_AT + 7)
     feasible = True
     for d in range(peak.shape[0]):
         if not peak[d] <= memory_capacity[d]:
             feasible = False
-    return result[0], peak, feasible
+    return makespan, feasible
 
 
 @numba.njit(cache=True, parallel=True)
-def _simulate_batch(placements, arrays):
-    """Makespans and peak memory of many placements, rows in parallel (each call of `_run` has its
-    own scratch arrays)."""
+def _simulate_batch(placements, ints, floats, n_chunks):
+    """Makespans (or statuses) and peak memory of many placements. The rows are split into
+    ``n_chunks`` runs of consecutive rows, in parallel; each run allocates one workspace and reuses it
+    for its rows (an allocation per row would have the threads queue on the allocator)."""
     n = placements.shape[0]
     runtimes = np.empty(n)
-    peaks = np.empty((n, arrays[1].shape[1]))
-    for i in numba.prange(n):
-        result = _run(placements[i], *arrays, False)
-        runtimes[i] = result[0]
-        peaks[i] = result[1]
+    peaks = np.empty((n, ints[_N_DEVICES]))
+    n_int, n_float = _work_sizes(ints)
+    for chunk in numba.prange(n_chunks):
+        work_i = np.empty(n_int, dtype=np.int64)
+        work_f = np.empty(n_float)
+        for i in range(chunk * n // n_chunks, (chunk + 1) * n // n_chunks):
+            runtimes[i] = _run(placements[i], ints, floats, work_i, work_f, peaks[i], False)[0]
     return runtimes, peaks
 
 
-def _build_arrays(task) -> tuple:
-    """The task's arrays in `_run`'s order, with the per-task ones it needs built."""
+def _pack(task) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The task packed for `_run`: ``(ints, floats, work_i, work_f, n_devices)``, the workspaces
+    being those of `simulate` (its calls hold the GIL, so one per task suffices)."""
+    cluster = task.cluster
     static_per_op = np.zeros(task.n_ops)
     static_per_op[: task.n_forward] = task.static_bytes
     # Consumer edges in reader order: a scheduled op reads the buffers of its inputs from one
@@ -449,47 +576,58 @@ def _build_arrays(task) -> tuple:
     edge_slot[by_reader] = np.arange(len(by_reader))
     reader_pointer = np.zeros(task.n_ops + 1, dtype=np.int64)
     np.cumsum(np.bincount(task.tensor_consumers, minlength=task.n_ops), out=reader_pointer[1:])
-    return (
-        np.ascontiguousarray(task.op_forward, dtype=np.int64),
-        task.duration,
-        task.op_output_pointer,
-        task.op_outputs,
-        task.tensor_consumer_pointer,
-        task.tensor_consumers,
-        reader_pointer,
-        edge_slot,
-        np.flatnonzero(task.tensor_producer < 0),
-        task.tensor_bytes,
-        task.tensor_static,
-        task.tensor_persistent,
-        static_per_op,
-        task.cluster.link_bandwidth,
-        task.cluster.link_latency,
-        task.op_input_count,
-        task.cluster.dispatch_time,
-        np.ascontiguousarray(task.cluster.device_host, dtype=np.int64),
-        np.concatenate([[0], np.cumsum(task.cluster.host_dispatch_threads)]).astype(np.int64),
-        task.cluster.transfer_sync,
-        np.ascontiguousarray(task.cluster.link_segments, dtype=np.int64),
-        len(task.cluster.segment_names),
-    )
+    int_fields = {
+        "op_forward": task.op_forward,
+        "output_pointer": task.op_output_pointer,
+        "outputs": task.op_outputs,
+        "consumer_pointer": task.tensor_consumer_pointer,
+        "consumers": task.tensor_consumers,
+        "reader_pointer": reader_pointer,
+        "edge_slot": edge_slot,
+        "data_inputs": np.flatnonzero(task.tensor_producer < 0),
+        "input_count": task.op_input_count,
+        "device_host": cluster.device_host,
+        "thread_pointer": np.concatenate([[0], np.cumsum(cluster.host_dispatch_threads)]),
+        "link_segments": cluster.link_segments,
+        "tensor_static": task.tensor_static,
+        "tensor_persistent": task.tensor_persistent,
+    }
+    float_fields = {
+        "duration": task.duration,
+        "tensor_bytes": task.tensor_bytes,
+        "static_bytes": static_per_op,
+        "link_bandwidth": cluster.link_bandwidth,
+        "link_latency": cluster.link_latency,
+        "dispatch_time": cluster.dispatch_time,
+        "transfer_sync": cluster.transfer_sync,
+        "memory_capacity": cluster.memory_capacity,
+    }
+    assert tuple(int_fields) == _INT_FIELDS and tuple(float_fields) == _FLOAT_FIELDS
+    threads = cluster.host_dispatch_threads
+    sizes = [task.n_ops, task.n_forward, task.n_devices, task.n_tensors, len(task.tensor_consumers),
+             len(cluster.segment_names), cluster.link_segments.shape[2], int(np.sum(threads)), len(threads)]
+    int_parts = [np.ravel(np.asarray(a)).astype(np.int64) for a in int_fields.values()]
+    float_parts = [np.ravel(np.asarray(a)).astype(np.float64) for a in float_fields.values()]
+    int_bounds = _HEADER + np.concatenate([[0], np.cumsum([len(a) for a in int_parts])])
+    float_bounds = np.concatenate([[0], np.cumsum([len(a) for a in float_parts])])
+    ints = np.concatenate([sizes, int_bounds, float_bounds, *int_parts]).astype(np.int64)
+    floats = np.concatenate(float_parts)
+    n_int, n_float = _work_sizes(ints)
+    return ints, floats, np.empty(n_int, dtype=np.int64), np.empty(n_float), task.n_devices
 
 
 # Built once per task, not per call: `simulate`'s hot path fetches them with one dict lookup.
 _ARRAYS: TaskCache[tuple] = TaskCache("fast_arrays")
-# The task's arrays in `_run`'s order (`_build_arrays`), cached.
-_arrays = _ARRAYS.getter(_build_arrays)
+# The task packed for `_run` (`_pack`), cached.
+_arrays = _ARRAYS.getter(_pack)
+_INT64 = np.dtype(np.int64)
 
 
 def _placement_array(task, placement) -> np.ndarray:
-    """``placement`` as an int64 array of the right shape; the common case needs no conversion (the
-    device range is checked in the kernel), anything else goes through `Task.check_placement`."""
-    if (
-        type(placement) is np.ndarray
-        and placement.dtype == np.int64
-        and placement.shape == (task.n_forward,)
-        and placement.flags.c_contiguous
-    ):
+    """``placement`` as an int64 array; the common case needs no conversion (the length and device
+    range are checked in the kernel), anything else goes through `Task.check_placement`."""
+    if type(placement) is np.ndarray and placement.dtype is _INT64 and placement.ndim == 1 and (
+            placement.flags.c_contiguous):
         return placement
     return task.check_placement(placement)
 
@@ -498,6 +636,8 @@ def _check_status(task, placement, status: float, batch: bool = False) -> None:
     """Raise the error a negative status of `_run` stands for."""
     if status == _BAD_DEVICE:
         task.check_placement(placement, batch=batch)  # raises the clear error naming op and device
+    if status == _BAD_WORKSPACE:
+        raise RuntimeError(f"task {task.id}: the simulator's workspace is too small (a bug in fast.py)")
     if status < 0.0:
         raise RuntimeError(f"task {task.id}: the simulation stalled; its graph is not in topological order")
 
@@ -509,11 +649,14 @@ def simulate(task, placement, schedule: bool = False) -> SimulationResult:
     memory per device (bytes) and, with ``schedule=True``, the full `Schedule`. Adds one to
     ``task.evaluations``."""
     array = _placement_array(task, placement)
-    arrays = _arrays(task)
-    timeline = None
+    ints, floats, work_i, work_f, n_devices = _arrays(task)
+    peak = np.empty(n_devices)
     if schedule:
-        makespan, peak, device, start, finish, t_tensor, t_dst, t_start, t_finish = _run(array, *arrays, True)
-        _check_status(task, placement, makespan)
+        makespan, device, start, finish, t_tensor, t_dst, t_start, t_finish = _run(
+            array, ints, floats, work_i, work_f, peak, True)
+        if makespan < 0.0:
+            _check_status(task, placement, makespan)
+        device = device.astype(np.int32)
         timeline = Schedule(
             op_device=device,
             op_start=start,
@@ -525,11 +668,14 @@ def simulate(task, placement, schedule: bool = False) -> SimulationResult:
             transfer_finish=t_finish,
         )
         feasible = bool(np.all(peak <= task.cluster.memory_capacity))
-    else:
-        makespan, peak, feasible = _simulate_one(array, arrays, task.cluster.memory_capacity)
+        task.count_evaluations(1, makespan, feasible)
+        return SimulationResult(runtime=float(makespan), feasible=feasible, peak_memory=peak,
+                                schedule=timeline)
+    makespan, feasible = _simulate_one(array, ints, floats, work_i, work_f, peak)
+    if makespan < 0.0:
         _check_status(task, placement, makespan)
     task.count_evaluations(1, makespan, feasible)  # the task's counter (`Task.evaluations`) and trace
-    return SimulationResult(runtime=float(makespan), feasible=feasible, peak_memory=peak, schedule=timeline)
+    return SimulationResult(makespan, feasible, peak)
 
 
 def simulate_batch(task, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -539,7 +685,8 @@ def simulate_batch(task, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray
     with shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``. Adds ``batch`` to
     ``task.evaluations``."""
     rows = np.ascontiguousarray(task.check_placement(placements, batch=True))
-    runtimes, peaks = _simulate_batch(rows, _arrays(task))
+    ints, floats = _arrays(task)[:2]
+    runtimes, peaks = _simulate_batch(rows, ints, floats, min(len(rows), numba.get_num_threads()))
     _check_status(task, rows, float(runtimes.min(initial=1.0)), batch=True)
     feasible = np.all(peaks <= task.cluster.memory_capacity[None, :], axis=1)
     task.count_evaluations(len(rows), runtimes, feasible)  # one evaluation per row (`Task.evaluations`)
