@@ -30,6 +30,10 @@ BENCH_CLUSTER = "k80x4"  # the papers' usual machine: a CPU + 4 K80 dies
 BENCH_OBJECTIVE = "train_step"
 DEFAULT_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000)
 DEFAULT_BATCH = 64
+# Issue 15's speed targets (`bench_targets`).
+TARGET_RATIO = 300.0  # fast / reference on every bundled graph, at least
+TARGET_LARGE_PER_OP = 1.3  # fast us per op at 100k forward ops / at 1k, at most
+TARGET_BATCH_GAIN = 1.7  # batched evaluations per second / single calls, at least (2 idle cores)
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,48 @@ def bench_task(
         batch=batch,
         reference_calls=reference_calls,
     )
+
+
+@dataclass(frozen=True)
+class BenchTarget:
+    """One speed target checked on a bench run: the ``measured`` value (``detail``: which row decides
+    it) against ``target``; ``passed`` is None when the run has no row to measure it on."""
+
+    name: str
+    measured: float | None
+    target: float
+    at_least: bool
+    detail: str
+
+    @property
+    def passed(self) -> bool | None:
+        if self.measured is None:
+            return None
+        return self.measured >= self.target if self.at_least else self.measured <= self.target
+
+
+def bench_targets(rows: Sequence[BenchRow]) -> list[BenchTarget]:
+    """Issue 15's three targets, measured on ``rows`` (one bench run): the least fast / reference ratio
+    over the bundled graphs, the fast time per op of the 100k-op layered graph over the 1k one's, and
+    the least batched / single rate over all rows."""
+    bundled = [r for r in rows if r.graph in bundled_graph_names()]
+    worst = min(bundled, key=lambda r: r.ratio, default=None)
+    by_label = {r.graph: r for r in rows}
+    small, large = by_label.get("layered1000"), by_label.get("layered100000")
+    gains = {r.graph: r.batch_evals_per_s / r.fast_evals_per_s for r in rows}
+    least_gain = min(gains, key=gains.__getitem__, default=None)
+    return [
+        BenchTarget("fast / reference, every bundled graph", None if worst is None else worst.ratio,
+                    TARGET_RATIO, True, "no bundled graph" if worst is None else f"least: {worst.graph}"),
+        BenchTarget("us per op, layered 100k / layered 1k",
+                    None if small is None or large is None else large.fast_us_per_op / small.fast_us_per_op,
+                    TARGET_LARGE_PER_OP, False,
+                    "needs sizes 1000 and 100000" if small is None or large is None else
+                    f"{large.fast_us_per_op:.3f} / {small.fast_us_per_op:.3f} us"),
+        BenchTarget("batch / single evaluations per second, every row",
+                    None if least_gain is None else gains[least_gain], TARGET_BATCH_GAIN, True,
+                    "no rows" if least_gain is None else f"least: {least_gain} (batch of {rows[0].batch})"),
+    ]
 
 
 def bench_cases(graphs: Sequence[str] | None, sizes: Sequence[int]) -> list[tuple[str, Callable[[], Task]]]:

@@ -6,7 +6,14 @@ import argparse
 import sys
 import time
 
-from placement_gym.bench import BENCH_CLUSTER, DEFAULT_BATCH, DEFAULT_SIZES, BenchRow, run_bench
+from placement_gym.bench import (
+    BENCH_CLUSTER,
+    DEFAULT_BATCH,
+    DEFAULT_SIZES,
+    BenchRow,
+    bench_targets,
+    run_bench,
+)
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
 
@@ -74,6 +81,13 @@ def run(args: argparse.Namespace) -> int:
         numeric=[False, True, True, False, True, True, True, True, True],
         title=f"cost model speed: train_step on {BENCH_CLUSTER}, random placements (seed {args.seed})",
     )
+    # Issue 15's targets, from this run's rows (rates on a shared machine move with its load).
+    print("\ntargets (this run):")
+    for target in bench_targets(rows):
+        bound = ">=" if target.at_least else "<="
+        measured = "not measured" if target.measured is None else f"{target.measured:,.2f}"
+        verdict = {True: "PASS", False: "FAIL", None: "-"}[target.passed]
+        print(f"  {target.name}: {measured} (target {bound} {target.target:g}; {target.detail}) {verdict}")
     if not all(row.agree for row in rows):
         print("warning: the fast simulator and the reference disagree on a row marked NO", file=sys.stderr)
     return 0

@@ -1,0 +1,82 @@
+"""What the fast simulator's speed-ups must not change: a workspace reused from call to call (and one per
+thread in `simulate_batch`) gives each placement the reference's result whatever ran before it; the
+checks the kernel took over from Python still give the clear errors; the bench reports issue 15's
+targets from its rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placement_gym.bench import BenchRow, bench_targets
+from placement_gym.cost_model import fast, reference_simulate, simulate, simulate_batch
+from placement_gym.named_tasks import get_task
+
+
+@pytest.fixture(scope="module")
+def task():
+    return get_task("cifar10_cnn", "k80x4", "train_step")
+
+
+def test_a_reused_workspace_leaves_no_trace_between_placements(task):
+    rng = np.random.default_rng(1)
+    placements = rng.integers(0, task.n_devices, size=(6, task.n_forward))
+    placements[2] = 0  # everything on one device: no transfers, the emptiest workspace use
+    expected = [reference_simulate(task, p) for p in placements]
+    for _ in range(2):  # twice, in the other order the second time: earlier calls must not matter
+        for p, want in zip(placements, expected):
+            got = simulate(task, p)
+            assert got.runtime == want.runtime and np.array_equal(got.peak_memory, want.peak_memory)
+        placements, expected = placements[::-1].copy(), expected[::-1]
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 7, 17])
+def test_batches_split_over_threads_give_each_row_its_single_result(task, rows):
+    placements = np.random.default_rng(rows).integers(0, task.n_devices, size=(rows, task.n_forward))
+    runtimes, feasible, peaks = simulate_batch(task, placements)
+    for i, p in enumerate(placements):
+        one = simulate(task, p)
+        assert runtimes[i] == one.runtime and feasible[i] == one.feasible
+        assert np.array_equal(peaks[i], one.peak_memory)
+
+
+def test_placements_the_kernel_rejects_get_the_clear_errors(task):
+    with pytest.raises(ValueError, match="shape"):
+        simulate(task, np.zeros(task.n_forward - 1, dtype=np.int64))
+    bad = np.zeros(task.n_forward, dtype=np.int64)
+    bad[4] = task.n_devices
+    with pytest.raises(ValueError, match="op 4"):
+        simulate(task, bad)
+    with pytest.raises(ValueError, match="op 4"):
+        simulate(task, bad.astype(np.int32))  # the converting path
+
+
+def test_a_workspace_too_small_is_an_error_not_a_wrong_result(task):
+    ints, floats, work_i, work_f, n_devices = fast._arrays(task)
+    peak = np.empty(n_devices)
+    placement = np.zeros(task.n_forward, dtype=np.int64)
+    status, _ = fast._simulate_one(placement, ints, floats, work_i[:-1], work_f, peak)
+    assert status == fast._BAD_WORKSPACE
+    status, _ = fast._simulate_one(placement, ints, floats, work_i, work_f[:-1], peak)
+    assert status == fast._BAD_WORKSPACE
+
+
+def _row(graph: str, fast_rate: float, batch_rate: float, reference_rate: float,
+         us_per_op: float) -> BenchRow:
+    return BenchRow(graph=graph, task=graph, ops=1, forward_ops=1, agree=True, runtime=1.0,
+                    fast_evals_per_s=fast_rate, batch_evals_per_s=batch_rate,
+                    reference_evals_per_s=reference_rate, ratio=fast_rate / reference_rate,
+                    fast_us_per_op=us_per_op, batch=64, reference_calls=1)
+
+
+def test_the_bench_targets_are_read_from_the_right_rows():
+    rows = [_row("cifar10_cnn", 1000.0, 2000.0, 2.0, 0.1),  # 500x, batch 2x
+            _row("resnet50", 1000.0, 1500.0, 5.0, 0.1),  # 200x (the least), batch 1.5x (the least)
+            _row("layered1000", 10.0, 30.0, 1.0, 0.2),  # not a bundled graph: its 10x is no ratio target
+            _row("layered100000", 1.0, 3.0, 0.1, 0.3)]
+    ratio, per_op, gain = bench_targets(rows)
+    assert (ratio.measured, ratio.passed, ratio.detail) == (200.0, False, "least: resnet50")
+    assert per_op.measured == pytest.approx(1.5) and per_op.passed is False
+    assert gain.measured == 1.5 and gain.passed is False and "resnet50" in gain.detail
+    ratio, per_op, gain = bench_targets(rows[2:3])
+    assert ratio.passed is None and per_op.passed is None and gain.measured == 3.0 and gain.passed
