@@ -146,10 +146,10 @@ def bench_targets(rows: Sequence[BenchRow]) -> list[BenchTarget]:
     return [
         BenchTarget("fast / reference, every bundled graph", None if worst is None else worst.ratio,
                     TARGET_RATIO, True, "no bundled graph" if worst is None else f"least: {worst.graph}"),
-        BenchTarget("us per op, layered 100k / layered 1k",
+        BenchTarget("us per op, synthetic 100k-op graph / 1k-op graph",
                     None if small is None or large is None else large.fast_us_per_op / small.fast_us_per_op,
                     TARGET_LARGE_PER_OP, False,
-                    "needs sizes 1000 and 100000" if small is None or large is None else
+                    "needs --sizes 1000,100000" if small is None or large is None else
                     f"{large.fast_us_per_op:.3f} / {small.fast_us_per_op:.3f} us"),
         BenchTarget("batch / single evaluations per second, every row",
                     None if least_gain is None else gains[least_gain], TARGET_BATCH_GAIN, True,
