@@ -24,7 +24,12 @@ import re
 from pathlib import Path
 
 from placement_gym.extras import require
-from placement_gym.leaderboard.curves import CURVES_DIR, curve_file_name, render_curves
+from placement_gym.leaderboard.curves import (
+    CONSTRUCTIVE_EVALUATIONS,
+    CURVES_DIR,
+    curve_file_name,
+    render_curves,
+)
 from placement_gym.leaderboard.generalisation import SPLITS, get_split
 from placement_gym.leaderboard.ranking import (
     TRACK_BUDGETS,
@@ -367,11 +372,20 @@ def render_markdown(
     groups = group_submissions(submissions, suite)
     if not groups:
         lines += ["No submissions yet.", ""]
+    previous = CONSTRUCTIVE_EVALUATIONS
     for budget in TRACK_BUDGETS:
-        rows = overall_rows(
-            submissions, suite, groups=budget_track(groups, budget), lower_bounds=lower_bounds
-        )
+        track = budget_track(groups, budget)
+        rows = overall_rows(submissions, suite, groups=track, lower_bounds=lower_bounds)
         lines += [f"### At most {budget:,} evaluations per task", ""]
+        entered = sorted(g.algorithm for g in track if g.max_evaluations > previous)
+        if entered:
+            lines += [
+                f"Run at more than {previous:,} evaluations for this track: "
+                f"{', '.join(markdown_text(a) for a in entered)}; every other row is its algorithm's "
+                "largest entry that fits.",
+                "",
+            ]
+        previous = budget
         lines += [*_overall_table(rows, n, names=True), ""] if rows else ["No entries.", ""]
     if groups:
         lines += [f"![score per algorithm and budget track]({CHART_NAME})", ""]
@@ -530,9 +544,7 @@ def render_chart(
     for axes, (budget, rows) in zip(panels, tracks):
         rows = rows[::-1]  # best at the top of a horizontal bar chart
         # "$" would start matplotlib's math text: labels are shown as written.
-        axes.barh(
-            [r["name"].replace("$", r"\$") for r in rows], [r["score"] for r in rows], color="#4c72b0"
-        )
+        axes.barh([r["name"].replace("$", r"\$") for r in rows], [r["score"] for r in rows], color="#4c72b0")
         axes.set_xlim(0.0, 1.0)
         axes.tick_params(axis="y", labelsize=8)
         axes.set_title(f"at most {budget:,} evaluations")
