@@ -20,6 +20,7 @@ from placement_gym.cost_model.proven_bounds import (
     ENERGETIC,
     LOAD_LP,
     NO_FEASIBLE,
+    PHASES,
     PLACED_PATH,
     WORK,
     allowed_devices,
@@ -97,11 +98,38 @@ def test_no_feasible_placement_beats_any_argument(n_ops, n_devices, seed, object
     if bound.value == np.inf:
         assert best == np.inf, f"bound claims no feasible placement, but one runs in {best}"
         return
-    assert set(bound.arguments) == {CRITICAL_PATH, WORK, PLACED_PATH, ENERGETIC, LOAD_LP}
+    assert set(bound.arguments) == {CRITICAL_PATH, WORK, PLACED_PATH, ENERGETIC, PHASES, LOAD_LP}
     for name, value in bound.arguments.items():
         assert value <= best * (1 + SLACK), f"{name} = {value} > optimum {best}"
     assert bound.value == max(bound.arguments.values())
     assert bound.value >= lower_bound(task) * (1 - SLACK)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_ops=st.integers(5, 9),
+    seed=st.integers(0, 2**31 - 1),
+    objective=st.sampled_from(["inference", "train_step"]),
+    executor_costs=st.booleans(),
+)
+def test_phases_never_beat_the_optimum_on_deeper_graphs(n_ops, seed, objective, executor_costs):
+    # deeper, narrower graphs on 2 devices, where chains split the work into phases
+    rng = np.random.default_rng(seed)
+    graph = random_graph(n_ops, seed=seed, max_inputs=2, window=3)
+    task = make_task(graph, random_cluster(2, rng, executor_costs, 1e13), objective)
+    best = optimum(task)
+    bound = proven_bound(task)
+    assert bound.arguments[PHASES] <= best * (1 + SLACK), f"phases {bound.arguments[PHASES]} > optimum {best}"
+
+
+def double_fork_join_task(width, n_devices, **cluster):
+    """``s -> a_1..a_width -> m -> b_1..b_width -> t``, every op 1 ms (+ 1 us overhead), 4-byte
+    tensors, identical devices."""
+    ops = [("s", 1e9, 4, 0), *[(f"a{i}", 1e9, 4, 0) for i in range(width)], ("m", 1e9, 4, 0),
+           *[(f"b{i}", 1e9, 4, 0) for i in range(width)], ("t", 1e9, 4, 0)]
+    edges = [("s", f"a{i}") for i in range(width)] + [(f"a{i}", "m") for i in range(width)]
+    edges += [("m", f"b{i}") for i in range(width)] + [(f"b{i}", "t") for i in range(width)]
+    return make_task(hand_graph(ops, edges), hand_cluster(n_devices, **cluster), "inference")
 
 
 def fork_join_task(width, n_devices, out_bytes, **cluster):
@@ -128,13 +156,31 @@ def test_placement_aware_path_binds_where_branches_cannot_afford_a_transfer():
 
 def test_energetic_binds_where_parallel_branches_outnumber_devices():
     # fork-join of 6 on 3 devices with cheap transfers: in [1, C - 1] ms the 6 branches need 6 ms of
-    # work and 3 devices give 3 x (C - 2) ms, so C >= 4 ms; the path arguments see 3 ms + a transfer
+    # work and 3 devices give 3 x (C - 2) ms, so C >= 4 ms; the path arguments see 3 ms + a transfer.
+    # The phases (the branches run between s and t) prove the same 4 ms exactly, the bisection a hair
+    # less, so the source is phases.
     task = fork_join_task(6, 3, 4, latency=1e-6)
     bound = proven_bound(task)
-    assert bound.source == ENERGETIC
+    assert bound.arguments[ENERGETIC] == pytest.approx(4 * OP, rel=1e-6)
+    assert bound.arguments[PHASES] == pytest.approx(4 * OP, rel=1e-12)
     assert bound.value == pytest.approx(4 * OP, rel=1e-6)
     assert bound.arguments[PLACED_PATH] < 3.1 * OP
     assert optimum(task) >= bound.value
+
+
+def test_phases_bind_where_a_join_separates_two_fans():
+    # s, 4 ops a, m, 4 ops b, t on 2 devices: the a's run inside [finish s, start m] and need 2 ms
+    # there, the b's inside [finish m, start t], 2 ms: C >= 1 + 2 + 1 + 2 + 1 = 7 ms. Energetic
+    # windows see the a's and b's as one pool of 9 ops in [1, C - 1] (C >= 6.5 ms), the load 5.5 ms,
+    # the critical path 5 ms.
+    task = double_fork_join_task(4, 2, latency=1e-6)
+    bound = proven_bound(task)
+    assert bound.source == PHASES
+    assert bound.value == pytest.approx(7 * OP, rel=1e-12)
+    assert bound.arguments[ENERGETIC] < 6.6 * OP
+    assert bound.arguments[CRITICAL_PATH] == pytest.approx(5 * OP, rel=1e-12)
+    best = optimum(task)
+    assert 7 * OP <= best <= 7 * OP + 2e-4  # two transfers each way, 1 us latency + 4 ns
 
 
 def test_load_lp_binds_where_one_device_is_slow():

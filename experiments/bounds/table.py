@@ -16,12 +16,19 @@ import math
 import time
 
 from placement_gym.cost_model import lower_bound, proven_bound
-from placement_gym.cost_model.proven_bounds import CRITICAL_PATH, ENERGETIC, LOAD_LP, PLACED_PATH, WORK
+from placement_gym.cost_model.proven_bounds import (
+    CRITICAL_PATH,
+    ENERGETIC,
+    LOAD_LP,
+    PHASES,
+    PLACED_PATH,
+    WORK,
+)
 from placement_gym.leaderboard import CURRENT_SUITE, get_suite
 from placement_gym.leaderboard.ranking import best_known_runtimes
 from placement_gym.leaderboard.render import load_submissions
 
-ARGUMENTS = (CRITICAL_PATH, WORK, PLACED_PATH, ENERGETIC, LOAD_LP)
+ARGUMENTS = (CRITICAL_PATH, WORK, PLACED_PATH, ENERGETIC, PHASES, LOAD_LP)
 
 
 def main() -> None:

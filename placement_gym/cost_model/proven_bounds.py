@@ -40,6 +40,7 @@ WORK = "work / devices"
 LOAD_LP = "load LP"
 PLACED_PATH = "placement-aware path"
 ENERGETIC = "energetic"
+PHASES = "phases"
 NO_FEASIBLE = "memory: no feasible placement"
 
 
@@ -401,6 +402,145 @@ def _tails(task, fastest: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------
+# Phases: a chain of ops splits the schedule into intervals that hold known sets of ops
+
+
+@numba.njit(cache=True)
+def _closure_kernel(pred_pointer, pred_op, n):
+    """Bitsets (``n x words`` uint64) of every op's ancestors, ops in topological order."""
+    words = (n + 63) // 64
+    anc = np.zeros((n, words), dtype=np.uint64)
+    one = np.uint64(1)
+    for c in range(n):
+        for j in range(pred_pointer[c], pred_pointer[c + 1]):
+            p = pred_op[j]
+            for w in range(words):
+                anc[c, w] |= anc[p, w]
+            anc[c, p >> 6] |= one << np.uint64(p & 63)
+    return anc
+
+
+@numba.njit(cache=True)
+def _descendants_kernel(pred_pointer, pred_op, n):
+    """Bitsets (``n x words`` uint64) of every op's descendants, ops in topological order."""
+    words = (n + 63) // 64
+    desc = np.zeros((n, words), dtype=np.uint64)
+    one = np.uint64(1)
+    for c in range(n - 1, -1, -1):
+        for j in range(pred_pointer[c], pred_pointer[c + 1]):
+            p = pred_op[j]
+            for w in range(words):
+                desc[p, w] |= desc[c, w]
+            desc[p, c >> 6] |= one << np.uint64(c & 63)
+    return desc
+
+
+@numba.njit(cache=True)
+def _set_sums(bits, share):
+    """``out[v, k] = sum of share[k, o] over the ops o in bitset row v``."""
+    n, words = bits.shape
+    k_rows = share.shape[0]
+    out = np.zeros((n, k_rows))
+    one = np.uint64(1)
+    for v in range(n):
+        for w in range(words):
+            word = bits[v, w]
+            if word == 0:
+                continue
+            for b in range(64):
+                if word & (one << np.uint64(b)):
+                    o = w * 64 + b
+                    for k in range(k_rows):
+                        out[v, k] += share[k, o]
+    return out
+
+
+def _bits_to_dense(bits: np.ndarray, n: int) -> np.ndarray:
+    dense = np.unpackbits(bits.astype("<u8").view(np.uint8), axis=1, bitorder="little")
+    return dense[:, :n].astype(np.float64)
+
+
+def phases(
+    task,
+    start: np.ndarray,
+    weights: np.ndarray | None = None,
+    allowed_groups: np.ndarray | None = None,
+    max_chain_ops: int = 160,
+) -> float:
+    """Phases along a chain of ops: the intervals between the ops of a dependency chain each hold a
+    known set of ops, whose work the devices must do inside that interval.
+
+    Proof: for an op ``v``, every ancestor (an op with a dependency path to ``v``) finishes before
+    ``v`` starts, and every descendant starts after ``v`` finishes (F2, transitively). For ops
+    ``u -> ... -> v`` of one chain, the ops that are both descendants of ``u`` and ancestors of ``v``
+    run inside ``[finish u, start v]``. Inside an interval of length ``L`` device ``d`` is busy at
+    most ``L``, so for weights ``w[d] >= 0`` the set ``X`` that must run there needs ``L >=
+    sum_{o in X} min_d w[d] duration[o, d] / sum_d w[d]`` (an op on ``d`` runs at least
+    ``duration[o, d]``; devices `allowed_devices` excludes are skipped). A dynamic programme over
+    candidate chain ops ``v`` (in topological order) keeps ``B[v]``, a lower bound on ``v``'s start:
+    the largest of the placement-aware start bound ``min_d start[v, d]``, the ancestors' work bound,
+    and, for every candidate ``u`` that is an ancestor of ``v``, ``B[u] + p_u + W(desc u and anc
+    v)`` (``p_u``: ``u``'s fastest allowed duration). The makespan is at least ``B[v] + p_v +
+    max(tail_v, W(desc v))`` for every ``v`` (``tail``: longest chain of fastest durations after
+    ``v``). Weights tried: ones, speed, and ``weights`` (the load LP's multipliers) when given.
+    Candidates: every op for the single split, the ops of near-critical chains (fastest head + p +
+    tail >= 90% of the critical path, at most ``max_chain_ops`` spread evenly in topological order)
+    for the chain; any choice is valid."""
+    allowed_groups = allowed_devices(task) if allowed_groups is None else allowed_groups
+    allowed = allowed_groups[task.op_forward]
+    n = task.n_ops
+    duration = np.where(allowed, task.duration, np.inf)
+    fastest = duration.min(axis=1)
+    rows = [np.ones(task.n_devices), task.duration.min(axis=1).sum() / task.duration.sum(axis=0)]
+    if weights is not None and np.all(weights >= 0) and weights.sum() > 0:
+        rows.append(np.asarray(weights, dtype=np.float64))
+    share = np.stack([np.where(allowed, w * task.duration, np.inf).min(axis=1) / w.sum() for w in rows])
+    pointer, producer, _, _ = _predecessors(task)
+    anc = _closure_kernel(pointer, producer, n)
+    desc = _descendants_kernel(pointer, producer, n)
+    before = _set_sums(anc, share).max(axis=1)
+    after = _set_sums(desc, share).max(axis=1)
+    tail = _tails(task, fastest)
+    head = start.min(axis=1)
+    best_start = np.maximum(head, before)
+    # the chain: near-critical ops
+    fastest_head = _heads(task, fastest)
+    length = fastest_head + fastest + tail
+    chain = np.flatnonzero(length >= 0.9 * length.max())
+    if len(chain) > max_chain_ops:
+        chain = chain[np.linspace(0, len(chain) - 1, max_chain_ops).round().astype(np.int64)]
+    anc_dense = _bits_to_dense(anc[chain], n)  # (k, n)
+    desc_dense = _bits_to_dense(desc[chain], n)
+    # between[i, j, r] = sum of share[r] over desc(chain[i]) and anc(chain[j])
+    between = np.einsum("in,jn,rn->ijr", desc_dense, anc_dense, share, optimize=True).max(axis=2)
+    is_anc = anc_dense[:, chain].T > 0  # is_anc[i, j]: chain[i] is an ancestor of chain[j]
+    chain_start = best_start[chain].copy()
+    for j in range(len(chain)):
+        for i in np.flatnonzero(is_anc[:, j]):
+            chain_start[j] = max(chain_start[j], chain_start[i] + fastest[chain[i]] + between[i, j])
+    best_start[chain] = chain_start
+    return float(np.max(best_start + fastest + np.maximum(tail, after)))
+
+
+def _heads(task, fastest: np.ndarray) -> np.ndarray:
+    pointer, producer, _, _ = _predecessors(task)
+    return _heads_kernel(fastest, pointer, producer)
+
+
+@numba.njit(cache=True)
+def _heads_kernel(fastest, pointer, producer):
+    n = fastest.shape[0]
+    head = np.zeros(n)
+    for c in range(n):
+        for j in range(pointer[c], pointer[c + 1]):
+            p = producer[j]
+            v = head[p] + fastest[p]
+            if v > head[c]:
+                head[c] = v
+    return head
+
+
+# ---------------------------------------------------------------------------------------------------
 # Load LP: fractional placement on unrelated devices with memory and host dispatch
 
 
@@ -506,11 +646,14 @@ def _load_dual(allowed, work, static, dispatch, host, load, memory, per_host, sh
 # ---------------------------------------------------------------------------------------------------
 
 
-def proven_bound(task, *, lp: bool = True, energetic_windows: bool = True) -> Bound:
+def proven_bound(
+    task, *, lp: bool = True, energetic_windows: bool = True, phase_chain: bool = True
+) -> Bound:
     """The largest of the proven lower bounds on the runtime of ``task``'s feasible placements (module
-    docstring): critical path, work / devices, placement-aware path, energetic reasoning and (with
-    ``lp``, which needs OR-Tools) the load LP. ``value`` is ``inf`` (source `NO_FEASIBLE`) when no
-    placement can fit in memory. Deterministic: same task, same numbers."""
+    docstring): critical path, work / devices, placement-aware path, energetic reasoning, phases
+    along a chain (`phases`) and (with ``lp``, which needs OR-Tools) the load LP. ``value`` is
+    ``inf`` (source `NO_FEASIBLE`) when no placement can fit in memory.
+    Deterministic: same task, same numbers."""
     allowed = allowed_devices(task)
     if not allowed.any(axis=1).all():
         group = int(np.flatnonzero(~allowed.any(axis=1))[0])
@@ -528,7 +671,9 @@ def proven_bound(task, *, lp: bool = True, energetic_windows: bool = True) -> Bo
             return Bound(float("inf"), f"{NO_FEASIBLE} (the static bytes fit no split)", arguments)
     if energetic_windows:
         arguments[ENERGETIC] = energetic(task, start, multipliers)
-    arguments = {name: arguments[name] for name in (CRITICAL_PATH, WORK, PLACED_PATH, ENERGETIC, LOAD_LP)
-                 if name in arguments}
+    if phase_chain:
+        arguments[PHASES] = phases(task, start, multipliers, allowed)
+    order = (CRITICAL_PATH, WORK, PLACED_PATH, ENERGETIC, PHASES, LOAD_LP)
+    arguments = {name: arguments[name] for name in order if name in arguments}
     source = max(arguments, key=lambda name: arguments[name])
     return Bound(arguments[source], source, arguments)
