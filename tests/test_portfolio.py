@@ -1,0 +1,50 @@
+"""The best-known portfolio (baselines/portfolio.py): budget, determinism, never worse than its phases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import hand_cluster
+
+from baselines.portfolio import MIN_BUDGET, best_known
+from baselines.search import anneal
+from placement_gym.cost_model import simulate
+from placement_gym.graph.synthetic import random_graph
+from placement_gym.leaderboard import evaluate, get_suite
+from placement_gym.task import make_task
+
+
+def _task(seed: int = 5):
+    return make_task(random_graph(30, seed=seed), hand_cluster(3, memory=1e12), "train_step")
+
+
+def test_budget_counted_on_the_task_is_the_budget():
+    task = _task()
+    result = best_known(task, seed=0, budget=900)
+    assert task.evaluations == 900 == result.evaluations
+
+
+def test_deterministic_for_a_seed():
+    first, second = best_known(_task(), seed=1, budget=600), best_known(_task(), seed=1, budget=600)
+    assert np.array_equal(first.placement, second.placement)
+
+
+def test_never_worse_than_its_first_phase_alone():
+    # The first phase is anneal at half the budget with the same seed: the portfolio returns the best
+    # of its phases, so it can only match or beat it.
+    budget = 1_000
+    portfolio = simulate(_task(), best_known(_task(), seed=2, budget=budget).placement).runtime
+    alone = simulate(_task(), anneal(_task(), seed=2, budget=budget // 2).placement).runtime
+    assert portfolio <= alone
+
+
+def test_scored_through_the_harness_within_its_budget():
+    suite = get_suite().subset(["cifar10_cnn/k80x2/train"])
+    submission = evaluate(best_known, suite, 500, algorithm="best-known")
+    result = submission["results"]["cifar10_cnn/k80x2/train"]
+    assert result["evaluations"] <= 500 and result["feasible"]
+
+
+def test_a_budget_below_the_minimum_is_refused():
+    with pytest.raises(ValueError, match=f"at least {MIN_BUDGET}"):
+        best_known(_task(), budget=MIN_BUDGET - 1)
