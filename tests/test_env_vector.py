@@ -42,24 +42,31 @@ def _same(a, b, where: str = "") -> None:
         assert a == b or (a is None and b is None), f"{where}: {a!r} vs {b!r}"
 
 
-# An id of the plain env with the native vector env as its vector entry point, as gym.make_vec needs.
-VECTOR_ID = "DevicePlacementVectorTest-v0"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def vector_id():
-    gym.register(id=VECTOR_ID, entry_point="placement_gym.envs.single_shot:DevicePlacementEnv",
-                 vector_entry_point="placement_gym.envs.vector:DevicePlacementVectorEnv")
-    yield VECTOR_ID
-    del gym.registry[VECTOR_ID]
-
-
 def _pair(mode: AutoresetMode, **kwargs):
-    native = gym.make_vec(VECTOR_ID, num_envs=N, vectorization_mode="vector_entry_point",
+    native = gym.make_vec("DevicePlacement-v0", num_envs=N, vectorization_mode="vector_entry_point",
                           autoreset_mode=mode, **SMALL, **kwargs)
     sync = gym.make_vec("DevicePlacement-v0", num_envs=N, vectorization_mode="sync",
                         vector_kwargs={"autoreset_mode": mode}, **SMALL, **kwargs)
     return native, sync
+
+
+def test_make_vec_defaults_to_the_native_vector_env():
+    """The id registers the native env as its vector entry point: gym.make_vec without a mode builds it
+    (and then takes no vector_kwargs); "sync" and "async" still build Gymnasium's own."""
+    spec = gym.spec("DevicePlacement-v0")
+    assert spec.vector_entry_point == "placement_gym.envs.vector:DevicePlacementVectorEnv"
+    native = gym.make_vec("placement_gym:DevicePlacement-v0", num_envs=2, **SMALL)
+    assert isinstance(native.unwrapped, DevicePlacementVectorEnv) and native.num_envs == 2
+    same_step = gym.make_vec("DevicePlacement-v0", num_envs=2, autoreset_mode="SameStep", **SMALL)
+    assert same_step.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    with pytest.raises(gym.error.Error, match="vector_kwargs"):
+        gym.make_vec("DevicePlacement-v0", num_envs=2,
+                     vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, **SMALL)
+    sync = gym.make_vec("DevicePlacement-v0", num_envs=2, vectorization_mode="sync", **SMALL)
+    assert isinstance(sync, gym.vector.SyncVectorEnv)
+    for other in ("DevicePlacementStaged-v0", "DevicePlacementRefine-v0"):
+        assert gym.spec(other).vector_entry_point is None
+        assert isinstance(gym.make_vec(other, num_envs=2, **SMALL), gym.vector.SyncVectorEnv)
 
 
 @pytest.mark.parametrize("mode", list(AutoresetMode))

@@ -56,7 +56,7 @@ def tutorial():
 
 
 def _same_step_env(env_id, num_envs=4, **kwargs):
-    vector_env = gym.make_vec(f"placement_gym:{env_id}", num_envs=num_envs,
+    vector_env = gym.make_vec(f"placement_gym:{env_id}", num_envs=num_envs, vectorization_mode="sync",
                               vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
                               **SMALL, **kwargs)
     return GymWrapper(vector_env)

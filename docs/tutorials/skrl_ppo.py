@@ -21,7 +21,7 @@ def make_env(env_id="DevicePlacementStaged-v0", num_envs=4, seed=0,
     transition. SAME_STEP resets within the ending step, so every stored transition is real."""
     set_seed(seed)
     env_kwargs = {"graph": "cifar10_cnn", "cluster": "k80x2"} | env_kwargs
-    vector_env = gym.make_vec(f"placement_gym:{env_id}", num_envs=num_envs,
+    vector_env = gym.make_vec(f"placement_gym:{env_id}", num_envs=num_envs, vectorization_mode="sync",
                               vector_kwargs={"autoreset_mode": autoreset_mode}, **env_kwargs)
     return wrap_env(vector_env, wrapper="gymnasium", verbose=False)
 

@@ -21,10 +21,16 @@ ENV_IDS: dict[str, str] = {
     "DevicePlacementRefine-v0": "placement_gym.envs.refine:DevicePlacementRefineEnv",
 }
 
+# Natively vectorised versions (`gym.make_vec(id, vectorization_mode="vector_entry_point")`).
+VECTOR_ENTRY_POINTS: dict[str, str] = {
+    "DevicePlacement-v0": "placement_gym.envs.vector:DevicePlacementVectorEnv",
+}
+
 
 def register_envs() -> None:
     """Register every env id (idempotent), so ``gym.make("DevicePlacement-v0")`` works after
     ``import placement_gym`` and ``gym.make("placement_gym:DevicePlacement-v0")`` without it."""
     for env_id, entry_point in ENV_IDS.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point)
+            gym.register(id=env_id, entry_point=entry_point,
+                         vector_entry_point=VECTOR_ENTRY_POINTS.get(env_id))
