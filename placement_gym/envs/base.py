@@ -232,8 +232,9 @@ class PlacementEnvBase(gym.Env):
         """The per-forward-op placement (int64) of one device per node."""
         return node_devices if self._identity else node_devices[self.node_of_op]
 
-    def _check_node_placement(self, action) -> np.ndarray:
-        """``action`` (one device per node) as int64, or a clear ValueError."""
+    def check_node_placement(self, action) -> np.ndarray:
+        """``action`` (one device per node) as an int64 array, or a clear ValueError naming the op (or
+        group) and the device. Public for code that scores actions outside `step` (the vector env)."""
         if self._identity:
             return self.task.check_placement(action)  # its messages name the op
         return check_device_indices(
@@ -241,6 +242,8 @@ class PlacementEnvBase(gym.Env):
             f"action for task {self.task.id} with {self.n_nodes} groups ({self.grouping.name})", "group",
             lambda g: f"group {g} (first op {self.node_name(g)!r})",
         )
+
+    _check_node_placement = check_node_placement  # the name the envs' own code uses
 
     def _check_device(self, action) -> int:
         """A `Discrete` action as an int device index, or a clear ValueError."""

@@ -180,16 +180,32 @@ class DevicePlacementEnv(PlacementEnvBase):
                 "DevicePlacementEnv.step called before reset() or after the episode ended; "
                 "each episode is one step: call reset() first"
             )
-        placement = self._check_node_placement(action)  # clear ValueError for a bad action
-        result, reward_runtime = self._evaluate(placement)
-        reward = shape_reward(self.reward_name, result.runtime, result.feasible, self.best_single_runtime,
-                              self.oom_runtime, self.oom_runtime_factor)
+        placement = self.check_node_placement(action)  # clear ValueError for a bad action
+        result, _ = self._evaluate(placement)
         self._needs_reset = True
         self._placement = placement
         self._result = result
+        obs, reward, info = self.outcome(placement, result)
+        return obs, reward, True, False, info
+
+    def outcome(self, placement: np.ndarray, result) -> tuple[Any, float, dict[str, Any]]:
+        """The observation, reward and info that `step` returns for ``placement`` (one device per node,
+        as `check_node_placement` returns it) scored as ``result`` (a `SimulationResult` of
+        ``op_placement(placement)``), without evaluating anything or changing the episode: the env's
+        observation state is left as it was. For code that scores many placements in one batch and
+        then needs each one's step output (`placement_gym.envs.vector.DevicePlacementVectorEnv`)."""
+        reward_runtime = result.runtime if result.feasible else self.penalty_runtime
+        reward = shape_reward(self.reward_name, result.runtime, result.feasible, self.best_single_runtime,
+                              self.oom_runtime, self.oom_runtime_factor)
         self._observation.set_placement(placement)
+        obs = self._obs()
+        if self._placement is not placement:  # restore the episode's observation state
+            if self._placement is None:
+                self._observation.clear_placement()
+            else:
+                self._observation.set_placement(self._placement)
         info = self._reference_info() | self._result_info(result, reward_runtime)
-        return self._obs(), float(reward), True, False, info
+        return obs, float(reward), info
 
     def _action_mask_shape(self) -> tuple[int, ...]:
         return (self.n_nodes, self.task.n_devices)

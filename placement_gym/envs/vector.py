@@ -24,7 +24,6 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from placement_gym.cost_model.result import SimulationResult
-from placement_gym.envs.rewards import shape_reward
 from placement_gym.envs.single_shot import DevicePlacementEnv
 
 
@@ -136,7 +135,7 @@ class DevicePlacementVectorEnv(VectorEnv):
             for k, i in enumerate(stepped):
                 result = SimulationResult(runtime=float(runtimes[k]), feasible=bool(feasible[k]),
                                           peak_memory=np.asarray(peaks[k], dtype=np.float64))
-                obs, rewards[i], info = self._outcome(placements[k], result)
+                obs, rewards[i], info = self.env.outcome(placements[k], result)
                 step_results[int(i)] = obs, info
                 terminated[i] = True
         first = self._first_step()
@@ -175,7 +174,7 @@ class DevicePlacementVectorEnv(VectorEnv):
     def _node_placement(self, row: np.ndarray, env: int) -> np.ndarray:
         """One env's action as int64 node devices, or a ValueError naming the env and the node."""
         try:
-            return self.env._check_node_placement(row)
+            return self.env.check_node_placement(row)
         except ValueError as error:
             raise ValueError(f"action of env {env}: {error}") from None
 
@@ -184,19 +183,6 @@ class DevicePlacementVectorEnv(VectorEnv):
         if self._first is None:
             self._first = self.env.reset()
         return self._first
-
-    def _outcome(self, placement: np.ndarray, result: SimulationResult) -> tuple[Any, float, dict[str, Any]]:
-        """Observation, reward and info of a step that placed ``placement`` with ``result`` (what
-        `DevicePlacementEnv.step` returns for it)."""
-        env = self.env
-        reward_runtime = result.runtime if result.feasible else env.penalty_runtime
-        reward = shape_reward(env.reward_name, result.runtime, result.feasible, env.best_single_runtime,
-                              env.oom_runtime, env.oom_runtime_factor)
-        env._observation.set_placement(placement)
-        obs = env._obs()
-        env._observation.clear_placement()
-        info = env._reference_info() | env._result_info(result, reward_runtime)
-        return obs, float(reward), info
 
     def _batch(self, observations: list[Any]) -> Any:
         """The per-env observations as one batched observation (a fresh copy)."""
