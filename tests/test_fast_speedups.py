@@ -53,12 +53,31 @@ def test_placements_the_kernel_rejects_get_the_clear_errors(task):
 
 def test_a_workspace_too_small_is_an_error_not_a_wrong_result(task):
     ints, floats, work_i, work_f, n_devices = fast._arrays(task)
+    assert (len(work_i), len(work_f)) == fast._work_sizes(ints)
     peak = np.empty(n_devices)
     placement = np.zeros(task.n_forward, dtype=np.int64)
-    status, _ = fast._simulate_one(placement, ints, floats, work_i[:-1], work_f, peak)
-    assert status == fast._BAD_WORKSPACE
-    status, _ = fast._simulate_one(placement, ints, floats, work_i, work_f[:-1], peak)
-    assert status == fast._BAD_WORKSPACE
+    for record in (False, True):
+        assert fast._run(placement, ints, floats, work_i[:-1], work_f, peak, record)[0] == fast._BAD_WORKSPACE
+        assert fast._run(placement, ints, floats, work_i, work_f[:-1], peak, record)[0] == fast._BAD_WORKSPACE
+        assert fast._run(placement, ints, floats, work_i, work_f, peak, record)[0] > 0.0
+
+
+def test_the_schedule_has_the_documented_dtypes_and_matches_the_plain_call(task):
+    placement = np.random.default_rng(3).integers(0, task.n_devices, task.n_forward)
+    plain, timed = simulate(task, placement), simulate(task, placement, schedule=True)
+    assert plain.schedule is None and timed.runtime == plain.runtime
+    schedule = timed.schedule
+    for name in ("op_device", "transfer_tensor", "transfer_src", "transfer_dst"):
+        assert getattr(schedule, name).dtype == np.int32, name
+    assert len(schedule.op_start) == task.n_ops and len(schedule.transfer_start) > 0
+    assert np.array_equal(schedule.op_device, task.expand(placement))
+
+
+def test_a_result_is_a_slotted_value(task):
+    result = simulate(task, np.zeros(task.n_forward, dtype=np.int64))
+    assert not hasattr(result, "__dict__")  # slots: a misspelt attribute is an error
+    with pytest.raises(AttributeError):
+        result.runtme = 1.0
 
 
 def _row(graph: str, fast_rate: float, batch_rate: float, reference_rate: float,

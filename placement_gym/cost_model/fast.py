@@ -260,14 +260,17 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     usage = work_f[wf : wf + n_devices]
     wf += n_devices
 
-    n_records = n_ops if record else 0
-    start = np.empty(n_records)
-    finish = np.empty(n_records)
-    n_transfer_records = n_edges if record else 0
-    transfer_tensor = np.empty(n_transfer_records, dtype=np.int32)
-    transfer_dst = np.empty(n_transfer_records, dtype=np.int32)
-    transfer_start = np.empty(n_transfer_records)
-    transfer_finish = np.empty(n_transfer_records)
+    # The schedule's arrays: new when it is recorded, else empty views (no allocation on the hot path).
+    if record:
+        start = np.empty(n_ops)
+        finish = np.empty(n_ops)
+        transfer_tensor = np.empty(n_edges, dtype=np.int64)
+        transfer_dst = np.empty(n_edges, dtype=np.int64)
+        transfer_start = np.empty(n_edges)
+        transfer_finish = np.empty(n_edges)
+    else:
+        start = finish = transfer_start = transfer_finish = work_f[:0]
+        transfer_tensor = transfer_dst = work_i[:0]
     peak[:] = 0.0
     if wi > work_i.shape[0] or wf > work_f.shape[0]:
         return _BAD_WORKSPACE, device, start, finish, transfer_tensor, transfer_dst, start, finish
@@ -657,13 +660,14 @@ def simulate(task, placement, schedule: bool = False) -> SimulationResult:
         if makespan < 0.0:
             _check_status(task, placement, makespan)
         device = device.astype(np.int32)
+        t_tensor = t_tensor.astype(np.int32)
         timeline = Schedule(
             op_device=device,
             op_start=start,
             op_finish=finish,
             transfer_tensor=t_tensor,
             transfer_src=device[task.tensor_producer[t_tensor]],
-            transfer_dst=t_dst,
+            transfer_dst=t_dst.astype(np.int32),
             transfer_start=t_start,
             transfer_finish=t_finish,
         )

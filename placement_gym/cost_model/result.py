@@ -28,11 +28,14 @@ class Schedule:
     transfer_finish: np.ndarray
 
 
-@dataclass(frozen=True, eq=False)
+# Not frozen: a frozen dataclass sets each field through ``object.__setattr__`` in ``__init__``, which
+# made building the result about a tenth of a `simulate` call on a small graph (docs/cost_model.md,
+# Speed). Slots keep it small and make a misspelt attribute an error. Treat it as read-only.
+@dataclass(eq=False, slots=True)
 class SimulationResult:
     """Runtime (makespan, seconds), feasibility (no device over its memory), per-device peak memory
     (bytes: static parameters and optimizer state plus the peak of live tensors), and the schedule
-    when it was asked for."""
+    when it was asked for. A value: read it, do not assign to it (it is not frozen, for speed)."""
 
     runtime: float
     feasible: bool
