@@ -154,7 +154,11 @@ class Task:
     ) -> None:
         """Add ``n`` evaluations to the counter. The cost model's simulators also pass the ``n``
         runtimes and feasibilities they computed, which a running trace (`start_trace`) records."""
-        self._evaluations.add(n, runtimes, feasible)
+        counter = self._evaluations
+        if counter.trace is None:  # the simulators' hot path: one add, no call
+            counter.count += n
+        else:
+            counter.add(n, runtimes, feasible)
 
     def start_trace(self) -> None:
         """Record, from now on, each evaluation that improves on the best feasible runtime so far
