@@ -69,6 +69,7 @@ from typing import Any
 import numpy as np
 
 from baselines.registry import AgentResult, get_agent, register
+from placement_gym.cost_model import simulate
 from placement_gym.evaluator import as_evaluator
 from placement_gym.groups import make_grouping
 from placement_gym.placements import best_single_placement
@@ -111,13 +112,14 @@ OnEvaluations = Callable[[int, np.ndarray, np.ndarray], None]
 
 @dataclass(frozen=True)
 class Score:
-    """One evaluated placement: runtime (s), feasible, overflow (0 when feasible), and which devices
-    are over their memory capacity (bool per device)."""
+    """One evaluated placement: runtime (s), feasible, overflow (0 when feasible), which devices are
+    over their memory capacity (bool per device) and the peak memory per device (bytes)."""
 
     runtime: float
     feasible: bool
     overflow: float
     over: np.ndarray
+    peaks: np.ndarray | None = None
 
     @property
     def key(self) -> tuple[int, float, float]:
@@ -135,7 +137,7 @@ class BudgetExhausted(Exception):
     """Raised inside a search when its evaluation budget is spent."""
 
 
-class _Evaluator:
+class SearchEvaluator:
     """Evaluates placements under a budget, memoises them, and keeps the best seen. ``evaluator``: who
     scores them (None: the cost model; else any `placement_gym.evaluator.Evaluator`, see
     `placement_gym.evaluator.as_evaluator`)."""
@@ -174,16 +176,33 @@ class _Evaluator:
             overflow = _overflow(self.task, peaks)
             self.used += len(fits)
             over = peaks > self.task.cluster.memory_capacity[None, :]
-            for k, row, r, f, o, v in zip(fits, rows, runtimes, feasible, overflow, over):
-                score = Score(float(r), bool(f), 0.0 if f else float(o), v)
-                self.memo[k] = score
-                if self.best_score is None or score.key < self.best_score.key:
-                    self.best, self.best_score = row.copy(), score
+            for k, row, r, f, o, v, p in zip(fits, rows, runtimes, feasible, overflow, over, peaks):
+                self._keep(k, row, Score(float(r), bool(f), 0.0 if f else float(o), v, p))
             if self.on_evaluations is not None:
                 self.on_evaluations(self.used, np.asarray(runtimes), np.asarray(feasible))
         if len(fits) < len(new):
             raise BudgetExhausted
         return [self.memo[k] for k in keys]
+
+    def schedule(self, placement: np.ndarray):
+        """The cost model's `Schedule` of ``placement``, as one counted (and memoised) evaluation, or
+        None when the budget is spent (for searches that read where the time goes)."""
+        if self.left < 1:
+            return None
+        result = simulate(self.task, placement, schedule=True)
+        self.used += 1
+        peaks = np.asarray(result.peak_memory)
+        overflow = float(_overflow(self.task, peaks[None])[0])
+        over = peaks > self.task.cluster.memory_capacity
+        feasible = bool(result.feasible)
+        score = Score(result.runtime, feasible, 0.0 if feasible else overflow, over, peaks)
+        self._keep(placement.tobytes(), placement, score)
+        return result.schedule
+
+    def _keep(self, key: bytes, row: np.ndarray, score: Score) -> None:
+        self.memo[key] = score
+        if self.best_score is None or score.key < self.best_score.key:
+            self.best, self.best_score = row.copy(), score
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -227,7 +246,7 @@ def _start_candidates(task: Task, start, seed: int) -> tuple[list[tuple[str, np.
     return candidates, used
 
 
-def find_start(task: Task, evaluator: _Evaluator, start, seed: int) -> Start:
+def find_start(task: Task, evaluator: SearchEvaluator, start, seed: int) -> Start:
     """Construct the start candidates, evaluate them (counted in ``evaluator``), and pick the best."""
     candidates, used = _start_candidates(task, start, seed)
     evaluator.used += used
@@ -252,7 +271,7 @@ def _check_budget(budget: int | None) -> int:
     return int(budget)
 
 
-def _result(evaluator: _Evaluator, start: Start, extra: dict) -> AgentResult:
+def _result(evaluator: SearchEvaluator, start: Start, extra: dict) -> AgentResult:
     best = evaluator.best_score
     if evaluator.scored_by is not None:  # the default's info stays as it always was
         extra = {**extra, "scored_by": evaluator.scored_by}
@@ -273,7 +292,7 @@ def _result(evaluator: _Evaluator, start: Start, extra: dict) -> AgentResult:
 # Simulated annealing
 
 
-def _neighbours(task: Task) -> list[np.ndarray]:
+def forward_neighbours(task: Task) -> list[np.ndarray]:
     """Forward ops adjacent to each forward op (producer or consumer of a tensor it reads or makes)."""
     graph = task.graph
     src = np.asarray(graph.tensor_producer)[graph.edge_tensor].astype(np.int64)
@@ -294,7 +313,7 @@ class _MoveProposer:
         self.task = task
         self.rng = rng
         self.n_devices = task.n_devices
-        self.neighbours = _neighbours(task)
+        self.neighbours = forward_neighbours(task)
         groups = []
         for mode in ("chains", "colocate"):
             grouping = make_grouping(task.graph, mode)
@@ -373,7 +392,7 @@ def anneal(
     if not 0.0 <= group_move_prob <= 1.0:
         raise ValueError(f"group_move_prob must be in [0, 1], got {group_move_prob}")
     rng = np.random.default_rng(seed)
-    evaluator = _Evaluator(task, budget, evaluator=evaluator, on_evaluations=on_evaluations)
+    evaluator = SearchEvaluator(task, budget, evaluator=evaluator, on_evaluations=on_evaluations)
     begin = find_start(task, evaluator, start, seed)
     proposer = _MoveProposer(task, rng, group_move_prob)
     current, current_score = begin.placement.copy(), begin.score
@@ -405,7 +424,7 @@ def anneal(
                 continue
             pick = min(range(batch), key=lambda i: scores[i].key)
             score = scores[pick]
-            if _accept(score, current_score, temperature, scale, rng):
+            if metropolis_accept(score, current_score, temperature, scale, rng):
                 current, current_score = moves[pick], score
                 accepted += 1
     except BudgetExhausted:
@@ -417,7 +436,9 @@ def anneal(
     )
 
 
-def _accept(score: Score, current: Score, temperature: float, scale: float, rng: np.random.Generator) -> bool:
+def metropolis_accept(
+    score: Score, current: Score, temperature: float, scale: float, rng: np.random.Generator
+) -> bool:
     """Metropolis between feasible placements; lexicographic (feasibility, overflow) otherwise."""
     if score.feasible != current.feasible or not score.feasible:
         return score.key < current.key
@@ -463,7 +484,7 @@ def cem(
     rng = np.random.default_rng(seed)
     grouping = make_grouping(task.graph, groups)
     units, n_devices = grouping.n_groups, task.n_devices
-    evaluator = _Evaluator(task, budget, evaluator=evaluator, on_evaluations=on_evaluations)
+    evaluator = SearchEvaluator(task, budget, evaluator=evaluator, on_evaluations=on_evaluations)
     begin = find_start(task, evaluator, start, seed)
     if start_changes is None:
         probs = np.full((units, n_devices), 1.0 / n_devices)

@@ -45,8 +45,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines.registry import AgentResult, register
-from baselines.search import START_AGENTS, find_start
-from placement_gym.cost_model import simulate, simulate_batch
+from baselines.search import (
+    START_AGENTS,
+    BudgetExhausted,
+    Score,
+    SearchEvaluator,
+    find_start,
+    forward_neighbours,
+    metropolis_accept,
+)
 from placement_gym.groups import make_grouping
 from placement_gym.task import Task
 
@@ -84,97 +91,8 @@ NEIGHBOUR_PROB = 0.5  # share of swaps and segment moves whose target is a neigh
 
 
 # ---------------------------------------------------------------------------------------------------
-# Budgeted, memoised evaluation
-
-
-class BudgetExhausted(Exception):
-    """Raised when the evaluation budget is spent."""
-
-
-@dataclass(frozen=True)
-class Score:
-    """One evaluated placement: runtime, feasibility, memory overflow and peak memory per device."""
-
-    runtime: float
-    feasible: bool
-    overflow: float
-    peaks: np.ndarray
-
-    @property
-    def key(self) -> tuple[int, float, float]:
-        """Sort key: feasible first, then less memory overflow, then shorter runtime."""
-        return (0 if self.feasible else 1, self.overflow, self.runtime)
-
-
-class _Budget:
-    """Scores placements with the cost model under a budget (every new row counted, repeats memoised)
-    and keeps the best; the interface `baselines.search.find_start` uses."""
-
-    def __init__(self, task: Task, budget: int) -> None:
-        self.task = task
-        self.budget = budget
-        self.used = 0
-        self.memo: dict[bytes, Score] = {}
-        self.best: np.ndarray | None = None
-        self.best_score: Score | None = None
-        self.capacity = task.cluster.memory_capacity
-
-    @property
-    def left(self) -> int:
-        return self.budget - self.used
-
-    def _score(self, runtime: float, feasible: bool, peaks: np.ndarray) -> Score:
-        overflow = float((np.maximum(peaks - self.capacity, 0.0) / self.capacity).sum())
-        return Score(float(runtime), bool(feasible), 0.0 if feasible else overflow, peaks)
-
-    def _keep(self, row: np.ndarray, score: Score) -> None:
-        self.memo[row.tobytes()] = score
-        if self.best_score is None or score.key < self.best_score.key:
-            self.best, self.best_score = row.copy(), score
-
-    def evaluate(self, placements: np.ndarray) -> list[Score]:
-        """Scores of the rows of ``placements``; new rows in one `simulate_batch` call. When fewer
-        evaluations are left than new rows, the first that fit are evaluated, then `BudgetExhausted`."""
-        keys = [row.tobytes() for row in placements]
-        new = list(dict.fromkeys(k for k in keys if k not in self.memo))
-        fits = new[: max(self.left, 0)]
-        if fits:
-            index = {k: i for i, k in enumerate(keys)}
-            rows = placements[[index[k] for k in fits]]
-            runtimes, feasible, peaks = simulate_batch(self.task, rows)
-            self.used += len(fits)
-            for row, r, f, p in zip(rows, runtimes, feasible, peaks):
-                self._keep(row, self._score(r, f, p))
-        if len(fits) < len(new):
-            raise BudgetExhausted
-        return [self.memo[k] for k in keys]
-
-    def schedule(self, placement: np.ndarray):
-        """The schedule of ``placement`` (one counted evaluation), or None when the budget is spent."""
-        if self.left < 1:
-            return None
-        result = simulate(self.task, placement, schedule=True)
-        self.used += 1
-        self._keep(placement, self._score(result.runtime, result.feasible, np.asarray(result.peak_memory)))
-        return result.schedule
-
-
-# ---------------------------------------------------------------------------------------------------
-# The graph's static structure
-
-
-def _forward_neighbours(task: Task) -> list[np.ndarray]:
-    """Forward ops that produce a tensor an op reads or read a tensor it produces, per forward op."""
-    graph = task.graph
-    src = np.asarray(graph.tensor_producer)[graph.edge_tensor].astype(np.int64)
-    dst = np.asarray(graph.edge_dst, dtype=np.int64)
-    keep = src >= 0
-    a = np.concatenate([src[keep], dst[keep]])
-    b = np.concatenate([dst[keep], src[keep]])
-    order = np.lexsort((b, a))
-    a, b = a[order], b[order]
-    pointer = np.searchsorted(a, np.arange(task.n_forward + 1))
-    return [np.unique(b[pointer[i]: pointer[i + 1]]) for i in range(task.n_forward)]
+# The graph's static structure and the critical path (evaluation, neighbours and the acceptance test are
+# `baselines.search`'s)
 
 
 def _op_inputs(task: Task) -> tuple[np.ndarray, np.ndarray]:
@@ -247,7 +165,7 @@ class _Moves:
         self.rng = rng
         self.n_devices = task.n_devices
         self.n_ops = task.n_forward
-        self.neighbours = _forward_neighbours(task)
+        self.neighbours = forward_neighbours(task)
         groups = []
         for mode in ("chains", "colocate"):
             grouping = make_grouping(task.graph, mode)
@@ -407,7 +325,7 @@ def move_policy(
 (pre-training collects them; it only watches). The result's info holds the final weights."""
     budget, w = _check(budget, weights, learning_rate, candidates, batch, refresh_every)
     rng = np.random.default_rng(seed)
-    evaluator = _Budget(task, budget)
+    evaluator = SearchEvaluator(task, budget)
     begin = find_start(task, evaluator, START_AGENTS if start is None else start, seed)
     moves = _Moves(task, rng)
     inputs = _op_inputs(task)
@@ -471,7 +389,7 @@ def move_policy(
                 changed = True
             else:
                 best = min(range(len(scores)), key=lambda i: scores[i].key)
-                if _accept(scores[best], current_score, temperature, scale, rng):
+                if metropolis_accept(scores[best], current_score, temperature, scale, rng):
                     current, current_score = rows[best], scores[best]
                     accepted += 1
                     changed = True
@@ -498,15 +416,7 @@ def _gain(score: Score, current: Score) -> float:
     return max(0.0, (current.runtime - score.runtime) / current.runtime)
 
 
-def _accept(score: Score, current: Score, temperature: float, scale: float, rng: np.random.Generator) -> bool:
-    """Metropolis between feasible placements; lexicographic (feasibility, overflow) otherwise."""
-    if score.feasible != current.feasible or not score.feasible:
-        return score.key < current.key
-    delta = (score.runtime - current.runtime) / scale
-    return delta <= 0 or rng.random() < math.exp(-delta / temperature)
-
-
-def _finish(evaluator: _Budget, begin, w: np.ndarray, extra: dict) -> AgentResult:
+def _finish(evaluator: SearchEvaluator, begin, w: np.ndarray, extra: dict) -> AgentResult:
     best = evaluator.best_score
     info = {
         "start": begin.source,
