@@ -306,6 +306,16 @@ def forward_neighbours(task: Task) -> list[np.ndarray]:
     return [np.unique(b[pointer[i] : pointer[i + 1]]) for i in range(task.n_forward)]
 
 
+def multi_op_groups(task: Task) -> list[np.ndarray]:
+    """The forward ops of every chain and every co-location group of more than one op (groups that
+    both groupings make are listed once): the units of group moves."""
+    groups = []
+    for mode in ("chains", "colocate"):
+        grouping = make_grouping(task.graph, mode)
+        groups += [grouping.members(g) for g in range(grouping.n_groups) if grouping.sizes[g] > 1]
+    return list({g.tobytes(): g for g in groups}.values())
+
+
 class _MoveProposer:
     """Random single-op and group moves from a placement (each changes at least one op)."""
 
@@ -314,12 +324,7 @@ class _MoveProposer:
         self.rng = rng
         self.n_devices = task.n_devices
         self.neighbours = forward_neighbours(task)
-        groups = []
-        for mode in ("chains", "colocate"):
-            grouping = make_grouping(task.graph, mode)
-            groups += [grouping.members(g) for g in range(grouping.n_groups) if grouping.sizes[g] > 1]
-        # Equal groups from the two groupings are kept once.
-        self.groups = list({g.tobytes(): g for g in groups}.values())
+        self.groups = multi_op_groups(task)
         self.group_move_prob = group_move_prob if self.groups else 0.0
 
     def propose(self, placement: np.ndarray, over: np.ndarray | None) -> np.ndarray:

@@ -53,8 +53,8 @@ from baselines.search import (
     find_start,
     forward_neighbours,
     metropolis_accept,
+    multi_op_groups,
 )
-from placement_gym.groups import make_grouping
 from placement_gym.task import Task
 
 DEFAULT_BUDGET = 2_000  # as the search baselines (anneal, cem); the leaderboard passes its own
@@ -166,11 +166,7 @@ class _Moves:
         self.n_devices = task.n_devices
         self.n_ops = task.n_forward
         self.neighbours = forward_neighbours(task)
-        groups = []
-        for mode in ("chains", "colocate"):
-            grouping = make_grouping(task.graph, mode)
-            groups += [grouping.members(g) for g in range(grouping.n_groups) if grouping.sizes[g] > 1]
-        self.groups = list({g.tobytes(): g for g in groups}.values())
+        self.groups = multi_op_groups(task)
         self.credit = np.zeros(self.n_ops)
         # seconds each forward op (with its backward and update ops) takes on each device
         self.work = np.zeros((self.n_ops, self.n_devices))
