@@ -40,8 +40,8 @@ def rows_of(text: str, task_id: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
-HEADER = ["rank", "algorithm", "budget", "runtime (s)", "score", "speedup", "gap to bound", "evaluations", "wall (s)",
-          "feasible", "seeds", "runtime over seeds (s)"]
+HEADER = ["rank", "algorithm", "budget", "runtime (s)", "score", "speedup", "gap to bound", "evaluations",
+          "wall (s)", "feasible", "seeds", "runtime over seeds (s)"]
 
 
 def cell(row: list[str], column: str) -> str:

@@ -49,9 +49,10 @@ def test_headline_results_are_the_leaderboards():
     board = (ROOT / "leaderboard" / "README.md").read_text(encoding="utf-8")
     # The headline rows are the 10,000-evaluation track's.
     overall = board.split("### At most 10,000 evaluations per task")[1].split("###")[0]
-    header = [cell.strip() for cell in overall.strip().splitlines()[0].strip("|").split("|")]
+    table_lines = [line for line in overall.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in table_lines[0].strip("|").split("|")]
     rows = {}
-    for line in overall.splitlines()[2:]:
+    for line in table_lines[2:]:
         if line.startswith("|"):
             cells = dict(zip(header, (cell.strip() for cell in line.strip("|").split("|"))))
             rows[cells["algorithm"]] = cells
