@@ -1,6 +1,8 @@
-"""Small hand-made graphs and clusters shared by the tests."""
+"""Small hand-made graphs and clusters, and random clusters, shared by the tests."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
@@ -73,3 +75,42 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def random_cluster(
+    n: int, rng: np.random.Generator, executor_costs: bool = False, memory: float | None = None
+) -> Cluster:
+    """Random speeds (a slow first device, as a CPU), links and, with ``executor_costs``, hosts with
+    dispatch threads, transfer synchronisation and shared segments (some links share several);
+    capacities ``memory`` bytes scaled by a random factor per device (None: 0.1 to 10 GB)."""
+    extra = {}
+    if executor_costs:
+        n_hosts = int(rng.integers(1, n + 1))
+        n_segments = int(rng.integers(1, 4))
+        segments = np.full((n, n, 2), -1)
+        for i, j in itertools.permutations(range(n), 2):
+            route = rng.permutation(n_segments)[: rng.integers(0, 3)]
+            segments[i, j, : len(route)] = route
+        extra = dict(
+            dispatch_time=rng.choice([0.0, 1e-6, 3e-5, 3e-4], n),
+            device_host=rng.integers(0, n_hosts, n),
+            host_names=tuple(f"host{h}" for h in range(n_hosts)),
+            host_dispatch_threads=tuple(int(k) for k in rng.integers(1, 3, n_hosts)),
+            transfer_sync=rng.choice([0.0, 2e-6, 5e-4], n),
+            segment_names=tuple(f"s{k}" for k in range(n_segments)),
+            link_segments=segments,
+        )
+    return Cluster(
+        name=f"random{n}",
+        device_names=tuple(f"d{i}" for i in range(n)),
+        device_kinds=tuple("cpu" if i == 0 else "gpu" for i in range(n)),
+        peak_flops=rng.uniform(5e11, 1e13, n) * np.where(np.arange(n) == 0, 0.2, 1.0),
+        memory_bandwidth=rng.uniform(5e10, 1e12, n),
+        memory_capacity=np.round(
+            rng.uniform(1e8, 1e10, n) if memory is None else memory * rng.uniform(0.3, 1.5, n)),
+        launch_overhead=rng.uniform(1e-6, 2e-5, n),
+        efficiency=rng.uniform(0.2, 1.0, (n, len(CATEGORIES))),
+        link_bandwidth=rng.uniform(1e8, 3e11, (n, n)),
+        link_latency=rng.uniform(1e-6, 1e-3, (n, n)),
+        **extra,
+    )

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import MS, hand_cluster, hand_graph
+from conftest import MS, hand_cluster, hand_graph, random_cluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import lower_bound, reference_simulate, simulate, simulate_batch, single_device
-from placement_gym.graph.opgraph import CATEGORIES
 from placement_gym.graph.synthetic import layered_graph, random_graph
 from placement_gym.task import make_task
 
@@ -163,45 +162,6 @@ def test_train_step_adds_backward_and_update_ops_on_the_same_device():
     assert result.runtime == pytest.approx(expected, rel=1e-12)
 
 
-def random_cluster(n_devices: int, seed: int, executor_costs: bool = False) -> Cluster:
-    """Random figures; with ``executor_costs`` also random hosts, dispatch threads and times,
-    transfer synchronisation and shared segments (some links share several)."""
-    rng = np.random.default_rng(seed)
-    n = n_devices
-    extra = {}
-    if executor_costs:
-        n_hosts = int(rng.integers(1, n + 1))
-        n_segments = int(rng.integers(1, 4))
-        segments = np.full((n, n, 2), -1)
-        for i in range(n):
-            for j in range(n):
-                if i != j:
-                    route = rng.permutation(n_segments)[: rng.integers(0, min(2, n_segments) + 1)]
-                    segments[i, j, : len(route)] = route
-        extra = dict(
-            dispatch_time=rng.choice([0.0, 1e-6, 1e-5, 3e-5], n),
-            device_host=rng.integers(0, n_hosts, n),
-            host_names=tuple(f"host{h}" for h in range(n_hosts)),
-            host_dispatch_threads=tuple(int(k) for k in rng.integers(1, 3, n_hosts)),
-            transfer_sync=rng.choice([0.0, 2e-6, 5e-5], n),
-            segment_names=tuple(f"s{k}" for k in range(n_segments)),
-            link_segments=segments,
-        )
-    return Cluster(
-        name=f"random{n}",
-        device_names=tuple(f"d{i}" for i in range(n)),
-        device_kinds=tuple("cpu" if i == 0 else "gpu" for i in range(n)),
-        peak_flops=rng.uniform(5e11, 1e13, n),
-        memory_bandwidth=rng.uniform(5e10, 1e12, n),
-        memory_capacity=np.round(rng.uniform(1e8, 1e10, n)),
-        launch_overhead=rng.uniform(1e-6, 2e-5, n),
-        efficiency=rng.uniform(0.2, 1.0, (n, len(CATEGORIES))),
-        link_bandwidth=rng.uniform(5e9, 3e11, (n, n)),
-        link_latency=rng.uniform(1e-6, 3e-5, (n, n)),
-        **extra,
-    )
-
-
 @settings(max_examples=100, deadline=None)
 @given(
     n_ops=st.integers(1, 40),
@@ -215,7 +175,7 @@ def test_fast_simulator_equals_the_reference_exactly(
     n_ops, n_devices, seed, window, objective, executor_costs
 ):
     graph = random_graph(n_ops, seed=seed, window=window)
-    task = make_task(graph, random_cluster(n_devices, seed, executor_costs), objective)
+    task = make_task(graph, random_cluster(n_devices, np.random.default_rng(seed), executor_costs), objective)
     rng = np.random.default_rng(seed)
     for placement in (rng.integers(0, n_devices, n_ops), np.zeros(n_ops, dtype=int)):
         fast, slow = simulate(task, placement), reference_simulate(task, placement)
@@ -227,7 +187,7 @@ def test_fast_simulator_equals_the_reference_exactly(
 @pytest.mark.parametrize("objective", ["inference", "train_step"])
 def test_schedule_respects_dependencies_devices_and_links(objective):
     graph = random_graph(300, seed=7, window=12)
-    task = make_task(graph, random_cluster(4, 7, executor_costs=True), objective)
+    task = make_task(graph, random_cluster(4, np.random.default_rng(7), True), objective)
     placement = np.random.default_rng(7).integers(0, 4, graph.n_ops)
     s = simulate(task, placement, schedule=True).schedule
     for d in range(4):  # one op at a time per device
@@ -260,7 +220,7 @@ def test_schedule_respects_dependencies_devices_and_links(objective):
 @pytest.mark.parametrize("objective", ["inference", "train_step"])
 def test_single_device_runtime_is_the_sum_of_op_times_and_bounds_hold(objective):
     graph = random_graph(200, seed=3, window=10)
-    task = make_task(graph, random_cluster(3, 3), objective)
+    task = make_task(graph, random_cluster(3, np.random.default_rng(3)), objective)
     singles = single_device(task)
     for d in range(3):
         assert singles.runtimes[d] == pytest.approx(task.duration[:, d].sum(), rel=1e-9)
@@ -277,9 +237,10 @@ def test_single_device_runtime_is_the_sum_of_op_times_and_bounds_hold(objective)
 
 def test_same_inputs_same_result():
     graph = random_graph(150, seed=11, window=8)
-    task = make_task(graph, random_cluster(5, 11), "train_step")
+    task = make_task(graph, random_cluster(5, np.random.default_rng(11)), "train_step")
     placement = np.random.default_rng(1).integers(0, 5, graph.n_ops)
-    first, second = simulate(task, placement), simulate(make_task(graph, random_cluster(5, 11)), placement)
+    again = make_task(graph, random_cluster(5, np.random.default_rng(11)), "train_step")
+    first, second = simulate(task, placement), simulate(again, placement)
     assert first.runtime == second.runtime
     np.testing.assert_array_equal(first.peak_memory, second.peak_memory)
 
@@ -312,7 +273,7 @@ def test_layered_benchmark_graphs_agree_with_the_reference(width):
     graph = layered_graph(240, width=width, seed=width)
     assert graph.n_ops == 240 and np.all(graph.depth == np.arange(240) // width)
     for objective in ("inference", "train_step"):
-        task = make_task(graph, random_cluster(4, width), objective)
+        task = make_task(graph, random_cluster(4, np.random.default_rng(width)), objective)
         placement = np.random.default_rng(width).integers(0, 4, graph.n_ops)
         fast, slow = simulate(task, placement), reference_simulate(task, placement)
         assert fast.runtime == slow.runtime

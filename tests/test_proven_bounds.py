@@ -9,11 +9,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import hand_cluster, hand_graph
+from conftest import hand_cluster, hand_graph, random_cluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import Bound, lower_bound, proven_bound, simulate_batch
 from placement_gym.cost_model.proven_bounds import (
     CRITICAL_PATH,
@@ -25,49 +24,12 @@ from placement_gym.cost_model.proven_bounds import (
     WORK,
     allowed_devices,
 )
-from placement_gym.graph.opgraph import CATEGORIES
 from placement_gym.graph.synthetic import random_graph
 from placement_gym.task import make_task
 
 pytest.importorskip("ortools")
 
 SLACK = 1e-12  # relative: the simulator's and the bounds' float sums may differ in the last bits
-
-
-def random_cluster(n: int, rng: np.random.Generator, executor_costs: bool, memory: float) -> Cluster:
-    """Random speeds (a slow first device, as a CPU), links and, with ``executor_costs``, hosts with
-    dispatch threads, transfer synchronisation and shared segments; capacities ``memory`` bytes scaled
-    by a random factor per device."""
-    extra = {}
-    if executor_costs:
-        n_hosts = int(rng.integers(1, n + 1))
-        n_segments = int(rng.integers(1, 4))
-        segments = np.full((n, n, 2), -1)
-        for i, j in itertools.permutations(range(n), 2):
-            route = rng.permutation(n_segments)[: rng.integers(0, 3)]
-            segments[i, j, : len(route)] = route
-        extra = dict(
-            dispatch_time=rng.choice([0.0, 1e-6, 3e-5, 3e-4], n),
-            device_host=rng.integers(0, n_hosts, n),
-            host_names=tuple(f"host{h}" for h in range(n_hosts)),
-            host_dispatch_threads=tuple(int(k) for k in rng.integers(1, 3, n_hosts)),
-            transfer_sync=rng.choice([0.0, 2e-6, 5e-4], n),
-            segment_names=tuple(f"s{k}" for k in range(n_segments)),
-            link_segments=segments,
-        )
-    return Cluster(
-        name=f"random{n}",
-        device_names=tuple(f"d{i}" for i in range(n)),
-        device_kinds=tuple("cpu" if i == 0 else "gpu" for i in range(n)),
-        peak_flops=rng.uniform(5e11, 1e13, n) * np.where(np.arange(n) == 0, 0.2, 1.0),
-        memory_bandwidth=rng.uniform(5e10, 1e12, n),
-        memory_capacity=np.round(memory * rng.uniform(0.3, 1.5, n)),
-        launch_overhead=rng.uniform(1e-6, 2e-5, n),
-        efficiency=rng.uniform(0.2, 1.0, (n, len(CATEGORIES))),
-        link_bandwidth=rng.uniform(1e8, 3e11, (n, n)),
-        link_latency=rng.uniform(1e-6, 1e-3, (n, n)),
-        **extra,
-    )
 
 
 def optimum(task) -> float:
