@@ -99,3 +99,27 @@ def test_the_bench_targets_are_read_from_the_right_rows():
     assert gain.measured == 1.5 and gain.passed is False and "resnet50" in gain.detail
     ratio, per_op, gain = bench_targets(rows[2:3])
     assert ratio.passed is None and per_op.passed is None and gain.measured == 3.0 and gain.passed
+
+
+def test_the_bench_times_single_calls_on_the_batch_placements_in_turn(task, monkeypatch):
+    """One placement evaluated over and over runs faster than a new one each time (the branch predictor
+    learns it), so single calls must go through the batch's placements as the batch does."""
+    import placement_gym.bench as bench
+
+    seen: dict[str, list[bytes]] = {"fast": [], "reference": []}
+
+    def recording(name, call):
+        def wrapped(task, placement, *args, **kwargs):
+            seen[name].append(np.asarray(placement).tobytes())
+            return call(task, placement, *args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(bench, "simulate", recording("fast", simulate))
+    monkeypatch.setattr(bench, "reference_simulate", recording("reference", reference_simulate))
+    row = bench.bench_task(task, "cifar10_cnn", repeats=16, seconds=0.05, batch=8)
+    batch = np.random.default_rng(0).integers(0, task.n_devices, size=(8, task.n_forward))
+    rows = [p.tobytes() for p in batch]
+    assert seen["fast"][1:17] == rows + rows  # after the checking call: the 8 rows in turn, twice
+    # the checking call on row 0, then rows 1, 2, ... (0.05 s gives the reference at least 10 calls)
+    assert len(seen["reference"]) > 9 and seen["reference"][:9] == rows + rows[:1]
+    assert row.agree
