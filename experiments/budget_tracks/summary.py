@@ -24,7 +24,7 @@ from placement_gym.leaderboard.ranking import (
 from placement_gym.leaderboard.submission import budget_label
 from placement_gym.leaderboard.task_bounds import load_bounds
 
-SEARCH = {"anneal", "cem", "random-search"}
+SEARCH = {"anneal", "anneal-groups", "cem", "random-search"}
 LEARNED = {
     "pg", "spotlight", "hierarchical", "hsdag", "placeto", "sb3-ppo", "sb3-maskable-ppo", "move-policy",
 }
