@@ -53,9 +53,8 @@ def test_headline_results_are_the_leaderboards():
     header = [cell.strip() for cell in table_lines[0].strip("|").split("|")]
     rows = {}
     for line in table_lines[2:]:
-        if line.startswith("|"):
-            cells = dict(zip(header, (cell.strip() for cell in line.strip("|").split("|"))))
-            rows[cells["algorithm"]] = cells
+        cells = dict(zip(header, (cell.strip() for cell in line.strip("|").split("|"))))
+        rows[cells["algorithm"]] = cells
     table = [line for line in _section("Headline results").splitlines() if line.startswith("| ")][1:]
     assert len(table) >= 4
     for line in table:
