@@ -68,6 +68,7 @@ AGENT_MODULES: tuple[str, ...] = (
     "baselines.learning.hsdag",
     "baselines.learning.sb3_agents",
     "baselines.learning.move_policy",
+    "baselines.learning.move_bandit",
 )
 SINGLE_PREFIX = "single:"
 

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -86,6 +86,9 @@ ANNEAL_T_END = 1e-5
 ANNEAL_GROUP_MOVE_PROB = 0.3  # share of moves that move a whole chain or co-location group
 ANNEAL_NEIGHBOUR_PROB = 0.5  # share of single-op moves to a device a graph neighbour is on
 ANNEAL_SWAP_PROB = 0.1  # share of moves that swap the devices of two ops
+# The kinds of moves: two ops exchange devices; a chain or co-location group to one device; an op to a
+# device one of its graph neighbours is on; an op to any other device
+MOVE_KINDS: tuple[str, ...] = ("swap", "group", "neighbour", "random")
 ANNEAL_KICK_STEPS = 20  # steps in a row with nothing new to evaluate before a kick
 ANNEAL_KICK_MOVES = 3  # random moves in a kick
 # A search stops early ("converged") when this many steps (generations) in a row found nothing new to
@@ -327,23 +330,33 @@ class _MoveProposer:
         self.groups = multi_op_groups(task)
         self.group_move_prob = group_move_prob if self.groups else 0.0
 
-    def propose(self, placement: np.ndarray, over: np.ndarray | None) -> np.ndarray:
-        """A neighbour of ``placement``; ``over`` (devices over their memory) biases moves off them."""
+    def propose(
+        self, placement: np.ndarray, over: np.ndarray | None,
+        swap_prob: float = ANNEAL_SWAP_PROB, group_move_prob: float | None = None,
+        neighbour_prob: float = ANNEAL_NEIGHBOUR_PROB,
+    ) -> np.ndarray:
+        """A neighbour of ``placement``; ``over`` (devices over their memory) biases moves off them.
+        ``swap_prob``, ``group_move_prob`` (None: the proposer's own) and ``neighbour_prob`` set the
+        mix of move kinds (`MOVE_KINDS`); the kind of the move returned is left in ``last_kind``."""
         rng = self.rng
         candidate = placement.copy()
+        self.last_kind = "random"
         if self.n_devices == 1:
             return candidate
+        group_prob = self.group_move_prob if group_move_prob is None or not self.groups else group_move_prob
         for _ in range(16):  # a group move may change nothing (the group is already there): retry
-            if rng.random() < ANNEAL_SWAP_PROB:
+            if rng.random() < swap_prob:
                 # Swap the devices of two ops: keeps each device's load, which single moves upset.
                 op = int(rng.integers(len(placement)))
                 others = np.flatnonzero(placement != placement[op])
                 if len(others):
                     other = int(others[rng.integers(len(others))])
                     candidate[op], candidate[other] = placement[other], placement[op]
+                    self.last_kind = "swap"
                     return candidate
                 continue
-            if rng.random() < self.group_move_prob:
+            kind = "group" if rng.random() < group_prob else "random"
+            if kind == "group":
                 ops = self.groups[int(rng.integers(len(self.groups)))]
                 device = int(rng.integers(self.n_devices))
             else:
@@ -358,15 +371,33 @@ class _MoveProposer:
                 near = self.neighbours[op]
                 near_devices = np.unique(placement[near]) if len(near) else near
                 near_devices = near_devices[near_devices != here]
-                if len(near_devices) and rng.random() < ANNEAL_NEIGHBOUR_PROB:
+                if len(near_devices) and rng.random() < neighbour_prob:
                     device = int(near_devices[rng.integers(len(near_devices))])
+                    kind = "neighbour"
                 else:
                     device = int(rng.integers(self.n_devices - 1))
                     device += device >= here
             if np.any(candidate[ops] != device):
                 candidate[ops] = device
+                self.last_kind = kind
                 return candidate
         return candidate
+
+
+class MoveMix(Protocol):
+    """A policy over `anneal`'s move kinds that learns while the search runs (``anneal(move_mix=)``)."""
+
+    def probabilities(self) -> tuple[float, float, float]:
+        """For the next step's proposals: the share of swaps, the share of group moves among the other
+        moves, and the share of single-op moves to a neighbour's device among the single-op moves."""
+
+    def learn(self, kinds: list[str], scores: list[Score], current: Score, best: Score, scale: float) -> None:
+        """One step's proposals: their kinds (`MOVE_KINDS`), their scores, the scores of
+        the placement they were proposed from and of the best placement before the step, and the start
+        runtime (the scale of improvements)."""
+
+    def describe(self) -> dict:
+        """What the mix learned, for the result's info."""
 
 
 @register("anneal", "simulated annealing over op and group moves from the best heuristic (budget: evals)")
@@ -380,13 +411,17 @@ def anneal(
     t_start: float = ANNEAL_T_START,
     t_end: float = ANNEAL_T_END,
     group_move_prob: float = ANNEAL_GROUP_MOVE_PROB,
+    move_mix: MoveMix | None = None,
     evaluator: Any = None,
     on_evaluations: OnEvaluations | None = None,
 ) -> AgentResult:
     """Simulated annealing (see the module docstring). ``budget``: evaluations in all, the start's
     included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
     `START_AGENTS`. ``batch``: moves per acceptance step. ``t_start``/``t_end``: temperatures as
-    fractions of the start runtime (``t_start=0``: hill climbing). ``evaluator``: who scores the
+    fractions of the start runtime (``t_start=0``: hill climbing). ``group_move_prob``: share of moves
+    on a whole chain or co-location group. ``move_mix``: a `MoveMix` that sets the shares of swaps and
+    group moves step by step and learns from each step's scores (None: the fixed `ANNEAL_SWAP_PROB` and
+    ``group_move_prob``). ``evaluator``: who scores the
     placements (None: the cost model; see the module docstring). ``on_evaluations``: told of each
     batch evaluated (`OnEvaluations`). Deterministic for ``seed`` (and a deterministic evaluator)."""
     budget = _check_budget(budget)
@@ -410,9 +445,19 @@ def anneal(
             progress = (evaluator.used - begin.evaluations) / search_budget
             temperature = t_start * (t_end / t_start) ** progress if t_start > 0 else 0.0
             over = None if current_score.feasible else current_score.over
-            moves = np.stack([proposer.propose(current, over) for _ in range(batch)])
-            used = evaluator.used
+            if move_mix is None:
+                moves = np.stack([proposer.propose(current, over) for _ in range(batch)])
+            else:
+                swap_prob, group_prob, neighbour_prob = move_mix.probabilities()
+                moves, kinds = [], []
+                for _ in range(batch):
+                    moves.append(proposer.propose(current, over, swap_prob, group_prob, neighbour_prob))
+                    kinds.append(proposer.last_kind)
+                moves = np.stack(moves)
+            used, best_before = evaluator.used, evaluator.best_score
             scores = evaluator.evaluate(moves)
+            if move_mix is not None:
+                move_mix.learn(kinds, scores, current_score, best_before, scale)
             steps += 1
             stale = 0 if evaluator.used > used else stale + 1
             if stale > ANNEAL_STALE_STEPS:
@@ -437,7 +482,8 @@ def anneal(
     return _result(
         evaluator,
         begin,
-        {"steps": steps, "accepted": accepted, "kicks": kicks, "batch": batch, "stopped": stopped},
+        {"steps": steps, "accepted": accepted, "kicks": kicks, "batch": batch, "stopped": stopped,
+         **({} if move_mix is None else {"move_mix": move_mix.describe()})},
     )
 
 

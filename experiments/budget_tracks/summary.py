@@ -27,6 +27,7 @@ from placement_gym.leaderboard.task_bounds import load_bounds
 SEARCH = {"anneal", "anneal-groups", "cem", "random-search"}
 LEARNED = {
     "pg", "spotlight", "hierarchical", "hsdag", "placeto", "sb3-ppo", "sb3-maskable-ppo", "move-policy",
+    "move-bandit",
 }
 NOT_COMPARED = {"best-known", "exact"}  # the portfolio is the reference; exact counts time, not evaluations
 
