@@ -48,3 +48,14 @@ def test_scored_through_the_harness_within_its_budget():
 def test_a_budget_below_the_minimum_is_refused():
     with pytest.raises(ValueError, match=f"at least {MIN_BUDGET}"):
         best_known(_task(), budget=MIN_BUDGET - 1)
+
+
+def test_the_long_portfolio_is_left_out_of_agent_all():
+    """``--agent all`` runs every baseline at its default budget; the portfolio's 10^6 evaluations take
+    minutes even on the smallest graph, so it runs only by name."""
+    from baselines.registry import agents_for_all, get_agent
+    from placement_gym.named_tasks import get_task
+
+    names = agents_for_all(get_task("cifar10_cnn", "k80x2"))
+    assert "best-known" not in names and "anneal" in names
+    assert get_agent("best-known") is not None
