@@ -62,12 +62,9 @@ def test_a_task_without_groups_never_gets_group_moves():
     assert result.info["runtime"] < 21e-3 * 0.5  # the six ops spread over three devices
 
 
-def test_same_seed_same_result_and_bad_input():
+def test_bad_input_names_what_is_wrong():
+    """(Same seed, same result: CI re-runs the committed 1,000-evaluation entry bit for bit.)"""
     task = get_task("cifar10_cnn", "k80x2")
-    first = move_bandit(task.independent_copy(), seed=2, budget=200)
-    second = move_bandit(task.independent_copy(), seed=2, budget=200)
-    np.testing.assert_array_equal(first.placement, second.placement)
-    assert first.info == second.info
     for bad, match in (({"floor": 0.5}, "floor"), ({"pursuit_rate": 2.0}, "pursuit_rate"),
                        ({"learning_rate": 0.0}, "learning_rate"), ({"group_move_prob": 0.5}, "not options")):
         with pytest.raises(ValueError, match=match):
