@@ -1,4 +1,4 @@
-"""Run `move-policy` (or its ablation) through the leaderboard harness, and compare with anneal.
+"""Run `move-policy` (or its ablation) through the leaderboard harness, and compare runs with anneal.
 
 Run (one process at a time on a shared machine)::
 
@@ -7,9 +7,12 @@ Run (one process at a time on a shared machine)::
         --out-dir /tmp/fill/move-policy-off-10k
     python experiments/learned_agent/run.py compare /tmp/fill/anneal-10k /tmp/fill/move-policy-10k
 
-``run`` writes one submission per seed (``v1-<algorithm>-10k-seed<s>.json``) for the qualifying tasks
-(`QUALIFYING`: best known below 0.97 x the best single device) with the harness's own evaluation
-counts. ``compare`` prints the per-task table of medians over the seeds, as a markdown table.
+(`move-bandit`'s runs are the leaderboard fill's: ``python -m baselines.leaderboard_fill.learned --agents
+move-bandit --budget 10000 --seeds 0,1,2 --no-render --out-dir DIR``; ``compare`` takes any folders of
+submission files.) ``run`` writes one submission per seed (``v1-<algorithm>-10k-seed<s>.json``) for
+the qualifying tasks (`QUALIFYING`: best known below 0.97 x the best single device) with the
+harness's own evaluation counts. ``compare`` prints the per-task table of medians over the seeds, as
+a markdown table.
 """
 
 from __future__ import annotations
