@@ -44,6 +44,7 @@ CEM_SHARE = 0.1
 # The smallest budget that gives every phase something to search with (each starts by evaluating its
 # start placements; hsdag needs a few batches to learn from).
 MIN_BUDGET = 400
+INTENSIFY_MIN_BUDGET = 50  # the last phase runs only when at least this many evaluations are left
 
 
 # Not in ``--agent all``: its default budget takes minutes even on the smallest bundled graph (295 s on
@@ -70,7 +71,7 @@ def best_known(task: Task, seed: int = 0, budget: int | None = None) -> AgentRes
     phases["cem"] = cem(task, seed=seed + 3, budget=int(budget * CEM_SHARE), start=best.placement)
     best = min(phases.values(), key=_key)
     left = budget - (task.evaluations - first)
-    if left >= 50:
+    if left >= INTENSIFY_MIN_BUDGET:
         phases["intensify"] = move_bandit(
             task, seed=seed + 4, budget=left, start=best.placement,
             t_start=ANNEAL_T_START / 10, t_end=min(ANNEAL_T_END, ANNEAL_T_START / 10),

@@ -86,9 +86,9 @@ ANNEAL_T_END = 1e-5
 ANNEAL_GROUP_MOVE_PROB = 0.3  # share of moves that move a whole chain or co-location group
 ANNEAL_NEIGHBOUR_PROB = 0.5  # share of single-op moves to a device a graph neighbour is on
 ANNEAL_SWAP_PROB = 0.1  # share of moves that swap the devices of two ops
-# The kinds of moves: two ops exchange devices; a chain or co-location group to one device; an op to a
-# device one of its graph neighbours is on; an op to any other device
-MOVE_KINDS: tuple[str, ...] = ("swap", "group", "neighbour", "random")
+# The kinds of moves: two ops exchange devices; a chain or co-location group to one device; one op to
+# another device (a neighbour's or any)
+MOVE_KINDS: tuple[str, ...] = ("swap", "group", "single")
 ANNEAL_KICK_STEPS = 20  # steps in a row with nothing new to evaluate before a kick
 ANNEAL_KICK_MOVES = 3  # random moves in a kick
 # A search stops early ("converged") when this many steps (generations) in a row found nothing new to
@@ -333,14 +333,13 @@ class _MoveProposer:
     def propose(
         self, placement: np.ndarray, over: np.ndarray | None,
         swap_prob: float = ANNEAL_SWAP_PROB, group_move_prob: float | None = None,
-        neighbour_prob: float = ANNEAL_NEIGHBOUR_PROB,
     ) -> np.ndarray:
         """A neighbour of ``placement``; ``over`` (devices over their memory) biases moves off them.
-        ``swap_prob``, ``group_move_prob`` (None: the proposer's own) and ``neighbour_prob`` set the
-        mix of move kinds (`MOVE_KINDS`); the kind of the move returned is left in ``last_kind``."""
+        ``swap_prob`` and ``group_move_prob`` (None: the proposer's own) set the mix of move kinds
+        (`MOVE_KINDS`); the kind of the move returned is left in ``last_kind``."""
         rng = self.rng
         candidate = placement.copy()
-        self.last_kind = "random"
+        self.last_kind = "single"
         if self.n_devices == 1:
             return candidate
         group_prob = self.group_move_prob if group_move_prob is None or not self.groups else group_move_prob
@@ -355,7 +354,7 @@ class _MoveProposer:
                     self.last_kind = "swap"
                     return candidate
                 continue
-            kind = "group" if rng.random() < group_prob else "random"
+            kind = "group" if rng.random() < group_prob else "single"
             if kind == "group":
                 ops = self.groups[int(rng.integers(len(self.groups)))]
                 device = int(rng.integers(self.n_devices))
@@ -371,9 +370,8 @@ class _MoveProposer:
                 near = self.neighbours[op]
                 near_devices = np.unique(placement[near]) if len(near) else near
                 near_devices = near_devices[near_devices != here]
-                if len(near_devices) and rng.random() < neighbour_prob:
+                if len(near_devices) and rng.random() < ANNEAL_NEIGHBOUR_PROB:
                     device = int(near_devices[rng.integers(len(near_devices))])
-                    kind = "neighbour"
                 else:
                     device = int(rng.integers(self.n_devices - 1))
                     device += device >= here
@@ -387,14 +385,13 @@ class _MoveProposer:
 class MoveMix(Protocol):
     """A policy over `anneal`'s move kinds that learns while the search runs (``anneal(move_mix=)``)."""
 
-    def probabilities(self) -> tuple[float, float, float]:
-        """For the next step's proposals: the share of swaps, the share of group moves among the other
-        moves, and the share of single-op moves to a neighbour's device among the single-op moves."""
+    def probabilities(self) -> tuple[float, float]:
+        """For the next step's proposals: the share of swaps, and the share of group moves among the
+        other moves."""
 
-    def learn(self, kinds: list[str], scores: list[Score], current: Score, best: Score, scale: float) -> None:
-        """One step's proposals: their kinds (`MOVE_KINDS`), their scores, the scores of
-        the placement they were proposed from and of the best placement before the step, and the start
-        runtime (the scale of improvements)."""
+    def learn(self, kinds: list[str], scores: list[Score], current: Score, scale: float) -> None:
+        """One step's proposals: their kinds (`MOVE_KINDS`), their scores, the score of the placement
+        they were proposed from, and the start runtime (the scale of improvements)."""
 
     def describe(self) -> dict:
         """What the mix learned, for the result's info."""
@@ -445,19 +442,16 @@ def anneal(
             progress = (evaluator.used - begin.evaluations) / search_budget
             temperature = t_start * (t_end / t_start) ** progress if t_start > 0 else 0.0
             over = None if current_score.feasible else current_score.over
-            if move_mix is None:
-                moves = np.stack([proposer.propose(current, over) for _ in range(batch)])
-            else:
-                swap_prob, group_prob, neighbour_prob = move_mix.probabilities()
-                moves, kinds = [], []
-                for _ in range(batch):
-                    moves.append(proposer.propose(current, over, swap_prob, group_prob, neighbour_prob))
-                    kinds.append(proposer.last_kind)
-                moves = np.stack(moves)
-            used, best_before = evaluator.used, evaluator.best_score
+            mix = () if move_mix is None else move_mix.probabilities()
+            moves, kinds = [], []
+            for _ in range(batch):
+                moves.append(proposer.propose(current, over, *mix))
+                kinds.append(proposer.last_kind)
+            moves = np.stack(moves)
+            used = evaluator.used
             scores = evaluator.evaluate(moves)
             if move_mix is not None:
-                move_mix.learn(kinds, scores, current_score, best_before, scale)
+                move_mix.learn(kinds, scores, current_score, scale)
             steps += 1
             stale = 0 if evaluator.used > used else stale + 1
             if stale > ANNEAL_STALE_STEPS:

@@ -37,18 +37,17 @@ import numpy as np
 from baselines.registry import AgentResult, register
 from baselines.search import (
     ANNEAL_GROUP_MOVE_PROB,
-    ANNEAL_NEIGHBOUR_PROB,
     ANNEAL_SWAP_PROB,
+    MOVE_KINDS,
     Score,
     anneal,
     multi_op_groups,
 )
 from placement_gym.task import Task
 
-# The bandit's arms: anneal's move kinds, with both kinds of single-op moves (to a neighbour's device
-# and to any device) in one arm, drawn half and half as anneal draws them
-ARMS: tuple[str, ...] = ("swap", "group", "single")
-ARM_OF_KIND = {"swap": 0, "group": 1, "neighbour": 2, "random": 2}
+# The bandit's arms: anneal's move kinds (single-op moves go to a neighbour's device or any device half
+# and half, as anneal draws them)
+ARMS: tuple[str, ...] = MOVE_KINDS
 FLOOR = 0.05  # least probability of a kind
 PURSUIT_RATE = 0.05  # per step, the share of the way the probabilities move towards the pursued mix
 LEARNING_RATE = 0.2  # per step, the weight of the step's mean reward in a kind's value
@@ -73,16 +72,15 @@ class PursuitMix:
         self.floor, self.pursuit_rate, self.learning_rate = floor, pursuit_rate, learning_rate
         self.history: list[list[float]] = []
 
-    def probabilities(self) -> tuple[float, float, float]:
+    def probabilities(self) -> tuple[float, float]:
         swap, group, single = self.probs
-        group_share = float(group / (group + single)) if group + single > 0 else 0.0
-        return float(swap), group_share, ANNEAL_NEIGHBOUR_PROB
+        return float(swap), float(group / (group + single)) if group + single > 0 else 0.0
 
-    def learn(self, kinds: list[str], scores: list[Score], current: Score, best: Score, scale: float) -> None:
+    def learn(self, kinds: list[str], scores: list[Score], current: Score, scale: float) -> None:
         rewards = np.zeros(len(ARMS))
         counts = np.zeros(len(ARMS))
         for kind, score in zip(kinds, scores):
-            k = ARM_OF_KIND[kind]
+            k = ARMS.index(kind)
             counts[k] += 1
             if score.feasible and current.feasible:
                 rewards[k] += max(0.0, (current.runtime - score.runtime) / scale)
