@@ -229,8 +229,8 @@ class PlacementEnvBase(gym.Env):
     # --- placements and evaluation ----------------------------------------------------------------
 
     def op_placement(self, node_devices: np.ndarray) -> np.ndarray:
-        """The per-forward-op placement (int64) of one device per node."""
-        return node_devices if self._identity else node_devices[self.node_of_op]
+        """The per-forward-op placement (int64) of one device per node (or of a batch of such rows)."""
+        return node_devices if self._identity else node_devices[..., self.node_of_op]
 
     def check_node_placement(self, action) -> np.ndarray:
         """``action`` (one device per node) as an int64 array, or a clear ValueError naming the op (or

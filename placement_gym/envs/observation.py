@@ -304,6 +304,15 @@ class NodeObservation:
         self._placement[:] = 0.0
         self._placement[np.arange(self.n_nodes), node_devices] = 1.0
 
+    def placement_batch(self, node_devices: np.ndarray) -> np.ndarray:
+        """The ``placement`` arrays of a batch of placements, float32 ``(k, max_nodes, n_devices)``:
+        row ``i`` is what `observation` shows after ``set_placement(node_devices[i])`` (dict and flat
+        modes; ``node_devices`` is ``(k, n_nodes)``). Leaves this object's own placement as it was."""
+        one_hot = np.zeros((len(node_devices), self.max_nodes, self.n_devices), dtype=np.float32)
+        rows = np.arange(len(node_devices))[:, None]
+        one_hot[rows, np.arange(self.n_nodes)[None, :], node_devices] = 1.0
+        return one_hot
+
     def place(self, node: int, device: int) -> None:
         """Node ``node`` (re)placed on ``device``."""
         row = self._placement[node]

@@ -9,6 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
+from placement_gym.cost_model.result import SimulationResult
 from placement_gym.envs.base import RENDER_MODES, PlacementEnvBase
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward_name, shape_reward
 from placement_gym.graph.opgraph import OpGraph
@@ -194,9 +195,7 @@ class DevicePlacementEnv(PlacementEnvBase):
         ``op_placement(placement)``), without evaluating anything or changing the episode: the env's
         observation state is left as it was. For code that scores many placements in one batch and
         then needs each one's step output (`placement_gym.envs.vector.DevicePlacementVectorEnv`)."""
-        reward_runtime = result.runtime if result.feasible else self.penalty_runtime
-        reward = shape_reward(self.reward_name, result.runtime, result.feasible, self.best_single_runtime,
-                              self.oom_runtime, self.oom_runtime_factor)
+        reward, result_info = self._score(result)
         self._observation.set_placement(placement)
         obs = self._obs()
         if self._placement is not placement:  # restore the episode's observation state
@@ -204,8 +203,48 @@ class DevicePlacementEnv(PlacementEnvBase):
                 self._observation.clear_placement()
             else:
                 self._observation.set_placement(self._placement)
-        info = self._reference_info() | self._result_info(result, reward_runtime)
-        return obs, float(reward), info
+        return obs, reward, self._reference_info() | result_info
+
+    def _score(self, result) -> tuple[float, dict[str, Any]]:
+        """The reward of ``result`` and the result keys of its info."""
+        reward = shape_reward(self.reward_name, result.runtime, result.feasible, self.best_single_runtime,
+                              self.oom_runtime, self.oom_runtime_factor)
+        reward_runtime = result.runtime if result.feasible else self.penalty_runtime
+        return float(reward), self._result_info(result, reward_runtime)
+
+    def outcomes(self, placements: np.ndarray, runtimes: np.ndarray, feasible: np.ndarray,
+                 peaks: np.ndarray) -> tuple[Any, np.ndarray, dict[str, np.ndarray]]:
+        """`outcome` for a batch, in ``obs_mode`` "dict" or "flat": ``placements`` ``(k, n_nodes)`` (rows
+        as `check_node_placement` returns them) scored as ``runtimes``, ``feasible`` and ``peaks`` (what
+        `Evaluator.simulate_batch` returns for them). Returns the observations
+        (`placed_observations`), the rewards (float64 ``(k,)``) and one dict of the info keys, each value
+        the ``k`` rows' values stacked. Row ``i`` equals `outcome` of row ``i``; the episode is unchanged."""
+        rewards = np.empty(len(placements))
+        rows = []
+        for i in range(len(placements)):
+            rewards[i], info = self._score(SimulationResult(
+                runtime=float(runtimes[i]), feasible=bool(feasible[i]),
+                peak_memory=np.asarray(peaks[i], dtype=np.float64)))
+            rows.append(self._reference_info() | info)
+        infos = {key: np.stack([np.asarray(row[key]) for row in rows]) for key in rows[0]} if rows else {}
+        return self.placed_observations(placements), rewards, infos
+
+    def placed_observations(self, placements: np.ndarray) -> Any:
+        """The observations `outcome` returns for ``placements`` ``(k, n_nodes)``, stacked as
+        ``gymnasium.vector.utils.batch_space`` stacks the observation space: a dict of arrays with ``k``
+        rows (``obs_mode="dict"``) or a ``(k, size)`` array (``"flat"``); not for ``"graph"``."""
+        if self.obs_mode == "graph":
+            raise ValueError('DevicePlacementEnv.placed_observations needs obs_mode "dict" or "flat"; call '
+                             'outcome per placement for "graph"')
+        k = len(placements)
+        template = self._obs()  # every part but the placement is the same for every row
+        one_hot = self._observation.placement_batch(placements)
+        if self.flat_layout is None:
+            return {key: one_hot if key == "placement" else np.repeat(value[None], k, axis=0)
+                    for key, value in template.items()}
+        obs = np.repeat(template[None], k, axis=0)
+        obs[:, self.flat_layout.slices["placement"]] = one_hot.reshape(k, -1)
+        return obs
 
     def _action_mask_shape(self) -> tuple[int, ...]:
         return (self.n_nodes, self.task.n_devices)

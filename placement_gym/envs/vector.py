@@ -65,9 +65,16 @@ class DevicePlacementVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         # Per env: an episode is running (a step may place); its episode ended at the last step (in
-        # NEXT_STEP mode the next step resets it); its last observation.
+        # NEXT_STEP mode the next step resets it).
         self._running = np.zeros(self.num_envs, dtype=np.bool_)
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
+        # The last observation of every env: in the dict and flat modes one batch whose rows are
+        # written in place (a step builds them with one `outcomes` call); in the graph mode a list.
+        # In the dict and flat modes, what is needed to rebuild each env's last observation: the
+        # placement it shows, if any (an env that reset shows none); in the graph mode, the observations.
+        self._stacked = self.env.obs_mode != "graph"
+        self._shows_placement = np.zeros(self.num_envs, dtype=np.bool_)
+        self._last_placements = np.zeros((self.num_envs, self.env.n_nodes), dtype=np.int64)
         self._last_obs: list[Any] = [None] * self.num_envs
         self._first: tuple[Any, dict[str, Any]] | None = None  # an episode's first (obs, info)
 
@@ -106,7 +113,14 @@ class DevicePlacementVectorEnv(VectorEnv):
             infos = self._add_info(infos, first[1], i)
         self._running[mask] = True
         self._autoreset[mask] = False
-        return self._batch(self._last_obs), infos
+        if not self._stacked:
+            return self._batch(self._last_obs), infos
+        self._shows_placement[mask] = False
+        obs = _repeated(first[0], self.num_envs)
+        placed = np.flatnonzero(self._shows_placement)
+        if len(placed):
+            _write_rows(obs, placed, self.env.placed_observations(self._last_placements[placed]))
+        return obs, infos
 
     def step(self, actions) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Place every env's graph (``actions``: one row of ``n_nodes`` device indices per env); the
@@ -123,21 +137,72 @@ class DevicePlacementVectorEnv(VectorEnv):
                 f"DevicePlacementVectorEnv.step: env {env} has no episode running (step before reset(), or "
                 "after its episode ended with autoreset DISABLED); reset it first"
             )
-        placements = [self._node_placement(rows[i], i) for i in stepped]
+        placements = self._node_placements(rows[stepped], stepped)
         rewards = np.zeros(self.num_envs)
         terminated = np.zeros(self.num_envs, dtype=np.bool_)
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
-        step_results: dict[int, tuple[Any, dict[str, Any]]] = {}
+        terminated[stepped] = True
+        scores = None
         if len(stepped):
-            ops = np.stack([self.env.op_placement(p) for p in placements])
-            runtimes, feasible, peaks = self.env.evaluator.simulate_batch(ops)
+            scores = self.env.evaluator.simulate_batch(self.env.op_placement(placements))
             self.env.evaluations += len(stepped)
+        if self._stacked:
+            obs, infos = self._stacked_step(stepped, placements, scores, rewards)
+        else:
+            obs, infos = self._listed_step(resetting, stepped, placements, scores, rewards)
+        ended = terminated | truncated
+        self._autoreset = ended.copy()
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            self._running |= resetting  # ended envs stay "running": the next step resets them
+        elif self.autoreset_mode == AutoresetMode.DISABLED:
+            self._running &= ~ended  # the caller resets them (reset_mask)
+        return obs, rewards, terminated, truncated, infos
+
+    def _stacked_step(self, stepped: np.ndarray, placements: np.ndarray, scores, rewards: np.ndarray
+                      ) -> tuple[Any, dict[str, Any]]:
+        """A step's observations and infos in the dict and flat modes, built as whole batches (fills
+        ``rewards``): the envs that placed get their step's rows (in ``SAME_STEP`` mode in
+        ``final_obs`` and ``final_info``), the others an episode's first observation and info."""
+        first_obs, first_info = self._first_step()
+        same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
+        placed = np.zeros(self.num_envs, dtype=np.bool_)
+        placed[stepped] = True
+        infos: dict[str, Any] = {}
+        if len(stepped):
+            step_obs, rewards[stepped], step_infos = self.env.outcomes(placements, *scores)
+        if len(stepped) == self.num_envs and not same_step:
+            obs, values = step_obs, step_infos
+        else:
+            obs = _repeated(first_obs, self.num_envs)
+            values = {key: _repeated(np.asarray(value), self.num_envs) for key, value in first_info.items()}
+        if len(stepped) and same_step:
+            final_obs = np.full(self.num_envs, None, dtype=object)
             for k, i in enumerate(stepped):
-                result = SimulationResult(runtime=float(runtimes[k]), feasible=bool(feasible[k]),
-                                          peak_memory=np.asarray(peaks[k], dtype=np.float64))
-                obs, rewards[i], info = self.env.outcome(placements[k], result)
-                step_results[int(i)] = obs, info
-                terminated[i] = True
+                final_obs[i] = _row(step_obs, k)
+            final_info = {}
+            for key, value in step_infos.items():
+                final_info[key] = np.zeros((self.num_envs, *value.shape[1:]), dtype=value.dtype)
+                final_info[key][stepped] = value
+            infos = {"final_obs": final_obs, "_final_obs": placed,
+                     "final_info": _with_masks(final_info, placed), "_final_info": placed.copy()}
+        elif 0 < len(stepped) < self.num_envs:
+            _write_rows(obs, stepped, step_obs)
+            for key, value in step_infos.items():
+                values[key][stepped] = value
+        self._shows_placement = placed & (not same_step)
+        self._last_placements[stepped] = placements
+        return obs, infos | _with_masks(values, np.ones(self.num_envs, dtype=np.bool_))
+
+    def _listed_step(self, resetting: np.ndarray, stepped: np.ndarray, placements: np.ndarray, scores,
+                     rewards: np.ndarray) -> tuple[Any, dict[str, Any]]:
+        """A step's observations and infos in the graph mode, env by env (fills ``rewards``)."""
+        step_results: dict[int, tuple[Any, dict[str, Any]]] = {}
+        for k, i in enumerate(stepped):
+            runtimes, feasible, peaks = scores
+            result = SimulationResult(runtime=float(runtimes[k]), feasible=bool(feasible[k]),
+                                      peak_memory=np.asarray(peaks[k], dtype=np.float64))
+            obs, rewards[i], info = self.env.outcome(placements[k], result)
+            step_results[int(i)] = obs, info
         first = self._first_step()
         infos: dict[str, Any] = {}
         for i in range(self.num_envs):
@@ -149,13 +214,7 @@ class DevicePlacementVectorEnv(VectorEnv):
                     infos = self._add_info(infos, {"final_obs": self._last_obs[i], "final_info": info}, i)
                     self._last_obs[i], info = first
             infos = self._add_info(infos, info, i)
-        ended = terminated | truncated
-        self._autoreset = ended.copy()
-        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            self._running |= resetting  # ended envs stay "running": the next step resets them
-        elif self.autoreset_mode == AutoresetMode.DISABLED:
-            self._running &= ~ended  # the caller resets them (reset_mask)
-        return self._batch(self._last_obs), rewards, terminated, truncated, infos
+        return self._batch(self._last_obs), infos
 
     # --- pieces -----------------------------------------------------------------------------------
 
@@ -171,12 +230,20 @@ class DevicePlacementVectorEnv(VectorEnv):
             )
         return array
 
-    def _node_placement(self, row: np.ndarray, env: int) -> np.ndarray:
-        """One env's action as int64 node devices, or a ValueError naming the env and the node."""
-        try:
-            return self.env.check_node_placement(row)
-        except ValueError as error:
-            raise ValueError(f"action of env {env}: {error}") from None
+    def _node_placements(self, rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        """The actions of ``envs`` as int64 node devices ``(len(envs), n_nodes)``, or a ValueError
+        naming the env and the node. Integer rows in range pass at once; any other goes through the
+        env's own check, which names what is wrong."""
+        n_devices = self.env.task.n_devices
+        if rows.dtype.kind in "iu" and (rows.size == 0 or (rows.min() >= 0 and rows.max() < n_devices)):
+            return rows.astype(np.int64)
+        checked = np.empty(rows.shape, dtype=np.int64)
+        for k, env in enumerate(envs):
+            try:
+                checked[k] = self.env.check_node_placement(rows[k])
+            except ValueError as error:
+                raise ValueError(f"action of env {env}: {error}") from None
+        return checked
 
     def _first_step(self) -> tuple[Any, dict[str, Any]]:
         """An episode's first observation and info (the same for every env: nothing is placed yet)."""
@@ -191,3 +258,39 @@ class DevicePlacementVectorEnv(VectorEnv):
         # Box and Dict observations are copied into the new arrays; a Graph batch is a tuple of the
         # envs' own objects, some shared, so it is copied (as SyncVectorEnv does by default).
         return copy.deepcopy(batch) if isinstance(batch, tuple) else batch
+
+
+# Batched observations: a dict of arrays (dict mode) or one array (flat mode), one row per env.
+
+def _repeated(obs: Any, n: int) -> Any:
+    """``n`` copies of one observation (or info value) as a batch."""
+    if isinstance(obs, dict):
+        return {key: np.repeat(value[None], n, axis=0) for key, value in obs.items()}
+    return np.repeat(obs[None], n, axis=0)
+
+
+def _write_rows(batch: Any, rows: np.ndarray, values: Any) -> None:
+    """Write ``values`` (a batch with one row per entry of ``rows``, or one observation for all of
+    them) into the rows ``rows`` (indices or a bool mask) of ``batch``."""
+    if isinstance(batch, dict):
+        for key, array in batch.items():
+            array[rows] = values[key]
+    else:
+        batch[rows] = values
+
+
+def _row(batch: Any, k: int) -> Any:
+    """Row ``k`` of a batch as one env's observation (a copy)."""
+    if isinstance(batch, dict):
+        return {key: value[k].copy() for key, value in batch.items()}
+    return batch[k].copy()
+
+
+def _with_masks(values: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, Any]:
+    """Stacked info values in Gymnasium's vector layout: each key followed by ``_key``, the envs that
+    have it."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        out[key] = value
+        out[f"_{key}"] = mask.copy()
+    return out
