@@ -6,7 +6,8 @@ batched call of the cost model.
 ``gym.make("DevicePlacement-v0", ...)`` envs (the same observations, rewards, terminations, infos and
 autoreset, tests/test_env_vector.py), but a step hands all placements to the env's evaluator at once
 (`Evaluator.simulate_batch`: one parallel `simulate_batch` call of the cost model) instead of
-simulating them one env at a time.
+simulating them one env at a time, and in the dict and flat modes builds the observations and infos as
+whole batches (`DevicePlacementEnv.outcomes`).
 
 All N envs share one task, so they share one `DevicePlacementEnv` (``self.env``) for everything but
 their episode state: its spaces, reward settings, observation builder, evaluator and counter of
@@ -68,8 +69,6 @@ class DevicePlacementVectorEnv(VectorEnv):
         # NEXT_STEP mode the next step resets it).
         self._running = np.zeros(self.num_envs, dtype=np.bool_)
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
-        # The last observation of every env: in the dict and flat modes one batch whose rows are
-        # written in place (a step builds them with one `outcomes` call); in the graph mode a list.
         # In the dict and flat modes, what is needed to rebuild each env's last observation: the
         # placement it shows, if any (an env that reset shows none); in the graph mode, the observations.
         self._stacked = self.env.obs_mode != "graph"
@@ -197,8 +196,8 @@ class DevicePlacementVectorEnv(VectorEnv):
                      rewards: np.ndarray) -> tuple[Any, dict[str, Any]]:
         """A step's observations and infos in the graph mode, env by env (fills ``rewards``)."""
         step_results: dict[int, tuple[Any, dict[str, Any]]] = {}
+        runtimes, feasible, peaks = scores if scores is not None else (None, None, None)
         for k, i in enumerate(stepped):
-            runtimes, feasible, peaks = scores
             result = SimulationResult(runtime=float(runtimes[k]), feasible=bool(feasible[k]),
                                       peak_memory=np.asarray(peaks[k], dtype=np.float64))
             obs, rewards[i], info = self.env.outcome(placements[k], result)
