@@ -4,9 +4,10 @@ evaluations (log axis), with the proven lower bound and the best known runtime a
 A curve is the harness's trace of the entry's median seed (`Task.trace`: the evaluation counts at which
 the best feasible runtime improved); an entry without a recorded trace (a heuristic, an older
 submission) is one point at (its evaluations, its runtime). Entries of one algorithm at several budgets
-share a colour; the curve of the largest budget that recorded one is drawn as a line, the others as
-points; constructive heuristics (at most `CONSTRUCTIVE_EVALUATIONS` evaluations, no curve) are grey
-marks. Runtimes above `Y_RANGE` x the best known are off the plot.
+share a colour and line style (ten colours, then the same colours dash-dotted, then dotted); the curve
+of the largest budget that recorded one is drawn as a line, the others as points; constructive
+heuristics (at most `CONSTRUCTIVE_EVALUATIONS` evaluations, no curve) are grey marks. The legend
+stands beside the plot. Runtimes above `Y_RANGE` x the best known are off the plot.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ CONSTRUCTIVE_EVALUATIONS = 10
 # The plot shows runtimes up to this multiple of the best known (a random placement's would flatten
 # every curve); what is slower is off the plot.
 Y_RANGE = 1.6
+# Line style and point marker of the algorithms drawn in colour, in turn once the ten colours are used.
+_STYLES = (("-", "o"), ("-.", "s"), (":", "^"))
 
 
 def curve_file_name(task_id: str) -> str:
@@ -38,14 +41,15 @@ def render_curves(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(8, 5))
+    figure, axes = plt.subplots(figsize=(9.5, 5))
     by_algorithm: dict[str, list[Entry]] = {}
     for entry in task_entries:
         if entry.feasible:
             by_algorithm.setdefault(entry.algorithm.split(" (")[0], []).append(entry)
-    colours = plt.get_cmap("tab20")
+    colours = plt.get_cmap("tab10")
     constructive_labelled = False
-    for index, (algorithm, runs) in enumerate(sorted(by_algorithm.items())):
+    index = -1  # of the algorithms drawn in colour
+    for algorithm, runs in sorted(by_algorithm.items()):
         traced = [e for e in runs if e.trace]
         line = max(traced, key=lambda e: e.evaluations) if traced else None
         if line is None and max(e.evaluations for e in runs) <= CONSTRUCTIVE_EVALUATIONS:
@@ -55,14 +59,17 @@ def render_curves(
                           label=None if constructive_labelled else "constructive heuristics")
                 constructive_labelled = True
             continue
-        colour = colours(index % 20)
+        index += 1
+        colour = colours(index % 10)
+        style, marker = _STYLES[(index // 10) % len(_STYLES)]
         if line is not None:
             counts = [n for n, _ in line.trace] + [max(line.evaluations, line.trace[-1][0])]
             values = [r for _, r in line.trace] + [line.trace[-1][1]]
-            axes.step(counts, values, where="post", color=colour, label=algorithm, linewidth=1.4)
+            axes.step(counts, values, where="post", color=colour, linestyle=style, label=algorithm,
+                      linewidth=1.4)
         for entry in runs:
             if entry is not line:
-                axes.plot([max(entry.evaluations, 1)], [entry.runtime], "o", color=colour, markersize=5,
+                axes.plot([max(entry.evaluations, 1)], [entry.runtime], marker, color=colour, markersize=5,
                           label=algorithm if line is None and entry is runs[0] else None)
     axes.axhline(lower_bound, color="black", linestyle="--", linewidth=1, label="lower bound")
     if not math.isnan(best_known):
@@ -73,7 +80,7 @@ def render_curves(
     axes.set_xlabel("evaluations of the task (log)")
     axes.set_ylabel("best runtime so far (s)")
     axes.set_title(f"{task_id}: learning curves")
-    axes.legend(fontsize=7, ncol=2, loc="upper right")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     figure.tight_layout()
     # No "Software" metadata: the PNG must not change with the matplotlib version string.
     figure.savefig(path, dpi=90, metadata={"Software": None})
