@@ -232,15 +232,16 @@ class PlacementEnvBase(gym.Env):
         """The per-forward-op placement (int64) of one device per node (or of a batch of such rows)."""
         return node_devices if self._identity else node_devices[..., self.node_of_op]
 
-    def check_node_placement(self, action) -> np.ndarray:
-        """``action`` (one device per node) as an int64 array, or a clear ValueError naming the op (or
-        group) and the device. Public for code that scores actions outside `step` (the vector env)."""
+    def check_node_placement(self, action, batch: bool = False) -> np.ndarray:
+        """``action`` (one device per node; with ``batch``, rows of them) as an int64 array, or a clear
+        ValueError naming the op (or group) and the device. Public for code that scores actions outside
+        `step` (the vector env)."""
         if self._identity:
-            return self.task.check_placement(action)  # its messages name the op
+            return self.task.check_placement(action, batch=batch)  # its messages name the op
         return check_device_indices(
             action, self.task.cluster.device_names, self.n_nodes,
             f"action for task {self.task.id} with {self.n_nodes} groups ({self.grouping.name})", "group",
-            lambda g: f"group {g} (first op {self.node_name(g)!r})",
+            lambda g: f"group {g} (first op {self.node_name(g)!r})", batch,
         )
 
     _check_node_placement = check_node_placement  # the name the envs' own code uses

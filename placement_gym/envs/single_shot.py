@@ -219,14 +219,19 @@ class DevicePlacementEnv(PlacementEnvBase):
         `Evaluator.simulate_batch` returns for them). Returns the observations
         (`placed_observations`), the rewards (float64 ``(k,)``) and one dict of the info keys, each value
         the ``k`` rows' values stacked. Row ``i`` equals `outcome` of row ``i``; the episode is unchanged."""
-        rewards = np.empty(len(placements))
+        k = len(placements)
+        rewards = np.empty(k)
         rows = []
-        for i in range(len(placements)):
+        for i in range(k):
             rewards[i], info = self._score(SimulationResult(
                 runtime=float(runtimes[i]), feasible=bool(feasible[i]),
                 peak_memory=np.asarray(peaks[i], dtype=np.float64)))
-            rows.append(self._reference_info() | info)
-        infos = {key: np.stack([np.asarray(row[key]) for row in rows]) for key in rows[0]} if rows else {}
+            rows.append(info)
+        # The reference keys are the same for every row; the result keys are stacked row by row.
+        infos = {key: np.repeat(np.asarray(value)[None], k, axis=0)
+                 for key, value in self._reference_info().items()}
+        if rows:
+            infos |= {key: np.stack([np.asarray(row[key]) for row in rows]) for key in rows[0]}
         return self.placed_observations(placements), rewards, infos
 
     def placed_observations(self, placements: np.ndarray) -> Any:

@@ -230,19 +230,17 @@ class DevicePlacementVectorEnv(VectorEnv):
         return array
 
     def _node_placements(self, rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
-        """The actions of ``envs`` as int64 node devices ``(len(envs), n_nodes)``, or a ValueError
-        naming the env and the node. Integer rows in range pass at once; any other goes through the
-        env's own check, which names what is wrong."""
-        n_devices = self.env.task.n_devices
-        if rows.dtype.kind in "iu" and (rows.size == 0 or (rows.min() >= 0 and rows.max() < n_devices)):
-            return rows.astype(np.int64)
-        checked = np.empty(rows.shape, dtype=np.int64)
-        for k, env in enumerate(envs):
-            try:
-                checked[k] = self.env.check_node_placement(rows[k])
-            except ValueError as error:
-                raise ValueError(f"action of env {env}: {error}") from None
-        return checked
+        """The actions of ``envs`` as int64 node devices ``(len(envs), n_nodes)``, checked at once, or
+        the ValueError of the first wrong one, naming its env and node."""
+        try:
+            return self.env.check_node_placement(rows, batch=True)
+        except ValueError as error:
+            for k, env in enumerate(envs):  # the batch check names no env: find the row that fails
+                try:
+                    self.env.check_node_placement(rows[k])
+                except ValueError as row_error:
+                    raise ValueError(f"action of env {env}: {row_error}") from None
+            raise error
 
     def _first_step(self) -> tuple[Any, dict[str, Any]]:
         """An episode's first observation and info (the same for every env: nothing is placed yet)."""
