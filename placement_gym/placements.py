@@ -12,6 +12,7 @@ import numpy as np
 from placement_gym.cost_model import single_device
 from placement_gym.graph.bundled import unknown_name
 from placement_gym.task import Task
+from placement_gym.untrusted import read_json
 
 # The simple agents every comparison starts from, by name: the CLI runs them without an agent package,
 # and the baselines registry registers them (`simple_agent`), so both place and count alike.
@@ -136,14 +137,18 @@ def save_placement(task: Task, placement, path: str | Path) -> None:
     Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
 
+# About 60 bytes per op: room for graphs of a million ops.
+MAX_PLACEMENT_FILE_BYTES = 64 * 2**20
+# A placement file nests 2 levels ({"task", "placement": {op: device}}).
+MAX_PLACEMENT_NESTING = 4
+
+
 def load_placement(task: Task, path: str | Path) -> np.ndarray:
-    """Read a placement file written by `save_placement` (or a bare {op name: device name} object)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ValueError(f"placement file {path} does not exist") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"placement file {path} is not valid JSON: {error}") from None
+    """Read a placement file written by `save_placement` (or a bare {op name: device name} object), as
+    untrusted input (`placement_gym.untrusted.read_json`): a regular file of at most
+    `MAX_PLACEMENT_FILE_BYTES` bytes of strict JSON (no duplicate op, nested at most
+    `MAX_PLACEMENT_NESTING` levels). Raises ValueError naming the problem."""
+    data = read_json(path, MAX_PLACEMENT_FILE_BYTES, "placement file", max_depth=MAX_PLACEMENT_NESTING)
     if isinstance(data, dict) and isinstance(data.get("placement"), dict):
         data = data["placement"]
     return placement_from_dict(task, data)

@@ -33,6 +33,7 @@ import numpy as np
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.graph.op_costs import NORMALIZE_WITH_STATS_FLOPS
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
+from placement_gym.limits import check_allocation
 from placement_gym.task_cache import copy_entries
 from placement_gym.task_ids import make_task_id
 
@@ -304,6 +305,17 @@ def batch_norm_in_training(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
     return flops, moved
 
 
+# float64 arrays of (task ops x devices) alive at once while a task is compiled: the durations and
+# the temporaries of `_op_durations` (rate, compute time, memory time, their maximum).
+_DURATION_ARRAYS = 5
+
+
+def task_bytes(n_task_ops: int, n_devices: int) -> float:
+    """Bytes a task of ``n_task_ops`` ops (forward, backward and update) on ``n_devices`` devices
+    allocates for its per-op-and-device arrays while it is compiled."""
+    return 8.0 * _DURATION_ARRAYS * n_task_ops * n_devices
+
+
 def _op_durations(flops, bytes_moved, category, cluster: Cluster) -> np.ndarray:
     """Op time on every device: max(FLOPs / (peak x efficiency), bytes / bandwidth) + overhead."""
     rate = cluster.peak_flops[None, :] * cluster.efficiency.T[category]  # (ops, devices)
@@ -317,13 +329,21 @@ def make_task(
 ) -> Task:
     """Compile a task. ``objective``: ``"train_step"`` or ``"inference"``; ``optimizer`` (training
     only): ``"adam"``, ``"momentum"`` or ``"sgd"``. The task's ``id`` names graph, cluster, objective
-    and optimizer so that no other task shares it (format: `placement_gym.task_ids`)."""
+    and optimizer so that no other task shares it (format: `placement_gym.task_ids`). A task whose
+    per-op-and-device arrays (`task_bytes`) would pass the allocation limit (`placement_gym.limits`)
+    is refused before they are made."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
     g = graph
     n = g.n_ops
+    n_task_ops = n if objective == "inference" else 2 * n + int(np.count_nonzero(g.param_bytes > 0))
+    check_allocation(
+        f"the task of graph {g.name!r} ({n_task_ops} ops) on cluster {cluster.name!r} "
+        f"({cluster.n_devices} devices)",
+        task_bytes(n_task_ops, cluster.n_devices),
+    )
     category = g.category.astype(np.int64)
     edge_src = g.edge_src.astype(np.int64)
     edge_dst = g.edge_dst.astype(np.int64)

@@ -540,9 +540,13 @@ BAD = [
     (
         "efficiency above one",
         _set(["devices", 1, "efficiency"], {"matmul": 1.5}),
-        ["gpu:0", "efficiency['matmul']", "(0, 1]"],
+        ["gpu:0", "efficiency['matmul']", "from 0.0001 to 1"],
     ),
-    ("efficiency zero", _set(["devices", 1, "efficiency"], {"matmul": 0}), ["gpu:0", "matmul", "(0, 1]"]),
+    (
+        "efficiency zero",
+        _set(["devices", 1, "efficiency"], {"matmul": 0}),
+        ["gpu:0", "matmul", "from 0.0001 to 1"],
+    ),
     ("empty devices", _set(["devices"], []), ["devices", "non-empty"]),
     (
         "default_link unknown field",

@@ -320,7 +320,7 @@ def test_rerun_at_another_budget_compares_two_runs(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (["--tasks", SMALL], "--tasks and --budget are options of --rerun"),
+    (["--tasks", SMALL], "--tasks, --budget and --record are options of --rerun"),
     (["--rerun", "{file}", "--tasks", "bert_base/v100x8/train"], "the tasks of"),
     (["--rerun", "{file}", "extra.json"], "--rerun takes one file"),
 ])

@@ -147,7 +147,9 @@ def test_a_submission_error_stays_exit_1(tmp_path, capsys):
     assert "claimed runtime" in capsys.readouterr().out
 
 
-def test_an_older_suite_the_cost_model_no_longer_reproduces_is_left_unchecked(perturb, monkeypatch):
+def test_a_submission_of_a_superseded_suite_is_refused(perturb, monkeypatch):
+    """Once a later suite is current, the older one's files are no longer accepted (they move to
+    retired/), whatever the cost model still reproduces."""
     import placement_gym.leaderboard.validate as validate_module
 
     data = evaluate(lambda task, seed, budget: single_placement(task, 0),
@@ -157,25 +159,26 @@ def test_an_older_suite_the_cost_model_no_longer_reproduces_is_left_unchecked(pe
         validate_submission(data)
     monkeypatch.setattr(validate_module, "CURRENT_SUITE", "v999")  # as if a later suite had superseded it
     check = validate_submission(data)
-    assert check.ok and check.tasks == [] and "not re-checked" in check.skipped
+    assert not check.ok and check.tasks == [] and "accepted: v999" in check.problems[0]
 
 
-def test_a_submission_of_the_retired_suite_v0_is_skipped_not_failed(tmp_path, capsys):
-    """v0 was frozen with the uncalibrated cost model: its submissions are left unchecked, with the
-    reason naming the suite, and do not fail `validate` (a mismatch of the current suite would)."""
+def test_a_submission_of_the_retired_suite_v0_is_refused_and_never_submitted(tmp_path, capsys):
+    """Issue 23, point 8: a v0 file gets exit 1 from validate naming the retired suite and retired/,
+    submit does not copy it, and render neither lists nor ranks it."""
     assert CURRENT_SUITE != "v0" and suite_mismatch("v0") is not None, "test premise: v0 is retired"
     data = evaluate(lambda task, seed, budget: single_placement(task, task.n_devices - 1),
                     get_suite("v0").subset([TASK_ID]), algorithm="old-last-device")
     assert data["suite"] == "v0"
-    data["results"][TASK_ID]["runtime"] *= 2  # not blamed either: nothing of it is re-checked
     check = validate_submission(data)
-    assert check.ok and check.problems == [] and check.tasks == []
-    assert check.skipped is not None and "suite v0" in check.skipped and "not re-checked" in check.skipped
-    # The command line: one "-" row with the reason, exit 0.
-    file = save_submission(data, tmp_path / "board" / "submissions" / "v0-old-last-device-seed0.json")
-    assert main(["leaderboard", "validate", str(file)]) == 0
-    out = capsys.readouterr().out
-    assert "suite v0" in out and "not re-checked" in out and "✗" not in out and "✓" not in out
+    assert not check.ok and check.tasks == []
+    assert "suite v0 is retired" in check.problems[0] and "retired/" in check.problems[0]
+    file = save_submission(data, tmp_path / "mine" / "v0-old-last-device-seed0.json")
+    assert main(["leaderboard", "validate", str(file)]) == 1
+    assert "suite v0 is retired" in capsys.readouterr().out
+    board = _board(tmp_path)
+    before = sorted(p.name for p in (board / "submissions").iterdir())
+    assert main(["leaderboard", "submit", str(file), "--dir", str(board)]) == 1
+    assert sorted(p.name for p in (board / "submissions").iterdir()) == before
 
 
 # --- the probes and the frozen text ----------------------------------------------------------------------

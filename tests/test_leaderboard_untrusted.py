@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hostile_submissions import EVIL, INCONSISTENT, MALFORMED, TASK_ID, UNREADABLE, good_submission, mutated
 
 from placement_gym.cli import main
 from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, render_markdown, save_submission
@@ -23,15 +24,10 @@ from placement_gym.leaderboard.submission import (
 from placement_gym.leaderboard.validate import validate_file, validate_submission
 from placement_gym.placements import single_placement
 
-TASK_ID = "cifar10_cnn/k80x2/train"
-EVIL = "evil | <img src=x onerror=alert(1)> [click](javascript:alert(1))"
-
 
 @pytest.fixture(scope="module")
 def good() -> dict:
-    return evaluate(lambda task, seed, budget: single_placement(task, task.n_devices - 1),
-                    get_suite(CURRENT_SUITE).subset([TASK_ID]), algorithm="last-device", authors=["tests"],
-                    description="every op on the last device")
+    return good_submission()
 
 
 def validate_cli(path: Path, capsys) -> tuple[int, str]:
@@ -43,91 +39,13 @@ def validate_cli(path: Path, capsys) -> tuple[int, str]:
     return code, " | ".join(reasons)
 
 
-def mutated(good: dict, change) -> dict:
-    data = copy.deepcopy(good)
-    change(data, data["results"][TASK_ID])
-    return data
-
-
-def _set(key, value, where="top"):
-    def change(data, result):
-        (data if where == "top" else result)[key] = value
-    return change
-
-
-def _delete(key, where="top"):
-    def change(data, result):
-        del (data if where == "top" else result)[key]
-    return change
-
-
-def _drop_first_op(data, result):
-    result["placement"].pop(sorted(result["placement"])[0])
-
-
-def _extra_op(data, result):
-    result["placement"]["not_an_op"] = "gpu:0"
-
-
-def _unknown_task(data, result):
-    data["results"]["cifar10_cnn/k80x99/train"] = data["results"].pop(TASK_ID)
-
-
-# Files that parse as JSON but break the schema: (change, words of the reason).
-MALFORMED = {
-    "evil algorithm name": (_set("algorithm", EVIL), "'algorithm'"),
-    "algorithm too long": (_set("algorithm", "a" * 65), "'algorithm'"),
-    "suite with markup": (_set("suite", "v0<b>"), "'suite'"),
-    "wrong type: seed": (_set("seed", "zero"), "'seed' has the wrong type"),
-    "wrong type: authors": (_set("authors", "me"), "'authors' has the wrong type"),
-    "wrong type: runtime as true": (_set("runtime", True, "task"), "'runtime' has the wrong type"),
-    "wrong type: runtime as text": (_set("runtime", "fast", "task"), "'runtime' has the wrong type"),
-    "wrong type: placement as list": (_set("placement", [0, 1], "task"), "'placement' has the wrong type"),
-    "wrong type: evaluations as float": (_set("evaluations", 1.5, "task"),
-                                         "'evaluations' has the wrong type"),
-    "wrong type: device as number": (lambda d, r: r["placement"].update({next(iter(r["placement"])): 0}),
-                                     "expected a device name"),
-    "wrong type: result as list": (lambda d, r: d["results"].update({TASK_ID: [1]}), "must be a JSON object"),
-    "missing field: algorithm": (_delete("algorithm"), "missing field 'algorithm'"),
-    "missing field: runtime": (_delete("runtime", "task"), "missing field 'runtime'"),
-    "negative evaluations": (_set("evaluations", -1, "task"), "'evaluations' is -1"),
-    "negative seed": (_set("seed", -3), "'seed' is -3"),
-    "zero runtime": (_set("runtime", 0, "task"), "'runtime' is 0"),
-    "negative wall time": (_set("wall_s", -0.5, "task"), "'wall_s' is -0.5"),
-    "unknown task id": (_unknown_task, "unknown task"),
-    "placement one op short": (_drop_first_op, "ops missing"),
-    "placement with an unknown op": (_extra_op, "unknown op names"),
-    "description too long": (_set("description", "x" * 4001), "'description' has 4001 characters"),
-    "author with a terminal escape": (_set("authors", ["\x1b[2Jme"]), "'\\x1b'"),
-    "author with a right-to-left override": (_set("authors", ["me\u202etxt.exe"]), "'\\u202e'"),
-    "javascript link": (_set("link", "javascript:alert(1)"), "'link'"),
-    "link with markup": (_set("link", 'https://x.org/"><img src=x>'), "'link'"),
-    "hardware on two lines": (_set("hardware", "K80\n| fake | row |"), "'hardware'"),
-    "op name with rich markup": (lambda d, r: r["placement"].update({"[/evil]": "gpu:0"}), "'[/evil]'"),
-}
-
-
-@pytest.mark.parametrize("case", list(MALFORMED))
+@pytest.mark.parametrize("case", [*MALFORMED, *INCONSISTENT])
 def test_validate_gives_the_reason_and_exit_1(good, tmp_path, capsys, case):
-    change, words = MALFORMED[case]
+    change, words = {**MALFORMED, **INCONSISTENT}[case]
     path = tmp_path / "s.json"
     path.write_text(json.dumps(mutated(good, change)))
     code, reasons = validate_cli(path, capsys)
     assert code == 1 and words in reasons, reasons
-
-
-# Files that are not even a readable submission: (bytes, words of the reason).
-UNREADABLE = {
-    "not JSON": (b"{not json", "not valid JSON"),
-    "not UTF-8": (b'{"algorithm": "caf\xe9"}', "not UTF-8"),
-    "nested 100,000 levels deep": (b"[" * 100_000 + b"]" * 100_000, "nests 100000 levels deep"),
-    "NaN runtime": (b'{"runtime": NaN}', "NaN is not allowed"),
-    "Infinity runtime": (b'{"runtime": Infinity}', "Infinity is not allowed"),
-    "runtime overflowing to infinity": (b'{"runtime": 1e999}', "out of range"),
-    "integer of 5,000 digits": (b'{"seed": ' + b"9" * 5000 + b"}", "more than 19 digits"),
-    "duplicate key": (b'{"seed": 0, "seed": 1}', "duplicate key 'seed'"),
-    "a list, not an object": (b"[]", "a submission is a JSON object"),
-}
 
 
 @pytest.mark.parametrize("case", list(UNREADABLE))

@@ -1,11 +1,12 @@
-"""`placement-gym leaderboard validate|submit|render|bounds`: re-check, add and render submissions; compute
-and re-check the proven lower bounds the leaderboard shows."""
+"""`placement-gym leaderboard validate|submit|reruns|render|bounds`: re-check, add and render submissions;
+check the re-run records that make budgets verified; compute and re-check the proven lower bounds the
+leaderboard shows."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-import shutil
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
 
-OK_MARK, BAD_MARK, SKIP_MARK = "✓", "✗", "-"
+OK_MARK, BAD_MARK = "✓", "✗"
 # Exit code when the cost model no longer reproduces the suite: the code has to change (bump the
 # suite), not a submission; 1 stays the code of a submission's own error.
 SUITE_MISMATCH_EXIT = 3
@@ -51,7 +52,7 @@ def _check_report(paths: list[Path]) -> list:
 
 def _check_json(check) -> dict:
     return {
-        "file": check.source, "ok": check.ok, "problems": check.problems, "skipped": check.skipped,
+        "file": check.source, "ok": check.ok, "problems": check.problems,
         "tasks": [{"task": t.task_id, "ok": t.ok, "reasons": list(t.reasons), "runtime": t.runtime}
                   for t in check.tasks],
     }
@@ -65,8 +66,6 @@ def _print_checks(checks: list, as_json: bool) -> None:
     for check in checks:
         for problem in check.problems:
             rows.append([check.source, "-", BAD_MARK, problem])
-        if check.skipped:
-            rows.append([check.source, "-", SKIP_MARK, check.skipped])
         for task in check.tasks:
             rows.append([check.source, task.task_id, OK_MARK if task.ok else BAD_MARK,
                          "; ".join(task.reasons)])
@@ -75,8 +74,11 @@ def _print_checks(checks: list, as_json: bool) -> None:
 
 
 def _submission_paths(files: list[str], directory: Path) -> list[Path]:
+    from placement_gym.untrusted import inside
+
     if files:
         return [Path(f) for f in files]
+    inside(directory, "submissions")  # a link here would validate files outside the folder
     paths = sorted((directory / "submissions").glob("*.json"))
     if not paths:
         raise ValueError(f"no submission files given and none under {directory / 'submissions'}")
@@ -85,7 +87,7 @@ def _submission_paths(files: list[str], directory: Path) -> list[Path]:
 
 @_exits_on_suite_mismatch
 def run_validate(args: argparse.Namespace) -> int:
-    if args.rerun is not None or args.tasks is not None or args.budget is not None:
+    if args.rerun is not None or args.tasks is not None or args.budget is not None or args.record:
         return _run_rerun(args)
     checks = _check_report(_submission_paths(args.files, Path(args.dir)))
     _print_checks(checks, args.json)
@@ -95,18 +97,37 @@ def run_validate(args: argparse.Namespace) -> int:
 def _run_rerun(args: argparse.Namespace) -> int:
     """``validate --rerun FILE [--tasks ...] [--budget N]`` (placement_gym/leaderboard/rerun.py)."""
     if args.rerun is None:
-        raise ValueError("--tasks and --budget are options of --rerun FILE")
+        raise ValueError("--tasks, --budget and --record are options of --rerun FILE")
     if args.files:
         raise ValueError(f"--rerun takes one file; also given: {' '.join(args.files)}")
-    return _rerun_command(args.rerun, args.tasks, args.budget, args.json)
+    if args.record and args.budget is not None:
+        raise ValueError("--record needs a re-run at the file's own budget; drop --budget")
+    record_in = Path(args.dir) if args.record else None
+    return _rerun_command(args.rerun, args.tasks, args.budget, args.json, record_in)
 
 
-def _rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bool) -> int:
+def _recorded_name(path: Path, directory: Path) -> str:
+    """The file name under which ``path`` is recorded: it must be a file of ``directory/submissions``."""
+    if path.resolve().parent != (directory / "submissions").resolve():
+        raise ValueError(f"--record: {path} is not a file of {directory / 'submissions'}; records are kept "
+                         "for the leaderboard's own submissions (submit it first)")
+    return path.name
+
+
+def _rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bool,
+                   record_in: Path | None = None) -> int:
     """The command line's ``validate --rerun``: print the verdict per task (a table, or JSON) and
-    return the exit code, 0 reproduced, 1 not (the first differing task named on stderr)."""
+    return the exit code, 0 reproduced, 1 not (the first differing task named on stderr). With
+    ``record_in`` (a leaderboard folder), a reproduced re-run is recorded in its ``reruns.json``."""
     from placement_gym.leaderboard.rerun import TaskRerun, rerun_json, rerun_submission
+    from placement_gym.leaderboard.rerun_records import write_record
 
     chosen = None if tasks is None else [t.strip() for t in tasks.split(",") if t.strip()]
+    if record_in is not None:
+        from placement_gym.leaderboard.submission import read_submission
+
+        name = _recorded_name(Path(path), record_in)
+        raw, _ = read_submission(path)
 
     def show(verdict: TaskRerun) -> None:
         mark = "reproduced" if verdict.ok else "NOT reproduced: " + "; ".join(verdict.reasons)
@@ -129,23 +150,85 @@ def _rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bo
         return 1
     if not as_json:
         print(f"{path}: reproduced on {len(rerun.tasks)} task(s)")
+    if record_in is not None:
+        written = write_record(record_in, name, raw, [t.task_id for t in rerun.tasks])
+        if not as_json:
+            print(f"recorded in {written}")
+    return 0
+
+
+@_exits_on_suite_mismatch
+def run_reruns(args: argparse.Namespace) -> int:
+    """``reruns [--all]``: check DIR/reruns.json (placement_gym/leaderboard/rerun_records.py): every
+    record matches its file, and the recorded tasks of a sample of them (or all) reproduce."""
+    from placement_gym.leaderboard.rerun import rerun_submission
+    from placement_gym.leaderboard.rerun_records import (
+        RECORDS_NAME,
+        file_sha256,
+        read_records,
+        sample_per_entry,
+    )
+    from placement_gym.leaderboard.submission import read_submission
+    from placement_gym.untrusted import inside
+
+    directory = Path(args.dir)
+    records = read_records(directory)
+    folder = directory / "submissions"
+    problems = []
+    entries: dict[tuple, list[str]] = {}
+    for name in sorted(records):
+        path = folder / name
+        if not os.path.lexists(path):
+            problems.append(f"{name}: recorded, but there is no such file under {folder}")
+            continue
+        raw, data = read_submission(inside(directory, Path("submissions") / name))
+        if file_sha256(raw) != records[name].sha256:
+            problems.append(f"{name}: the file changed since its re-run was recorded; run 'placement-gym "
+                            f"leaderboard validate --rerun {path} --record'")
+            continue
+        key = (data.get("track", "cost_model"), data["algorithm"], repr(data.get("budget")))
+        entries.setdefault(key, []).append(name)
+    chosen = sorted(n for names in entries.values() for n in names) if args.all else \
+        sample_per_entry(entries, records)
+    for name in chosen:
+        rerun = rerun_submission(folder / name, records[name].tasks)
+        mark = OK_MARK if rerun.ok else BAD_MARK
+        print(f"{mark} {name}: {', '.join(records[name].tasks)}", flush=True)
+        if not rerun.ok:
+            first = rerun.first_failure
+            problems.append(f"{name}: not reproduced on {first.task_id}: {'; '.join(first.reasons)}")
+    for problem in problems:
+        print(f"{BAD_MARK} {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    what = "every record" if args.all else "one file per entry"
+    print(f"{directory / RECORDS_NAME}: {len(records)} records match their files; re-ran {what} "
+          f"({len(chosen)} files), all reproduced")
     return 0
 
 
 @_exits_on_suite_mismatch
 def run_submit(args: argparse.Namespace) -> int:
-    from placement_gym.leaderboard.submission import load_submission, submission_filename
+    """``submit FILE``: validate FILE, then copy it into DIR/submissions (never through a symbolic link:
+    `placement_gym.untrusted.write_inside`); exit 1 when validation fails or the copy is refused."""
+    from placement_gym.leaderboard.submission import read_submission, submission_filename
+    from placement_gym.untrusted import UntrustedFileError, inside, write_inside
 
     checks = _check_report([Path(args.file)])
     _print_checks(checks, args.json)
     if not checks[0].ok:
         print(f"{args.file}: not submitted (validation failed)", file=sys.stderr)
         return 1
-    target = Path(args.dir) / "submissions" / submission_filename(load_submission(args.file))
-    if target.exists() and not args.force:
-        raise ValueError(f"{target} exists; pass --force to replace it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(args.file, target)
+    try:
+        raw, data = read_submission(args.file)  # the bytes copied are the bytes the name is made from
+        relative = Path("submissions", submission_filename(data))
+        target = Path(args.dir) / relative
+        if os.path.lexists(inside(args.dir, relative)) and not args.force:
+            raise ValueError(f"{target} exists; pass --force to replace it")
+        write_inside(args.dir, relative, raw)
+    except UntrustedFileError as error:
+        print(f"placement-gym: {error}; not submitted", file=sys.stderr)
+        return 1
     if not args.json:
         print(f"submitted as {target}; run 'placement-gym leaderboard render' to update the README")
     return 0
@@ -154,6 +237,7 @@ def run_submit(args: argparse.Namespace) -> int:
 @_exits_on_suite_mismatch
 def run_render(args: argparse.Namespace) -> int:
     from placement_gym.leaderboard.render import README_NAME, RenderRefused, render
+    from placement_gym.untrusted import UntrustedFileError
 
     directory = Path(args.dir)
     try:
@@ -161,6 +245,9 @@ def run_render(args: argparse.Namespace) -> int:
     except RenderRefused as refused:  # a number that fails validation is never published
         _print_checks(refused.checks, args.json)
         print(f"placement-gym: {refused}", file=sys.stderr)
+        return 1
+    except UntrustedFileError as error:  # a link in the folder: nothing is read or written through it
+        print(f"placement-gym: {error}", file=sys.stderr)
         return 1
     if not args.check:
         print(f"wrote {directory / README_NAME}")
@@ -202,7 +289,8 @@ def run_bounds(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> None:
-    """Add ``leaderboard`` with its ``validate``, ``submit``, ``render`` and ``bounds`` subcommands."""
+    """Add ``leaderboard`` with its ``validate``, ``submit``, ``reruns``, ``render`` and ``bounds``
+    subcommands."""
     parser = subparsers.add_parser(
         "leaderboard", help="validate, submit and render leaderboard submissions",
         description="Re-evaluate submitted placements, add a submission, render leaderboard/README.md.")
@@ -224,6 +312,10 @@ def add_parser(subparsers) -> None:
                           "its evaluation counts; exit 0 reproduced, 1 not (the first differing task named)")
     validate.add_argument("--tasks", metavar="IDS",
                           help="with --rerun: only these comma-separated task ids of the file")
+    validate.add_argument("--record", action="store_true",
+                          help="with --rerun: when it reproduces, record it in DIR/reruns.json, which makes "
+                          "the entry's budget verified (docs/leaderboard.md); FILE must be under "
+                          "DIR/submissions")
     validate.add_argument("--budget", type=positive_int, metavar="N",
                           help="with --rerun: run at N evaluations instead of the file's budget; the run "
                           "then cannot match the file, so two runs at N are compared with each other")
@@ -235,6 +327,17 @@ def add_parser(subparsers) -> None:
     submit.add_argument("--force", action="store_true", help="replace a submission of the same name")
     common(submit)
     submit.set_defaults(run=run_submit)
+
+    reruns = commands.add_parser("reruns", help="check DIR/reruns.json: every record matches its file, and "
+                                 "a re-run of one recorded file per entry (or all) reproduces",
+                                 description="Check the records that make budgets verified "
+                                 "(docs/leaderboard.md): exit 1 naming each record that does not match its "
+                                 "file or whose re-run does not reproduce.")
+    reruns.add_argument("--all", action="store_true",
+                        help="re-run every record's tasks (default: one file per entry, drawn by the hash of "
+                        "the entry's files; hours for the whole leaderboard)")
+    common(reruns)
+    reruns.set_defaults(run=run_reruns)
 
     render = commands.add_parser("render", help="validate every submission, then write README.md and the "
                                  "chart; exit 1 (writing nothing) if a submission fails validation")

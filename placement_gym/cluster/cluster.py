@@ -1,4 +1,28 @@
-"""`Cluster`: devices and the directed links between them, as numpy arrays."""
+"""`Cluster`: devices and the directed links between them, as numpy arrays.
+
+Every figure lies in a plausible range (`FIGURE_RANGES`, SI units), whoever built the cluster (a
+preset, a JSON file, Python code): a bandwidth or peak of 1e-300 is no machine, and would turn the
+simulated times into overflows. The ranges:
+
+=================== ====================== ===========================================================
+figure              allowed                why
+=================== ====================== ===========================================================
+peak_flops          1e6 to 1e18 FLOP/s     a microcontroller's MFLOP/s up to 1000x today's fastest chip
+memory_bandwidth    1e6 to 1e17 bytes/s    1 MB/s up to above a wafer-scale engine's SRAM (21 PB/s)
+memory_capacity     1e3 to 1e15 bytes      a few kB (toy devices that run out of memory on purpose) to 1 PB
+launch_overhead     (0, 1] s               more than a second per op is no executor
+efficiency          1e-4 to 1              a fraction of the peak; below 0.01% the peak is not the device's
+link_bandwidth      1e6 to 1e17 bytes/s    as memory_bandwidth
+link_latency        (0, 1] s               a transfer's setup; a second is beyond any network round trip
+dispatch_time       0 to 1 s               as launch_overhead, and 0 for no dispatch cost
+transfer_sync       0 to 1 s               as dispatch_time
+=================== ====================== ===========================================================
+
+Names (the cluster's, its devices', hosts' and segments') and the description are printable text
+(`str.isprintable`): they reach terminals and tables as they are, so a control character (an ANSI
+escape, a newline) is refused. A cluster's arrays grow with the square of its devices, so one whose
+arrays would exceed the allocation limit (`placement_gym.limits`) is refused (`check_cluster_size`).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +33,76 @@ import numpy as np
 
 from placement_gym.content_hash import dataclass_sha256
 from placement_gym.graph.opgraph import CATEGORIES
+from placement_gym.limits import check_allocation
 
 DEVICE_KINDS: tuple[str, ...] = ("cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class FigureRange:
+    """The values a cluster figure may take: finite, from ``low`` (excluded when ``low_open``) to
+    ``high``, in ``unit``."""
+
+    low: float
+    high: float
+    unit: str
+    low_open: bool = False
+
+    def admits(self, values) -> np.ndarray:
+        """Whether each of ``values`` lies in the range (NaN and infinities never do)."""
+        values = np.asarray(values, dtype=np.float64)
+        above = values > self.low if self.low_open else values >= self.low
+        return np.isfinite(values) & above & (values <= self.high)
+
+    def describe(self) -> str:
+        """The range in words, for error messages: ``a positive finite number from 1e+06 to ...``."""
+        unit = f" {self.unit}" if self.unit else ""
+        if self.low == 0 and not self.low_open:
+            return f"a finite number >= 0, at most {self.high:g}{unit}"
+        if self.low == 0:
+            return f"a positive finite number, at most {self.high:g}{unit}"
+        return f"a positive finite number from {self.low:g} to {self.high:g}{unit}"
+
+
+# Why each range: the module docstring's table.
+FIGURE_RANGES: dict[str, FigureRange] = {
+    "peak_flops": FigureRange(1e6, 1e18, "FLOP/s"),
+    "memory_bandwidth": FigureRange(1e6, 1e17, "bytes/s"),
+    "memory_capacity": FigureRange(1e3, 1e15, "bytes"),
+    "launch_overhead": FigureRange(0.0, 1.0, "s", low_open=True),
+    "efficiency": FigureRange(1e-4, 1.0, ""),
+    "link_bandwidth": FigureRange(1e6, 1e17, "bytes/s"),
+    "link_latency": FigureRange(0.0, 1.0, "s", low_open=True),
+    "dispatch_time": FigureRange(0.0, 1.0, "s"),
+    "transfer_sync": FigureRange(0.0, 1.0, "s"),
+}
+
+
+def check_text(where: str, field: str, value: object, allow_empty: bool = False) -> str:
+    """``value`` if it is a (non-empty, unless ``allow_empty``) printable string, else a ValueError
+    naming ``field`` of ``where`` and what is allowed."""
+    if not isinstance(value, str) or not (value or allow_empty):
+        kind = "a string" if allow_empty else "a non-empty string"
+        raise ValueError(f"{where}: {field} must be {kind}, got {value!r}")
+    if not value.isprintable():
+        raise ValueError(
+            f"{where}: {field} {value!r} holds a control or format character; allowed: printable text "
+            "(no escape sequences, tabs or line breaks)"
+        )
+    return value
+
+
+def cluster_bytes(n_devices: int, route_width: int = 0) -> float:
+    """Bytes of a cluster's arrays of ``n_devices`` devices whose longest link route has
+    ``route_width`` segments: two float64 link matrices, the int64 segment table, and about as much
+    again in the temporaries of building and checking them."""
+    return 2.0 * n_devices * n_devices * 8 * (2 + route_width)
+
+
+def check_cluster_size(name: str, n_devices: int, route_width: int = 0) -> None:
+    """Refuse a cluster of ``n_devices`` (see `cluster_bytes`) past the allocation limit, before its
+    arrays are made."""
+    check_allocation(f"cluster {name!r} ({n_devices} devices)", cluster_bytes(n_devices, route_width))
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,8 +190,16 @@ class Cluster:
             array = np.array(getattr(self, key), dtype=np.float64)
             array.setflags(write=False)
             object.__setattr__(self, key, array)
+        check_text("cluster", "name", self.name)
+        where = f"cluster {self.name!r}"
+        check_text(where, "description", self.description, allow_empty=True)
+        for kind, names in (("device", self.device_names), ("host", self.host_names),
+                            ("segment", self.segment_names)):
+            for position, name in enumerate(names):
+                check_text(where, f"{kind} name #{position}", name)
         if n == 0:
             raise ValueError(f"cluster {self.name!r} has no devices")
+        check_cluster_size(self.name, n, self.link_segments.shape[2] if self.link_segments.ndim == 3 else 0)
         if len(set(self.device_names)) != n:
             raise ValueError(f"cluster {self.name!r}: device names are not unique")
         if len(self.device_kinds) != n:
@@ -120,14 +220,29 @@ class Cluster:
             value = getattr(self, key)
             if value.shape != shape:
                 raise ValueError(f"cluster {self.name!r}: {key} has shape {value.shape}, expected {shape}")
-            checked = value[~np.eye(n, dtype=bool)] if key.startswith("link_") else value
-            if not np.all(np.isfinite(checked)) or np.any(checked <= 0):
-                raise ValueError(
-                    f"cluster {self.name!r}: every {key} figure must be a positive finite number"
-                )
-        if np.any(self.efficiency > 1):
-            raise ValueError(f"cluster {self.name!r}: efficiency figures must be in (0, 1]")
+            self._check_range(key, value)
         self._check_executor_costs(n)
+
+    def _check_range(self, key: str, value: np.ndarray) -> None:
+        """Every figure of ``key`` in `FIGURE_RANGES`, or a ValueError naming the first device or link
+        outside it (a link matrix's diagonal is unused and not checked)."""
+        bad = ~FIGURE_RANGES[key].admits(value)
+        if key.startswith("link_"):
+            np.fill_diagonal(bad, False)
+        if not bad.any():
+            return
+        at = tuple(int(k) for k in np.argwhere(bad)[0])
+        names = self.device_names
+        if key.startswith("link_"):
+            place = f"link {names[at[0]]} -> {names[at[1]]}"
+        elif key == "efficiency":
+            place = f"device {names[at[0]]!r}, category {CATEGORIES[at[1]]!r}"
+        else:
+            place = f"device {names[at[0]]!r}"
+        raise ValueError(
+            f"cluster {self.name!r}: {key} of {place} must be {FIGURE_RANGES[key].describe()}, "
+            f"got {float(value[at])!r}"
+        )
 
     def _check_executor_costs(self, n: int) -> None:
         """Dispatch, synchronisation and shared-segment figures: shapes, ranges, references."""
@@ -135,8 +250,7 @@ class Cluster:
             value = getattr(self, key)
             if value.shape != (n,):
                 raise ValueError(f"cluster {self.name!r}: {key} has shape {value.shape}, expected ({n},)")
-            if not np.all(np.isfinite(value)) or np.any(value < 0):
-                raise ValueError(f"cluster {self.name!r}: every {key} figure must be a finite number >= 0")
+            self._check_range(key, value)
         n_hosts = len(self.host_names)
         if n_hosts == 0 or len(set(self.host_names)) != n_hosts:
             raise ValueError(f"cluster {self.name!r}: host names must be unique and at least one")

@@ -1,7 +1,9 @@
 """Load a `Cluster` from a preset name or a JSON file, and write one back to a dict.
 
-JSON format (all figures in SI units: FLOP/s, bytes/s, bytes, seconds; every figure a positive,
-finite number, except ``dispatch_time`` and ``transfer_sync``, finite numbers >= 0)::
+JSON format (all figures in SI units: FLOP/s, bytes/s, bytes, seconds; every figure within its
+plausible range, `placement_gym.cluster.cluster.FIGURE_RANGES`, tabled in that module's docstring:
+positive, except ``dispatch_time`` and ``transfer_sync``, which may be 0; names and the description
+printable text)::
 
     {"name": "my-cluster",
      "description": "what it models and where the figures come from",
@@ -25,7 +27,7 @@ finite number, except ``dispatch_time`` and ``transfer_sync``, finite numbers >=
   ``peak_flops`` (FP32 peak), ``memory_bandwidth``, ``memory`` (capacity in bytes),
   ``launch_overhead`` (seconds added to every op), and optionally ``efficiency``: the fraction of
   peak FLOP/s reached per op category (``matmul``, ``conv``, ``elementwise``, ``normalization``,
-  ``reduction``, ``data_movement``, ``other``), each in (0, 1]; categories left out take the
+  ``reduction``, ``data_movement``, ``other``), each from 0.0001 to 1; categories left out take the
   defaults of the device's kind (`DEFAULT_EFFICIENCY`).
   What the executor pays beyond op times (`Cluster`'s fields of the same names; each optional, and
   its default means no such cost):
@@ -53,7 +55,6 @@ finite number, except ``dispatch_time`` and ``transfer_sync``, finite numbers >=
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from pathlib import Path
@@ -61,11 +62,12 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.cluster.cluster import DEVICE_KINDS, Cluster
+from placement_gym.cluster.cluster import DEVICE_KINDS, FIGURE_RANGES, Cluster, check_cluster_size, check_text
 from placement_gym.cluster.machine import get_real_cluster
 from placement_gym.cluster.presets import DEFAULT_EFFICIENCY, PRESETS
 from placement_gym.graph.bundled import unknown_name
 from placement_gym.graph.opgraph import CATEGORIES
+from placement_gym.untrusted import UntrustedFileError, read_json
 
 REAL_CLUSTER_NAME = re.compile(r"local|cpu[1-9][0-9]*")
 
@@ -82,6 +84,12 @@ _LINK_REQUIRED = ("src", "dst", "bandwidth", "latency")
 _LINK_FIELDS = (*_LINK_REQUIRED, "both_ways", "segments")
 _DEFAULT_LINK_FIELDS = ("bandwidth", "latency")
 _EXECUTOR_FIGURES = ("dispatch_time", "transfer_sync")  # per device, optional, >= 0 (default 0)
+# The `FIGURE_RANGES` entry of each figure of the JSON format, by its JSON field name.
+_RANGE_OF = {
+    "peak_flops": "peak_flops", "memory_bandwidth": "memory_bandwidth", "memory": "memory_capacity",
+    "launch_overhead": "launch_overhead", "dispatch_time": "dispatch_time", "transfer_sync": "transfer_sync",
+    "bandwidth": "link_bandwidth", "latency": "link_latency",
+}
 _HOST_FIELDS = ("dispatch_threads",)
 DEFAULT_HOST = "host:0"
 
@@ -97,37 +105,34 @@ def _check_fields(where: str, data: Any, required: tuple[str, ...], allowed: tup
             raise ClusterError(f"{where}: missing field {key!r} (required fields: {', '.join(required)})")
 
 
-def _positive_number(where: str, field: str, value: Any, upper: float | None = None) -> float:
-    """``value`` as a float, or a `ClusterError` saying which figure is wrong and what is allowed."""
-    allowed = f"a number in (0, {upper:g}]" if upper is not None else "a positive finite number"
+def _figure(where: str, field: str, value: Any, key: str) -> float:
+    """``value`` as a float in ``FIGURE_RANGES[key]``, or a `ClusterError` saying which figure is wrong
+    and what is allowed."""
+    allowed = FIGURE_RANGES[key].describe()
     # bool is an int subclass in Python; `true` is never a figure.
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ClusterError(f"{where}: {field} must be {allowed}, got {value!r} ({type(value).__name__})")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range
+        number = math.inf
     if math.isnan(number) or math.isinf(number):
         raise ClusterError(f"{where}: {field} must be {allowed}, got {number} (not finite)")
-    if number <= 0 or (upper is not None and number > upper):
+    if not FIGURE_RANGES[key].admits(number):
         raise ClusterError(f"{where}: {field} must be {allowed}, got {value!r}")
     return number
 
 
-def _non_negative_number(where: str, field: str, value: Any) -> float:
-    """``value`` as a float >= 0, or a `ClusterError` saying which figure is wrong and what is allowed."""
-    allowed = "a finite number >= 0"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ClusterError(f"{where}: {field} must be {allowed}, got {value!r} ({type(value).__name__})")
-    number = float(value)
-    if math.isnan(number) or math.isinf(number):
-        raise ClusterError(f"{where}: {field} must be {allowed}, got {number} (not finite)")
-    if number < 0:
-        raise ClusterError(f"{where}: {field} must be {allowed}, got {value!r}")
-    return number
+def _name(where: str, field: str, value: Any, allow_empty: bool = False) -> str:
+    try:
+        return check_text(where, field, value, allow_empty)
+    except ValueError as error:
+        raise ClusterError(str(error)) from None
 
 
-def _name(where: str, field: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ClusterError(f"{where}: {field} must be a non-empty string, got {value!r}")
-    return value
+def _shown(name: Any) -> str:
+    """A device name as messages show it: as it is when printable, else its repr (no raw escapes)."""
+    return name if isinstance(name, str) and name.isprintable() else repr(name)
 
 
 def _efficiency_row(where: str, kind: str, value: Any) -> np.ndarray:
@@ -143,7 +148,7 @@ def _efficiency_row(where: str, kind: str, value: Any) -> np.ndarray:
                     f"{where}: unknown efficiency category {category!r} "
                     f"(allowed categories: {', '.join(CATEGORIES)})"
                 )
-            table[category] = _positive_number(where, f"efficiency[{category!r}]", figure, upper=1.0)
+            table[category] = _figure(where, f"efficiency[{category!r}]", figure, "efficiency")
     return np.array([table[category] for category in CATEGORIES], dtype=np.float64)
 
 
@@ -199,9 +204,7 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
     source = f"cluster {name!r}"
     _check_fields(source, data, ("devices",), _TOP_FIELDS)
     cluster_name = _name(source, "name", data.get("name", name))
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise ClusterError(f"{source}: description must be a string, got {description!r}")
+    description = _name(source, "description", data.get("description", ""), allow_empty=True)
 
     devices = data["devices"]
     if not isinstance(devices, list) or not devices:
@@ -229,10 +232,10 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         names.append(device_name)
         kinds.append(kind)
         for field in _DEVICE_FIGURES:
-            figures[field].append(_positive_number(where, field, device[field]))
+            figures[field].append(_figure(where, field, device[field], _RANGE_OF[field]))
         efficiency.append(_efficiency_row(where, kind, device.get("efficiency")))
         for field in _EXECUTOR_FIGURES:
-            executor[field].append(_non_negative_number(where, field, device.get(field, 0.0)))
+            executor[field].append(_figure(where, field, device.get(field, 0.0), _RANGE_OF[field]))
         host = _name(where, "host", device.get("host", DEFAULT_HOST))
         if host not in host_names:
             host_names.append(host)
@@ -240,6 +243,7 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
     host_dispatch_threads = _dispatch_threads(source, data.get("hosts"), host_names)
 
     n = len(names)
+    check_cluster_size(cluster_name, n)
     index = {device_name: i for i, device_name in enumerate(names)}
     bandwidth = np.zeros((n, n))
     latency = np.zeros((n, n))
@@ -252,7 +256,7 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
     for position, link in enumerate(links):
         where = f"{source}: link #{position}"
         if isinstance(link, dict) and isinstance(link.get("src"), str) and isinstance(link.get("dst"), str):
-            where = f"{source}: link {link['src']} -> {link['dst']}"
+            where = f"{source}: link {_shown(link['src'])} -> {_shown(link['dst'])}"
         _check_fields(where, link, _LINK_REQUIRED, _LINK_FIELDS)
         ends = []
         for end in ("src", "dst"):
@@ -271,8 +275,8 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         both_ways = link.get("both_ways", False)
         if not isinstance(both_ways, bool):
             raise ClusterError(f"{where}: both_ways must be true or false, got {both_ways!r}")
-        link_bandwidth = _positive_number(where, "bandwidth", link["bandwidth"])
-        link_latency = _positive_number(where, "latency", link["latency"])
+        link_bandwidth = _figure(where, "bandwidth", link["bandwidth"], _RANGE_OF["bandwidth"])
+        link_latency = _figure(where, "latency", link["latency"], _RANGE_OF["latency"])
         route = _segments(where, link.get("segments", []))
         for i, j in [(src, dst), (dst, src)] if both_ways else [(src, dst)]:
             if given[i, j]:
@@ -291,8 +295,8 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
             )
         _check_fields(where, default_link, _DEFAULT_LINK_FIELDS, _DEFAULT_LINK_FIELDS)
         missing = ~given
-        bandwidth[missing] = _positive_number(where, "bandwidth", default_link["bandwidth"])
-        latency[missing] = _positive_number(where, "latency", default_link["latency"])
+        bandwidth[missing] = _figure(where, "bandwidth", default_link["bandwidth"], _RANGE_OF["bandwidth"])
+        latency[missing] = _figure(where, "latency", default_link["latency"], _RANGE_OF["latency"])
     elif not given.all():
         i, j = (int(k) for k in np.argwhere(~given)[0])
         raise ClusterError(
@@ -438,8 +442,19 @@ def is_named_cluster(cluster: Cluster) -> bool:
     return False
 
 
+# A cluster of 256 devices with every ordered link listed is about 8 MB of JSON; one that gives
+# default_link is a few kB.
+MAX_FILE_BYTES = 16 * 2**20
+# The format nests 4 levels (cluster > devices > device > efficiency).
+MAX_NESTING = 8
+
+
 def load_cluster(name_or_path: str | Path) -> Cluster:
-    """A preset by name (see `PRESETS`), or a cluster JSON file by path (format: module docstring)."""
+    """A preset by name (see `PRESETS`), or a cluster JSON file by path (format: module docstring),
+    read as untrusted input (`placement_gym.untrusted.read_json`): a regular file (a symbolic link is
+    followed only to one) of at most `MAX_FILE_BYTES` bytes of UTF-8 JSON, nested at most `MAX_NESTING`
+    levels, without duplicate keys, NaN or infinite numbers or integers of more than
+    `placement_gym.untrusted.MAX_INT_DIGITS` digits; a `ClusterError` names the file and the field."""
     if isinstance(name_or_path, str) and name_or_path in PRESETS:
         return PRESETS[name_or_path]()
     if isinstance(name_or_path, str) and REAL_CLUSTER_NAME.fullmatch(name_or_path):
@@ -456,13 +471,9 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
             "or the path to an existing cluster JSON file",
         ))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ClusterError(
-            f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
-        ) from None
-    except UnicodeDecodeError:
-        raise ClusterError(f"{path}: not valid JSON (the file is not UTF-8 text)") from None
+        data = read_json(path, MAX_FILE_BYTES, "cluster file", max_depth=MAX_NESTING)
+    except UntrustedFileError as error:
+        raise ClusterError(str(error)) from None
     if not isinstance(data, dict):
         raise ClusterError(f"{path}: a cluster file must hold one JSON object, got {type(data).__name__}")
     return cluster_from_dict(data, name=path.stem)

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from placement_gym.cluster.cluster import Cluster
+from placement_gym.cluster.cluster import Cluster, check_cluster_size
 from placement_gym.cluster.presets import default_efficiency_row
 from placement_gym.extras import require
 
@@ -79,6 +79,7 @@ def virtual_cpu_cluster(n_devices: int = 2, name: str | None = None, measure: bo
     if not isinstance(n_devices, (int, np.integer)) or isinstance(n_devices, bool) or n_devices < 1:
         raise ValueError(f"n_devices must be a positive integer, got {n_devices!r}")
     n = int(n_devices)
+    check_cluster_size(name or f"cpu{n}", n)
     peak, bandwidth, link = VIRTUAL_CPU_PEAK_FLOPS, VIRTUAL_CPU_MEMORY_BANDWIDTH, VIRTUAL_CPU_LINK_BANDWIDTH
     how = "per-core estimates"
     if measure:

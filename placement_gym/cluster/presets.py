@@ -38,7 +38,8 @@ GB = 1e9  # datasheet GB and GB/s are decimal
 #   of the cost model decides their time, and the FLOP efficiency only matters for the rare compute-heavy
 #   one (e.g. an exp-heavy softmax), so moderate values suffice.
 # - "other" (op types with no formula) gets the lowest value.
-# Every value is in (0, 1]. Users override them per device in a cluster JSON file.
+# Every value lies in the efficiency range of `FIGURE_RANGES` (0.0001 to 1). Users override them per
+# device in a cluster JSON file.
 DEFAULT_EFFICIENCY: dict[str, dict[str, float]] = {
     "gpu": {
         "matmul": 0.7,

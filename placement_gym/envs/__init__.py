@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+# Entry points are functions that build the classes (`base.gym_entry_point`: so that gym.make refuses
+# render_mode="human" instead of wrapping the env in a pygame window).
 ENV_IDS: dict[str, str] = {
-    "DevicePlacement-v0": "placement_gym.envs.single_shot:DevicePlacementEnv",
-    "DevicePlacementStaged-v0": "placement_gym.envs.staged:DevicePlacementStagedEnv",
-    "DevicePlacementRefine-v0": "placement_gym.envs.refine:DevicePlacementRefineEnv",
+    "DevicePlacement-v0": "placement_gym.envs.single_shot:make_env",
+    "DevicePlacementStaged-v0": "placement_gym.envs.staged:make_env",
+    "DevicePlacementRefine-v0": "placement_gym.envs.refine:make_env",
 }
 
 # Natively vectorised versions (`gym.make_vec(id, vectorization_mode="vector_entry_point")`).

@@ -4,6 +4,8 @@ memory masks and rendering. Each env subclasses `PlacementEnvBase` and adds its 
 from __future__ import annotations
 
 import inspect
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,39 @@ INFO_KEYS: tuple[str, ...] = (
     "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); 0 if not
 )
 REAL_INFO_KEYS: tuple[str, ...] = ("real_runtime", "real_spread", "real_repeats", "real_loss")
+GRAPH_ACCEPTS = (
+    "a bundled graph name (placement_gym.bundled_graph_names()), the path to an .onnx file, an OpGraph "
+    "or a compiled Task"
+)
+CLUSTER_ACCEPTS = (
+    "a preset name (placement_gym.cluster.PRESETS), 'local', 'cpu<N>', the path to a cluster JSON file "
+    "or a Cluster"
+)
+
+
+def check_reset_options(options: Any) -> dict[str, Any]:
+    """``options`` of a `reset` as a dict ({} for None), or a ValueError saying what is allowed."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(f"options must be a dict or None, got {options!r} ({type(options).__name__})")
+    return options
+
+
+def gym_entry_point(env_class: type[gym.Env]) -> Callable[..., gym.Env]:
+    """The function that builds ``env_class`` from keyword arguments: the entry point its id is
+    registered with. A function, not the class, because `gym.make` reads a class's render modes
+    and answers ``render_mode="human"`` (which no env here has) by building the env in
+    ``"rgb_array"`` mode inside gymnasium's pygame window; given a function, it passes ``"human"`` on
+    and the env refuses it, naming the modes it has."""
+
+    def make_env(**kwargs: Any) -> gym.Env:
+        return env_class(**kwargs)
+
+    make_env.__module__ = env_class.__module__
+    make_env.__qualname__ = make_env.__name__ = "make_env"
+    make_env.__doc__ = f"A `{env_class.__name__}` of these keyword arguments (its id's entry point)."
+    return make_env
 
 
 class PlacementEnvBase(gym.Env):
@@ -158,6 +193,8 @@ class PlacementEnvBase(gym.Env):
                 max_edges=max_edges,
             )
         self.mask_in_obs = bool(mask_in_obs)
+        # Bytes of one observation, for code that holds many (the vector env checks its batch by it).
+        self.observation_bytes = self._observation.nbytes
         self.observation_space, self.flat_layout = self._observation_space(self._observation.space)
         # key -> slice of the flat vector (None unless obs_mode="flat"); see `placement_gym.envs.flat`.
         self.flat_slices: dict[str, slice] | None = (
@@ -181,6 +218,10 @@ class PlacementEnvBase(gym.Env):
     def _task_of(self, graph, cluster, objective: str, optimizer: str) -> Task:
         """``graph`` when it is a `Task` (after checking the other arguments against it), else the task
         `get_task` builds."""
+        if not isinstance(graph, (str, os.PathLike, OpGraph, Task)):
+            raise ValueError(f"graph must be {GRAPH_ACCEPTS}; got {graph!r} ({type(graph).__name__})")
+        if not isinstance(cluster, (str, os.PathLike, Cluster)):
+            raise ValueError(f"cluster must be {CLUSTER_ACCEPTS}; got {cluster!r} ({type(cluster).__name__})")
         if not isinstance(graph, Task):
             return get_task(graph, cluster, objective, optimizer)
         defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
@@ -196,6 +237,12 @@ class PlacementEnvBase(gym.Env):
                     f"(leave {name} out or give the task's)"
                 )
         return graph
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Seed the env's generator (`gymnasium.Env.reset`) once ``options`` is checked: a dict or
+        None (each env's own `reset` says which keys it reads)."""
+        check_reset_options(options)
+        return super().reset(seed=seed, options=options)
 
     # --- observations -------------------------------------------------------------------------------
 
@@ -247,14 +294,18 @@ class PlacementEnvBase(gym.Env):
     _check_node_placement = check_node_placement  # the name the envs' own code uses
 
     def _check_device(self, action) -> int:
-        """A `Discrete` action as an int device index, or a clear ValueError."""
-        n = self.task.n_devices
-        value = action.item() if isinstance(action, np.ndarray) and action.size == 1 else action
-        is_index = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-        if not (is_index and 0 <= value < n):
-            names = ", ".join(self.task.cluster.device_names)
-            raise ValueError(f"action must be one device index in 0..{n - 1} ({names}), got {action!r}")
-        return int(value)
+        """A `Discrete` action as an int device index, or a clear ValueError. What passes for a device
+        index is what `check_device_indices` passes in a full placement (integers, and floats of
+        integral value), so that the three envs take the same actions."""
+        names = self.task.cluster.device_names
+        try:
+            single = isinstance(action, np.ndarray) and action.size == 1
+            one = action.reshape(1) if single else np.asarray([action])
+            return int(check_device_indices(one, names, 1, "action", "step", lambda _: "this step")[0])
+        except ValueError:  # a ragged list, a wrong shape or dtype, an index out of range
+            raise ValueError(
+                f"action must be one device index in 0..{len(names) - 1} ({', '.join(names)}), got {action!r}"
+            ) from None
 
     def node_name(self, node: int) -> str:
         """The name of a node: its op's, or for a group its first op's."""

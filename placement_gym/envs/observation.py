@@ -47,6 +47,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.graph.opgraph import CATEGORIES
+from placement_gym.limits import check_allocation
 from placement_gym.task_cache import TaskCache
 
 OBS_MODES: tuple[str, ...] = ("dict", "graph", "flat")
@@ -84,6 +85,20 @@ DEVICE_FEATURES: tuple[str, ...] = (
     "log_memory_capacity",  # log1p(bytes) / log1p(CAPACITY_SCALE)
     "is_gpu",  # 1 for a GPU, 0 for a CPU
 )
+
+
+# Arrays of one observation's size alive per env: the space's low and high bounds, the static and
+# placement arrays kept here, the copy `NodeObservation.observation` returns, and in the flat mode
+# the flat space's bounds and the flat vector.
+OBSERVATION_COPIES = 7
+
+
+def observation_bytes(n_nodes: int, n_edges: int, n_devices: int) -> float:
+    """Bytes of one dict-mode observation of ``n_nodes`` nodes and ``n_edges`` edges (padding
+    included) on ``n_devices`` devices; a flat or graph observation of the same nodes is no larger."""
+    per_node = 4 * (len(NODE_FEATURES) + n_devices + 2)  # features, placement, mask, current
+    per_edge = 8 * 2 + 4 * (len(EDGE_FEATURES) + 1)  # index pair, features, mask
+    return float(n_nodes * per_node + n_edges * per_edge + 4 * n_devices * len(DEVICE_FEATURES))
 
 
 def check_obs_mode(name: str) -> str:
@@ -210,7 +225,10 @@ class NodeObservation:
     (default: the number of nodes) and ``max_edges`` (default: the number of edges, at least 1) pad
     the dict mode (and the flat mode, made of it) so that tasks of different sizes share one
     observation space; the graph mode is not padded and ignores them. In ``"flat"`` mode ``space``
-    and `observation` are the dict mode's: the env flattens them (`placement_gym.envs.flat`)."""
+    and `observation` are the dict mode's: the env flattens them (`placement_gym.envs.flat`).
+    ``nbytes``: the bytes of one observation (`observation_bytes`); an observation whose arrays
+    (`OBSERVATION_COPIES` of it) would pass the allocation limit (`placement_gym.limits`) is
+    refused before they are made."""
 
     def __init__(
         self,
@@ -239,6 +257,14 @@ class NodeObservation:
         self.n_edges = len(src)
         self.max_nodes = _check_size("max_ops", max_ops, self.n_nodes, what)
         self.max_edges = _check_size("max_edges", max_edges, max(self.n_edges, 1), "number of edges")
+        if self.mode == "graph":
+            self.nbytes = observation_bytes(self.n_nodes, self.n_edges, self.n_devices)
+            size = f"{self.n_nodes} nodes, {self.n_edges} edges"
+        else:
+            self.nbytes = observation_bytes(self.max_nodes, self.max_edges, self.n_devices)
+            size = f"max_ops={self.max_nodes}, max_edges={self.max_edges}"
+        check_allocation(f"the {self.mode} observation of task {task.id} ({size}, {self.n_devices} devices)",
+                         OBSERVATION_COPIES * self.nbytes)
         self.device_features = device_features(task.cluster).astype(np.float32)
         self.device_features.setflags(write=False)
         n_feat, n_dev = len(NODE_FEATURES), task.n_devices

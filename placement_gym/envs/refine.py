@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
-from placement_gym.envs.base import PlacementEnvBase
+from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, improvement_reward
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.placements import load_placement
@@ -194,7 +194,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start an episode from the initial placement; returns ``(observation, info)``. ``options``
         are not used."""
-        super().reset(seed=seed)
+        super().reset(seed=seed, options=options)
         if self._fixed_initial is None:
             self._nodes[:] = self.np_random.integers(0, self.task.n_devices, size=self.n_nodes)
         else:
@@ -246,3 +246,6 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
             return self._render_placement(nodes, "no episode yet; reference: best single device")
         label = f"step {self._steps} of {self.episode_length}"
         return self._render_placement(self._nodes, label, result=self._result)
+
+
+make_env = gym_entry_point(DevicePlacementRefineEnv)

@@ -10,11 +10,11 @@ from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model.result import SimulationResult
-from placement_gym.envs.base import RENDER_MODES, PlacementEnvBase
+from placement_gym.envs.base import RENDER_MODES, PlacementEnvBase, gym_entry_point
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward_name, shape_reward
 from placement_gym.graph.opgraph import OpGraph
 
-__all__ = ["RENDER_MODES", "DevicePlacementEnv"]
+__all__ = ["RENDER_MODES", "DevicePlacementEnv", "make_env"]
 
 
 class DevicePlacementEnv(PlacementEnvBase):
@@ -167,7 +167,7 @@ class DevicePlacementEnv(PlacementEnvBase):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start an episode; returns ``(observation, info)``. ``options`` are not used."""
-        super().reset(seed=seed)
+        super().reset(seed=seed, options=options)
         self._needs_reset = False
         self._placement = None
         self._result = None
@@ -268,3 +268,6 @@ class DevicePlacementEnv(PlacementEnvBase):
             label = f"no placement yet; reference: every op on {self.task.cluster.device_names[placement[0]]}"
             return self._render_placement(placement, label)
         return self._render_placement(self._placement, "last placement", result=self._result)
+
+
+make_env = gym_entry_point(DevicePlacementEnv)

@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
-from placement_gym.envs.base import PlacementEnvBase
+from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
 from placement_gym.envs.rewards import (
     DEFAULT_OOM_RUNTIME_FACTOR,
     check_reward_name,
@@ -149,7 +149,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start an episode at stage 0; returns ``(observation, info)``. ``options`` are not used."""
-        super().reset(seed=seed)
+        super().reset(seed=seed, options=options)
         self._nodes[:] = self.completion_device
         self._stage = 0
         self._needs_reset = False
@@ -208,3 +208,6 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
             return None
         label = f"stage {self._stage} of {self.n_nodes}"
         return self._render_placement(self._nodes, label, placed=self._stage, result=self._last_result)
+
+
+make_env = gym_entry_point(DevicePlacementStagedEnv)

@@ -25,7 +25,13 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from placement_gym.cost_model.result import SimulationResult
+from placement_gym.envs.base import check_reset_options
 from placement_gym.envs.single_shot import DevicePlacementEnv
+from placement_gym.limits import check_allocation
+
+# Batches of ``num_envs`` observations alive at once: the batched space's low and high bounds, the
+# last observations, and a step's observations with their placement one-hots.
+_BATCH_COPIES = 5
 
 
 class DevicePlacementVectorEnv(VectorEnv):
@@ -57,6 +63,8 @@ class DevicePlacementVectorEnv(VectorEnv):
         if kwargs.get("render_mode") is not None:
             raise ValueError('DevicePlacementVectorEnv does not render; use vectorization_mode="sync"')
         self.env = DevicePlacementEnv(**kwargs)
+        check_allocation(f"DevicePlacementVectorEnv of num_envs={int(num_envs)} on task {self.env.task.id}",
+                         _BATCH_COPIES * int(num_envs) * self.env.observation_bytes)
         self.num_envs = int(num_envs)
         self.autoreset_mode = mode
         self.metadata = dict(self.env.metadata) | {"autoreset_mode": mode}
@@ -95,7 +103,7 @@ class DevicePlacementVectorEnv(VectorEnv):
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"seed: one seed per env ({self.num_envs}) expected, got {len(seeds)}")
-        options = dict(options or {})
+        options = dict(check_reset_options(options))
         mask = options.pop("reset_mask", None)
         if mask is None:
             mask = np.ones(self.num_envs, dtype=np.bool_)

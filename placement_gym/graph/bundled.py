@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,11 @@ def load_graph(name_or_path: str | Path) -> OpGraph:
 
     Graphs are immutable and cached: a bundled name once per process, a file until it changes.
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ValueError(
+            f"graph must be a bundled graph name or the path to an .onnx file, got {name_or_path!r} "
+            f"({type(name_or_path).__name__})"
+        )
     entries = _entries()
     if isinstance(name_or_path, str) and name_or_path in entries:
         return _load_bundled(name_or_path)

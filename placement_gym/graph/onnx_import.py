@@ -11,12 +11,20 @@ parameter used by several ops (weights shared across unrolled time steps, tied e
 by its first consumer in topological order; every other consumer gets an edge from a parameter
 tensor produced by the owner, so the cost model sees the weight transfer when they sit on different
 devices. Constant nodes are folded away: their values are constants, read by their consumers.
+
+What a file may hold: every text field (node names, op types, tensor names, ...) valid UTF-8 (a
+name that is not would be read back as bytes, no longer equal to the same name elsewhere, and
+silently cut the edge between them), and every tensor a static shape of dimensions >= 0 and at most
+`MAX_TENSOR_BYTES`; anything else is refused naming the node and the tensor or field. An op type
+without a cost formula is named in a warning, whether it is costed by its bytes or, its inputs
+having its output's shape, as an element-wise op.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,9 +33,10 @@ from typing import Any
 
 import numpy as np
 import onnx
+from google.protobuf.descriptor import FieldDescriptor
 from onnx import TensorProto
 
-from placement_gym.graph.op_costs import DEFAULT_DOMAINS, TensorInfo, all_bytes, op_cost
+from placement_gym.graph.op_costs import COST_RULES, DEFAULT_DOMAINS, TensorInfo, all_bytes, op_cost
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
 from placement_gym.graph.ordering import stable_topological_order
 from placement_gym.graph.parameters import (
@@ -35,10 +44,11 @@ from placement_gym.graph.parameters import (
     InputRoles,
     classify_inputs,
     outer_scope_inputs,
+    role_warnings,
     subgraphs,
-    warn_about,
 )
 from placement_gym.graph.undeclared_weights import derive_shapes
+from placement_gym.untrusted import MAX_ONNX_BYTES, read_bytes
 
 __all__ = [
     "PARAMETERS_METADATA_KEY", "OnnxImport", "ParameterInfo", "graph_from_onnx", "import_onnx",
@@ -58,6 +68,9 @@ for _name, _size in (("FLOAT8E4M3FN", 1), ("FLOAT8E4M3FNUZ", 1), ("FLOAT8E5M2", 
                      ("FLOAT8E8M0", 1), ("UINT4", 0.5), ("INT4", 0.5), ("FLOAT4E2M1", 0.5)):
     if hasattr(TensorProto, _name):  # newer onnx versions only
         _ITEMSIZE[getattr(TensorProto, _name)] = _size
+
+# An exabyte: no tensor of a real model comes near, and sizes stay far from float overflow.
+MAX_TENSOR_BYTES = 1e18
 
 _STATIC_SHAPE_HINT = (
     "placement-gym needs a static shape for every tensor that flows between ops: export the model "
@@ -87,7 +100,7 @@ def _load(model_or_path: onnx.ModelProto | str | Path, name: str | None) -> tupl
         path = Path(model_or_path)
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist or is not a file (expected an .onnx file)")
-        data = path.read_bytes()
+        data = read_bytes(path, MAX_ONNX_BYTES, "ONNX file")  # a regular file, bounded: untrusted input
         label = str(path)
         default_name = path.stem
         try:
@@ -347,7 +360,7 @@ class OnnxImport:
         roles: the classification of every tensor read from outside the nodes (`InputRoles`).
         parameters: the parameters the graph's ops read, in order of first use; their bytes sum to
             ``graph.param_bytes.sum()``.
-        warnings: the warnings the import issued (also issued with `warnings.warn`).
+        warnings: the messages of the warnings the import issued with `warnings.warn`.
     """
 
     graph: OpGraph
@@ -389,6 +402,7 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     tensors and edges and cost every op (`_assemble`).
     """
     model, name, sha256 = _load(model_or_path, name)
+    _check_text(model, name)
     graph = model.graph
     initializers = _initializer_infos(graph)
     roles = classify_inputs(model)
@@ -398,14 +412,11 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     constants = _constant_infos(graph, initializers, roles)
     wiring = _wire_ops(graph, ops, op_names, roles, constants)
     shapes = _tensor_shapes(model, roles, wiring, initializers, constants)
-    opgraph, parameter_info, no_formula = _assemble(name, sha256, roles, wiring, shapes)
-    if no_formula:
-        warnings.warn(
-            f"graph {name!r}: no cost formula for op types {sorted(no_formula)}; these ops are costed by "
-            "their bytes only (0 FLOPs, category 'other')",
-            stacklevel=_stacklevel,
-        )
-    warn_about(roles, name, stacklevel=_stacklevel)
+    _check_dimensions(wiring, shapes)
+    opgraph, parameter_info, no_formula, guessed = _assemble(name, sha256, roles, wiring, shapes)
+    issued = _cost_warnings(name, no_formula, guessed) + role_warnings(roles, name)
+    for message, category in issued:
+        warnings.warn(message, category, stacklevel=_stacklevel)
     # In order of first use: by the owner's topological position, then the owner's input order.
     first_use = dict.fromkeys(t for p in wiring.order for t in wiring.op_inputs[p] if t in parameter_info)
     return OnnxImport(
@@ -419,7 +430,7 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
             )
             for tensor, info in ((t, parameter_info[t]) for t in first_use)
         ),
-        warnings=tuple(roles.warning_messages()),
+        warnings=tuple(message for message, _ in issued),
     )
 
 
@@ -586,8 +597,9 @@ class _TensorTable:
 
 
 def _assemble(name: str, sha256: str, roles: InputRoles, wiring: _Wiring, shapes: _Shapes,
-              ) -> tuple[OpGraph, dict[str, TensorInfo], set[str]]:
-    """The `OpGraph`, the shape of each parameter an op reads, and the op types with no cost formula.
+              ) -> tuple[OpGraph, dict[str, TensorInfo], set[str], set[str]]:
+    """The `OpGraph`, the shape of each parameter an op reads, the op types with no cost formula
+    costed by their bytes, and those costed as element-wise ops (`op_costs.op_cost`).
 
     Tensors are numbered data inputs first, then per op in topological order: its outputs that are
     read or are graph outputs, then the parameters it owns that other ops read (a parameter belongs
@@ -614,6 +626,7 @@ def _assemble(name: str, sha256: str, roles: InputRoles, wiring: _Wiring, shapes
     edge_tensor: list[int] = []
     edge_dst: list[int] = []
     no_formula: set[str] = set()
+    guessed: set[str] = set()
     for k, p in enumerate(order):
         node = ops[p]
         for tensor in wiring.op_inputs[p]:
@@ -632,9 +645,11 @@ def _assemble(name: str, sha256: str, roles: InputRoles, wiring: _Wiring, shapes
         for tensor in wiring.op_inputs[p]:
             if tensor in parameter_info and consumers[tensor][0] == k and len(consumers[tensor]) > 1:
                 tensors.add(tensor, k, parameter_info[tensor].nbytes, True)
-        flops[k], bytes_accessed[k], category[k], missing = _op_cost(node, op_names[p], shapes)
+        flops[k], bytes_accessed[k], category[k], missing, elementwise = _op_cost(node, op_names[p], shapes)
         if missing:
             no_formula.add(missing)
+        if elementwise:
+            guessed.add(elementwise)
 
     opgraph = OpGraph(
         name=name,
@@ -654,12 +669,14 @@ def _assemble(name: str, sha256: str, roles: InputRoles, wiring: _Wiring, shapes
         sha256=sha256,
         data_inputs=tuple(data_inputs),
     )
-    return opgraph, parameter_info, no_formula
+    return opgraph, parameter_info, no_formula, guessed
 
 
-def _op_cost(node: onnx.NodeProto, op_name: str, shapes: _Shapes) -> tuple[float, float, int, str | None]:
-    """FLOPs, bytes accessed and category index of one op (`op_costs.op_cost`), and its qualified op
-    type when there is no formula for it (then costed by its bytes only: 0 FLOPs, category other)."""
+def _op_cost(node: onnx.NodeProto, op_name: str, shapes: _Shapes,
+             ) -> tuple[float, float, int, str | None, str | None]:
+    """FLOPs, bytes accessed and category index of one op (`op_costs.op_cost`), then its qualified op
+    type when there is no formula for it: in the first place when it is costed by its bytes only (0
+    FLOPs, category other), in the second when it is costed as an element-wise op."""
     inputs = [shapes.value_info(t) if t else None for t in node.input]
     outputs = [shapes.value_info(t) if t else None for t in node.output]
     try:
@@ -669,7 +686,88 @@ def _op_cost(node: onnx.NodeProto, op_name: str, shapes: _Shapes) -> tuple[float
             f"cannot cost op {op_name!r} ({node.op_type}) with input shapes "
             f"{[None if i is None else i.shape for i in inputs]}: {error}"
         ) from None
+    qualified = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
     if cost is None:
-        qualified = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
-        return 0.0, all_bytes(inputs, outputs, {}), CATEGORY_INDEX["other"], qualified
-    return cost.flops, cost.bytes_accessed, CATEGORY_INDEX[cost.category], None
+        return 0.0, all_bytes(inputs, outputs, {}), CATEGORY_INDEX["other"], qualified, None
+    guessed = None if node.op_type in COST_RULES else qualified
+    return cost.flops, cost.bytes_accessed, CATEGORY_INDEX[cost.category], None, guessed
+
+
+def _cost_warnings(name: str, no_formula: set[str], guessed: set[str]) -> list[tuple[str, type[Warning]]]:
+    """The import's warnings about op types without a cost formula, one per way they were costed."""
+    issued: list[tuple[str, type[Warning]]] = []
+    if no_formula:
+        issued.append((
+            f"graph {name!r}: no cost formula for op types {sorted(no_formula)}; these ops are costed by "
+            "their bytes only (0 FLOPs, category 'other')", UserWarning))
+    if guessed:
+        issued.append((
+            f"graph {name!r}: no cost formula for op types {sorted(guessed)}; their inputs have the shape "
+            "of their one output, so they are costed as element-wise ops (1 FLOP per output element, "
+            "category 'elementwise')", UserWarning))
+    return issued
+
+
+# --- what a file may hold -----------------------------------------------------------------------
+
+_TEXT, _MESSAGE = FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE
+# The importer reads no text of a value's type (element type and dimension sizes only), and types
+# are most of the messages of a file: they are not walked.
+_UNREAD = onnx.TypeProto.DESCRIPTOR
+
+
+def _first_non_text(message: Any, path: str) -> tuple[str, bytes] | None:
+    """The path and value of the first string field, in ``message`` or the messages it holds (value
+    types aside), that is not valid UTF-8: protobuf hands such a (proto2) string back as bytes."""
+    for field, value in message.ListFields():
+        if field.type not in (_TEXT, _MESSAGE) or field.message_type is _UNREAD:
+            continue
+        items = enumerate(value) if field.is_repeated else [(None, value)]
+        for k, item in items:
+            where = f"{path}.{field.name}" + ("" if k is None else f"[{k}]")
+            if field.type == _TEXT:
+                if isinstance(item, bytes):
+                    return where, item
+            else:
+                found = _first_non_text(item, where)
+                if found is not None:
+                    return found
+    return None
+
+
+def _check_text(model: onnx.ModelProto, name: str) -> None:
+    """Every text field of ``model`` valid UTF-8, or a ValueError naming the node (or the field)."""
+    found = _first_non_text(model, "")
+    if found is None:
+        return
+    path, raw = found
+    in_node = re.match(r"\.graph\.node\[(\d+)\]\.", path)
+    if in_node:
+        i = int(in_node.group(1))
+        node = model.graph.node[i]
+        label = node.name if isinstance(node.name, str) and node.name else f"#{i}"
+        where = f"node {label!r} (number {i} in the file) has {path[in_node.end():]}"
+    else:
+        where = f"field {path[1:]} is"
+    raise ValueError(
+        f"ONNX model {name!r}: {where} {raw!r}, which is not valid UTF-8; names, op types and every other "
+        "text of an ONNX file must be UTF-8"
+    )
+
+
+def _check_dimensions(wiring: _Wiring, shapes: _Shapes) -> None:
+    """Every tensor an op reads or writes with dimensions >= 0 and at most `MAX_TENSOR_BYTES`, or a
+    ValueError naming the op and the tensor."""
+    for p in wiring.order:
+        node = wiring.ops[p]
+        for role, tensors in (("input", wiring.op_inputs[p]), ("output", node.output)):
+            for tensor in tensors:
+                info = shapes.value_info(tensor) if tensor else None
+                if info is None:
+                    continue
+                where = (f"op {wiring.op_names[p]!r} ({node.op_type}) {role} tensor {tensor!r} has shape "
+                         f"{list(info.shape)}")
+                if any(d < 0 for d in info.shape):
+                    raise ValueError(f"{where}: every dimension must be an integer >= 0")
+                if info.numel * info.itemsize > MAX_TENSOR_BYTES:
+                    raise ValueError(f"{where}: more than {MAX_TENSOR_BYTES:g} bytes (the most allowed)")

@@ -16,7 +16,10 @@ outputs plus its attributes; a formula never needs tensor values. Conventions:
 - Category: one of `CATEGORIES` (a device's efficiency is given per category).
 
 `op_cost` returns ``None`` for an op type with no formula; the importer then costs the op by its
-bytes and warns once per import.
+bytes and warns once per import. An unknown default-domain op whose inputs have its output's shape
+is costed as an element-wise op instead; the importer warns about those too. A window op (`WINDOW_OPS`:
+convolutions and pooling) with a stride, dilation, kernel size or group below 1, or a pad below 0,
+is refused: its output shape cannot come from such a window, so neither can its cost.
 """
 
 from __future__ import annotations
@@ -432,6 +435,29 @@ COST_RULES: dict[str, CostRule] = _build_rules()
 
 DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
 
+WINDOW_OPS: frozenset[str] = frozenset({
+    "Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
+})
+# The least value of each entry of a window op's attributes.
+_WINDOW_MINIMA: dict[str, int] = {
+    "strides": 1, "dilations": 1, "kernel_shape": 1, "group": 1, "pads": 0, "output_padding": 0,
+}
+
+
+def check_window_attributes(op_type: str, attrs: Attrs) -> None:
+    """For a `WINDOW_OPS` op type, a ValueError naming the first attribute with an entry that is no
+    integer or below its least value (strides, dilations, kernel_shape, group >= 1; pads,
+    output_padding >= 0)."""
+    if op_type not in WINDOW_OPS:
+        return
+    for key, least in _WINDOW_MINIMA.items():
+        if key not in attrs:
+            continue
+        value = attrs[key]
+        entries = value if isinstance(value, (list, tuple)) else [value]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= least for v in entries):
+            raise ValueError(f"attribute {key} must hold integers >= {least}, got {value!r}")
+
 
 def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     if len(shape) > len(target):
@@ -453,9 +479,11 @@ def op_cost(op_type: str, inputs: Inputs, outputs: Outputs, attrs: Attrs | None 
 
     A known op type is costed by its rule whatever its domain (com.microsoft's Gelu is a Gelu).
     An unknown op type of the default ONNX domain whose inputs all have (or broadcast to) the
-    shape of its single output is costed as a 1-FLOP-per-element element-wise op.
+    shape of its single output is costed as a 1-FLOP-per-element element-wise op. A window op with
+    impossible attributes raises a ValueError (`check_window_attributes`).
     """
     attrs = attrs or {}
+    check_window_attributes(op_type, attrs)
     rule = COST_RULES.get(op_type)
     if rule is not None:
         return OpCost(rule.flops(inputs, outputs, attrs), rule.bytes(inputs, outputs, attrs), rule.category)

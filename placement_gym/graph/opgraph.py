@@ -113,8 +113,14 @@ class OpGraph:
             raise ValueError(f"OpGraph {self.name!r}: op names are not unique")
         for key in ("flops", "bytes_accessed", "param_bytes", "tensor_bytes"):
             values = getattr(self, key)
-            if not np.all(np.isfinite(values)) or np.any(values < 0):
-                raise ValueError(f"OpGraph {self.name!r}: {key} must be finite and >= 0")
+            bad = ~np.isfinite(values) | (values < 0)
+            if bad.any():
+                i = int(np.argmax(bad))
+                tensor = key == "tensor_bytes"
+                where = f"tensor {self.tensor_names[i]!r}" if tensor else f"op {self.op_names[i]!r}"
+                raise ValueError(
+                    f"OpGraph {self.name!r}: {key} of {where} must be finite and >= 0, got {values[i]}"
+                )
         if np.any((self.category < 0) | (self.category >= len(CATEGORIES))):
             raise ValueError(f"OpGraph {self.name!r}: category out of range")
         if np.any((self.tensor_producer < -1) | (self.tensor_producer >= n)):

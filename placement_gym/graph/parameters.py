@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -501,11 +500,12 @@ def _exporter_notes(nodes: list[onnx.NodeProto]) -> list[str]:
     return []
 
 
-def warn_about(roles: InputRoles, graph_name: str, stacklevel: int = 3) -> None:
-    """Issue the warnings of `InputRoles.warning_messages`: a `DataInputWarning` for float inputs
-    taken for data without a role, a UserWarning for each note."""
+def role_warnings(roles: InputRoles, graph_name: str) -> list[tuple[str, type[Warning]]]:
+    """The warnings of `InputRoles.warning_messages` as the importer issues them, each message
+    naming the graph: a `DataInputWarning` for float inputs taken for data without a role, a
+    UserWarning for each note."""
+    issued: list[tuple[str, type[Warning]]] = []
     if roles.unsure_data:
-        warnings.warn(f"graph {graph_name!r}: {_unsure_data_message(roles.unsure_data)}", DataInputWarning,
-                      stacklevel=stacklevel)
-    for note in roles.notes:
-        warnings.warn(f"graph {graph_name!r}: {note}", UserWarning, stacklevel=stacklevel)
+        issued.append((f"graph {graph_name!r}: {_unsure_data_message(roles.unsure_data)}", DataInputWarning))
+    issued += [(f"graph {graph_name!r}: {note}", UserWarning) for note in roles.notes]
+    return issued

@@ -12,11 +12,14 @@ stands beside the plot. Runtimes above `Y_RANGE` x the best known are off the pl
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
+from typing import Any
 
 from placement_gym.extras import require
 from placement_gym.leaderboard.ranking import Entry
+from placement_gym.untrusted import write_inside
 
 CURVES_DIR = "curves"
 # Entries that never evaluate more than this and record no curve are constructive heuristics.
@@ -31,6 +34,17 @@ _STYLES = (("-", "o"), ("-.", "s"), (":", "^"))
 def curve_file_name(task_id: str) -> str:
     """The PNG file name of a task's curves (its id with ``/`` as ``_``)."""
     return task_id.replace("/", "_") + ".png"
+
+
+def save_png(figure: Any, path: str | Path, dpi: int) -> Path:
+    """Write the matplotlib ``figure`` as a PNG to ``path`` with `write_inside` (atomically, refusing a
+    symbolic link there: the leaderboard folder's images are never written through one); returns the
+    path written."""
+    buffer = io.BytesIO()
+    # No "Software" metadata: the PNG must not change with the matplotlib version string.
+    figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+    path = Path(path)
+    return write_inside(path.parent, path.name, buffer.getvalue())
 
 
 def render_curves(
@@ -82,6 +96,5 @@ def render_curves(
     axes.set_title(f"{task_id}: learning curves")
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     figure.tight_layout()
-    # No "Software" metadata: the PNG must not change with the matplotlib version string.
-    figure.savefig(path, dpi=90, metadata={"Software": None})
+    save_png(figure, path, dpi=90)
     plt.close(figure)

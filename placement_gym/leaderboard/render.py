@@ -20,7 +20,9 @@ so ``render --check`` can tell whether the committed README is stale.
 from __future__ import annotations
 
 import math
+import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from placement_gym.extras import require
@@ -29,10 +31,12 @@ from placement_gym.leaderboard.curves import (
     CURVES_DIR,
     curve_file_name,
     render_curves,
+    save_png,
 )
 from placement_gym.leaderboard.generalisation import SPLITS, get_split
 from placement_gym.leaderboard.ranking import (
     TRACK_BUDGETS,
+    AlgorithmRuns,
     Entry,
     best_known_runtimes,
     budget_track,
@@ -44,10 +48,12 @@ from placement_gym.leaderboard.ranking import (
     submission_track,
     task_score,
 )
-from placement_gym.leaderboard.submission import load_submission, shown
+from placement_gym.leaderboard.rerun_records import RECORDS_NAME, read_records, verified_files
+from placement_gym.leaderboard.submission import SubmissionError, load_submission, read_submission, shown
 from placement_gym.leaderboard.suite import CURRENT_SUITE, RETIRED_SUITES, Suite, get_suite
 from placement_gym.leaderboard.task_bounds import TaskBound, frozen_bounds, load_bounds
-from placement_gym.leaderboard.validate import SubmissionCheck, validate_file
+from placement_gym.leaderboard.validate import SubmissionCheck, validate_submission
+from placement_gym.untrusted import inside, read_bytes, write_inside
 
 # Re-exported: the package's public names (placement_gym.leaderboard) and older imports read them here.
 __all__ = [
@@ -66,6 +72,8 @@ __all__ = [
 README_NAME = "README.md"
 CHART_NAME = "leaderboard.png"
 SUBMISSIONS_DIR = "submissions"
+# What `render --check` reads of the README it compares (the rendered one is about 100 kB).
+MAX_README_BYTES = 64 * 2**20
 # Submission file names appear in the README inside code spans: letters, digits and . _ - only.
 SAFE_FILE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.json"
 # Text that is safe inside a Markdown code span as it is (task ids, file names, suite versions).
@@ -104,17 +112,34 @@ def _code(value: object) -> str:
 
 
 def load_submissions(directory: str | Path) -> list[tuple[str, dict]]:
-    """(file name, submission) for every ``*.json`` under ``directory``, sorted by file name (read and
-    schema-checked, not re-evaluated: `checked_submissions` does both)."""
+    """(file name, submission) for every ``*.json`` under ``directory``, sorted by file name, as the files
+    claim them (read and schema-checked, not re-evaluated: `checked_submissions` does both and is what
+    `render` publishes)."""
     paths = sorted(Path(directory).glob("*.json"))
     return [(path.name, load_submission(path)) for path in paths]
 
 
+def resimulated(data: dict, check: SubmissionCheck) -> dict:
+    """``data`` with each task's runtime and feasibility replaced by the re-simulated ones of ``check``
+    (the claims agree with them within float printing; what is ranked is ours)."""
+    copy = {**data, "results": dict(data["results"])}
+    for task in check.tasks:
+        copy["results"][task.task_id] = {**data["results"][task.task_id], "runtime": task.runtime,
+                                         "feasible": task.feasible}
+    return copy
+
+
 def checked_submissions(directory: str | Path) -> list[tuple[str, dict]]:
-    """`load_submissions` after validating every file (`validate_file`) and its name (`SAFE_FILE_NAME`).
-    Raises `RenderRefused` naming every file that fails, and `SuiteMismatchError` when the cost model
-    no longer reproduces the current suite."""
-    failing = []
+    """Every submission under ``directory`` after validating it (`validate_submission`) and its name
+    (`SAFE_FILE_NAME`), with the re-simulated runtimes and feasibility in place of the claimed ones
+    (`resimulated`). Raises `RenderRefused` naming every file that fails, and `SuiteMismatchError` when
+    the cost model no longer reproduces the current suite."""
+    return [(name, data) for name, _, data in _checked_files(directory)]
+
+
+def _checked_files(directory: str | Path) -> list[tuple[str, bytes, dict]]:
+    """`checked_submissions` with the bytes each file was parsed from (what a re-run record hashes)."""
+    failing, checked = [], []
     for path in sorted(Path(directory).glob("*.json")):
         if not re.fullmatch(SAFE_FILE_NAME, path.name):
             failing.append(
@@ -127,12 +152,19 @@ def checked_submissions(directory: str | Path) -> list[tuple[str, dict]]:
                 )
             )
             continue
-        check = validate_file(path)
+        try:
+            raw, data = read_submission(path)
+        except SubmissionError as error:
+            failing.append(SubmissionCheck(str(path), [str(error)]))
+            continue
+        check = validate_submission(data, str(path))
         if not check.ok:
             failing.append(check)
+        else:
+            checked.append((path.name, raw, resimulated(data, check)))
     if failing:
         raise RenderRefused(failing)
-    return load_submissions(directory)
+    return checked
 
 
 def _speedup_and_gap(entry: Entry) -> list[str]:
@@ -180,7 +212,9 @@ def _meaning(suite: Suite, bounds: dict[str, TaskBound]) -> list[str]:
         "re-evaluated from the submitted placement by `placement-gym leaderboard validate` before rendering.",
         f"- **budget tracks** ({tracks} evaluations): an entry is in a track when every one of its runs made "
         "at most that many evaluations of every task (as the harness measured them, not as the entry "
-        "declares); per algorithm a track shows its entry with the most evaluations that fits. A heuristic "
+        "declares) and its budget is verified: a re-run of every one of its files reproduced (recorded "
+        "in `reruns.json`; entries without are listed apart, under *Unverified budgets*); per "
+        "algorithm a track shows its entry with the most evaluations that fits. A heuristic "
         "that evaluates its placement once is in every track. Entries above the largest track (the "
         "best-known portfolio) appear only under *Bounds and best known* and in the per-task tables.",
         "- **score**: per task, the best runtime known for the task / this runtime, in (0, 1]: 1 for the "
@@ -202,10 +236,13 @@ def _meaning(suite: Suite, bounds: dict[str, TaskBound]) -> list[str]:
         "an even count), with the number of seeds and the span of their runtimes.",
         "- **evaluations** and **wall (s)**: the evaluations of the task the algorithm made (counted by the "
         "harness on the agent's copy of the task, whatever the agent reports; `validate --rerun` "
-        "re-counts them) and the wall-clock seconds it spent on the task.",
+        "re-counts them) and the wall-clock seconds it spent on the task, as the submitter's machine "
+        "reported them (not re-measured).",
         "- **learning curves** (one plot per task, under `curves/`): the best feasible runtime an entry had "
         "evaluated after each number of evaluations, as the harness recorded it (median seed; a single "
-        "point for entries without a recorded curve), with the lower bound and the best known as lines.",
+        "point for entries without a recorded curve), with the lower bound and the best known as lines. "
+        "Validation checks that a curve ends at the entry's re-simulated runtime and stays above the lower "
+        "bound; a re-run compares the whole curve.",
         "",
         "Speedup and the reference runtimes come from the suite's frozen fingerprint; geomeans are over "
         "an entry's feasible per-task results.",
@@ -343,14 +380,49 @@ def _bounds_section(
     ]
 
 
+def split_verified(
+    groups: list[AlgorithmRuns], verified: set[str] | None
+) -> tuple[list[AlgorithmRuns], list[AlgorithmRuns]]:
+    """``groups`` as (verified, unverified): an entry's budget is verified when every one of its files is
+    in ``verified`` (`rerun_records`); None counts every file as verified."""
+    if verified is None:
+        return list(groups), []
+    ok = [g for g in groups if set(g.sources) <= verified]
+    return ok, [g for g in groups if g not in ok]
+
+
+def _unverified_section(
+    submissions: list[tuple[str, dict]], suite: Suite, groups: list[AlgorithmRuns],
+    lower_bounds: dict[str, float],
+) -> list[str]:
+    """The entries whose budget no reproduced re-run backs, in a table of their own (not ranked with the
+    budget tracks; runtimes re-simulated as everywhere)."""
+    shown_groups = [g for g in groups if g.max_evaluations <= TRACK_BUDGETS[-1]]
+    if not shown_groups:
+        return []
+    rows = overall_rows(submissions, suite, groups=shown_groups, lower_bounds=lower_bounds)
+    return [
+        "### Unverified budgets",
+        "",
+        "Entries whose evaluation counts no reproduced re-run backs (no record in `reruns.json` matching "
+        "every file of the entry: docs/leaderboard.md, *Verified budgets*). Their runtimes are "
+        "re-simulated like every other, but they are not ranked in the budget tracks above.",
+        "",
+        *_overall_table(rows, len(suite.tasks)),
+        "",
+    ]
+
+
 def render_markdown(
     submissions: list[tuple[str, dict]],
     suite: str | Suite = CURRENT_SUITE,
     bounds: dict[str, TaskBound] | None = None,
+    verified: set[str] | None = None,
 ) -> str:
-    """The README text for ``submissions`` (as `load_submissions` returns them), with the proven
-    ``bounds`` per task (default: the suite's frozen lower bounds). Checks nothing: use `render`, which
-    validates first, to publish."""
+    """The README text for ``submissions`` (as `checked_submissions` returns them), with the proven
+    ``bounds`` per task (default: the suite's frozen lower bounds); ``verified``: the files whose budget
+    is verified (`rerun_records`; None: all). Checks nothing: use `render`, which validates first, to
+    publish."""
     suite = get_suite(suite)
     bounds = frozen_bounds(suite) if bounds is None else bounds
     lower_bounds = {t: b.value for t, b in bounds.items()}
@@ -370,11 +442,12 @@ def render_markdown(
         "",
     ]
     groups = group_submissions(submissions, suite)
+    ranked, unverified = split_verified(groups, verified)
     if not groups:
         lines += ["No submissions yet.", ""]
     previous = CONSTRUCTIVE_EVALUATIONS
     for budget in TRACK_BUDGETS:
-        track = budget_track(groups, budget)
+        track = budget_track(ranked, budget)
         rows = overall_rows(submissions, suite, groups=track, lower_bounds=lower_bounds)
         lines += [f"### At most {budget:,} evaluations per task", ""]
         entered = sorted(g.algorithm for g in track if g.max_evaluations > previous)
@@ -387,12 +460,16 @@ def render_markdown(
             ]
         previous = budget
         lines += [*_overall_table(rows, n, names=True), ""] if rows else ["No entries.", ""]
+    lines += _unverified_section(submissions, suite, unverified, lower_bounds)
     if groups:
         lines += [f"![score per algorithm and budget track]({CHART_NAME})", ""]
     lines += _bounds_section(submissions, suite, bounds)
     lines += ["## Per task", ""]
     best_known = best_known_runtimes(submissions, suite)
+    unverified_labels = {g.label for g in unverified}
     for task_id, task_entries in entries(submissions, suite, groups, lower_bounds=lower_bounds).items():
+        task_entries = [replace(e, budget=f"{e.budget} (unverified)") if e.algorithm in unverified_labels
+                        else e for e in task_entries]
         frozen = suite.get(task_id)
         known = "" if math.isnan(best_known[task_id]) else f", best known {_seconds(best_known[task_id])} s"
         lines += [
@@ -415,7 +492,6 @@ def render_markdown(
         lines.append("")
     lines += _generalisation_track(submissions, suite, lower_bounds)
     lines += _real_track(submissions, suite)
-    lines += _older_suites(submissions, suite)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -482,13 +558,19 @@ def _real_track(submissions: list[tuple[str, dict]], suite: Suite) -> list[str]:
     if not rows:
         return []
     rows.sort()
-    lines = ["## Real-hardware track", ""]
+    lines = [
+        "## Real-hardware track",
+        "",
+        "Measured step times as their submitters reported them: they cannot be re-checked here, so they "
+        "are shown, never ranked; the cost-model runtime beside each is re-simulated.",
+        "",
+    ]
     lines += _table(
         [
             "algorithm",
             "task",
             "cost-model runtime (s)",
-            "measured runtime (s)",
+            "measured runtime (s, reported)",
             "hardware",
             "trained on task",
             "file",
@@ -499,36 +581,14 @@ def _real_track(submissions: list[tuple[str, dict]], suite: Suite) -> list[str]:
     return [*lines, ""]
 
 
-def _older_suites(submissions: list[tuple[str, dict]], suite: Suite) -> list[str]:
-    rows = sorted(
-        [
-            markdown_text(data["suite"]),
-            markdown_text(data["algorithm"]),
-            str(len(data["results"])),
-            _code(source),
-        ]
-        for source, data in submissions
-        if data["suite"] != suite.version
-    )
-    if not rows:
-        return []
-    return [
-        "## Submissions for other suite versions",
-        "",
-        "Kept readable; their runtimes were computed under that suite version's cost model.",
-        "",
-        *_table(["suite", "algorithm", "tasks", "file"], rows, [False, False, True, False]),
-        "",
-    ]
-
-
 def render_chart(
-    submissions: list[tuple[str, dict]], path: str | Path, suite: str | Suite = CURRENT_SUITE
+    submissions: list[tuple[str, dict]], path: str | Path, suite: str | Suite = CURRENT_SUITE,
+    verified: set[str] | None = None,
 ) -> bool:
-    """Write a bar chart of the overall score per entry, one panel per budget track, to ``path``; False
-    when there is nothing."""
+    """Write a bar chart of the overall score per entry, one panel per budget track (entries whose
+    budget is verified, as in `render_markdown`), to ``path``; False when there is nothing."""
     suite = get_suite(suite)
-    groups = group_submissions(submissions, suite)
+    groups, _ = split_verified(group_submissions(submissions, suite), verified)
     tracks = [
         (budget, overall_rows(submissions, suite, groups=budget_track(groups, budget)))
         for budget in TRACK_BUDGETS
@@ -551,8 +611,7 @@ def render_chart(
         axes.set_xlabel("score (mean of best known / runtime)")
     figure.suptitle(f"placement-gym leaderboard, suite {suite.version}")
     figure.tight_layout()
-    # No "Software" metadata: the PNG must not change with the matplotlib version string.
-    figure.savefig(path, dpi=100, metadata={"Software": None})
+    save_png(figure, path, dpi=100)
     plt.close(figure)
     return True
 
@@ -566,7 +625,7 @@ def render_all_curves(
     """Draw every task's learning curves (`curves.render_curves`) under ``directory/curves``; returns the
     files written."""
     suite = get_suite(suite)
-    folder = Path(directory) / CURVES_DIR
+    folder = inside(directory, CURVES_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     best_known = best_known_runtimes(submissions, suite)
     written = []
@@ -586,18 +645,26 @@ def render(directory: str | Path, check: bool = False, chart: bool = True) -> bo
     ``directory/bounds.json``, `task_bounds`) and, with ``chart``, the chart and the learning curves.
 
     With ``check=True`` nothing is written; returns whether the README is up to date. Otherwise writes
-    and returns True."""
+    and returns True. Nothing is read or written through a symbolic link (`placement_gym.untrusted`):
+    a link among the files and folders it reads or writes is an `UntrustedFileError`."""
     directory = Path(directory)
-    submissions = checked_submissions(directory / SUBMISSIONS_DIR)
+    for name in (SUBMISSIONS_DIR, README_NAME, CHART_NAME, CURVES_DIR, RECORDS_NAME):  # before validating
+        inside(directory, name)
+    files = _checked_files(directory / SUBMISSIONS_DIR)
+    submissions = [(name, data) for name, _, data in files]
+    verified = verified_files(read_records(directory), {name: raw for name, raw, _ in files})
     suite = get_suite(CURRENT_SUITE)
     bounds = load_bounds(directory, suite)
-    text = render_markdown(submissions, suite, bounds)
-    readme = directory / README_NAME
+    text = render_markdown(submissions, suite, bounds, verified)
     if check:
-        return readme.is_file() and readme.read_text() == text
-    directory.mkdir(parents=True, exist_ok=True)
-    readme.write_text(text)
+        readme = inside(directory, README_NAME)
+        if not os.path.lexists(readme):
+            return False
+        committed = read_bytes(readme, MAX_README_BYTES, "README", follow_symlinks=False)
+        # A checkout may turn line ends into CRLF (git's autocrlf); that is not a stale table.
+        return committed.decode("utf-8", "replace").replace("\r\n", "\n") == text
+    write_inside(directory, README_NAME, text)
     if chart:
-        render_chart(submissions, directory / CHART_NAME)
+        render_chart(submissions, directory / CHART_NAME, suite, verified)
         render_all_curves(submissions, directory, bounds, suite)
     return True

@@ -34,8 +34,11 @@ Schema (``schema`` = 1)::
 
 A submission comes from a stranger's pull request, so it is read as untrusted input:
 
-* the file is at most `MAX_FILE_BYTES` bytes of UTF-8 JSON, nested at most `MAX_NESTING` levels deep
-  (checked before parsing, which recurses), with no duplicate keys and no NaN or infinite numbers;
+* the file is a regular file (never read through a symbolic link, so a link to ``/dev/zero`` or to a file
+  outside the leaderboard folder is refused) of at most `MAX_FILE_BYTES` bytes of UTF-8 JSON, nested at
+  most `MAX_NESTING` levels deep (checked, in linear time, before parsing, which recurses), with no
+  duplicate keys, no NaN or infinite numbers and no integer of more than `MAX_INT_DIGITS` digits, read
+  by `placement_gym.untrusted` (the project's one reader of files from users);
 * ``algorithm`` matches `NAME_PATTERN` (letters, digits and ``. _ + -``, at most 64 characters, starting
   with a letter or digit), ``suite`` `SUITE_PATTERN` and ``package_version`` `VERSION_PATTERN`;
 * free text (authors, description, hardware, task ids, op and device names) is length-limited
@@ -63,6 +66,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from placement_gym.untrusted import UntrustedFileError, parse_json, path_text, read_bytes, shown
+
 SCHEMA_VERSION = 1
 TRACKS = ("cost_model", "real", "generalisation")
 # The largest committed submission (every task of suite v0) is about 0.3 MB; 16 MiB leaves room for
@@ -71,6 +76,8 @@ MAX_FILE_BYTES = 16 * 2**20
 # The schema nests 4 levels (submission > results > task > placement); 8 leaves room for new fields
 # while staying far below the depth at which Python's JSON parser runs out of recursion.
 MAX_NESTING = 8
+# Every integer of the schema is a count of at most 2**63 - 1, which has 19 digits.
+MAX_INT_DIGITS = 19
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
 SUITE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}"
 VERSION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}"
@@ -95,21 +102,11 @@ REQUIRED_RESULT_FIELDS = {
 }
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
                bool: "true/false", type(None): "null"}
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _LINK = re.compile(r"https?://[^\s<>\"'`\\]+", re.IGNORECASE)
 
 
-class SubmissionError(ValueError):
+class SubmissionError(UntrustedFileError):
     """A submission file that cannot be read or does not follow the schema."""
-
-
-def shown(value: Any, limit: int = 40) -> str:
-    """An untrusted value as it may appear in a message: ASCII (escapes for anything else, so no
-    terminal control sequence or markup survives it) and at most about ``limit`` characters."""
-    text = value if isinstance(value, str) else str(value)
-    cut = text[:limit]
-    return ascii(cut) + ("..." if len(text) > limit else "")
 
 
 def _type_name(value: Any) -> str:
@@ -123,71 +120,14 @@ def _expected(kind: type | tuple) -> str:
 
 # --- reading the file ----------------------------------------------------------------------------------
 
-def nesting_depth(text: str) -> int:
-    """How deep objects and arrays nest in the JSON ``text``, found without recursing (brackets
-    inside strings do not count), so that a hostile file cannot exhaust the parser's recursion."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    depth = deepest = 0
-    for char in brackets:
-        depth += 1 if char in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
-
-
-def _reject_constant(name: str) -> Any:
-    raise SubmissionError(f"{name} is not allowed: every number must be finite")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise SubmissionError(f"number {shown(text, 20)} is out of range: every number must be finite")
-    return value
-
-
-def _bounded_int(text: str) -> int:
-    # Checked on the digits before int() runs: Python refuses (with a plain ValueError) to convert
-    # integers of more than 4,300 digits, and none of the schema's counts needs more than 19.
-    if len(text.lstrip("-")) > 19:
-        raise SubmissionError(f"integer {shown(text, 20)} has more than 19 digits")
-    return int(text)
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
-    # JSON lets a later key silently replace an earlier one: a reviewer reading the file would see
-    # one placement and the validator check another.
-    data = dict(pairs)
-    if len(data) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise SubmissionError(f"duplicate key {shown(key)}: every key of an object must be unique")
-            seen.add(key)
-    return data
-
-
 def parse_submission(raw: bytes, where: str = "submission") -> Any:
     """Parse the bytes of a submission file with every bound of this module's docstring checked
     before or while parsing; raises `SubmissionError` naming the problem (never another error)."""
-    if len(raw) > MAX_FILE_BYTES:
-        raise SubmissionError(f"{where}: file is {len(raw):,} bytes; at most {MAX_FILE_BYTES:,} are allowed")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise SubmissionError(f"{where}: not UTF-8 text (byte {error.start}); a submission is UTF-8 JSON") \
-            from None
-    depth = nesting_depth(text)
-    if depth > MAX_NESTING:
-        raise SubmissionError(f"{where}: JSON nests {depth} levels deep; at most {MAX_NESTING} are allowed")
-    try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
-                          parse_int=_bounded_int, object_pairs_hook=_unique_keys)
-    except SubmissionError as error:
-        raise SubmissionError(f"{where}: {error}") from None
-    except json.JSONDecodeError as error:
-        raise SubmissionError(f"{where}: not valid JSON: {error}") from None
-    except (ValueError, RecursionError) as error:  # a last guard: the bounds above should prevent these
-        raise SubmissionError(f"{where}: not a readable JSON submission ({type(error).__name__})") from None
+        return parse_json(raw, where, max_depth=MAX_NESTING, max_int_digits=MAX_INT_DIGITS,
+                          max_bytes=MAX_FILE_BYTES)
+    except UntrustedFileError as error:
+        raise SubmissionError(str(error)) from None
 
 
 # --- checking fields -----------------------------------------------------------------------------------
@@ -379,18 +319,20 @@ def thin_trace(trace: list[tuple[int, float]]) -> list[list]:
 
 
 def load_submission(path: str | Path) -> dict:
-    """Read and schema-check one submission file (bounded: see this module's docstring)."""
-    path = Path(path)
+    """Read and schema-check one submission file (bounded, and a regular file that is not a symbolic
+    link: see this module's docstring)."""
+    return read_submission(path)[1]
+
+
+def read_submission(path: str | Path) -> tuple[bytes, dict]:
+    """The bytes of one submission file and their schema-checked contents (`load_submission`), for a
+    caller that copies the very bytes it checked."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:  # refused before reading it into memory
-            raise SubmissionError(f"{path}: file is {size:,} bytes; at most {MAX_FILE_BYTES:,} are allowed")
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SubmissionError(f"submission file {path} does not exist") from None
-    except OSError as error:
-        raise SubmissionError(f"submission file {path} cannot be read: {error.strerror or error}") from None
-    return check_schema(parse_submission(raw, str(path)), str(path))
+        raw = read_bytes(path, MAX_FILE_BYTES, "submission file", follow_symlinks=False)
+    except UntrustedFileError as error:
+        raise SubmissionError(str(error)) from None
+    where = path_text(path)
+    return raw, check_schema(parse_submission(raw, where), where)
 
 
 def dump_submission(data: dict) -> str:

@@ -11,18 +11,28 @@ current code proves. The bound shown for a task is the larger of the frozen one 
 File format::
 
     {"suite": "v1", "tasks": {"<task id>": {"bound": 0.61, "source": "lp", "arguments": {"lp": 0.61, ...}}}}
+
+The file is read as untrusted input (`placement_gym.untrusted`): a regular file of the leaderboard folder,
+never through a symbolic link, of at most `MAX_FILE_BYTES` bytes of strict JSON nested at most
+`MAX_NESTING` levels; it is written atomically and never through a link (`write_inside`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from placement_gym.leaderboard.suite import Suite
+from placement_gym.untrusted import inside, read_json, write_inside
 
 BOUNDS_NAME = "bounds.json"
+# About 600 bytes per task: room for suites of thousands of tasks.
+MAX_FILE_BYTES = 4 * 2**20
+# The format nests 4 levels (file > tasks > task > arguments).
+MAX_NESTING = 8
 FROZEN_SOURCE = "critical path or work / devices"
 # A stored bound is the same number when it matches the recomputed one to this relative tolerance (the
 # LP solver's answer may move in its last digits between platforms; its proof tolerance is larger).
@@ -51,11 +61,8 @@ def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:
     ``directory/bounds.json`` (when the file exists and is for this suite). A malformed file is a
     ValueError naming what is wrong."""
     bounds = frozen_bounds(suite)
-    path = Path(directory) / BOUNDS_NAME
-    if not path.is_file():
-        return bounds
-    stored = read_bounds(path)
-    if stored["suite"] != suite.version:
+    stored = _stored_bounds(directory)
+    if stored is None or stored["suite"] != suite.version:
         return bounds
     for task_id, entry in stored["tasks"].items():
         if task_id in bounds and entry["bound"] > bounds[task_id].value:
@@ -64,12 +71,16 @@ def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:
     return bounds
 
 
+def _stored_bounds(directory: str | Path) -> dict | None:
+    """`read_bounds` of ``directory/bounds.json``; None when there is no such file (not even a link)."""
+    path = inside(directory, BOUNDS_NAME)
+    return read_bounds(path) if os.path.lexists(path) else None
+
+
 def read_bounds(path: str | Path) -> dict:
-    """The checked contents of a bounds file (module docstring); ValueError naming the problem."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not a readable JSON bounds file ({error})") from None
+    """The checked contents of a bounds file (module docstring); ValueError naming the problem (an
+    `UntrustedFileError` for a file that is a link, too large or not strict JSON)."""
+    data = read_json(path, MAX_FILE_BYTES, "bounds file", max_depth=MAX_NESTING, follow_symlinks=False)
     if not (
         isinstance(data, dict) and isinstance(data.get("suite"), str) and isinstance(data.get("tasks"), dict)
     ):
@@ -115,21 +126,19 @@ def compute_bounds(suite: Suite, progress=None) -> dict:
 
 
 def write_bounds(directory: str | Path, suite: Suite, progress=None) -> Path:
-    """Compute (`compute_bounds`) and write ``directory/bounds.json``; returns its path."""
-    path = Path(directory) / BOUNDS_NAME
-    path.write_text(json.dumps(compute_bounds(suite, progress), indent=1, sort_keys=True) + "\n")
-    return path
+    """Compute (`compute_bounds`) and write ``directory/bounds.json`` (`write_inside`: refused before
+    computing when it, or the folder on the way, is a symbolic link); returns its path."""
+    inside(directory, BOUNDS_NAME)
+    text = json.dumps(compute_bounds(suite, progress), indent=1, sort_keys=True) + "\n"
+    return write_inside(directory, BOUNDS_NAME, text)
 
 
 def check_bounds(directory: str | Path, suite: Suite, progress=None) -> list[str]:
     """Recompute every bound of ``directory/bounds.json`` and name each that differs (beyond
     `BOUND_RTOL`) from what the current code proves, or each task the file lacks; [] when all agree
     or there is no file."""
-    path = Path(directory) / BOUNDS_NAME
-    if not path.is_file():
-        return []
-    stored = read_bounds(path)
-    if stored["suite"] != suite.version:
+    stored = _stored_bounds(directory)
+    if stored is None or stored["suite"] != suite.version:
         return []
     fresh = compute_bounds(suite, progress)["tasks"]
     problems = [f"{task_id}: no stored bound" for task_id in fresh if task_id not in stored["tasks"]]

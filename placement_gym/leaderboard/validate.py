@@ -5,9 +5,19 @@ A submission is only checked against a suite that the current cost model reprodu
 has to change: bump the suite), and a submission of an older suite that the cost model no longer
 reproduces is left unchecked, with a note saying why.
 
+Only the current suite's submissions are accepted: a retired suite's files live in the leaderboard's
+``retired/`` folder and are neither checked nor ranked.
+
 A generalisation-track submission is also checked against its suite's split (`generalisation`): it must
 not have trained on a held-out graph (a file-level problem) and may list results for held-out tasks only
-(a per-task reason)."""
+(a per-task reason).
+
+Besides the re-simulation, the fields of a result must agree with each other and with the task
+(`consistency_problems`): a learning curve ends at the entry's runtime and never goes below the proven
+lower bound, ``trained_on_task`` says whether the task was evaluated, evaluations stay within the
+declared budget, the wall time is at least `MIN_SECONDS_PER_EVALUATION` per evaluation and a measured
+(real-hardware) runtime at least `MIN_MEASURED_RUNTIME`. A `TaskCheck` carries the re-simulated
+runtime and feasibility: those, never the file's claims, are what the leaderboard ranks."""
 
 from __future__ import annotations
 
@@ -24,11 +34,25 @@ from placement_gym.leaderboard.submission import (
     load_submission,
     shown,
 )
-from placement_gym.leaderboard.suite import CURRENT_SUITE, SUITES, SuiteMismatchError, suite_mismatch
+from placement_gym.leaderboard.suite import (
+    CURRENT_SUITE,
+    RETIRED_SUITES,
+    SUITES,
+    SuiteMismatchError,
+    suite_mismatch,
+)
 from placement_gym.placements import placement_problems
 
-# A claimed runtime may differ from the re-evaluated one by float printing only.
+# A claimed runtime may differ from the re-evaluated one by float printing only; what is ranked is the
+# re-evaluated one (TaskCheck.runtime), so the tolerance cannot buy a place.
 RUNTIME_RTOL = 1e-6
+# Where a retired suite's submissions are kept, beside submissions/ in the leaderboard folder.
+RETIRED_DIR = "retired"
+# The fastest committed entry spends 55 us per evaluation and the fastest simulation of a suite task takes
+# a few us: a wall time under 1 us per evaluation is not a measurement.
+MIN_SECONDS_PER_EVALUATION = 1e-6
+# A training step or an inference of any suite graph launches hundreds of kernels, each of some us.
+MIN_MEASURED_RUNTIME = 1e-5
 
 
 @dataclass(frozen=True)
@@ -39,25 +63,57 @@ class TaskCheck:
     ok: bool
     reasons: tuple[str, ...] = ()
     runtime: float | None = None
+    feasible: bool | None = None
 
 
 @dataclass
 class SubmissionCheck:
-    """The verdict on a whole submission: file-level problems plus one `TaskCheck` per task.
-    ``skipped``: why the tasks were not re-evaluated (an older suite that the cost model no longer
-    reproduces), or None."""
+    """The verdict on a whole submission: file-level problems plus one `TaskCheck` per task."""
 
     source: str
     problems: list[str] = field(default_factory=list)
     tasks: list[TaskCheck] = field(default_factory=list)
-    skipped: str | None = None
 
     @property
     def ok(self) -> bool:
         return not self.problems and all(t.ok for t in self.tasks)
 
 
-def check_task_result(suite_version: str, task_id: str, result: object) -> TaskCheck:
+def consistency_problems(result: dict, lower_bound: float, runtime: float, feasible: bool,
+                         budget: int | None, listed_in_trained_on: bool = False) -> list[str]:
+    """Why the fields of one schema-checked ``result`` disagree with each other, with the task's proven
+    ``lower_bound``, with the re-simulated ``runtime`` and ``feasible`` of its placement, or with the
+    submission's ``budget`` and ``trained_on`` (``listed_in_trained_on``: the task is in it); empty when
+    they agree."""
+    problems = []
+    evaluations = result["evaluations"]
+    if result["trained_on_task"] != (evaluations > 0 or listed_in_trained_on):
+        problems.append(f"trained_on_task is {str(result['trained_on_task']).lower()} with {evaluations} "
+                        "evaluations; it must be true exactly when the task was evaluated (evaluations > 0) "
+                        "or is listed in 'trained_on'")
+    if budget is not None and evaluations > budget:
+        problems.append(f"{evaluations} evaluations exceed the declared budget of {budget}")
+    if result["wall_s"] < evaluations * MIN_SECONDS_PER_EVALUATION:
+        problems.append(f"wall_s {result['wall_s']!r} for {evaluations} evaluations is under "
+                        f"{MIN_SECONDS_PER_EVALUATION:g} s per evaluation: not a measured time")
+    measured = result.get("measured_runtime")
+    if measured is not None and measured < MIN_MEASURED_RUNTIME:
+        problems.append(f"measured_runtime {measured!r} s is under {MIN_MEASURED_RUNTIME:g} s: no step of a "
+                        "suite graph runs that fast")
+    trace = result.get("trace") or []
+    below = [point for point in trace if point[1] < lower_bound]
+    if below:
+        problems.append(f"trace point {below[0]!r} is below the task's proven lower bound {lower_bound!r} s")
+    if trace and feasible and not math.isclose(trace[-1][1], runtime, rel_tol=RUNTIME_RTOL, abs_tol=0.0):
+        problems.append(f"trace ends at {trace[-1][1]!r} s; it must end at the entry's re-evaluated runtime "
+                        f"{runtime!r} s (its best feasible placement)")
+    return problems
+
+
+def check_task_result(
+    suite_version: str, task_id: str, result: object, budget: int | None = None,
+    trained_on: tuple[str, ...] | list[str] = (),
+) -> TaskCheck:
     """Check one task's entry of a submission against the suite and a fresh simulation. The caller
     makes sure the cost model reproduces the suite (`validate_submission` does)."""
     suite = SUITES[suite_version]
@@ -90,15 +146,16 @@ def check_task_result(suite_version: str, task_id: str, result: object) -> TaskC
         reasons.append("placement claimed feasible but it is infeasible (out of device memory)"
                        if result["feasible"] else
                        "placement claimed infeasible but it fits in every device's memory")
-    return TaskCheck(task_id, not reasons, tuple(reasons), runtime)
+    reasons += consistency_problems(result, suite_task.lower_bound, runtime, bool(simulated.feasible), budget,
+                                    task_id in trained_on)
+    return TaskCheck(task_id, not reasons, tuple(reasons), runtime, bool(simulated.feasible))
 
 
 def validate_submission(data: object, source: str = "submission") -> SubmissionCheck:
-    """Check a submission (already parsed JSON): schema, known suite, then every task.
+    """Check a submission (already parsed JSON): schema, the current suite, then every task.
 
     Raises `SuiteMismatchError` when the current cost model does not reproduce the current suite (no
-    submission of it can be checked then); a submission of an older suite that the cost model no
-    longer reproduces is returned unchecked, with ``skipped`` saying why."""
+    submission of it can be checked then); a submission of a retired or unknown suite is a problem."""
     check = SubmissionCheck(source)
     try:
         data = check_schema(data, source)
@@ -106,27 +163,30 @@ def validate_submission(data: object, source: str = "submission") -> SubmissionC
         check.problems.append(str(error))
         return check
     version = data["suite"]
-    if version not in SUITES:
-        check.problems.append(f"unknown suite version {shown(version)}; known: {', '.join(SUITES)}")
+    if version in RETIRED_SUITES:
+        check.problems.append(f"suite {version} is retired ({RETIRED_SUITES[version]}); only suite "
+                              f"{CURRENT_SUITE} is accepted, and retired files live in the leaderboard's "
+                              f"{RETIRED_DIR}/ folder, never ranked")
+        return check
+    if version != CURRENT_SUITE:
+        check.problems.append(f"unknown suite version {shown(version)}; accepted: {CURRENT_SUITE}")
         return check
     mismatch = suite_mismatch(version)
     if mismatch is not None:
-        if version == CURRENT_SUITE:
-            raise SuiteMismatchError(mismatch)
-        check.skipped = (f"suite {version} is older than {CURRENT_SUITE} and this cost model no longer "
-                         "reproduces it: its runtimes are not re-checked")
-        return check
+        raise SuiteMismatchError(mismatch)
     generalisation = data.get("track", "cost_model") == "generalisation"
     if generalisation:
         check.problems += trained_on_problems(data)
     for task_id in sorted(data["results"]):
         result = data["results"][task_id]
-        task_check = check_task_result(version, task_id, result)
+        task_check = check_task_result(version, task_id, result, data.get("budget"),
+                                       data.get("trained_on", ()))
         if (generalisation and version in SPLITS and task_id in SUITES[version].task_ids
                 and isinstance(result, dict)):
             extra = result_problems(version, task_id, result)
             if extra:
-                task_check = TaskCheck(task_id, False, (*extra, *task_check.reasons), task_check.runtime)
+                task_check = TaskCheck(task_id, False, (*extra, *task_check.reasons), task_check.runtime,
+                                       task_check.feasible)
         check.tasks.append(task_check)
     return check
 

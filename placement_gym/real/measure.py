@@ -163,23 +163,14 @@ def measure_dispatch(
     measured times of its jobs, divided by the number of jobs (0 when the step was not slower).
     Virtual CPU devices are run with one intra-op thread, as the executor runs them side by side.
     ``optimizer``: the one a train step runs (``update_s`` must be its update times)."""
-    import torch
-
-    from placement_gym.cluster.presets import default_efficiency_row
     from placement_gym.real.executor import Executor
 
     names = graph.op_names
     out: dict[str, float] = {}
     with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
         for device_name, spec in devices.items():
-            kind = "cpu" if torch.device(spec).type == "cpu" else "gpu"
             # The executor reads only the cluster's names and kinds; the figures are placeholders.
-            alone = Cluster(
-                name=f"profile-{device_name}", device_names=(device_name,), device_kinds=(kind,),
-                peak_flops=np.ones(1), memory_bandwidth=np.ones(1), memory_capacity=np.full(1, 1e18),
-                launch_overhead=np.ones(1), efficiency=default_efficiency_row(kind)[None, :],
-                link_bandwidth=np.zeros((1, 1)), link_latency=np.zeros((1, 1)),
-            )
+            alone = placeholder_cluster({device_name: spec}, name=f"profile-{device_name}")
             task = make_task(graph, alone, objective, optimizer)
             executor = Executor(task, {device_name: spec}, batch=batch, model=model)
             result = executor.run(np.zeros(graph.n_ops, dtype=np.int64), warmup=max(warmup, 1),
@@ -264,21 +255,25 @@ def measure_profile(
     return profile
 
 
-def placeholder_cluster(devices: Mapping[str, str]) -> Cluster:
+def placeholder_cluster(devices: Mapping[str, str], name: str = "profile") -> Cluster:
     """A cluster with ``devices``' names and kinds; its figures are placeholders (the executor reads
-    only names and kinds, and a profiled task replaces times and links)."""
+    only names and kinds, and a profiled task replaces times and links): the virtual CPU core's
+    estimates (`placement_gym.cluster.machine`), and the largest memory a cluster may have, so that
+    no placement runs out of it."""
     import torch
 
+    from placement_gym.cluster.cluster import FIGURE_RANGES
+    from placement_gym.cluster.machine import virtual_cpu_cluster
     from placement_gym.cluster.presets import default_efficiency_row
 
     names = list(devices)
     kinds = ["cpu" if torch.device(devices[n]).type == "cpu" else "gpu" for n in names]
     n = len(names)
-    return Cluster(
-        name="profile", device_names=tuple(names), device_kinds=tuple(kinds),
-        peak_flops=np.ones(n), memory_bandwidth=np.ones(n), memory_capacity=np.full(n, 1e18),
-        launch_overhead=np.ones(n), efficiency=np.stack([default_efficiency_row(k) for k in kinds]),
-        link_bandwidth=np.ones((n, n)), link_latency=np.ones((n, n)),
+    core = virtual_cpu_cluster(max(n, 1))
+    return dataclasses.replace(
+        core, name=name, device_names=tuple(names), device_kinds=tuple(kinds),
+        memory_capacity=np.full(n, FIGURE_RANGES["memory_capacity"].high),
+        efficiency=np.stack([default_efficiency_row(k) for k in kinds]), description="",
     )
 
 

@@ -61,6 +61,7 @@ from typing import Any
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.real.optimizers import check_optimizer
 from placement_gym.task import OPTIMIZERS
+from placement_gym.untrusted import UntrustedFileError, read_json
 
 PROFILE_FORMAT = "placement-gym-profile/1"
 # Bumped whenever what is measured changes (2: per-job dispatch overhead, update ops, transfer latency;
@@ -175,15 +176,23 @@ def save_profile(profile: Mapping[str, Any], path: str | Path | None = None) -> 
     return path
 
 
+# About 100 bytes per op and device: room for graphs of 10,000s of ops on a dozen devices.
+MAX_PROFILE_BYTES = 64 * 2**20
+# A profile nests 3 levels (profile > forward_s > op > device).
+MAX_PROFILE_NESTING = 8
+
+
 def load_profile(path: str | Path) -> dict[str, Any]:
-    """Read and check a profile file."""
+    """Read and check a profile file, as untrusted input (`placement_gym.untrusted.read_json`): a
+    regular file of at most `MAX_PROFILE_BYTES` bytes of strict JSON nested at most
+    `MAX_PROFILE_NESTING` levels."""
     path = Path(path)
     if not path.is_file():
         raise ProfileError(f"profile file {str(path)!r} does not exist")
     try:
-        profile = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ProfileError(f"profile file {str(path)!r} is not valid JSON: {error}") from None
+        profile = read_json(path, MAX_PROFILE_BYTES, "profile file", max_depth=MAX_PROFILE_NESTING)
+    except UntrustedFileError as error:
+        raise ProfileError(str(error)) from None
     check_profile(profile, source=str(path))
     return profile
 
