@@ -290,3 +290,16 @@ def test_reset_options_that_are_not_a_dict_are_refused(env_class):
     assert "options must be a dict or None" in one_line(error) and "'str'" in one_line(error)
     env.reset(options={})
     env.reset(options=None)
+
+
+def test_parameter_metadata_of_an_onnx_file_is_parsed_strictly():
+    """The parameter list an exported model carries in its metadata is the user's input too: 100,000
+    nested brackets or a duplicate key are one-line errors, not a RecursionError or a silent pick."""
+    from placement_gym.graph.parameters import PARAMETERS_METADATA_KEY
+
+    for value, words in (("[" * 100_000 + "]" * 100_000, "nests"), ('{"a": 1, "a": 2}', "duplicate key")):
+        hostile = relu_neg()
+        helper.set_model_props(hostile, {PARAMETERS_METADATA_KEY: value})
+        with pytest.raises(ValueError, match=words) as error:
+            graph_from_onnx(hostile)
+        assert "\n" not in str(error.value) and PARAMETERS_METADATA_KEY in str(error.value)

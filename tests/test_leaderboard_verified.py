@@ -161,3 +161,21 @@ def test_a_record_whose_rerun_does_not_reproduce_fails_the_check(recorded_heft, 
     assert main(["leaderboard", "reruns", "--all", "--dir", str(board)]) == 1
     err = capsys.readouterr().err
     assert f"{HEFT}: not reproduced on {task_id}" in err
+
+
+def test_a_relabelled_seed_that_joins_an_entry_makes_the_entry_unverified(recorded_heft, tmp_path, capsys):
+    """Point 7's last case: another algorithm's run (best-single's) relabelled as heft seed 1 passes
+    validation, but its budget has no record, so the whole heft entry leaves the budget tracks."""
+    board = tmp_path / "board"
+    shutil.copytree(recorded_heft, board)
+    relabelled = json.loads((SUBMISSIONS / "v1-best-single-seed0.json").read_text())
+    relabelled.update(algorithm="heft", seed=1)
+    path = board / "submissions" / "v1-heft-seed1.json"
+    path.write_text(json.dumps(relabelled))
+    assert main(["leaderboard", "validate", str(path), "--dir", str(board)]) == 0
+    assert main(["leaderboard", "validate", "--rerun", str(path), "--record", "--dir", str(board)]) == 1
+    assert main(["leaderboard", "render", "--no-chart", "--dir", str(board)]) == 0
+    capsys.readouterr()
+    text = (board / "README.md").read_text()
+    assert "heft" not in _section(text, "## Overall, by budget track", "### Unverified budgets")
+    assert "v1-heft-seed1.json" in _section(text, "### Unverified budgets", "## Bounds and best known")

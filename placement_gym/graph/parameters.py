@@ -50,7 +50,6 @@ from parameters in a file and count the same way.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -59,6 +58,7 @@ import onnx
 from onnx import TensorProto
 
 from placement_gym.graph.ordering import stable_topological_order
+from placement_gym.untrusted import parse_json
 
 PARAMETERS_METADATA_KEY = "placement_gym.parameters"
 
@@ -271,10 +271,8 @@ def metadata_parameters(model: onnx.ModelProto) -> list[str] | None:
     """The parameter names listed in the placement-gym metadata key, or None when it is absent."""
     for prop in model.metadata_props:
         if prop.key == PARAMETERS_METADATA_KEY:
-            try:
-                names = json.loads(prop.value)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"metadata {PARAMETERS_METADATA_KEY!r} is not valid JSON: {error}") from None
+            # The model is a user's file: its metadata is parsed as strictly as any file they hand us.
+            names = parse_json(prop.value, f"metadata {PARAMETERS_METADATA_KEY!r}", max_depth=2)
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 raise ValueError(f"metadata {PARAMETERS_METADATA_KEY!r} must be a JSON list of tensor names")
             return names
