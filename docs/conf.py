@@ -45,6 +45,8 @@ autosummary_generate = False
 # references are not warnings (nitpicky is off), so the build needs no network.
 
 html_theme = "furo"
+html_static_path = ["_static"]
+html_css_files = ["wrap.css"]  # long code lines wrap instead of hiding behind a scroll bar
 html_title = f"placement-gym {release}"
 copybutton_prompt_text = r"\$ "
 copybutton_prompt_is_regexp = True

@@ -27,6 +27,10 @@ The entry point names an object (an instance, or a module of functions) with the
     the one-line reason naming what to install. ``agent(name)`` and ``trainer(name)`` raise
     ImportError with that reason for such a name, so that the CLI says what to install instead of
     calling the name unknown.
+``describe() -> Mapping[str, Mapping]``
+    What ``placement-gym agents`` lists of each agent: name -> ``kind`` (`AGENT_KINDS`),
+    ``default_budget`` and ``budget_unit`` (None for an agent that takes no budget), ``extra`` (the
+    pip extra it needs, or None), and optionally ``installed`` and ``description``.
 ``trainable() -> Sequence[str]`` and ``trainer(name) -> Callable | None``
     The learned agents ``train --agent NAME`` trains, and the function that trains one:
     ``train(task, budget, *, seed, out_dir, resume, progress, threads, evaluator)`` returning a
@@ -139,6 +143,27 @@ def unavailable_agents() -> dict[str, str]:
         for name, reason in dict(provider.unavailable()).items():
             found.setdefault(name, reason)
     return found
+
+
+AGENT_KINDS = ("heuristic", "search", "learned", "pretrained")
+_FACT_KEYS = ("kind", "default_budget", "budget_unit", "extra", "installed", "description")
+
+
+def describe_agents() -> list[dict[str, Any]]:
+    """Every agent of the providers, one dict each (``placement-gym agents``): ``name`` and the facts
+    of `_FACT_KEYS`, in provider order (``describe()``; an agent of a provider without it has None
+    where the provider says nothing); the first provider's facts win for a name offered twice."""
+    rows: dict[str, dict[str, Any]] = {}
+    for _, provider in providers().loaded:
+        described = dict(provider.describe()) if callable(getattr(provider, "describe", None)) else {}
+        names = list(provider.names()) if callable(getattr(provider, "names", None)) else []
+        for name in dict.fromkeys([*names, *described]):
+            if name in rows:
+                continue
+            facts = dict(described.get(name, {}))
+            rows[name] = {"name": name, **{key: facts.get(key) for key in _FACT_KEYS}}
+            rows[name]["installed"] = facts.get("installed", True)
+    return list(rows.values())
 
 
 def unknown_agent_error(name: str, known: list[str], note: str = "") -> ValueError:

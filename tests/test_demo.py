@@ -25,8 +25,9 @@ def test_demo_reports_simple_placements_an_episode_and_a_picture(tmp_path, capsy
     assert set(by_task) == {"cifar10_cnn/k80x4/train", "inception_v3/k80x4/train", "bert_large/k80x4/train"}
     for task_id, rows in by_task.items():
         task = get_task(*task_id.split("/"))
-        single, robin, _ = rows
+        single, heft, robin, _ = rows
         assert single["runtime"] == single_device(task).runtime and single["speedup"] == 1.0
+        assert heft["agent"] == "HEFT" and heft["speedup"] >= 1.0  # HEFT never loses on these three
         assert robin["runtime"] == simulate(task, round_robin_placement(task)).runtime
     # BERT-large's training step fits no single 12 GB K80 die: the best single device is the CPU
     assert by_task["bert_large/k80x4/train"][0]["agent"] == "single:cpu:0"

@@ -1,5 +1,6 @@
 """The documentation site (docs/) says what the code does: the tutorials' code, which the pages include
-from files, runs; the env pages document the classes the ids are registered with; the cluster page
+from files, runs as a user runs it and trains a policy that samples every device and beats random
+search; the env pages document the classes the ids are registered with; the cluster page
 names every field the JSON loader accepts; the leaderboard page's agent is an agent.
 
 The site itself is built, warnings as errors, by CI (`sphinx-build -W --keep-going -b html docs
@@ -7,16 +8,19 @@ docs/_build/html`)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
-import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import gymnasium as gym
-import numpy as np
 import pytest
 
 import placement_gym
 from placement_gym.cluster import load
+from tests.random_search import SEEDS, random_search, random_search_control, random_search_floor
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -42,24 +46,94 @@ def test_every_tutorial_file_is_included_by_a_page():
     assert all(path.is_file() for path in included), "a page includes a file that does not exist"
 
 
-@pytest.mark.parametrize(
-    ("script", "budget", "needs"),
-    [
-        ("sb3_ppo.py", {"timesteps": 256}, "stable_baselines3"),
-        ("sb3_contrib_maskable.py", {"timesteps": 256}, "sb3_contrib"),
-        ("tianshou_ppo.py", {"timesteps": 256}, "tianshou"),
-        ("torch_loop.py", {"episodes": 5}, "torch"),
-        ("torchrl_ppo.py", {"iterations": 1}, "torchrl"),
-        ("skrl_ppo.py", {"timesteps": 64}, "skrl"),
-    ],
-)
-def test_tutorial_runs(script, budget, needs, monkeypatch, capsys):
+ENV_IDS = ("DevicePlacement-v0", "DevicePlacementStaged-v0", "DevicePlacementRefine-v0")
+# Each tutorial file, as a user runs it: its short-budget arguments (the ones its docstring documents),
+# the module it needs, and the env ids it takes with --env-id (None: the one env id the file fixes).
+TUTORIALS_RUN = {
+    "sb3_ppo.py": (["--timesteps", "4096"], "stable_baselines3", None),
+    "sb3_contrib_maskable.py": (["--timesteps", "4096"], "sb3_contrib", None),
+    "torch_loop.py": (["--episodes", "300"], "torch", None),
+    "torchrl_ppo.py": (["--iterations", "10"], "torchrl", ENV_IDS),
+    "tianshou_ppo.py": (["--timesteps", "2048"], "tianshou", ENV_IDS),
+    "skrl_ppo.py": (["--timesteps", "640"], "skrl", ENV_IDS),
+}
+def _tutorial_cases():
+    for script, (_, _, env_ids) in TUTORIALS_RUN.items():
+        for env_id in env_ids or (None,):
+            yield pytest.param(script, env_id, id=f"{script[:-3]}-{env_id or 'default'}")
+    yield random_search_control("random-search", "DevicePlacement-v0")
+
+
+def _run_tutorial(script: str, env_id: str | None) -> dict:
+    """Run ``docs/tutorials/SCRIPT`` in a fresh interpreter as a user does (from the repository root,
+    no test fixtures, and no thread-count variables, so a file that does not set its own torch threads
+    shows it); return the JSON of its last printed line."""
+    arguments, needs, _ = TUTORIALS_RUN[script]
     pytest.importorskip(needs)
-    monkeypatch.syspath_prepend(str(ROOT))  # the tutorials import baselines from the checkout
-    main = runpy.run_path(str(TUTORIALS / script), run_name="tutorial")["main"]
-    runtime = main(**budget)
-    assert np.isfinite(runtime) and runtime > 0
-    assert "best single device" in capsys.readouterr().out
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    command = [sys.executable, str(TUTORIALS / script), *arguments, *(["--env-id", env_id] if env_id else [])]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert any("best single device" in line for line in lines[:-1]), "no line for a person before the JSON"
+    return json.loads(lines[-1])
+
+
+def _random_search_as_a_tutorial(env_id: str) -> dict:
+    """What random search reports in a tutorial's place, at a budget like theirs (4,096 placements)."""
+    env = gym.make(env_id, graph="cifar10_cnn", cluster="k80x2")
+    task, budget = env.unwrapped.task, 4096
+    run = random_search(task, budget, seed=SEEDS[0])
+    return {"env_id": env_id, "graph": "cifar10_cnn", "cluster": "k80x2", "runtime": run.best_runtime,
+            "best_single_runtime": env.unwrapped.best_single_runtime,
+            "sampled_devices": list(range(task.n_devices)), "evaluations": budget, "torch_threads": 1}
+
+
+@pytest.mark.parametrize(("script", "env_id"), list(_tutorial_cases()))
+def test_tutorial_runs_samples_every_device_and_beats_random_search(script, env_id):
+    """What a user relies on: the file runs as printed on the page, its sampled placements use every
+    device (a policy over the wrong axis, as torchrl's once was, never samples some), the trained
+    policy's placement is faster than anything random search finds with as many evaluations on seeds
+    0-2, and the file sets the one torch thread its page says pays."""
+    if script == "random-search":
+        result = _random_search_as_a_tutorial(env_id)
+    else:
+        result = _run_tutorial(script, env_id)
+    if env_id is not None:
+        assert result["env_id"] == env_id
+    env = gym.make(result["env_id"], graph=result["graph"], cluster=result["cluster"]).unwrapped
+    assert result["best_single_runtime"] == pytest.approx(env.best_single_runtime)
+    assert result["sampled_devices"] == list(range(env.task.n_devices)), "the sampled placements skip devices"
+    assert result["torch_threads"] == 1, "the file leaves torch at its default thread count"
+    floor = random_search_floor(env.task, result["evaluations"], SEEDS)
+    assert result["runtime"] < floor, (
+        f"{script} on {result['env_id']}: {result['runtime'] * 1e3:.2f} ms is not below the "
+        f"{floor * 1e3:.2f} ms random search reaches with {result['evaluations']} evaluations "
+        f"on seeds {SEEDS}")
+
+
+# A shell command that installs the checkout: `pip install [flags] .` or `'.[extras]'` (quoted or not).
+_CHECKOUT_INSTALL = re.compile(r"pip install (?P<flags>(?:-\S+\s+)*)['\"]?\.(?:\[[^\]]*\])?['\"]?(?=[\s`]|$)")
+
+
+def _checkout_installs(text: str) -> list[tuple[str, bool]]:
+    """Every install of the checkout in ``text``, with whether it is editable (``-e``)."""
+    text = re.sub(r"\s+", " ", text)  # an inline command may wrap across lines
+    return [(m.group(0), "-e" in m.group("flags").split()) for m in _CHECKOUT_INSTALL.finditer(text)]
+
+
+def test_tutorial_install_lines_keep_the_editable_install():
+    """A developer follows getting_started (`pip install -e '.[test]'`, an editable install of the
+    checkout), then a tutorial page: a plain `pip install '.[extra]'` there would uninstall the
+    editable install and put a wheel in its place, so every install of the checkout on the tutorial
+    pages is editable too."""
+    started = _page("getting_started.md").splitlines()
+    developer = [line for line in started if "pytest" in line and "pip install" in line]
+    assert developer and all(editable for line in developer for _, editable in _checkout_installs(line))
+    plain = [(page.name, command) for page in sorted(TUTORIALS.glob("*.md"))
+             for command, editable in _checkout_installs(page.read_text(encoding="utf-8")) if not editable]
+    assert not plain, f"installs that replace the editable install with a wheel: {plain}"
+    assert _checkout_installs("`pip install '.[rl-libs]'`") == [("pip install '.[rl-libs]'", False)]
 
 
 @pytest.mark.parametrize(

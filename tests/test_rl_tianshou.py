@@ -39,7 +39,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.parametrize("vector_env", [SubprocVectorEnv, DummyVectorEnv], ids=["subproc", "dummy"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_stock_ppo_trains_and_collects_runtime(env_id, vector_env):
-    algorithm, collector = RECIPE["train"](env_id, timesteps=STEPS, seed=0, n_envs=2, vector_env=vector_env)
+    algorithm, collector, *_ = RECIPE["train"](env_id, timesteps=STEPS, seed=0, n_envs=2,
+                                              vector_env=vector_env)
     try:
         collector.reset_buffer()
         stats = collector.collect(n_episode=2)
@@ -79,7 +80,7 @@ def test_single_shot_actions_are_one_device_per_node():
 
 def test_same_seed_same_policy():
     def trained_parameters(seed):
-        algorithm, collector = RECIPE["train"](
+        algorithm, collector, *_ = RECIPE["train"](
             "DevicePlacementStaged-v0", timesteps=STEPS, seed=seed, n_envs=2, vector_env=DummyVectorEnv
         )
         collector.close()

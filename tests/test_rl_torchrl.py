@@ -245,3 +245,28 @@ def test_ppo_same_seed_same_result(tutorial):
     first, second = run(), run()
     assert first["loss_objective"] == second["loss_objective"]
     torch.testing.assert_close(first["runtimes"], second["runtimes"], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("single_env", [False, True], ids=["vector-env", "single-gymenv"])
+def test_single_shot_policy_samples_one_device_per_node(tutorial, single_env):
+    """The recipe's actor samples a device for every node, over every device, whichever spec torchrl
+    gives ``MultiDiscrete``: device indices ``(n_nodes,)`` for a gymnasium vector env, one-hot rows
+    ``(n_nodes, n_devices)`` for a single ``GymEnv``. (A distribution over the last axis of the
+    vector env's spec chose among the nodes: one node on device 1, the rest on device 0.)"""
+    torch.manual_seed(0)
+    if single_env:
+        env = GymEnv("placement_gym:DevicePlacement-v0", obs_mode="flat", **SMALL)
+    else:
+        env = tutorial["make_env"]("DevicePlacement-v0")
+    try:
+        actor, _ = tutorial["make_agent"](env)
+        with set_exploration_type(ExplorationType.RANDOM), torch.no_grad():
+            data = env.rollout(8, actor, break_when_any_done=False)
+    finally:
+        env.close()
+    devices = tutorial["devices_of"](data["action"], env.action_spec_unbatched)
+    assert devices.shape[-1] == N_NODES, "not one device per node"
+    # An untrained policy is close to uniform: over 8 x N_NODES draws every device comes up, and on
+    # every placement more than one.
+    assert devices.unique().tolist() == [0, 1, 2]  # k80x2: the CPU and two GPUs
+    assert ((devices != devices[..., :1]).any(-1)).all()

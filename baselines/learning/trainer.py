@@ -37,7 +37,7 @@ DEFAULT_BUDGET = 1000
 # The keyword through which a search agent reports each batch it evaluated (see `trainable_agents`).
 SEARCH_CALLBACK = "on_evaluations"
 # Names of the reference runtimes (`references`), as the PNG legend, TensorBoard and JSON show them.
-BEST_SINGLE, HEFT, LOWER_BOUND = "best single device", "HEFT", "lower bound"
+BEST_SINGLE, HEFT, LOWER_BOUND = "best single device", "HEFT", "simple lower bound"
 
 
 class LearnedAgent:

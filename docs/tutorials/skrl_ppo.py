@@ -1,5 +1,12 @@
 """skrl PPO (torch) on 4 placement envs in a gymnasium vector env with the SAME_STEP autoreset mode,
-wrapped by skrl's ``wrap_env`` and trained by its ``SequentialTrainer``."""
+wrapped by skrl's ``wrap_env`` and trained by its ``SequentialTrainer``, then one greedy episode.
+
+``python docs/tutorials/skrl_ppo.py [--env-id ID] [--timesteps N] [--seed S]``; the last line it prints
+is JSON: the greedy placement's runtime, the best single device's, the devices the sampled placements
+used and the placements evaluated (``placement_gym.get_task(...).evaluations``)."""
+
+import argparse
+import json
 
 import gymnasium as gym
 import torch
@@ -10,6 +17,8 @@ from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model, Multi
 from skrl.trainers.torch import SequentialTrainer
 from skrl.utils import set_seed
 from torch import nn
+
+import placement_gym
 
 
 def make_env(env_id="DevicePlacementStaged-v0", num_envs=4, seed=0,
@@ -63,7 +72,8 @@ class Value(DeterministicMixin, Model):
 
 
 class PlacementPPO(PPO):
-    """skrl's PPO, also keeping the ``runtime`` (seconds) of every episode that ends and logging it
+    """skrl's PPO, also keeping the devices its sampled actions chose (``devices``) and the ``runtime``
+    (seconds) of every episode that ends, which it logs
     (``Info / runtime (ms)``, when the experiment writes TensorBoard data). skrl passes the vector
     env's info dict to ``record_transition`` as it is, but its trainer logs only the entries of
     ``infos["episode"]`` that are one-element torch tensors. In the SAME_STEP mode the ending step's
@@ -72,9 +82,11 @@ class PlacementPPO(PPO):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.runtimes: list[float] = []
+        self.devices: set[int] = set()
 
-    def record_transition(self, *, infos, **kwargs):
-        super().record_transition(infos=infos, **kwargs)
+    def record_transition(self, *, infos, actions, **kwargs):
+        super().record_transition(infos=infos, actions=actions, **kwargs)
+        self.devices.update(actions.unique().tolist())  # device indices: one per node or per step
         if "final_info" in infos:
             ended = infos["_final_info"]
             runtimes = infos["final_info"]["runtime"][ended]
@@ -132,19 +144,30 @@ def greedy_runtime(env_id, agent, **env_kwargs):
             return float(final["runtime"][0]), float(final["best_single_runtime"][0])
 
 
-def main(timesteps=640, seed=0, env_id="DevicePlacementStaged-v0"):
-    env = make_env(env_id, seed=seed)
+def main(timesteps=640, seed=0, env_id="DevicePlacementStaged-v0", graph="cifar10_cnn", cluster="k80x2"):
+    env = make_env(env_id, seed=seed, graph=graph, cluster=cluster)
     agent = make_agent(env)
     train(env, agent, timesteps)
     env.close()
     last = agent.runtimes[-20:]
     print(f"{env_id}: {timesteps * env.num_envs} steps, {len(agent.runtimes)} episodes; "
           f"mean runtime of the last {len(last)}: {sum(last) / len(last) * 1e3:.2f} ms")
-    runtime, best_single = greedy_runtime(env_id, agent)
-    print(f"policy: {runtime * 1e3:.2f} ms; best single device {best_single * 1e3:.2f} ms")
+    runtime, best_single = greedy_runtime(env_id, agent, graph=graph, cluster=cluster)
+    sampled = sorted(agent.devices)
+    evaluations = placement_gym.get_task(graph, cluster).evaluations  # every env of the process shares it
+    print(f"policy: {runtime * 1e3:.2f} ms; best single device {best_single * 1e3:.2f} ms; "
+          f"sampled placements used devices {sampled}; {evaluations} placements evaluated")
+    print(json.dumps({"env_id": env_id, "graph": graph, "cluster": cluster, "runtime": runtime,
+                      "best_single_runtime": best_single, "sampled_devices": sampled,
+                      "evaluations": evaluations, "torch_threads": torch.get_num_threads()}))
     return runtime
 
 
 if __name__ == "__main__":
     torch.set_num_threads(1)  # small MLPs: one thread is faster, more so on a shared machine
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env-id", default="DevicePlacementStaged-v0")
+    parser.add_argument("--timesteps", type=int, default=640, help="steps of each of the 4 envs")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id)

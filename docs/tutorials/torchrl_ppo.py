@@ -1,18 +1,29 @@
 """torchrl PPO (ClipPPOLoss + GAE + the synchronous Collector) on the flat observation of 4 envs in
-a gymnasium vector env with the SAME_STEP autoreset mode."""
+a gymnasium vector env with the SAME_STEP autoreset mode, then one greedy episode.
+
+``python docs/tutorials/torchrl_ppo.py [--env-id ID] [--iterations N] [--seed S]``; the last line it
+prints is JSON: the greedy placement's runtime, the best single device's, the devices the sampled
+placements used and the placements evaluated (``placement_gym.get_task(...).evaluations``)."""
+
+import argparse
+import json
+import math
 
 import gymnasium as gym
+import numba
 import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.collectors import Collector  # torchrl 0.14's name for SyncDataCollector
-from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.data import LazyTensorStorage, OneHot, ReplayBuffer
 from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement
 from torchrl.envs import GymWrapper, RewardSum
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import MLP, OneHotCategorical, ProbabilisticActor, ValueOperator
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
+
+import placement_gym
 
 
 def make_env(env_id="DevicePlacementStaged-v0", num_envs=4, seed=0, vectorization_mode="sync", **env_kwargs):
@@ -31,31 +42,60 @@ def make_env(env_id="DevicePlacementStaged-v0", num_envs=4, seed=0, vectorizatio
     return env
 
 
-class OneHotPerNode(torch.distributions.Independent):
+class PerNode(torch.distributions.Independent):
     """One categorical per node, log-probabilities summed over the nodes: the distribution of a
-    ``MultiDiscrete`` action (``DevicePlacement-v0``), which torchrl maps to a one-hot spec of shape
-    ``(n_nodes, n_devices)``. PPO needs one log-probability per step, not one per node."""
+    ``MultiDiscrete`` action (``DevicePlacement-v0``). PPO needs one log-probability per step, not one
+    per node. ``one_hot``: samples are one-hot rows ``(n_nodes, n_devices)`` (the spec torchrl gives a
+    single ``GymEnv``), else device indices ``(n_nodes,)`` (the spec it gives a vector env)."""
+
+    one_hot = False
 
     def __init__(self, logits):
-        super().__init__(OneHotCategorical(logits=logits), 1)
+        base = OneHotCategorical if self.one_hot else torch.distributions.Categorical
+        super().__init__(base(logits=logits), 1)
 
     @property
     def deterministic_sample(self):
         return self.base_dist.mode
 
 
+class OneHotPerNode(PerNode):
+    one_hot = True
+
+
+def action_layout(spec):
+    """``(n_nodes, n_devices, distribution)`` of a torchrl action spec (unbatched); n_nodes is None for
+    one device per step (the staged and refine envs). torchrl maps ``Discrete(n)`` to a one-hot spec of
+    shape ``(n,)``, and ``MultiDiscrete([n_devices] * n_nodes)`` to a one-hot ``(n_nodes, n_devices)``
+    in a single env but to integer indices of shape ``(n_nodes,)`` (values 0 to n_devices - 1) in a
+    gymnasium vector env: a distribution over the last axis of the spec would then choose among the
+    nodes, not the devices."""
+    if isinstance(spec, OneHot):
+        if len(spec.shape) == 1:
+            return None, spec.shape[0], OneHotCategorical
+        return spec.shape[0], spec.shape[1], OneHotPerNode
+    return spec.shape[0], int(spec.space.high.max()) + 1, PerNode
+
+
+def devices_of(action, spec):
+    """The device indices in a batch of actions of ``spec`` (one-hot rows or indices)."""
+    return action.argmax(-1) if isinstance(spec, OneHot) else action
+
+
 def make_agent(env, hidden=64):
-    """Actor (an MLP to the logits of every action entry) and critic (an MLP to one value)."""
-    action_shape = env.action_spec_unbatched.shape  # (n_devices,) or (n_nodes, n_devices)
+    """Actor (an MLP to one row of device logits per node, or one row for the staged and refine envs)
+    and critic (an MLP to one value)."""
+    n_nodes, n_devices, distribution = action_layout(env.action_spec_unbatched)
+    logits_shape = (n_devices,) if n_nodes is None else (n_nodes, n_devices)
     n_obs = env.observation_spec_unbatched["observation"].shape[-1]
-    mlp = MLP(in_features=n_obs, out_features=action_shape.numel(), num_cells=[hidden, hidden],
+    mlp = MLP(in_features=n_obs, out_features=math.prod(logits_shape), num_cells=[hidden, hidden],
               activation_class=nn.Tanh)
-    logits = nn.Sequential(mlp, nn.Unflatten(-1, action_shape))
+    logits = nn.Sequential(mlp, nn.Unflatten(-1, logits_shape))
     actor = ProbabilisticActor(
         TensorDictModule(logits, in_keys=["observation"], out_keys=["logits"]),
         in_keys=["logits"],
         spec=env.action_spec,
-        distribution_class=OneHotPerNode if len(action_shape) == 2 else OneHotCategorical,
+        distribution_class=distribution,
         return_log_prob=True,
     )
     critic = ValueOperator(
@@ -67,7 +107,8 @@ def make_agent(env, hidden=64):
 
 def train(env, actor, critic, iterations=10, frames_per_batch=256, epochs=4, minibatch=64, lr=3e-3):
     """PPO; returns one record per iteration: the losses, the mean return of the episodes that
-    ended in the batch and the ``runtime`` (seconds) of their placements, read from the data."""
+    ended in the batch, the ``runtime`` (seconds) of their placements, read from the data, and the
+    devices its sampled actions chose."""
     # total_frames=-1 and a break: a collector that reaches total_frames closes the env, which
     # greedy_runtime still uses.
     collector = Collector(env, actor, frames_per_batch=frames_per_batch, total_frames=-1,
@@ -81,7 +122,8 @@ def train(env, actor, critic, iterations=10, frames_per_batch=256, epochs=4, min
     for data in collector:  # (num_envs, frames_per_batch / num_envs), time last
         ended = data["next", "done"].squeeze(-1)
         record = {"returns": data["next", "episode_reward"][ended].squeeze(-1),
-                  "runtimes": data["next", "runtime"][ended]}
+                  "runtimes": data["next", "runtime"][ended],
+                  "devices": devices_of(data["action"], env.action_spec_unbatched).unique().tolist()}
         for _ in range(epochs):
             with torch.no_grad():
                 advantage(data)
@@ -110,9 +152,9 @@ def greedy_runtime(env, actor):
     return rollout["next", "runtime"][0][ended][0].item(), rollout["next", "best_single_runtime"][0, 0].item()
 
 
-def main(iterations=10, seed=0, env_id="DevicePlacementStaged-v0"):
+def main(iterations=10, seed=0, env_id="DevicePlacementStaged-v0", graph="cifar10_cnn", cluster="k80x2"):
     torch.manual_seed(seed)
-    env = make_env(env_id, seed=seed)
+    env = make_env(env_id, seed=seed, graph=graph, cluster=cluster)
     try:
         actor, critic = make_agent(env)
         history = train(env, actor, critic, iterations=iterations)
@@ -123,10 +165,27 @@ def main(iterations=10, seed=0, env_id="DevicePlacementStaged-v0"):
         runtime, best_single = greedy_runtime(env, actor)
     finally:
         env.close()
-    print(f"policy: {runtime * 1e3:.2f} ms; best single device {best_single * 1e3:.2f} ms")
+    sampled = sorted({device for record in history for device in record["devices"]})
+    evaluations = placement_gym.get_task(graph, cluster).evaluations  # every env of the process shares it
+    print(f"policy: {runtime * 1e3:.2f} ms; best single device {best_single * 1e3:.2f} ms; "
+          f"sampled placements used devices {sampled}; {evaluations} placements evaluated")
+    print(json.dumps({"env_id": env_id, "graph": graph, "cluster": cluster, "runtime": runtime,
+                      "best_single_runtime": best_single, "sampled_devices": sampled,
+                      "evaluations": evaluations, "torch_threads": torch.get_num_threads()}))
     return runtime
 
 
 if __name__ == "__main__":  # torchrl makes subprocesses start with "spawn": keep this guard for "async"
+    # The cost model's parallel loops (numba, OpenMP) set the OpenMP thread count, which torch reads
+    # too, to numba's: when numba starts its threads, and at every call; after importing torchrl that
+    # undid torch.set_num_threads(1) alone. One numba thread, set first (it starts them), keeps torch
+    # at one. (Safe with "async": torchrl starts subprocesses with "spawn"; a forked process would
+    # inherit numba's OpenMP threads, which GNU OpenMP does not survive.)
+    numba.set_num_threads(1)
     torch.set_num_threads(1)  # small MLPs: one thread is faster, more so on a shared machine
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env-id", default="DevicePlacementStaged-v0")
+    parser.add_argument("--iterations", type=int, default=10, help="PPO iterations of 256 steps")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    main(iterations=args.iterations, seed=args.seed, env_id=args.env_id)

@@ -1,6 +1,7 @@
 """The ``placement-gym`` console script: ``main(argv) -> exit code``.
 
-One module per group of subcommands; each adds its parser and sets ``run(args) -> int``. Bad input
+One module per group of subcommands (`COMMANDS`), imported only when one of its commands runs; each
+adds its parser and sets ``run(args) -> int``. Bad input
 (unknown names, bad files, missing extras) ends with exit code 2 and one line
 ``placement-gym: error: ...`` on stderr, never a traceback.
 """
@@ -8,15 +9,37 @@ One module per group of subcommands; each adds its parser and sets ``run(args) -
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 from typing import NoReturn
 
-import placement_gym.cli.leaderboard_command as leaderboard_command
-import placement_gym.cli.real_commands as real_commands
-from placement_gym.cli import bench_command, catalog, demo_command, evaluate, export_command, train_command
 from placement_gym.extras import EXTRA_OF_MODULE, install_hint
 
 PROG = "placement-gym"
+
+# Command -> the module of placement_gym.cli that adds its parser, and the line `placement-gym --help`
+# lists for it. A module is imported only to run (or describe with its own --help) one of its commands:
+# the modules import what their commands need (numba, onnx, ...) and the top-level --help needs none of
+# it (tests/test_first_hour.py checks that these lines are the modules' own). In the order of --help,
+# a module's commands together.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("demo_command", "a short demo on bundled graphs"),
+    "agents": ("catalog",
+               "list the agents evaluate --agent runs: kind, default budget, the extra each needs"),
+    "graphs": ("catalog", "list the bundled graphs, or describe one ONNX file"),
+    "clusters": ("catalog", "list the cluster presets and this machine's clusters (cpu<N>, local)"),
+    "evaluate": ("evaluate", "evaluate a placement with the cost model"),
+    "show": ("evaluate", "draw the timeline (Gantt chart) of a placement"),
+    "train": ("train_command", "train a learned agent (or run a search agent) on an evaluation budget"),
+    "bench": ("bench_command", "time the fast simulator against the reference"),
+    "export-graphs": ("export_command", "regenerate the bundled ONNX graphs from their torch definitions"),
+    "profile": ("real_commands", "measure a graph's op times and links on real devices"),
+    "fidelity": ("real_commands", "compare both cost models with real runs of many placements"),
+    "leaderboard": ("leaderboard_command", "validate, submit and render leaderboard submissions"),
+}
+# Commands that never run the cost model: no notice that it compiles (`first_run`).
+_NO_COST_MODEL = ("agents", "graphs", "clusters", "export-graphs")
 
 
 
@@ -44,7 +67,15 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen_command(argv: list[str]) -> str | None:
+    """The command ``argv`` runs: its first word that is not an option (the top level has only
+    --help and --version, which take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; given ``argv``, only the module of the command it runs is imported
+    (the others' commands are listed by their `COMMANDS` line alone)."""
     from placement_gym.version import __version__
 
     parser = _Parser(prog=PROG, description=(
@@ -52,23 +83,31 @@ def build_parser() -> argparse.ArgumentParser:
         "and draw placements, time the cost model."))
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    demo_command.add_parser(subparsers)
-    catalog.add_parsers(subparsers)
-    evaluate.add_parsers(subparsers)
-    train_command.add_parser(subparsers)
-    bench_command.add_parser(subparsers)
-    export_command.add_parser(subparsers)
-    real_commands.add_parsers(subparsers)
-    leaderboard_command.add_parser(subparsers)
+    chosen = None if argv is None else _chosen_command(argv)
+    added: set[str] = set()
+    for command, (module_name, help_line) in COMMANDS.items():
+        if module_name in added:
+            continue
+        if argv is None or COMMANDS.get(chosen, ("",))[0] == module_name:
+            module = importlib.import_module(f"placement_gym.cli.{module_name}")
+            (getattr(module, "add_parsers", None) or module.add_parser)(subparsers)
+            added.add(module_name)
+        else:  # listed, never parsed: argv runs another command
+            subparsers.add_parser(command, help=help_line, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        args = build_parser(argv).parse_args(argv)
+        if args.command not in _NO_COST_MODEL and getattr(args, "uses_cost_model", True):
+            from placement_gym.cli.first_run import announce_compile
+
+            announce_compile()
         try:
-            return args.run(args)
+            return _run_flushed(lambda: args.run(args))
         except ImportError as error:  # a missing optional module: say which extra installs it
             fail(import_error_message(error))
         except (ValueError, FileNotFoundError) as error:  # ClusterError is a ValueError
@@ -79,6 +118,27 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`... --json | head`)
+        return _closed_pipe()
 
 
-__all__ = ["build_parser", "main"]
+def _run_flushed(run) -> int:
+    """``run()``, its output flushed here so that a reader that went away is noticed now rather
+    than at interpreter exit (where Python would print a traceback)."""
+    code = run()
+    sys.stdout.flush()
+    return code
+
+
+def _closed_pipe() -> int:
+    """Python's recipe for a closed stdout (docs: "Note on SIGPIPE"): point the stdout descriptor at
+    devnull, so that the interpreter's own flush at exit cannot fail again, and exit 1 quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout has no descriptor (replaced in-process): nothing to redirect
+        pass
+    return 1
+
+
+__all__ = ["COMMANDS", "build_parser", "main"]

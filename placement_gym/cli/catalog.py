@@ -12,6 +12,7 @@ from placement_gym.cli.output import fmt_bytes, print_json, print_table
 from placement_gym.cluster import PRESETS, load_cluster
 from placement_gym.graph import bundled, bundled_graph_names, load_graph
 from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY, OnnxImport, import_onnx
+from placement_gym.task_ids import HASH_DIGITS, graph_id
 
 # The --info table lists this many parameters; --json lists them all.
 INFO_PARAMETER_ROWS = 20
@@ -66,6 +67,10 @@ def graph_info(name_or_path: str) -> dict[str, Any]:
         "file": str(path),
         "name": graph.name,
         "sha256": graph.sha256,
+        # What task ids and run folders call the graph (``name@<content hash>``, the bundled name for
+        # an unmodified bundled graph): the file's sha256 alone cannot be matched to them.
+        "content_hash": graph.content_sha256[:HASH_DIGITS],
+        "task_id_graph": graph_id(graph),
         "ops": graph.n_ops,
         "edges": graph.n_edges,
         "tensors": graph.n_tensors,
@@ -88,6 +93,7 @@ def graph_info(name_or_path: str) -> dict[str, Any]:
                         for name, shape in graph.data_inputs],
         "constants": [{"name": name, "reason": reason} for name, reason in roles.constants.items()],
         "warnings": list(result.warnings),
+        "cannot_tell": list(roles.undetermined),
     }
 
 
@@ -102,6 +108,8 @@ def _print_info(info: dict[str, Any]) -> None:
     params = info["parameters"]
     print(f"{info['file']}: {info['ops']} ops, {info['edges']} edges, {info['flops'] / 1e9:,.3f} GFLOPs "
           "(forward graph)")
+    print(f"sha256 of the file: {info['sha256']}; content hash: {info['content_hash']} (task ids and run "
+          f"folders name this graph {info['task_id_graph']})")
     ops = ", ".join(f"{op} {n}" for op, n in info["op_types"].items())
     print(f"op types: {ops}")
     sources = ", ".join(f"{n} {source}" for source, n in params["sources"].items()) or "none"
@@ -118,6 +126,8 @@ def _print_info(info: dict[str, Any]) -> None:
         print(f"constants read from outside the nodes: {constants}{more}")
     for message in info["warnings"]:
         print(f"warning: {message}")
+    for message in info["cannot_tell"]:
+        print(f"note: {message}")
     rows = [[p["name"], "x".join(map(str, p["shape"])) or "scalar", f"{p['count']:,}", f"{p['bytes']:,.0f}",
              p["source"], ", ".join(p["roles"]) + ("" if p["trainable"] else " (non-trainable)")]
             for p in params["list"][:INFO_PARAMETER_ROWS]]
@@ -225,7 +235,59 @@ def run_clusters(args: argparse.Namespace) -> int:
     return 0
 
 
+def agent_rows() -> list[dict[str, Any]]:
+    """Every agent ``evaluate --agent`` takes: the core's simple agents (heuristics that need no extra),
+    then those of the installed agent providers (`placement_gym.agents.describe_agents`)."""
+    from placement_gym import agents
+    from placement_gym.placements import SIMPLE_AGENT_DESCRIPTIONS
+
+    rows = {name: {"name": name, "kind": "heuristic", "default_budget": None, "budget_unit": None,
+                   "extra": None, "installed": True, "description": text}
+            for name, text in SIMPLE_AGENT_DESCRIPTIONS.items()}
+    for row in agents.describe_agents():
+        rows.setdefault(row["name"], row)  # the core's simple agents keep the core's facts
+    return list(rows.values())
+
+
+def _budget_text(row: dict[str, Any]) -> str:
+    budget = row["default_budget"]
+    if budget is None:
+        return "-"
+    number = f"{budget:g}" if isinstance(budget, float) else str(budget)
+    return f"{number} {row['budget_unit'] or ''}".strip()
+
+
+def run_agents(args: argparse.Namespace) -> int:
+    from placement_gym import agents
+
+    rows = agent_rows()
+    if args.json:
+        print_json(rows)
+        return 0
+    print_table(
+        ["agent", "kind", "default budget", "needs", "description"],
+        [[r["name"], r["kind"] or "?", _budget_text(r),
+          (f"[{r['extra']}] extra" if r["extra"] else "-") + ("" if r["installed"] else " (not installed)"),
+          r["description"] or ""] for r in rows],
+        numeric=[False, False, True, False, False],
+        title=f"{len(rows)} agents (evaluate --agent NAME; --budget N overrides the default budget)",
+    )
+    note = agents.providers().note()
+    if note:
+        print(f"agent providers that did not load{note.removeprefix('; could not load')}")
+    return 0
+
+
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    agents_parser = subparsers.add_parser(
+        "agents", help="list the agents evaluate --agent runs: kind, default budget, the extra each needs",
+        description="List every agent of the core and of the installed agent packages (entry-point group "
+                    "placement_gym.agents), one line each: its kind (heuristic, search, learned or "
+                    "pretrained), its default budget (cost-model evaluations, or seconds for exact) and the "
+                    "pip extra it needs. --json gives each as an object with name, kind, default_budget, "
+                    "budget_unit, extra, installed and description.")
+    agents_parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    agents_parser.set_defaults(run=run_agents)
     graphs = subparsers.add_parser(
         "graphs", help="list the bundled graphs, or describe one ONNX file",
         description="List the bundled graphs (forward graph statistics), or with --info describe what "

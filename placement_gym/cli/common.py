@@ -13,7 +13,8 @@ import numpy as np
 from placement_gym import agents
 from placement_gym.named_tasks import get_task
 from placement_gym.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
-from placement_gym.task import OBJECTIVES, Task
+from placement_gym.task import OBJECTIVES, OPTIMIZERS, Task
+from placement_gym.task_ids import DEFAULT_OPTIMIZER
 
 DEFAULT_GRAPH = "inception_v3"
 DEFAULT_CLUSTER = "k80x4"
@@ -64,8 +65,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_optimizer_argument(parser: argparse.ArgumentParser) -> None:
+    """--optimizer: the optimizer of a train step, which sets its update ops and optimizer state (a
+    GNMT-8 step fits one K40 with SGD and not with Adam, so it can change the answer)."""
+    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
+                        help=f"optimizer of a train step: its update ops and state memory (default: "
+                        f"{DEFAULT_OPTIMIZER}; the task id ends in '+<optimizer>' for any other)")
+
+
 def task_from_args(args: argparse.Namespace) -> Task:
-    return get_task(args.graph, args.cluster, args.objective)
+    """The task of --graph, --cluster, --objective and (where the command has it) --optimizer."""
+    return get_task(args.graph, args.cluster, args.objective, getattr(args, "optimizer", DEFAULT_OPTIMIZER))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ def run_demo(args: argparse.Namespace) -> int:
     path = picture_path(args.out)
     if path is not None:
         try:
-            picture = str(demo_timeline(path, cluster=args.cluster))
+            picture = str(demo_timeline(path, cluster=args.cluster, samples=args.samples, seed=args.seed))
         except ImportError as error:  # matplotlib (the viz extra) missing: the rest still ran
             picture = f"skipped ({error})"
     result = {"rows": rows, "episode": episode, "timeline": picture, "wall_s": time.perf_counter() - started}
@@ -42,7 +42,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print_json(result)
         return 0
     print_table(
-        ["task", "ops", "placement", "runtime (ms)", "feasible", "speedup", "lower bound (ms)"],
+        ["task", "ops", "placement", "runtime (ms)", "feasible", "speedup", "simple lower bound (ms)"],
         [
             [
                 r["task"],
@@ -65,7 +65,9 @@ def run_demo(args: argparse.Namespace) -> int:
         f"best single device {episode['best_single_runtime'] * 1e3:.1f} ms)"
     )
     if picture:
-        print(f"Schedule of round-robin on inception_v3: {picture}")
+        shown = "HEFT" if any(r["agent"] == "HEFT" for r in rows) else f"the best of {args.samples} random"
+        print(f"Schedules of the best single device and {shown} on inception_v3 / {args.cluster}, "
+              f"one time axis: {picture}")
     print(
         f"Done in {result['wall_s']:.1f} s. "
         "Next: placement-gym evaluate --help, placement-gym bench, README.md."
@@ -77,8 +79,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo",
         help="a short demo on bundled graphs",
-        description="Evaluate simple placements of three bundled models' training steps, play one episode "
-        "of DevicePlacement-v0 and draw a schedule.",
+        description="Evaluate the best single device, HEFT (from an installed agent package, the bundled "
+        "baselines by default) and simple placements of three bundled models' training steps, play one "
+        "episode of DevicePlacement-v0 and draw the schedules of the best single device and HEFT.",
     )
     parser.add_argument("--cluster", default="k80x4", help="cluster preset or JSON file (default: k80x4)")
     parser.add_argument(

@@ -1,6 +1,11 @@
-"""`placement-gym leaderboard validate|submit|reruns|render|bounds`: re-check, add and render submissions;
-check the re-run records that make budgets verified; compute and re-check the proven lower bounds the
-leaderboard shows."""
+"""`placement-gym leaderboard validate|submit|reruns|render|bounds|init`: re-check, add and render
+submissions; check the re-run records that make budgets verified; compute and re-check the proven lower
+bounds the leaderboard shows; copy the leaderboard's data into a folder of one's own.
+
+Without ``--dir`` the commands use the source checkout's ``leaderboard/`` (running from a checkout) or
+else the read-only copy of it packaged in the wheel (``placement_gym/_leaderboard``); the commands that
+write (render, submit, bounds, validate --record) refuse the packaged copy and ask for ``--dir DIR``,
+which ``leaderboard init DIR`` makes."""
 
 from __future__ import annotations
 
@@ -20,9 +25,57 @@ OK_MARK, BAD_MARK = "✓", "✗"
 SUITE_MISMATCH_EXIT = 3
 
 
+# The suite data the commands read, as the wheel packages it (pyproject's force-include): a copy of
+# the committed leaderboard/ folder's submissions/, bounds.json, reruns.json and README.md.
+PACKAGED_NAME = "_leaderboard"
+PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md")
+CHECKOUT_ORIGIN = "the source checkout's leaderboard/ folder"
+PACKAGED_ORIGIN = "the read-only copy packaged with placement-gym"
+
+
+def _checkout_directory() -> Path | None:
+    """The ``leaderboard/`` folder of the source checkout this package runs from (an editable install),
+    or None for an installed wheel."""
+    root = Path(__file__).resolve().parents[2]
+    folder = root / "leaderboard"
+    return folder if (root / "pyproject.toml").is_file() and (folder / "submissions").is_dir() else None
+
+
+def _packaged_directory() -> Path:
+    """The copy of the leaderboard's data installed with the wheel (``placement_gym/_leaderboard``)."""
+    return Path(__file__).resolve().parents[1] / PACKAGED_NAME
+
+
+def default_directory_and_origin() -> tuple[Path, str]:
+    """The folder the leaderboard commands use without ``--dir``, and where it comes from: the source
+    checkout's ``leaderboard/`` when running from one, else the read-only packaged copy."""
+    checkout = _checkout_directory()
+    if checkout is not None:
+        return checkout, CHECKOUT_ORIGIN
+    return _packaged_directory(), PACKAGED_ORIGIN
+
+
 def default_directory() -> Path:
-    """The repository's ``leaderboard/`` folder (next to the package)."""
-    return Path(__file__).resolve().parents[2] / "leaderboard"
+    """The folder the leaderboard commands use without ``--dir`` (`default_directory_and_origin`)."""
+    return default_directory_and_origin()[0]
+
+
+def _directory(args: argparse.Namespace, writes: bool = False) -> Path:
+    """``--dir``, else the default folder. A command that writes (``writes``) never writes into the
+    packaged copy, which lives in site-packages: ValueError (one line: exit 2) asking for ``--dir``."""
+    if args.dir is not None:
+        return Path(args.dir)
+    directory, origin = default_directory_and_origin()
+    if writes and origin == PACKAGED_ORIGIN:
+        raise ValueError(f"the default leaderboard folder is {origin} ({directory}), which commands never "
+                         "write into; pass --dir DIR, a folder of your own (make one with 'placement-gym "
+                         "leaderboard init DIR')")
+    return directory
+
+
+def _where(directory: Path, args: argparse.Namespace) -> str:
+    """``directory``, and where it comes from when it is the default (for messages)."""
+    return str(directory) if args.dir is not None else f"{directory} ({default_directory_and_origin()[1]})"
 
 
 def _exits_on_suite_mismatch(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -58,7 +111,9 @@ def _check_json(check) -> dict:
     }
 
 
-def _print_checks(checks: list, as_json: bool) -> None:
+def _print_checks(checks: list, as_json: bool, every_row: bool = True) -> None:
+    """The checks as JSON, or a table of one row per task check (with ``every_row=False``, only the
+    failed ones: a whole leaderboard is more than a thousand rows)."""
     if as_json:
         print_json([_check_json(c) for c in checks])
         return
@@ -67,21 +122,37 @@ def _print_checks(checks: list, as_json: bool) -> None:
         for problem in check.problems:
             rows.append([check.source, "-", BAD_MARK, problem])
         for task in check.tasks:
-            rows.append([check.source, task.task_id, OK_MARK if task.ok else BAD_MARK,
-                         "; ".join(task.reasons)])
-    print_table(["file", "task", "ok", "reason"], rows, title="leaderboard validate",
-                numeric=[False] * 4)
+            if every_row or not task.ok:
+                rows.append([check.source, task.task_id, OK_MARK if task.ok else BAD_MARK,
+                             "; ".join(task.reasons)])
+    if rows:
+        print_table(["file", "task", "ok", "reason"], rows, numeric=[False] * 4,
+                    title="leaderboard validate" + ("" if every_row else ": the failed checks (--all lists "
+                                                    "every one)"))
 
 
-def _submission_paths(files: list[str], directory: Path) -> list[Path]:
+def _summary(checks: list) -> str:
+    """One line: files, task checks passed and failed, files with problems of their own."""
+    passed = sum(task.ok for check in checks for task in check.tasks)
+    failed = sum(not task.ok for check in checks for task in check.tasks)
+    problems = sum(bool(check.problems) for check in checks)
+    bad_files = sum(not check.ok for check in checks)
+    verdict = "every file passed" if not bad_files else f"{bad_files} of the files failed" + (
+        f" ({problems} unreadable or invalid)" if problems else "")
+    return f"{len(checks)} files: {passed} task checks passed, {failed} failed; {verdict}"
+
+
+def _submission_paths(files: list[str], directory: Path | None, args: argparse.Namespace) -> list[Path]:
     from placement_gym.untrusted import inside
 
     if files:
         return [Path(f) for f in files]
+    assert directory is not None
     inside(directory, "submissions")  # a link here would validate files outside the folder
     paths = sorted((directory / "submissions").glob("*.json"))
     if not paths:
-        raise ValueError(f"no submission files given and none under {directory / 'submissions'}")
+        raise ValueError(f"no submission files given and none under the submissions/ of "
+                         f"{_where(directory, args)}; pass FILE... or --dir DIR")
     return paths
 
 
@@ -89,8 +160,11 @@ def _submission_paths(files: list[str], directory: Path) -> list[Path]:
 def run_validate(args: argparse.Namespace) -> int:
     if args.rerun is not None or args.tasks is not None or args.budget is not None or args.record:
         return _run_rerun(args)
-    checks = _check_report(_submission_paths(args.files, Path(args.dir)))
-    _print_checks(checks, args.json)
+    directory = None if args.files else _directory(args)
+    checks = _check_report(_submission_paths(args.files, directory, args))
+    _print_checks(checks, args.json, every_row=args.all)
+    if not args.json:
+        print(_summary(checks) + ("" if directory is None else f"; folder {_where(directory, args)}"))
     return 0 if all(c.ok for c in checks) else 1
 
 
@@ -102,7 +176,7 @@ def _run_rerun(args: argparse.Namespace) -> int:
         raise ValueError(f"--rerun takes one file; also given: {' '.join(args.files)}")
     if args.record and args.budget is not None:
         raise ValueError("--record needs a re-run at the file's own budget; drop --budget")
-    record_in = Path(args.dir) if args.record else None
+    record_in = _directory(args, writes=True) if args.record else None
     return _rerun_command(args.rerun, args.tasks, args.budget, args.json, record_in)
 
 
@@ -171,7 +245,7 @@ def run_reruns(args: argparse.Namespace) -> int:
     from placement_gym.leaderboard.submission import read_submission
     from placement_gym.untrusted import inside
 
-    directory = Path(args.dir)
+    directory = _directory(args)
     records = read_records(directory)
     folder = directory / "submissions"
     problems = []
@@ -214,6 +288,7 @@ def run_submit(args: argparse.Namespace) -> int:
     from placement_gym.leaderboard.submission import read_submission, submission_filename
     from placement_gym.untrusted import UntrustedFileError, inside, write_inside
 
+    directory = _directory(args, writes=True)
     checks = _check_report([Path(args.file)])
     _print_checks(checks, args.json)
     if not checks[0].ok:
@@ -222,15 +297,16 @@ def run_submit(args: argparse.Namespace) -> int:
     try:
         raw, data = read_submission(args.file)  # the bytes copied are the bytes the name is made from
         relative = Path("submissions", submission_filename(data))
-        target = Path(args.dir) / relative
-        if os.path.lexists(inside(args.dir, relative)) and not args.force:
+        target = directory / relative
+        if os.path.lexists(inside(directory, relative)) and not args.force:
             raise ValueError(f"{target} exists; pass --force to replace it")
-        write_inside(args.dir, relative, raw)
+        write_inside(directory, relative, raw)
     except UntrustedFileError as error:
         print(f"placement-gym: {error}; not submitted", file=sys.stderr)
         return 1
     if not args.json:
-        print(f"submitted as {target}; run 'placement-gym leaderboard render' to update the README")
+        again = "" if args.dir is None else f" --dir {directory}"
+        print(f"submitted as {target}; run 'placement-gym leaderboard render{again}' to update the README")
     return 0
 
 
@@ -239,7 +315,7 @@ def run_render(args: argparse.Namespace) -> int:
     from placement_gym.leaderboard.render import README_NAME, RenderRefused, render
     from placement_gym.untrusted import UntrustedFileError
 
-    directory = Path(args.dir)
+    directory = _directory(args, writes=not args.check)
     try:
         fresh = render(directory, check=args.check, chart=not args.no_chart)
     except RenderRefused as refused:  # a number that fails validation is never published
@@ -267,7 +343,7 @@ def run_bounds(args: argparse.Namespace) -> int:
 
     require_suite(CURRENT_SUITE)
     suite = get_suite(CURRENT_SUITE)
-    directory = Path(args.dir)
+    directory = _directory(args, writes=not args.check)
 
     def progress(task_id: str) -> None:
         print(f"  {task_id}", file=sys.stderr, flush=True)
@@ -288,6 +364,33 @@ def run_bounds(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_init(args: argparse.Namespace) -> int:
+    """``init DIR``: copy the default folder's data (submissions/, bounds.json, reruns.json, README.md)
+    into the new folder DIR, for the commands that write (render, submit, bounds) to work on."""
+    import shutil
+
+    source, origin = default_directory_and_origin()
+    target = Path(args.target)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ValueError(f"{target} exists and is not an empty folder; init makes a new leaderboard folder")
+    if not (source / "submissions").is_dir():
+        raise FileNotFoundError(f"{source} ({origin}) has no submissions/ to copy: a broken install?")
+    target.mkdir(parents=True, exist_ok=True)
+    # Plain files only, never a link: the copy is as trustworthy as the packaged data it comes from.
+    (target / "submissions").mkdir()
+    count = 0
+    for path in sorted((source / "submissions").glob("*.json")):
+        if path.is_file() and not path.is_symlink():
+            shutil.copyfile(path, target / "submissions" / path.name)
+            count += 1
+    for name in PACKAGED_FILES:
+        if (source / name).is_file() and not (source / name).is_symlink():
+            shutil.copyfile(source / name, target / name)
+    print(f"copied {count} submissions and {', '.join(PACKAGED_FILES)} from {source} ({origin}) into "
+          f"{target}; use it with --dir {target}")
+    return 0
+
+
 def add_parser(subparsers) -> None:
     """Add ``leaderboard`` with its ``validate``, ``submit``, ``reruns``, ``render`` and ``bounds``
     subcommands."""
@@ -296,9 +399,15 @@ def add_parser(subparsers) -> None:
         description="Re-evaluate submitted placements, add a submission, render leaderboard/README.md.")
     commands = parser.add_subparsers(dest="leaderboard_command", metavar="ACTION", required=True)
 
+    default, origin = default_directory_and_origin()
+    read_only = "" if origin == CHECKOUT_ORIGIN else (
+        "; commands that write need a --dir of your own: 'placement-gym leaderboard init DIR' makes one")
+
     def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--dir", default=str(default_directory()),
-                         help="leaderboard folder (holds submissions/ and README.md); default: %(default)s")
+        # Resolved when the command runs (`_directory`): None says "the default" to the messages.
+        sub.add_argument("--dir", default=None,
+                         help=f"leaderboard folder (holds submissions/, bounds.json, reruns.json, "
+                         f"README.md); default: {origin}, {default}{read_only}")
         sub.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     validate = commands.add_parser("validate", help="re-evaluate submissions; exit 1 if any task fails, 3 if "
@@ -319,8 +428,19 @@ def add_parser(subparsers) -> None:
     validate.add_argument("--budget", type=positive_int, metavar="N",
                           help="with --rerun: run at N evaluations instead of the file's budget; the run "
                           "then cannot match the file, so two runs at N are compared with each other")
+    validate.add_argument("--all", action="store_true",
+                          help="list every task check (default: only the failed ones, then a summary line)")
     common(validate)
     validate.set_defaults(run=run_validate)
+
+    init = commands.add_parser(
+        "init", help="copy the leaderboard's data into a new folder DIR, for render, submit and bounds",
+        description=f"Copy submissions/, bounds.json, reruns.json and README.md from {origin} ({default}) "
+                    "into the new (or empty) folder DIR; then run the other commands with --dir DIR. The "
+                    "commands that write need such a folder after a pip install, where the default is the "
+                    "read-only copy packaged with placement-gym.")
+    init.add_argument("target", metavar="DIR")
+    init.set_defaults(run=run_init, uses_cost_model=False)
 
     submit = commands.add_parser("submit", help="validate a submission and copy it under submissions/")
     submit.add_argument("file", metavar="FILE")

@@ -186,8 +186,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "random-search, ...) or run a search agent (anneal, cem) until --budget evaluations are spent, "
         "scored by the cost model (default), the profiled cost model or real runs (--reward-mode). Writes "
         "a checkpoint (learned agents), the learning curve (CSV, and a PNG with the best single device, "
-        "HEFT and the lower bound as reference lines) and the best placement (JSON) to --out, and prints "
-        "the speedup over the best single device at the end.",
+        "HEFT and the simple lower bound as reference lines) and the best placement (JSON) to --out, and "
+        "prints the speedup over the best single device at the end.",
     )
     parser.add_argument(
         "--agent",

@@ -1,4 +1,4 @@
-"""Reference points reported beside every runtime: a lower bound and the best single device."""
+"""Reference points reported beside every runtime: the simple lower bound and the best single device."""
 
 from __future__ import annotations
 
@@ -29,9 +29,16 @@ def _critical_path(fastest, output_pointer, outputs, consumer_pointer, consumers
 
 
 def lower_bound(task) -> float:
-    """A runtime no placement can beat (seconds): the larger of
+    """The *simple lower bound* (seconds), a runtime no placement can beat: the larger of
     (a) the critical path with every op on its fastest device and free communication, and
-    (b) the total work, each op on its fastest device, spread perfectly over all devices."""
+    (b) the total work, each op on its fastest device, spread perfectly over all devices.
+
+    It is what ``evaluate``, ``train``, the demo, the learning curves and the envs'
+    ``info["lower_bound"]`` show, always named "simple lower bound": it costs microseconds, so
+    every env computes it at construction. The leaderboard shows the tighter *proven lower bound*
+    (`placement_gym.cost_model.proven_bound`, up to 12 s a task on the bundled GNMT tasks; its
+    load LP needs OR-Tools), which is at least this one. The suite's frozen fingerprints keep
+    this one, so its value must not change."""
     return _LOWER_BOUNDS.get(task, _compute_lower_bound)
 
 

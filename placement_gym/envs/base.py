@@ -26,7 +26,7 @@ from placement_gym.task import OBJECTIVES, Task, check_device_indices
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 INFO_KEYS: tuple[str, ...] = (
-    "lower_bound",  # float64 seconds no placement can beat
+    "lower_bound",  # float64 seconds no placement can beat: the simple bound, `pg.lower_bound`
     "best_single_runtime",  # float64 seconds on the fastest device that holds the whole task
     "simulated",  # 0-d bool array: whether the result keys below describe a simulated placement
     "runtime",  # float64 simulated seconds (also for an out-of-memory placement); 0 if not simulated
@@ -78,8 +78,9 @@ class PlacementEnvBase(gym.Env):
     nodes are numbered in topological order of their first op. Attributes every env has:
     ``task``, ``grouping``, ``n_nodes``, ``node_of_op`` (int64 per forward op), ``node_static_bytes``
     (parameters, gradients and optimizer state per node), ``best_single_runtime`` and
-    ``best_single_device``, ``lower_bound``, ``penalty_runtime`` (the runtime an out-of-memory
-    placement is rewarded with), ``device_features`` (also in the dict observation), ``reward_mode``,
+    ``best_single_device``, ``lower_bound`` (the simple lower bound, `pg.lower_bound`),
+    ``penalty_runtime`` (the runtime an out-of-memory placement is rewarded with),
+    ``device_features`` (also in the dict observation), ``reward_mode``,
     ``obs_mode``, ``mask_in_obs``, and for ``obs_mode="flat"`` ``flat_layout`` (a
     `placement_gym.envs.flat.FlatLayout`: ``unflatten`` turns vectors back into dicts) and
     ``flat_slices`` (key -> slice of the vector; both None in the other modes).
@@ -439,7 +440,7 @@ class PlacementEnvBase(gym.Env):
             f"runtime {result.runtime * 1e3:.3f} ms, {status}, speedup "
             f"{self.best_single_runtime / result.runtime:.3f}x over the best single device "
             f"({cluster.device_names[self.best_single_device]}, {self.best_single_runtime * 1e3:.3f} ms); "
-            f"lower bound {self.lower_bound * 1e3:.3f} ms",
+            f"simple lower bound {self.lower_bound * 1e3:.3f} ms",
         ]
         header = f"{'device':<12}{'kind':<6}"
         if not self._identity:

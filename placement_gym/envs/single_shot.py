@@ -120,7 +120,8 @@ class DevicePlacementEnv(PlacementEnvBase):
     The same keys at `reset` and after the step, each value a numpy number (float64, int64) or a
     numpy array (0-d bool arrays for ``simulated`` and ``feasible``), so that vector envs, torchrl
     and tianshou can stack them:
-    ``lower_bound`` (seconds no placement can beat), ``best_single_runtime`` (seconds, the fastest
+    ``lower_bound`` (the simple lower bound `pg.lower_bound`, seconds no placement can beat; the
+    leaderboard shows the tighter `proven_bound`), ``best_single_runtime`` (seconds, the fastest
     device that holds the whole task), ``simulated`` (False at `reset`, True after the step),
     ``runtime`` (simulated seconds, also for an infeasible placement), ``feasible``,
     ``peak_memory`` (bytes per device, float64 ``(n_devices,)``), ``speedup``

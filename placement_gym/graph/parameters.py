@@ -12,7 +12,15 @@ taken for data is a silently wrong training cost. The rules, in order:
    recurrent op's zero initial state). A single-element one is a constant (an epsilon, GELU's 0.5,
    attention's 1/sqrt(d)): an optimiser often shares one such scalar across layers, and as a shared
    parameter it would add a fake edge from the first layer to every other. Integer and bool
-   initializers are constants.
+   initializers are constants. So is a float initializer of two or more dimensions whose stored
+   elements all hold one value and that only element-wise ops read (T5's all-zero position bias
+   ``zeros`` [1, 8, 64, 64], added to the attention scores; a mask of ones): a tensor the exporter
+   computed, not a trained weight, since training makes a weight's elements differ; what a weight
+   slot or a matrix product reads, a normalisation's scale and a bias (ones and zeros when fresh,
+   1-D) stay parameters whatever their values. The one case it takes wrongly, a
+   learned tensor still at a constant initial value (an untrained model's zero position
+   embedding), is named in a warning that says how to list it. Only inline values are read (an
+   external data file never is).
 3. A graph input, or a tensor a node reads that the file neither declares nor produces (what
    ``torch.onnx.export(dynamo=True, export_params=False)`` writes), is classified by the role its
    value plays where it meets the computation:
@@ -226,7 +234,10 @@ class InputRoles:
             gets a `DataInputWarning`).
         undeclared_uses: undeclared parameter -> the (node index, input index) pairs that read it,
             from which `placement_gym.graph.undeclared_weights` derives its shape.
-        notes: facts about the file worth a user's attention (one line each).
+        notes: facts about the file worth a user's attention (one line each; warned on import).
+        undetermined: what matters to a training step's cost that the file cannot tell (one line
+            each; shown by ``placement-gym graphs --info``, `undetermined_lines`, not warned on
+            import, as it holds for every file of its kind).
     """
 
     method: str
@@ -238,6 +249,7 @@ class InputRoles:
     unsure_data: tuple[str, ...]
     undeclared_uses: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    undetermined: tuple[str, ...] = ()
 
     @property
     def parameter_names(self) -> set[str]:
@@ -386,6 +398,7 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
     graph = model.graph
     nodes = list(graph.node)
     initializer_types = {t.name: (t.data_type, math.prod(t.dims)) for t in graph.initializer}
+    initializers = {t.name: t for t in graph.initializer}
     for sparse in graph.sparse_initializer:
         initializer_types[sparse.values.name] = (sparse.values.data_type, math.prod(sparse.dims))
     fixed = {n for n, (dtype, numel) in initializer_types.items() if dtype in _FLOAT_TYPES and numel > 1}
@@ -459,10 +472,17 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
         # A graph's only data input is the data by elimination (a model reads at least one).
         why_data[unsure[0]] = "the graph's only data input"
         unsure = []
+    uniform: list[str] = []
     for name in (n for n in initializer_types if n in fixed):  # file order, for stable reports
         if direct.get(name) and direct[name] <= {_SHAPE, _INDEX, _ACTIVATION}:
             # Resize's scales, Clip's bounds, a zero initial state: values, not weights.
             constants[name] = "float initializer read only as a shape, bounds or state operand"
+            continue
+        value = None if _weight_slot_reads(weights, name) else _uniform_value(initializers[name])
+        if value is not None:
+            constants[name] = (f"float initializer whose every element holds the same value ({value:g}), "
+                               "read only by element-wise ops: a computed buffer, not a trained weight")
+            uniform.append(name)
             continue
         parameters[name] = "initializer"
         roles[name] = tuple(dict.fromkeys(label for _, label in weights.get(name, [])))
@@ -482,19 +502,93 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
         constants=constants,
         unsure_data=tuple(unsure),
         undeclared_uses=undeclared_uses,
-        notes=tuple(_exporter_notes(nodes)),
+        notes=tuple(_uniform_notes(uniform) + _exporter_notes(nodes)),
+        undetermined=tuple(_batch_norm_unknown(nodes)),
     )
 
 
+_PRODUCT_OPS = frozenset({"MatMul", "MatMulInteger", "Einsum", "FusedMatMul"})
+
+
+def _weight_slot_reads(weights: dict[str, list[tuple[str, str]]], name: str) -> set[str]:
+    """The weight roles of ``name`` that a computed buffer does not play: a named weight or state
+    slot (a Conv weight, a normalisation's scale, an embedding table) or an operand of a matrix
+    product (``x @ W``); what is left is an operand of an element-wise op (added, multiplied)."""
+    return {label for _, label in weights.get(name, [])
+            if not label.endswith(" operand") or label.split(" ", 1)[0] in _PRODUCT_OPS}
+
+
+# Above this many elements an initializer's values are not compared (a uniform tensor that large
+# is implausible, and comparing costs a copy of its bytes).
+_UNIFORM_MAX_ELEMENTS = 1 << 24
+
+
+def _uniform_value(tensor: onnx.TensorProto) -> float | None:
+    """The one value every element of ``tensor`` holds, when it has two or more dimensions, its
+    values are stored inline and all equal; None otherwise (values in an external file are unknown)."""
+    numel = math.prod(tensor.dims)
+    if len(tensor.dims) < 2 or numel < 2 or numel > _UNIFORM_MAX_ELEMENTS:
+        return None
+    if tensor.data_location == TensorProto.EXTERNAL:
+        return None
+    if tensor.raw_data:
+        raw = tensor.raw_data
+        size = len(raw) // numel
+        if size == 0 or len(raw) != size * numel or raw != raw[:size] * numel:
+            return None
+    elif not (tensor.float_data or tensor.double_data or tensor.int32_data):
+        return None
+    from onnx import numpy_helper
+
+    values = numpy_helper.to_array(tensor)
+    first = values.flat[0]
+    if not (values == first).all():  # typed fields, or equal bytes decoded (NaN compares unequal)
+        return None
+    return float(first)
+
+
+def _uniform_notes(names: list[str]) -> list[str]:
+    if not names:
+        return []
+    listed = ", ".join(repr(n) for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return [f"float initializer(s) {listed} hold one value in every element and only element-wise ops read "
+            "them: taken for constants (a buffer such as T5's zero position bias), with no gradient or "
+            "optimizer state. If one is a learned tensor still at its initial value, list every parameter in "
+            f"metadata_props[{PARAMETERS_METADATA_KEY!r}] (a JSON list of names)"]
+
+
+_CONV_TYPES = frozenset({"Conv", "ConvTranspose"})
+_FOLD_RULE_KEY = "pkg.onnxscript.rewriter.rule_name"
+
+
 def _exporter_notes(nodes: list[onnx.NodeProto]) -> list[str]:
-    """What an exporter's optimiser did that changes a training step's cost (from node metadata)."""
-    rules = {prop.value for node in nodes for prop in node.metadata_props
-             if prop.key == "pkg.onnxscript.rewriter.rule_name"}
+    """What an exporter's optimiser did that changes a training step's cost (from node metadata: the
+    rewriter's rule name)."""
+    rules = {prop.value for node in nodes for prop in node.metadata_props if prop.key == _FOLD_RULE_KEY}
     if any("FuseBatchNorm" in rule for rule in rules):
         return ["the exporter's optimiser folded BatchNormalization into the preceding ops "
                 "(torch.onnx.export optimize=True): this is an inference graph, without the "
                 "BatchNormalization ops and parameters a training step runs; export with optimize=False "
                 "(or dynamo=False, training=torch.onnx.TrainingMode.TRAINING) to cost training"]
+    return []
+
+
+def _batch_norm_unknown(nodes: list[onnx.NodeProto]) -> list[str]:
+    """Whether BatchNormalization may have been folded away where the file cannot say.
+
+    The graph alone has no sound sign of folding: a convolution with a bias and no
+    BatchNormalization after it is both what folding leaves and what a model without BatchNorm is.
+    So when the file has convolutions, no BatchNormalization op and no exporter metadata at all
+    (commonly stripped by later tools, and never written by the TorchScript exporter), it cannot
+    tell; with the dynamo exporter's metadata present, `_exporter_notes` can."""
+    types = {node.op_type for node in nodes if node.domain in _DEFAULT_DOMAINS}
+    metadata = any(prop.key.startswith("pkg.") for node in nodes for prop in node.metadata_props)
+    if types & _CONV_TYPES and "BatchNormalization" not in types and not metadata:
+        return ["cannot tell whether BatchNormalization was folded into the convolutions: the file has "
+                "convolutions, no BatchNormalization op and no exporter metadata to say. If the model has "
+                "BatchNorm, this is an inference graph that costs less than a training step; export it "
+                "with torch.onnx.export(..., optimize=False) or dynamo=False, "
+                "training=torch.onnx.TrainingMode.TRAINING to cost training"]
     return []
 
 
