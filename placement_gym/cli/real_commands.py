@@ -23,7 +23,7 @@ def _plot_path(out: str | None, name: str) -> Path:
     return Path(out) if out is not None else output_root() / "fidelity" / name
 
 
-def _graph_and_model(name: str) -> tuple[Any, str | None]:
+def graph_and_model(name: str) -> tuple[Any, str | None]:
     """The graph of ``--graph`` and, for an ONNX file, its path (the executor needs the model).
 
     A file with an op the torch executor cannot run ends here, in one line (`UnsupportedOpError`,
@@ -103,7 +103,7 @@ def run_profile(args: argparse.Namespace) -> int:
 
     _check_warmup(args)
     cluster, devices = resolve_devices(args.devices, args.cluster)
-    graph, model = _graph_and_model(args.graph)
+    graph, model = graph_and_model(args.graph)
     start = time.perf_counter()
     profile, path, measured = _get_profile(
         args,
@@ -233,7 +233,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
 
     _check_warmup(args)
     cluster, devices = resolve_devices(args.devices, args.cluster)
-    graph, model = _graph_and_model(args.graph)
+    graph, model = graph_and_model(args.graph)
 
     if args.objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {args.objective!r}; allowed: {', '.join(OBJECTIVES)}")

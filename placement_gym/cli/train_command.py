@@ -35,7 +35,7 @@ from placement_gym.cli.common import (
     positive_int,
 )
 from placement_gym.cli.output import print_json, print_table
-from placement_gym.cli.real_commands import _graph_and_model
+from placement_gym.cli.real_commands import graph_and_model
 from placement_gym.cost_model import single_device
 from placement_gym.evaluator import COST_MODEL
 from placement_gym.named_tasks import get_task
@@ -87,7 +87,7 @@ def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
         except ValueError as error:
             hint = "" if args.profile is not None else " (or give --profile FILE)"
             raise ValueError(f"--reward-mode profiled: {error}{hint}") from None
-    _, model = _graph_and_model(args.graph)
+    _, model = graph_and_model(args.graph)
     return task, make_evaluator(task, "real", devices=devices, seed=args.seed, batch=args.batch, model=model)
 
 

@@ -12,7 +12,10 @@ from placement_gym.task_cache import TaskCache
 
 
 @numba.njit(cache=True)
-def _critical_path(fastest, output_pointer, outputs, consumer_pointer, consumers):
+def longest_path(fastest, output_pointer, outputs, consumer_pointer, consumers):
+    """The longest path (seconds) through ops in topological order, op ``i`` taking ``fastest[i]`` and
+    data moving for free along the task's tensor edges (CSR arrays: outputs per op, consumers per
+    tensor); shared by the simple and the proven lower bounds."""
     earliest = np.zeros(fastest.shape[0])
     longest = 0.0
     for op in range(fastest.shape[0]):  # ops are in topological order
@@ -44,7 +47,7 @@ def lower_bound(task) -> float:
 
 def _compute_lower_bound(task) -> float:
     fastest = task.duration.min(axis=1)
-    path = _critical_path(
+    path = longest_path(
         fastest,
         task.op_output_pointer,
         task.op_outputs,

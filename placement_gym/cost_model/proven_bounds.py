@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from placement_gym.cost_model.bounds import _critical_path
+from placement_gym.cost_model.bounds import longest_path
 from placement_gym.extras import require
 from placement_gym.task_cache import TaskCache
 
@@ -90,7 +90,7 @@ def critical_path(task) -> float:
     Proof (F2): along any dependency chain the ops run one after another, each for at least its
     fastest duration."""
     return float(
-        _critical_path(
+        longest_path(
             task.duration.min(axis=1),
             task.op_output_pointer,
             task.op_outputs,

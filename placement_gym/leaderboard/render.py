@@ -387,8 +387,11 @@ def split_verified(
     in ``verified`` (`rerun_records`); None counts every file as verified."""
     if verified is None:
         return list(groups), []
-    ok = [g for g in groups if set(g.sources) <= verified]
-    return ok, [g for g in groups if g not in ok]
+    ok: list[AlgorithmRuns] = []
+    unverified: list[AlgorithmRuns] = []
+    for group in groups:
+        (ok if set(group.sources) <= verified else unverified).append(group)
+    return ok, unverified
 
 
 def _unverified_section(

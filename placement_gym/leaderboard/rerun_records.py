@@ -12,7 +12,7 @@ entry's budget is **verified** when every file of the entry has a record here th
 
 A file gets its record from ``placement-gym leaderboard validate --rerun FILE --record``, which writes it
 only when the re-run reproduced. By default that re-runs every task of the file; ``--tasks`` names a
-sample (the committed records re-ran each file's task of least recorded wall time, `cheapest_task`, since
+sample (the committed records re-ran each file's task of least recorded wall time, since
 re-running every task of every entry takes about eleven CPU-hours on the development machine).
 
 ``placement-gym leaderboard reruns`` checks the records: every file hash, then a re-run of the recorded
@@ -97,11 +97,6 @@ def verified_files(records: dict[str, RerunRecord], files: dict[str, bytes]) -> 
     """The names among ``files`` ({file name: bytes}) whose record matches their bytes."""
     return {name for name, raw in files.items()
             if name in records and records[name].sha256 == file_sha256(raw)}
-
-
-def cheapest_task(data: dict) -> str:
-    """The task of submission ``data`` with the least recorded wall time (ties: the first task id)."""
-    return min(sorted(data["results"]), key=lambda task_id: data["results"][task_id]["wall_s"])
 
 
 def sample_per_entry(entries: dict[tuple, list[str]], records: dict[str, RerunRecord]) -> list[str]:

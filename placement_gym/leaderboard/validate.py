@@ -1,11 +1,8 @@
 """Re-check a submission: re-evaluate every placement with the cost model, task by task.
 
-A submission is only checked against a suite that the current cost model reproduces (its fingerprint,
-`suite`): for the current suite a mismatch raises `SuiteMismatchError` (the code, not the submission,
-has to change: bump the suite), and a submission of an older suite that the cost model no longer
-reproduces is left unchecked, with a note saying why.
-
-Only the current suite's submissions are accepted: a retired suite's files live in the leaderboard's
+Only the current suite's submissions are accepted, and only while the current cost model reproduces
+the suite (its fingerprint, `suite`): a mismatch raises `SuiteMismatchError` (the code, not the
+submission, has to change: bump the suite). A retired suite's files live in the leaderboard's
 ``retired/`` folder and are neither checked nor ranked.
 
 A generalisation-track submission is also checked against its suite's split (`generalisation`): it must
@@ -22,7 +19,7 @@ runtime and feasibility: those, never the file's claims, are what the leaderboar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from placement_gym.cost_model import simulate
@@ -185,8 +182,7 @@ def validate_submission(data: object, source: str = "submission") -> SubmissionC
                 and isinstance(result, dict)):
             extra = result_problems(version, task_id, result)
             if extra:
-                task_check = TaskCheck(task_id, False, (*extra, *task_check.reasons), task_check.runtime,
-                                       task_check.feasible)
+                task_check = replace(task_check, ok=False, reasons=(*extra, *task_check.reasons))
         check.tasks.append(task_check)
     return check
 
