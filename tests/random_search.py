@@ -48,6 +48,38 @@ def assert_below_random_search(result, floor: float, name: str, seed: int, budge
     )
 
 
+def assert_tutorial_learns(result: dict, name: str) -> None:
+    """What a user of a tutorial's file relies on, from the JSON line it printed last (``env_id``,
+    ``graph``, ``cluster``, ``runtime``, ``best_single_runtime``, ``sampled_devices``, ``evaluations``,
+    ``torch_threads``): its sampled placements used every device (a policy over the wrong axis never
+    samples some), it set the one torch thread the pages say pays, and its trained policy's placement
+    is faster than anything random search finds with as many evaluations on `SEEDS`."""
+    import gymnasium as gym
+
+    env = gym.make(result["env_id"], graph=result["graph"], cluster=result["cluster"]).unwrapped
+    assert result["best_single_runtime"] == pytest.approx(env.best_single_runtime)
+    assert result["sampled_devices"] == list(range(env.task.n_devices)), "the sampled placements skip devices"
+    assert result["torch_threads"] == 1, "the file leaves torch at its default thread count"
+    floor = random_search_floor(env.task, result["evaluations"], SEEDS)
+    assert result["runtime"] < floor, (
+        f"{name} on {result['env_id']}: {result['runtime'] * 1e3:.2f} ms is not below the "
+        f"{floor * 1e3:.2f} ms random search reaches with {result['evaluations']} evaluations "
+        f"on seeds {SEEDS}")
+
+
+def random_search_as_a_tutorial(env_id: str, budget: int = 4096) -> dict:
+    """What random search reports in a tutorial file's place (its JSON line) at a budget like theirs,
+    on the tutorials' ``cifar10_cnn`` over two K80s: the control that `assert_tutorial_learns` fails."""
+    import gymnasium as gym
+
+    env = gym.make(env_id, graph="cifar10_cnn", cluster="k80x2")
+    task = env.unwrapped.task
+    run = random_search(task, budget, seed=SEEDS[0])
+    return {"env_id": env_id, "graph": "cifar10_cnn", "cluster": "k80x2", "runtime": run.best_runtime,
+            "best_single_runtime": env.unwrapped.best_single_runtime,
+            "sampled_devices": list(range(task.n_devices)), "evaluations": budget, "torch_threads": 1}
+
+
 def random_search_control(*values, id: str = "random-search-control"):
     """A parametrisation of a learning test with the project's ``random-search`` agent in the learned
     agent's place, marked to fail (strictly: should random search ever pass, the suite fails), which

@@ -1,9 +1,9 @@
-"""stable-baselines3 PPO with its stock MultiInputPolicy on the dict observation of the staged env,
-then one greedy episode.
+"""stable-baselines3 PPO with its stock MultiInputPolicy on the dict observation of a placement env
+(the staged one by default), then one greedy episode.
 
-``python docs/tutorials/sb3_ppo.py [--timesteps N] [--seed S]``; the last line it prints is JSON: the
-greedy placement's runtime, the best single device's, the devices the sampled placements used and the
-placements evaluated (``env.unwrapped.evaluations``)."""
+``python docs/tutorials/sb3_ppo.py [--env-id ID] [--timesteps N] [--seed S]``; the last line it
+prints is JSON: the greedy placement's runtime, the best single device's, the devices the sampled
+placements used and the placements evaluated (``env.unwrapped.evaluations``)."""
 
 import argparse
 import json
@@ -15,6 +15,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 import placement_gym  # noqa: F401 - registers the environments
+from baselines.policies import FactorizedPlacementPolicy
 
 
 class SampledDevices(BaseCallback):
@@ -29,10 +30,19 @@ class SampledDevices(BaseCallback):
         return True
 
 
-def main(timesteps: int = 4096, seed: int = 0, graph: str = "cifar10_cnn", cluster: str = "k80x2") -> float:
-    # Spotlight's MDP: one node per step, Discrete(n_devices) actions, reward at the last stage.
-    env = gym.make("DevicePlacementStaged-v0", graph=graph, cluster=cluster)
-    model = PPO("MultiInputPolicy", env, gamma=1.0, n_steps=256, batch_size=64, seed=seed, verbose=0)
+def main(timesteps: int = 4096, seed: int = 0, env_id: str = "DevicePlacementStaged-v0",
+         graph: str = "cifar10_cnn", cluster: str = "k80x2") -> float:
+    # Staged (Spotlight): one node per step, Discrete(n_devices), reward at the last stage. Single-shot:
+    # every node at once, MultiDiscrete, one step per episode. Refine (Placeto): one move per step.
+    env = gym.make(env_id, graph=graph, cluster=cluster)
+    if env_id == "DevicePlacement-v0":
+        # Stock SB3 samples a MultiDiscrete action with one Categorical per node, in Python; the
+        # project's factorised policy is one categorical over (nodes, devices), and its one-step
+        # episodes take a larger learning rate than PPO's default.
+        model = PPO(FactorizedPlacementPolicy, env, n_steps=128, batch_size=64, learning_rate=3e-3,
+                    seed=seed, verbose=0)
+    else:
+        model = PPO("MultiInputPolicy", env, gamma=1.0, n_steps=256, batch_size=64, seed=seed, verbose=0)
     sampled = SampledDevices()
     model.learn(total_timesteps=timesteps, callback=sampled)
 
@@ -47,7 +57,7 @@ def main(timesteps: int = 4096, seed: int = 0, graph: str = "cifar10_cnn", clust
     print(f"policy: {runtime * 1e3:.2f} ms, feasible {bool(info['feasible'])}; "
           f"best single device {best_single * 1e3:.2f} ms; "
           f"sampled placements used devices {devices}; {evaluations} placements evaluated")
-    print(json.dumps({"env_id": "DevicePlacementStaged-v0", "graph": graph, "cluster": cluster,
+    print(json.dumps({"env_id": env_id, "graph": graph, "cluster": cluster,
                       "runtime": runtime, "best_single_runtime": best_single, "sampled_devices": devices,
                       "evaluations": evaluations, "torch_threads": torch.get_num_threads()}))
     return runtime
@@ -56,7 +66,8 @@ def main(timesteps: int = 4096, seed: int = 0, graph: str = "cifar10_cnn", clust
 if __name__ == "__main__":
     torch.set_num_threads(1)  # small MLPs: one thread is faster, more so on a shared machine
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env-id", default="DevicePlacementStaged-v0")
     parser.add_argument("--timesteps", type=int, default=4096, help="env steps to train for")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    main(timesteps=args.timesteps, seed=args.seed)
+    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id)
