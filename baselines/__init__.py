@@ -1,6 +1,6 @@
 """Baselines: placement agents built on `placement_gym` (the dependency never goes the other way).
 
-Agents register by name in `baselines.registry` (`get_agent`, `agent_names`): simple ones there, the
+Agents register by name in `baselines.registry` (`get_agent`, `registered_names`): simple ones there, the
 expert, partitioning, scheduling (HEFT, Baechi), search and exact agents in their modules, the
 learned agents in `baselines.learning`.
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.registry import AgentResult, register
+from baselines.registry import register
 from baselines.scheduling import ListSchedule, gpu_pool, memory_aware, op_memory, task_dag
+from placement_gym.agents import AgentResult
 from placement_gym.task import Task
 
 

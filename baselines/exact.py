@@ -69,7 +69,8 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from baselines.registry import AgentResult, register
+from baselines.registry import register
+from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate
 from placement_gym.groups import Grouping, make_grouping
 from placement_gym.placements import best_single_placement

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.registry import AgentResult, register
+from baselines.registry import register
 from baselines.scheduling import gpu_pool, memory_aware, op_memory
+from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate, single_device
 from placement_gym.groups import colocation_grouping
 from placement_gym.task import Task

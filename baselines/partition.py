@@ -14,8 +14,9 @@ import itertools
 
 import numpy as np
 
-from baselines.registry import AgentResult, register
+from baselines.registry import register
 from baselines.scheduling import gpu_pool
+from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate_batch
 from placement_gym.groups import make_grouping
 from placement_gym.task import Task

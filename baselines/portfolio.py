@@ -30,8 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from baselines.learning.move_bandit import move_bandit
-from baselines.registry import AgentResult, get_agent, register
+from baselines.registry import get_agent, register
 from baselines.search import ANNEAL_T_END, ANNEAL_T_START, cem
+from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate
 from placement_gym.task import Task
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from baselines.registry import AgentResult, register
+from baselines.registry import register
+from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate
 from placement_gym.task import Task
 from placement_gym.task_cache import TaskCache

@@ -19,7 +19,7 @@ Evaluations are memoised per run: a placement proposed a second time is not simu
 again, which matters for hill climbing on small graphs, where the same rejected moves come back.
 
 Who scores. By default the cost model of the task; ``evaluator=`` (either search) takes any
-`placement_gym.evaluator.Evaluator` instead (`placement_gym.real.evaluators.make_evaluator`'s profiled
+`placement_gym.evaluator.Evaluator` instead (`placement_gym.evaluator.make_evaluator`'s profiled
 or real one, a `placement_gym.real.distributed.RayEvaluatorPool` that spreads each batch over its
 actors...), each batch in one ``simulate_batch`` call: the search's own evaluations, the start
 placements' included, are then that evaluator's, counted and memoised the same way. The start agents still
@@ -68,7 +68,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from baselines.registry import AgentResult, get_agent, register
+from baselines.registry import get_agent, register
+from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate
 from placement_gym.evaluator import as_evaluator
 from placement_gym.groups import make_grouping
@@ -397,7 +398,8 @@ class MoveMix(Protocol):
         """What the mix learned, for the result's info."""
 
 
-@register("anneal", "simulated annealing over op and group moves from the best heuristic (budget: evals)")
+@register("anneal", "simulated annealing over op and group moves from the best heuristic (budget: evals)",
+          reports_evaluations=True)
 def anneal(
     task: Task,
     seed: int = 0,
@@ -509,7 +511,8 @@ def metropolis_accept(
 # The cross-entropy method
 
 
-@register("cem", "cross-entropy method over per-op device distributions, Post's search (budget: evaluations)")
+@register("cem", "cross-entropy method over per-op device distributions, Post's search (budget: evaluations)",
+          reports_evaluations=True)
 def cem(
     task: Task,
     seed: int = 0,

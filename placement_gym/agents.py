@@ -5,7 +5,7 @@ leaderboard harness (``leaderboard validate --rerun``) run, with no edit here.
 A package registers a *provider* in its ``pyproject.toml``::
 
     [project.entry-points."placement_gym.agents"]
-    baselines = "baselines.registry:provider"
+    baselines = "baselines.provider:provider"
 
 The entry point names an object (an instance, or a module of functions) with these methods; all but
 ``leaderboard_agent`` are optional, and a provider without one simply offers nothing there:
@@ -14,8 +14,8 @@ The entry point names an object (an instance, or a module of functions) with the
     The agents ``evaluate --agent NAME`` runs (listed in the CLI's help and errors).
 ``agent(name) -> Agent | None``
     The agent called ``name`` (None: not one of this provider's): ``agent(task, seed, budget)``
-    returning an object with ``.placement`` (a device index per forward op), ``.evaluations`` (the
-    cost-model evaluations it made) and optionally ``.info`` (a JSON-able dict).
+    returning an `AgentResult` (or any object with ``.placement``, a device index per forward op,
+    ``.evaluations``, the evaluations it made, and optionally ``.info``, a JSON-able dict).
 ``agents_for_all(task) -> Sequence[str]``
     The agents ``evaluate --agent all`` runs on ``task``.
 ``leaderboard_agent(name) -> Agent | None``
@@ -177,27 +177,37 @@ def unknown_agent_error(name: str, known: list[str], note: str = "") -> ValueErr
 
 
 @dataclass(frozen=True)
-class AgentRun:
-    """An agent's checked result: the placement, the evaluations it made and its extras."""
+class AgentResult:
+    """What an agent returns, the one result type of every agent.
+
+    placement: int64 ``(n_forward,)``, a device index per forward op.
+    evaluations: the evaluations the agent used (`simulate` calls, `simulate_batch` rows).
+    info: agent-specific extras (a solver bound, the agent's own schedule length...), JSON-able.
+    """
 
     placement: np.ndarray
     evaluations: int
     info: dict = field(default_factory=dict)
 
     @classmethod
-    def checked(cls, task: Task, result: Any) -> AgentRun:
-        """The result of an agent run on ``task``, its placement checked (`Task.check_placement`)."""
+    def checked(cls, task: Task, result: Any) -> AgentResult:
+        """``result`` of an agent run on ``task`` (an `AgentResult`, or any object with ``placement``,
+        ``evaluations`` and optionally ``info``), its placement checked (`Task.check_placement`) and
+        its count an int; TypeError for anything else."""
+        if not (hasattr(result, "placement") and hasattr(result, "evaluations")):
+            raise TypeError(f"an agent returned {type(result).__name__}, not an AgentResult "
+                            "(an object with placement and evaluations)")
         return cls(task.check_placement(result.placement), int(result.evaluations),
                    dict(getattr(result, "info", None) or {}))
 
 
-def run_installed_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> AgentRun:
+def run_installed_agent(task: Task, name: str, seed: int = 0, budget: int | None = None) -> AgentResult:
     """Run the agent ``name`` of the providers on ``task`` and check its placement. ValueError naming
     the known agents when no provider has it."""
     agent = lookup_agent(name)
     if agent is None:
         raise unknown_agent_error(name, agent_names(), providers().note())
-    return AgentRun.checked(task, agent(task, seed, budget))
+    return AgentResult.checked(task, agent(task, seed, budget))
 
 
 def agent_report(task: Task, name: str, seed: int, result: Any, wall_s: float) -> dict[str, Any]:

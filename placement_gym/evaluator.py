@@ -1,7 +1,8 @@
-"""The one way a placement is scored: the `Evaluator` protocol, and the cost model behind it.
+"""The one way a placement is scored: the `Evaluator` protocol, the cost model behind it, and the
+registry of scoring backends by name.
 
-Every scorer (`CostModelEvaluator` here; `ProfiledEvaluator`, `RealEvaluator` and `make_evaluator`
-in `placement_gym.real.evaluators`; `RayEvaluatorPool` in `placement_gym.real.distributed`) has:
+Every scorer (`CostModelEvaluator` here; `ProfiledEvaluator` and `RealEvaluator` in
+`placement_gym.real.evaluators`; `RayEvaluatorPool` in `placement_gym.real.distributed`) has:
 
 - ``name``: what scores (``"cost_model"``, ``"profiled"``, ``"real"``, a pool's reward mode);
 - ``task``: the task whose placements it scores (for a profiled model, the profiled task);
@@ -14,11 +15,21 @@ The envs, the search baselines and the learned agents take any such object; `as_
 None (the cost model) or an older object that only has ``simulate`` into one. ``Task.evaluations``
 stays the count the leaderboard records: the cost model counts every evaluation on its task
 (a profiled task shares its task's counter), and the real and Ray evaluators count theirs there too.
+
+Backends by name (`make_evaluator`, `evaluator_names`): ``"cost_model"``, ``"profiled"`` and ``"real"``
+are built in; `register_evaluator` adds one at run time, and a package adds one for every process with
+an entry point of the group ``placement_gym.evaluators`` naming its `EvaluatorBackend`. The envs'
+``evaluator=`` (and ``reward_mode=``), ``placement-gym train --reward-mode`` and the Ray pool take
+any registered name.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -173,3 +184,100 @@ def scoring_identity(evaluator: Evaluator) -> dict[str, Any]:
     elif callable(getattr(evaluator, "identity", None)):
         identity.update(evaluator.identity())
     return identity
+
+
+# --- scoring backends by name -----------------------------------------------------------------------
+
+EVALUATOR_GROUP = "placement_gym.evaluators"
+
+
+@dataclass(frozen=True)
+class EvaluatorBackend:
+    """A scoring backend by name: ``factory(task, *, source=None, **options) -> Evaluator`` (or a
+    ``"module:function"`` string, imported on first use), the keyword ``options`` it takes (an option
+    it does not take is refused by name before it is built, so that the envs and the CLI say which
+    backend takes it), and a one-line ``description``. ``source`` is the ``graph`` argument the task
+    was built from (an ONNX file's path or model, a bundled name, an `OpGraph`, a `Task`)."""
+
+    name: str
+    factory: Callable[..., Any] | str
+    options: tuple[str, ...] = ()
+    description: str = ""
+
+    def build(self, task: Task, *, source: Any = None, **options: Any) -> Evaluator:
+        """The backend's evaluator of ``task``; options given as None count as not given."""
+        given = {key: value for key, value in options.items() if value is not None}
+        refused = sorted(set(given) - set(self.options))
+        if refused:
+            takers = {key: [b.name for b in _backends().values() if key in b.options] for key in refused}
+            said = "; ".join(f"{key}= is for reward_mode="
+                             + (" or ".join(f'"{n}"' for n in takers[key]) or "none") for key in refused)
+            raise ValueError(f'{said}, not "{self.name}"')
+        factory = self.factory
+        if isinstance(factory, str):
+            module, _, attribute = factory.partition(":")
+            factory = getattr(importlib.import_module(module), attribute)
+        return as_evaluator(task, factory(task, source=source, **given))
+
+
+def _cost_model_backend(task: Task, *, source: Any = None) -> CostModelEvaluator:
+    return CostModelEvaluator(task)
+
+
+_BUILT_IN = (
+    EvaluatorBackend(COST_MODEL, _cost_model_backend, (), "the analytical cost model (default)"),
+    EvaluatorBackend("profiled", "placement_gym.real.evaluators:profiled_evaluator", ("profile", "devices"),
+                     "the cost model with measured op times and links (placement-gym profile)"),
+    EvaluatorBackend("real", "placement_gym.real.evaluators:real_evaluator",
+                     ("devices", "seed", "batch", "model", "lr"),
+                     "every placement run on torch devices (the real-hardware executor)"),
+)
+_REGISTERED: dict[str, EvaluatorBackend] = {}
+
+
+def register_evaluator(backend: EvaluatorBackend) -> EvaluatorBackend:
+    """Make ``backend`` known by its name in this process (a name already taken is refused: a
+    backend is not replaced behind the back of the envs that use it)."""
+    if not isinstance(backend, EvaluatorBackend):
+        raise TypeError(f"register_evaluator takes an EvaluatorBackend, got {type(backend).__name__}")
+    if not isinstance(backend.name, str) or not backend.name.isidentifier():
+        raise ValueError(f"an evaluator's name is an identifier such as 'my_model', got {backend.name!r}")
+    if backend.name in _backends():
+        raise ValueError(f"evaluator {backend.name!r} is registered already")
+    _REGISTERED[backend.name] = backend
+    return backend
+
+
+def _backends() -> dict[str, EvaluatorBackend]:
+    """Every backend: the built-in ones, the entry points of `EVALUATOR_GROUP` (in name order; one
+    that fails to load is left out), then those registered in this process."""
+    found = {backend.name: backend for backend in _BUILT_IN}
+    for point in sorted(entry_points(group=EVALUATOR_GROUP), key=lambda point: point.name):
+        try:
+            backend = point.load()
+        except ImportError:
+            continue
+        if isinstance(backend, EvaluatorBackend) and backend.name not in found:
+            found[backend.name] = backend
+    return found | {name: b for name, b in _REGISTERED.items() if name not in found}
+
+
+def evaluator_names() -> tuple[str, ...]:
+    """The names `make_evaluator` takes, the built-in ones first."""
+    return tuple(_backends())
+
+
+def evaluator_backend(name: Any) -> EvaluatorBackend:
+    """The backend called ``name``; ValueError naming the known ones."""
+    found = _backends()
+    if not isinstance(name, str) or name not in found:
+        raise ValueError(f"unknown reward_mode {name!r}; allowed: {', '.join(found)}")
+    return found[name]
+
+
+def make_evaluator(task: Task, name: str, *, source: Any = None, **options: Any) -> Evaluator:
+    """The evaluator of backend ``name`` for ``task`` (`EvaluatorBackend.build`): ``"cost_model"``
+    (no options), ``"profiled"`` (``profile``, ``devices``), ``"real"`` (``devices``, ``seed``,
+    ``batch``, ``model``, ``lr``), or a registered one. ValueError for an unknown name or an option the
+    backend does not take."""
+    return evaluator_backend(name).build(task, source=source, **options)

@@ -7,8 +7,9 @@ import pytest
 from conftest import MS, hand_cluster, hand_graph
 
 from baselines import registry
-from baselines.registry import AgentResult, agent_names, evaluate_agent, get_agent, register, run_agent
+from baselines.registry import get_agent, register, registered_names, run_agent
 from baselines.scheduling import ListSchedule, heft_schedule
+from placement_gym.agents import AgentResult, evaluate_agent
 from placement_gym.cost_model import simulate, single_device
 from placement_gym.named_tasks import get_task
 from placement_gym.task import make_task
@@ -187,7 +188,7 @@ def test_expert_layouts_of_cnns_and_transformers():
 
 
 def test_registry_knows_every_agent_and_rejects_unknown_names():
-    names = agent_names()
+    names = registered_names()
     for name in (*MEMORY_AWARE, "best-single", "round-robin", "random", "single:<device>"):
         assert name in names
     with pytest.raises(ValueError, match="heft"):
@@ -218,6 +219,6 @@ def test_all_runs_exact_only_on_small_graphs(monkeypatch):
     monkeypatch.setitem(registry._AGENTS, "exact", lambda task, seed=0, budget=None: None)
     monkeypatch.delitem(registry._IN_ALL, "exact", raising=False)
     small, large = get_task("cifar10_cnn", "k80x2"), get_task("inception_v3", "k80x2")
-    assert "exact" in registry.agents_for_all(small)
-    assert "exact" not in registry.agents_for_all(large)
-    assert "heft" in registry.agents_for_all(large)
+    assert "exact" in registry.names_for_all(small)
+    assert "exact" not in registry.names_for_all(large)
+    assert "heft" in registry.names_for_all(large)

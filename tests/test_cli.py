@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from placement_gym.agents import AgentResult
 from placement_gym.cli import main
 from placement_gym.cluster import PRESETS, load_cluster
 from placement_gym.cost_model import lower_bound, reference_simulate, simulate, single_device
@@ -154,9 +155,9 @@ def test_evaluate_uses_a_baselines_agent(capsys, monkeypatch):
 
     def agent(task, seed=0, budget=None):
         calls.append((seed, budget))
-        return registry.AgentResult(np.zeros(task.n_forward, dtype=int), 7, {"note": "fake"})
+        return AgentResult(np.zeros(task.n_forward, dtype=int), 7, {"note": "fake"})
 
-    registry.agent_names()  # load every module first, so that the fake is the last one registered
+    registry.registered_names()  # load every module first, so that the fake is the last one registered
     monkeypatch.setitem(registry._AGENTS, "all-on-cpu", agent)
     monkeypatch.setitem(registry._DESCRIPTIONS, "all-on-cpu", "every op on the CPU")
     report = evaluate_json(capsys, "--agent", "all-on-cpu", "--seed", "4", "--budget", "9")
@@ -258,11 +259,11 @@ def test_python_dash_m_entry_point():
 
 
 def test_evaluate_all_lists_every_baseline_sorted(capsys):
-    from baselines.registry import agents_for_all
+    from baselines.registry import names_for_all
 
     rows = evaluate_json(capsys, "--agent", "all")
     task = get_task(GRAPH, CLUSTER)
-    assert sorted(row["agent"] for row in rows) == sorted(agents_for_all(task))
+    assert sorted(row["agent"] for row in rows) == sorted(names_for_all(task))
     keys = [(not row["feasible"], row["runtime"]) for row in rows]
     assert keys == sorted(keys)
     for row in rows:

@@ -68,7 +68,7 @@ def test_every_keyword_reaches_its_setting(env_id: str, through_make: bool) -> N
     assert space["node_features"].shape[0] == settings["max_ops"]
     assert space["edge_index"].shape == (2, settings["max_edges"])
     if "reward" in own:
-        assert env.reward_name == own["reward"]
+        assert env.reward == own["reward"]
     if "dense" in own:
         assert env.dense is True
     if "sweeps" in own:

@@ -16,9 +16,10 @@ from placement_gym.evaluator import (
     SimulateOnlyEvaluator,
     as_evaluator,
     best_single_runtime,
+    make_evaluator,
 )
 from placement_gym.named_tasks import parse_task_id
-from placement_gym.real.evaluators import ProfiledEvaluator, make_evaluator
+from placement_gym.real.evaluators import ProfiledEvaluator
 
 SMALL = "cifar10_cnn/k80x2/train"
 

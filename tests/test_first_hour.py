@@ -51,12 +51,12 @@ def test_evaluate_takes_the_optimizer(capsys, optimizer):
 
 
 def test_agents_lists_every_agent_with_kind_budget_and_extra(capsys):
-    from baselines.registry import agent_names
+    from baselines.registry import registered_names
 
     assert main(["agents", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     by_name = {row["name"]: row for row in rows}
-    assert set(agent_names()) <= set(by_name)
+    assert set(registered_names()) <= set(by_name)
     for row in rows:
         assert row["kind"] in ("heuristic", "search", "learned", "pretrained"), row
         assert set(row) >= {"name", "kind", "default_budget", "budget_unit", "extra", "description"}
@@ -109,12 +109,12 @@ def test_help_imports_neither_numba_nor_onnx():
 
 
 def test_evaluate_all_shows_progress_per_agent(capsys):
-    from baselines.registry import agents_for_all
+    from baselines.registry import names_for_all
     from placement_gym.named_tasks import get_task
 
     assert main(["evaluate", "--graph", GRAPH, "--cluster", CLUSTER, "--agent", "all", "--budget", "50"]) == 0
     err = capsys.readouterr().err
-    for agent in agents_for_all(get_task(GRAPH, CLUSTER)):
+    for agent in names_for_all(get_task(GRAPH, CLUSTER)):
         assert f" {agent}" in err, err
 
 

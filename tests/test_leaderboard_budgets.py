@@ -14,7 +14,7 @@ import pytest
 from test_profile import synthetic_profile
 
 from baselines.learning.evaluator import BudgetedEvaluator
-from baselines.registry import leaderboard_agent
+from baselines.registry import harness_agent
 from placement_gym import agents
 from placement_gym.cli import main
 from placement_gym.cost_model import reference_simulate, simulate, simulate_batch, single_device
@@ -225,8 +225,8 @@ def test_the_budgeted_evaluator_counts_every_row_once_on_its_task():
 
 def test_a_real_run_counts_on_its_task():
     pytest.importorskip("torch")
+    from placement_gym.evaluator import make_evaluator
     from placement_gym.real.devices import virtual_cpu_cluster
-    from placement_gym.real.evaluators import make_evaluator
     from placement_gym.task import make_task
 
     task = make_task(parse_task_id(SMALL).graph, virtual_cpu_cluster(2), "inference")
@@ -268,7 +268,7 @@ def test_an_env_refuses_a_task_with_another_cluster_given():
 @pytest.fixture(scope="module")
 def heft_entry(tmp_path_factory):
     """A seeded HEFT entry on two small tasks, made as baselines/leaderboard_fill/classic.py makes them."""
-    data = evaluate(leaderboard_agent("heft"), get_suite(CURRENT_SUITE).subset([SMALL, SMALL_2]),
+    data = evaluate(harness_agent("heft"), get_suite(CURRENT_SUITE).subset([SMALL, SMALL_2]),
                     algorithm="heft", authors=["tests"])
     return save_submission(data, tmp_path_factory.mktemp("rerun") / f"{CURRENT_SUITE}-heft-seed0.json")
 
@@ -310,7 +310,7 @@ def test_rerun_fails_on_a_changed_evaluation_count(heft_entry, tmp_path, capsys)
 
 
 def test_rerun_at_another_budget_compares_two_runs(tmp_path, capsys):
-    data = evaluate(leaderboard_agent("anneal"), get_suite(CURRENT_SUITE).subset([SMALL]), budget=40,
+    data = evaluate(harness_agent("anneal"), get_suite(CURRENT_SUITE).subset([SMALL]), budget=40,
                     algorithm="anneal", authors=["tests"], seed=3)
     path = save_submission(data, tmp_path / "anneal.json")
     assert main(["leaderboard", "validate", "--rerun", str(path), "--budget", "20", "--json"]) == 0

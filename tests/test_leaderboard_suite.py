@@ -184,10 +184,10 @@ def test_a_submission_of_the_retired_suite_v0_is_refused_and_never_submitted(tmp
 # --- the probes and the frozen text ----------------------------------------------------------------------
 
 def test_scattered_probe_is_splitmix64():
-    from placement_gym.leaderboard.suite import _splitmix64
+    from placement_gym.leaderboard.suite import splitmix64
 
     # SplitMix64's published first output from state 0 (Steele, Lea and Flood 2014; Vigna's reference C).
-    assert int(_splitmix64(np.array([0]))[0]) == 0xE220A8397B1DCDAF
+    assert int(splitmix64(np.array([0]))[0]) == 0xE220A8397B1DCDAF
 
 
 @pytest.mark.parametrize("task_id", SUITES[CURRENT_SUITE].task_ids)

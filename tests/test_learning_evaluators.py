@@ -208,7 +208,7 @@ def test_a_run_does_not_continue_under_another_profile_or_other_devices(task, pr
     train("random-search", task, 60, seed=1, out_dir=tmp_path, resume=True, progress=False, batch=16,
           evaluator=ProfiledEvaluator(task, profile))  # the same measurements continue
 
-    from placement_gym.real.evaluators import make_evaluator
+    from placement_gym.evaluator import make_evaluator
 
     devices = dict.fromkeys(DEVICES, "cpu")
     def budgeted(batch: int) -> BudgetedEvaluator:

@@ -57,9 +57,9 @@ def test_a_budget_below_the_minimum_is_refused():
 def test_the_long_portfolio_is_left_out_of_agent_all():
     """``--agent all`` runs every baseline at its default budget; the portfolio's 10^6 evaluations take
     minutes even on the smallest graph, so it runs only by name."""
-    from baselines.registry import agents_for_all, get_agent
+    from baselines.registry import get_agent, names_for_all
     from placement_gym.named_tasks import get_task
 
-    names = agents_for_all(get_task("cifar10_cnn", "k80x2"))
+    names = names_for_all(get_task("cifar10_cnn", "k80x2"))
     assert "best-known" not in names and "anneal" in names
     assert get_agent("best-known") is not None

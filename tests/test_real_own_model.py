@@ -20,8 +20,8 @@ ort = pytest.importorskip("onnxruntime")
 
 import placement_gym  # noqa: E402,F401 - registers the env ids
 from placement_gym.cli import main  # noqa: E402
+from placement_gym.evaluator import make_evaluator  # noqa: E402
 from placement_gym.named_tasks import get_task  # noqa: E402
-from placement_gym.real.evaluators import make_evaluator  # noqa: E402
 from placement_gym.real.executor import Executor  # noqa: E402
 from placement_gym.real.program import (  # noqa: E402
     UnsupportedOpError,

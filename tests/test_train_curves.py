@@ -13,7 +13,8 @@ import pytest
 
 from baselines.learning import train
 from baselines.learning.trainer import BEST_SINGLE, HEFT, LOWER_BOUND, curve_figure, references
-from baselines.registry import get_agent, provider
+from baselines.provider import provider
+from baselines.registry import get_agent
 from baselines.search import anneal, cem
 from placement_gym.cli import main
 from placement_gym.cost_model import lower_bound, simulate, single_device

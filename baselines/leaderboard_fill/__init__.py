@@ -8,5 +8,5 @@ per kind of agent, each run from the repository root with ``python -m``:
 
 Each runs an agent through the leaderboard harness (`placement_gym.leaderboard.evaluate`) and writes
 its submission; ``placement-gym leaderboard validate --rerun`` runs a seeded entry again through
-`baselines.registry.leaderboard_agent`, the agent the classic and learned fills run.
+`baselines.registry.harness_agent`, the agent the classic and learned fills run.
 """

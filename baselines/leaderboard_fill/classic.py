@@ -7,7 +7,7 @@ Run from the repository root (``--dir``, default ``leaderboard``: the submission
         [--no-render]
     python -m baselines.leaderboard_fill.classic --agents exact [--exact-time-limit 60]
 
-By default the fast agents (`FAST_AGENTS`) run, each as `baselines.registry.leaderboard_agent` gives it
+By default the fast agents (`FAST_AGENTS`) run, each as `baselines.registry.harness_agent` gives it
 (the agent at its default settings: what ``placement-gym leaderboard validate --rerun`` runs again); the
 search agents among them (anneal, cem) at their default budget of 2,000 evaluations per task.
 
@@ -28,7 +28,8 @@ import argparse
 import time
 from pathlib import Path
 
-from baselines.registry import AgentResult, agent_descriptions, get_agent, leaderboard_agent
+from baselines.registry import agent_descriptions, get_agent, harness_agent
+from placement_gym.agents import AgentResult
 from placement_gym.leaderboard import evaluate, render, save_submission, submission_filename
 from placement_gym.task import Task
 
@@ -84,7 +85,7 @@ def main() -> None:
         if name == "exact":
             agent, description = exact_agent(args.exact_time_limit, statuses)
         else:
-            agent = leaderboard_agent(name)
+            agent = harness_agent(name)
             if agent is None:
                 parser.error(f"unknown agent {name!r}")
             description = descriptions.get(name, "")

@@ -11,7 +11,7 @@ the file holds the tasks done so far, so a stopped fill leaves valid submissions
 shows how many tasks each covers) and a new run skips the tasks they already hold. Tasks run cheapest
 first, so that every agent covers the same tasks at any time. The leaderboard is rendered at the end
 (it shows the median seed per task). Each run is the agent of the baselines registry at its default
-settings (`baselines.registry.leaderboard_agent`), which is what ``placement-gym leaderboard validate
+settings (`baselines.registry.harness_agent`), which is what ``placement-gym leaderboard validate
 --rerun`` runs again.
 
 ``--tasks`` and ``--out-dir`` make small entries elsewhere: the one CI re-runs bit for bit,
@@ -63,12 +63,12 @@ def run_one(agent: str, seed: int, task_id: str, budget: int) -> dict:
     """One harness run on a one-task suite (in a worker process); returns its submission."""
     import torch
 
-    from baselines.registry import agent_descriptions, leaderboard_agent
+    from baselines.registry import agent_descriptions, harness_agent
     from placement_gym.leaderboard import evaluate, get_suite
 
     torch.set_num_threads(1)
     return evaluate(
-        leaderboard_agent(agent),
+        harness_agent(agent),
         get_suite().subset([task_id]), budget, algorithm=agent, authors=["placement-gym baselines"],
         description=agent_descriptions().get(agent, ""), seed=seed,
     )

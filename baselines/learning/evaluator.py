@@ -5,7 +5,7 @@ Agents are compared at equal cost in evaluations (one `simulate` call or one row
 it refuses to go over the budget, tracks the best placement seen and records the learning curve.
 
 Who scores a placement: the analytical cost model of the task by default, or any evaluator given as
-``evaluator=`` (`placement_gym.evaluator.Evaluator`: `placement_gym.real.evaluators.make_evaluator`'s
+``evaluator=`` (`placement_gym.evaluator.Evaluator`: `placement_gym.evaluator.make_evaluator`'s
 profiled cost model or real hardware, a `placement_gym.real.distributed.RayEvaluatorPool`; an object
 with only ``simulate`` is adapted by `placement_gym.evaluator.as_evaluator`).
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.registry import AgentResult, register
+from baselines.registry import register
 from baselines.search import (
     ANNEAL_GROUP_MOVE_PROB,
     ANNEAL_SWAP_PROB,
@@ -43,6 +43,7 @@ from baselines.search import (
     anneal,
     multi_op_groups,
 )
+from placement_gym.agents import AgentResult
 from placement_gym.task import Task
 
 # The bandit's arms: anneal's move kinds (single-op moves go to a neighbour's device or any device half

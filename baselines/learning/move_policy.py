@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from baselines.registry import AgentResult, register
+from baselines.registry import register
 from baselines.search import (
     START_AGENTS,
     BudgetExhausted,
@@ -55,6 +55,7 @@ from baselines.search import (
     metropolis_accept,
     multi_op_groups,
 )
+from placement_gym.agents import AgentResult
 from placement_gym.task import Task
 
 DEFAULT_BUDGET = 2_000  # as the search baselines (anneal, cem); the leaderboard passes its own

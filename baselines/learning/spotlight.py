@@ -37,7 +37,7 @@ from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.options import check_number
 from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward_name, shape_reward
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward, shape_reward
 from placement_gym.task import Task
 
 # The staged env's default reward shape (DevicePlacementStagedEnv(reward=...)).
@@ -103,7 +103,7 @@ class SpotlightPlacer(Seq2SeqAgent):
         if oom_factor < 1:
             raise ValueError(f"oom_factor must be >= 1 (an OOM placement scores below the best single), "
                              f"got {oom_factor!r}")
-        self.reward_name = check_reward_name(reward)
+        self.reward = check_reward(reward)
         self.batch, self.epochs, self.clip = int(batch), int(epochs), float(clip)
         self.value_coef, self.entropy_coef = float(value_coef), float(entropy_coef)
         self.gae_lambda, self.oom_factor = float(gae_lambda), float(oom_factor)
@@ -112,7 +112,7 @@ class SpotlightPlacer(Seq2SeqAgent):
     def episode_rewards(self, runtimes: np.ndarray, feasible: np.ndarray) -> np.ndarray:
         """The staged env's final-stage reward of each episode."""
         return np.array([
-            shape_reward(self.reward_name, runtime, ok, self.best_single, None, self.oom_factor)
+            shape_reward(self.reward, runtime, ok, self.best_single, None, self.oom_factor)
             for runtime, ok in zip(runtimes.tolist(), feasible.tolist())
         ])
 

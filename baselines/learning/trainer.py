@@ -15,7 +15,6 @@ best single device, run once through the evaluator, since the other two are cost
 from __future__ import annotations
 
 import csv
-import inspect
 import json
 import math
 import time
@@ -26,7 +25,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
-from baselines.registry import INSTALL_HINT, AgentResult, agent_names, get_agent, register
+from baselines.registry import get_agent, load_agents, register, reporting_agents
+from placement_gym.agents import INSTALL_HINT, AgentResult
 from placement_gym.cost_model import lower_bound, simulate
 from placement_gym.evaluator import COST_MODEL, CostModelEvaluator, as_evaluator, best_single_runtime
 from placement_gym.placements import placement_to_dict
@@ -98,19 +98,10 @@ def register_learned(cls: type[LearnedAgent]) -> type[LearnedAgent]:
 
 
 def search_agents() -> list[str]:
-    """The registry's agents that take an ``on_evaluations`` callback (`SEARCH_CALLBACK`), in
-    registration order: `train` runs them and draws their curves."""
-    found = []
-    for name in agent_names():
-        if name in LEARNED_AGENTS or name.startswith("single:"):
-            continue
-        try:
-            parameters = inspect.signature(get_agent(name)).parameters
-        except (TypeError, ValueError):  # a callable without a signature takes no callback
-            continue
-        if SEARCH_CALLBACK in parameters:
-            found.append(name)
-    return found
+    """The registry's agents that report each batch they evaluate through an ``on_evaluations``
+    keyword (`SEARCH_CALLBACK`; ``register(..., reports_evaluations=True)``), in registration order:
+    `train` runs them and draws their curves."""
+    return [name for name in reporting_agents() if name not in LEARNED_AGENTS]
 
 
 def trainable_agents() -> list[str]:
@@ -120,9 +111,7 @@ def trainable_agents() -> list[str]:
 
 
 def get_learned(name: str) -> type[LearnedAgent]:
-    from baselines.registry import _load_all
-
-    _load_all()
+    load_agents()
     if name not in LEARNED_AGENTS:
         raise ValueError(f"unknown learned agent {name!r}; allowed: {', '.join(sorted(LEARNED_AGENTS))}")
     return LEARNED_AGENTS[name]
@@ -292,7 +281,7 @@ def train(
     intra-op threads for this process (default 1: the policies are small, and one thread is faster
     and leaves the other cores to simulation or parallel runs; None leaves torch's setting).
     ``evaluator``: what scores the placements (`BudgetedEvaluator`'s ``evaluator``: None is the cost
-    model; or any `placement_gym.evaluator.Evaluator`: `placement_gym.real.evaluators.make_evaluator`'s,
+    model; or any `placement_gym.evaluator.Evaluator`: `placement_gym.evaluator.make_evaluator`'s,
     a `RayEvaluatorPool`...);
     a checkpoint resumes only with the same kind (``scored_by``). ``tensorboard``: a folder; the run
     logs its curve to ``<folder>/<agent>-<graph>-<cluster>-<objective>-s<seed>`` (`_Board` lists the

@@ -21,14 +21,14 @@ import time
 
 import numpy as np
 
-from placement_gym.cost_model.proven_bounds import _predecessors, _tails
+from placement_gym.cost_model.proven_bounds import critical_tails, distinct_predecessors
 from placement_gym.leaderboard import CURRENT_SUITE, get_suite
 
 DEFAULT_TASKS = ("rnnlm/k80x4/train", "gnmt4/k80x4/train", "gnmt4/k40x8/train")
 
 
 def successors(task) -> list[list[int]]:
-    pointer, producer, _, _ = _predecessors(task)
+    pointer, producer, _, _ = distinct_predecessors(task)
     out: list[list[int]] = [[] for _ in range(task.n_ops)]
     for c in range(task.n_ops):
         for j in range(pointer[c], pointer[c + 1]):
@@ -43,8 +43,8 @@ def relaxed_list_schedule(task, use: np.ndarray | None = None) -> tuple[float, n
     use = np.ones(task.n_devices, dtype=bool) if use is None else use
     duration = np.where(use[None, :], task.duration, np.inf)
     fastest = duration.min(axis=1)
-    priority = _tails(task, fastest) + fastest
-    pointer, producer, _, _ = _predecessors(task)
+    priority = critical_tails(task, fastest) + fastest
+    pointer, producer, _, _ = distinct_predecessors(task)
     succ = successors(task)
     missing = np.diff(pointer).copy()
     ready_at = np.zeros(task.n_ops)

@@ -93,9 +93,9 @@ def _json_number(value: float) -> float | None:
 def available_agents(wanted: Iterable[str], kind: str) -> list[str]:
     """The names of ``wanted`` that are registered (learned agents for ``kind="learned"``)."""
     from baselines.learning import LEARNED_AGENTS as registered_learned
-    from baselines.registry import agent_names
+    from baselines.registry import registered_names
 
-    names = set(agent_names())
+    names = set(registered_names())
     if kind == "learned":
         names = set(registered_learned)
     return [name for name in wanted if name in names]
@@ -118,7 +118,7 @@ def run_job(job: Job, threads: int) -> dict[str, Any]:
     import torch
 
     from baselines.learning import train
-    from baselines.registry import evaluate_agent
+    from placement_gym.agents import evaluate_agent
     from placement_gym.cost_model import lower_bound, single_device
     from placement_gym.named_tasks import parse_task_id
 

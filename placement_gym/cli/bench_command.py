@@ -20,6 +20,7 @@ from placement_gym.bench import (
 )
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
+from placement_gym.cli.subcommands import Subcommands
 
 
 def _names(text: str) -> list[str] | None:
@@ -115,7 +116,7 @@ def _check(rows: list[BenchRow]) -> int:
     return 1 if failed else 0
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "bench", help="time the fast simulator against the reference",
         description=(

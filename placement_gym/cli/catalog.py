@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_gym.cli.output import fmt_bytes, print_json, print_table
+from placement_gym.cli.subcommands import Subcommands
 from placement_gym.cluster import PRESETS, load_cluster
 from placement_gym.graph import bundled, bundled_graph_names, load_graph
 from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY, OnnxImport, import_onnx
@@ -278,7 +279,7 @@ def run_agents(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+def add_parsers(subparsers: Subcommands) -> None:
     agents_parser = subparsers.add_parser(
         "agents", help="list the agents evaluate --agent runs: kind, default budget, the extra each needs",
         description="List every agent of the core and of the installed agent packages (entry-point group "

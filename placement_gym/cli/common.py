@@ -104,7 +104,7 @@ def place_with_agent(task: Task, agent: str, seed: int, budget: int | None = Non
     found = None if agent == "all" else agents.lookup_agent(agent)
     if found is None:
         raise agents.unknown_agent_error(agent, _known_agents(), agents.providers().note())
-    result = agents.AgentRun.checked(task, found(task, seed, budget))
+    result = agents.AgentResult.checked(task, found(task, seed, budget))
     return Found(result.placement, result.evaluations, time.perf_counter() - start, agent, result.info)
 
 

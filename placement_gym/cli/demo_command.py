@@ -8,6 +8,7 @@ from pathlib import Path
 
 from placement_gym.cli.common import OUTPUT_ROOT_HELP, output_root
 from placement_gym.cli.output import print_json, print_table
+from placement_gym.cli.subcommands import Subcommands
 
 PICTURE_NAME = "placement-gym-demo.png"
 
@@ -75,7 +76,7 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "demo",
         help="a short demo on bundled graphs",

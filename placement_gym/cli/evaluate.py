@@ -16,6 +16,7 @@ from placement_gym.cli.common import (
     task_from_args,
 )
 from placement_gym.cli.output import fmt_bytes, fmt_seconds, print_json, print_table
+from placement_gym.cli.subcommands import Subcommands
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.placements import placement_to_dict, save_placement
 
@@ -157,7 +158,7 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+def add_parsers(subparsers: Subcommands) -> None:
     evaluate = subparsers.add_parser(
         "evaluate", help="evaluate a placement with the cost model",
         description="Evaluate an agent's placement (or a saved placement file) with the cost model: runtime, "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from placement_gym.cli.subcommands import Subcommands
+
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: the export module is only needed by this subcommand.
@@ -26,7 +28,7 @@ def checkout_graphs_dir() -> Path | None:
     return root / "graphs" if (root / "pyproject.toml").is_file() and (root / "graphs").is_dir() else None
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "export-graphs", help="regenerate the bundled ONNX graphs from their torch definitions",
         description="Export weight-free ONNX graphs from the plain-torch model definitions and update "

@@ -11,6 +11,7 @@ from typing import Any
 
 from placement_gym.cli.common import output_root, positive_int
 from placement_gym.cli.output import fmt_seconds, print_json, print_table
+from placement_gym.cli.subcommands import Subcommands
 from placement_gym.task import OPTIMIZERS
 
 # Default timed runs of each op, link and whole-graph step of a profile, and default fidelity rounds.
@@ -355,7 +356,7 @@ def _add_device_arguments(
     parser.add_argument("--json", action="store_true", help="print a JSON object")
 
 
-def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+def add_parsers(subparsers: Subcommands) -> None:
     profile = subparsers.add_parser(
         "profile",
         help="measure a graph's op times and links on real devices",

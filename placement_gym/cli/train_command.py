@@ -10,10 +10,12 @@ Outputs go to ``--out`` (default ``<output root>/runs/<run name>``, the output r
 best single device.
 
 ``--reward-mode`` picks what scores the agent's placements, as the envs' ``reward_mode`` does
-(`placement_gym.real.evaluators.make_evaluator`): ``cost_model`` (default), ``profiled`` (the cost
+(`placement_gym.evaluator.make_evaluator`): ``cost_model`` (default), ``profiled`` (the cost
 model with measured op times: ``--profile FILE``, else the cached profile of the graph on
-``--devices`` or on the cluster's device names) or ``real`` (every placement run on the torch
-devices of ``--devices``, or of an explicit ``--cluster`` such as ``cpu2``). The device options are
+``--devices`` or on the cluster's device names), ``real`` (every placement run on the torch
+devices of ``--devices``, or of an explicit ``--cluster`` such as ``cpu2``), or any backend a
+package registered (`placement_gym.evaluator.evaluator_names`); which of ``--profile``, ``--devices``
+and ``--batch`` a backend takes is what its `EvaluatorBackend` says. The device options are
 read as ``placement-gym profile`` and ``fidelity`` read them (`placement_gym.real.fidelity.resolve_devices`).
 ``--optimizer`` is the task's optimizer (default adam): what the cost model costs, the update a real
 train step runs, and the optimizer a profile must have been measured with.
@@ -36,27 +38,29 @@ from placement_gym.cli.common import (
 )
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import graph_and_model
+from placement_gym.cli.subcommands import Subcommands
 from placement_gym.cost_model import single_device
-from placement_gym.evaluator import COST_MODEL
+from placement_gym.evaluator import COST_MODEL, evaluator_backend, evaluator_names, make_evaluator
 from placement_gym.named_tasks import get_task
-from placement_gym.real.evaluators import REWARD_MODES
 from placement_gym.task import OPTIMIZERS, Task
 
 # How the results table names what scored the runtimes (the result's ``scored_by``).
 SCORED_BY = {"cost_model": "cost model", "profiled": "profiled cost model", "real": "measured on the devices"}
 
 
+# The options of --reward-mode's backends the command line gives, as `EvaluatorBackend.options` names them.
+BACKEND_FLAGS = {"profile": "--profile", "devices": "--devices", "batch": "--batch"}
+
+
 def _check_mode_options(args: argparse.Namespace) -> None:
-    """A clear error for an option the chosen ``--reward-mode`` does not take, or one it lacks."""
+    """A clear error for an option the chosen ``--reward-mode`` does not take (what its
+    `EvaluatorBackend` says it takes), or one it lacks."""
     mode = args.reward_mode
-    if args.profile is not None and mode != "profiled":
-        raise ValueError(f"--profile is for --reward-mode profiled, not {mode}")
-    if args.devices is not None and mode == "cost_model":
-        raise ValueError("--devices is for --reward-mode profiled or real, not cost_model")
-    if args.batch is not None and mode != "real":
-        raise ValueError(
-            f"--batch is for --reward-mode real (a profile carries the batch it was measured at), not {mode}"
-        )
+    backend = evaluator_backend(mode)
+    for option, flag in BACKEND_FLAGS.items():
+        if getattr(args, option) is not None and option not in backend.options:
+            takers = [name for name in evaluator_names() if option in evaluator_backend(name).options]
+            raise ValueError(f"{flag} is for --reward-mode {' or '.join(takers)}, not {mode}")
     if mode == "real" and args.devices is None and args.cluster is None:
         raise ValueError(
             "--reward-mode real needs --devices (cluster device name = torch device, such as "
@@ -70,13 +74,12 @@ def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
     ``--devices`` where given) and the evaluator of ``--reward-mode`` (None for the cost model)."""
     _check_mode_options(args)
     optimizer = args.optimizer
-    if args.reward_mode == "cost_model":
+    if args.reward_mode == COST_MODEL:
         return get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective, optimizer), None
-    from placement_gym.real.evaluators import make_evaluator
-    from placement_gym.real.fidelity import resolve_devices
-
     devices = None
     if args.devices is not None or args.reward_mode == "real":
+        from placement_gym.real.fidelity import resolve_devices
+
         cluster, devices = resolve_devices(args.devices, args.cluster)
         task = get_task(args.graph, cluster, args.objective, optimizer)
     else:
@@ -87,8 +90,13 @@ def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
         except ValueError as error:
             hint = "" if args.profile is not None else " (or give --profile FILE)"
             raise ValueError(f"--reward-mode profiled: {error}{hint}") from None
-    _, model = graph_and_model(args.graph)
-    return task, make_evaluator(task, "real", devices=devices, seed=args.seed, batch=args.batch, model=model)
+    if args.reward_mode == "real":
+        _, model = graph_and_model(args.graph)
+        return task, make_evaluator(task, "real", devices=devices, seed=args.seed, batch=args.batch,
+                                    model=model)
+    # A registered backend: the options it takes that the command line gave.
+    return task, make_evaluator(task, args.reward_mode, source=args.graph, profile=args.profile,
+                                devices=devices, batch=args.batch)
 
 
 def _takes(function: Any, keyword: str) -> bool:
@@ -178,7 +186,7 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "train",
         help="train a learned agent (or run a search agent) on an evaluation budget",
@@ -218,9 +226,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--reward-mode",
         default="cost_model",
-        choices=REWARD_MODES,
+        choices=evaluator_names(),
         help="what scores the placements: cost_model (default), profiled (the cost model with measured op "
-        "times: --profile, or a cached profile) or real (runs on --devices)",
+        "times: --profile, or a cached profile), real (runs on --devices), or a backend a package "
+        "registered (placement_gym.evaluator)",
     )
     parser.add_argument(
         "--profile",

@@ -112,7 +112,7 @@ def work_over_devices(task) -> float:
 # Placement-aware path: a dynamic programme over (op, device)
 
 
-def _predecessors(task) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def distinct_predecessors(task) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per task op, its distinct producers (CSR ``pointer, producer``) with the number of distinct
     tensors it reads from each and their total bytes."""
     pointer = task.tensor_consumer_pointer
@@ -214,7 +214,7 @@ def _placed_path_kernel(
 
 
 def _placed_path_arrays(task, allowed_groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    pointer, producer, count, nbytes = _predecessors(task)
+    pointer, producer, count, nbytes = distinct_predecessors(task)
     c = task.cluster
     bandwidth = np.where(np.eye(task.n_devices, dtype=bool), np.inf, c.link_bandwidth)
     return _placed_path_kernel(
@@ -338,7 +338,7 @@ def energetic(task, start: np.ndarray, weights: np.ndarray | None = None, grid_p
     taken on a grid (any window is a valid test); the bisection keeps the largest failing ``C`` it
     met, so the result is a proof even where the grid makes the test non-monotone in ``C``."""
     fastest = task.duration.min(axis=1)
-    tail = _tails(task, fastest)
+    tail = critical_tails(task, fastest)
     classes = _device_classes(task, np.isfinite(start))
     n_classes = int(classes.max()) + 1
     member = [np.flatnonzero(classes == k) for k in range(n_classes)]
@@ -396,7 +396,9 @@ def _tails_kernel(fastest, output_pointer, outputs, consumer_pointer, consumers)
     return tail
 
 
-def _tails(task, fastest: np.ndarray) -> np.ndarray:
+def critical_tails(task, fastest: np.ndarray) -> np.ndarray:
+    """Per task op, the longest path from its end to the end of the step when every op takes its
+    ``fastest`` time and no tensor is sent (a tail no placement can shorten)."""
     return _tails_kernel(
         fastest, task.op_output_pointer, task.op_outputs, task.tensor_consumer_pointer, task.tensor_consumers
     )
@@ -496,12 +498,12 @@ def phases(
     if weights is not None and np.all(weights >= 0) and weights.sum() > 0:
         rows.append(np.asarray(weights, dtype=np.float64))
     share = np.stack([np.where(allowed, w * task.duration, np.inf).min(axis=1) / w.sum() for w in rows])
-    pointer, producer, _, _ = _predecessors(task)
+    pointer, producer, _, _ = distinct_predecessors(task)
     anc = _closure_kernel(pointer, producer, n)
     desc = _descendants_kernel(pointer, producer, n)
     before = _set_sums(anc, share).max(axis=1)
     after = _set_sums(desc, share).max(axis=1)
-    tail = _tails(task, fastest)
+    tail = critical_tails(task, fastest)
     head = start.min(axis=1)
     best_start = np.maximum(head, before)
     # the chain: near-critical ops
@@ -524,7 +526,7 @@ def phases(
 
 
 def _heads(task, fastest: np.ndarray) -> np.ndarray:
-    pointer, producer, _, _ = _predecessors(task)
+    pointer, producer, _, _ = distinct_predecessors(task)
     return _heads_kernel(fastest, pointer, producer)
 
 

@@ -18,7 +18,7 @@ from placement_gym.cost_model import SimulationResult, lower_bound, simulate, si
 from placement_gym.envs.flat import FlatLayout
 from placement_gym.envs.observation import NodeObservation, check_obs_mode
 from placement_gym.envs.rewards import check_oom_settings, penalty_runtime
-from placement_gym.evaluator import best_single_runtime
+from placement_gym.evaluator import COST_MODEL, Evaluator, as_evaluator, best_single_runtime, make_evaluator
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.groups import make_grouping, quotient_edges
 from placement_gym.named_tasks import get_task
@@ -90,7 +90,11 @@ class PlacementEnvBase(gym.Env):
     agent handed a task); ``cluster``, ``objective`` and ``optimizer`` are the task's, and a value
     other than the env's default given for one of them must agree with the task.
 
-    ``reward_mode`` (`placement_gym.real.evaluators`) says what a runtime is:
+    ``evaluator`` says what scores a placement: a backend's name (`placement_gym.evaluator.make_evaluator`:
+    the built-in ones below, or one a package registered), or an evaluator object (the
+    `placement_gym.evaluator.Evaluator` protocol, or anything with ``simulate``), which the env scores
+    its steps and resets with as given; None (default) takes the name of ``reward_mode``, which
+    ``evaluator`` replaces (give one of the two). ``reward_mode`` says what a runtime is:
 
     - ``"cost_model"`` (default): the analytical cost model.
     - ``"profiled"``: the cost model with measured op times and links (``profile=``: a profile dict
@@ -147,6 +151,7 @@ class PlacementEnvBase(gym.Env):
         profile: Any = None,
         devices: Any = None,
         mask_in_obs: bool = False,
+        evaluator: Any = None,
     ) -> None:
         check_oom_settings(oom_runtime, oom_runtime_factor)
         check_obs_mode(obs_mode)
@@ -160,13 +165,9 @@ class PlacementEnvBase(gym.Env):
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"unknown render_mode {render_mode!r}; allowed: None, {', '.join(RENDER_MODES)}")
         task = self._task_of(graph, cluster, objective, optimizer)
-        # Imported here, so that `import placement_gym` does not load the real-hardware package.
-        from placement_gym.real.evaluators import make_evaluator
-
-        # The graph argument itself: for an ONNX file, the model the real executor runs.
-        mode_evaluator = make_evaluator(task, reward_mode, profile=profile, devices=devices, source=graph)
+        mode_evaluator = self._evaluator_of(task, evaluator, reward_mode, profile, devices, graph)
         task = mode_evaluator.task  # for "profiled", the profiled task
-        self.reward_mode = reward_mode
+        self.reward_mode = mode_evaluator.name
         self._mode_evaluator = mode_evaluator
         self.task = task
         self.render_mode = render_mode
@@ -215,6 +216,25 @@ class PlacementEnvBase(gym.Env):
         # made for steps and resets (not for rendering).
         self.evaluator = mode_evaluator
         self.evaluations = 0
+
+    @staticmethod
+    def _evaluator_of(task: Task, evaluator: Any, reward_mode: str, profile: Any, devices: Any,
+                      graph: Any) -> Evaluator:
+        """The `Evaluator` the env scores with: ``evaluator`` (a backend name or an object), else the
+        backend named by ``reward_mode``; ``profile`` and ``devices`` go to a named backend."""
+        if evaluator is not None and reward_mode != COST_MODEL:
+            raise ValueError(
+                f"give evaluator= or reward_mode=, not both (evaluator={evaluator!r}, "
+                f"reward_mode={reward_mode!r})"
+            )
+        name = reward_mode if evaluator is None else evaluator
+        if isinstance(name, str):
+            # The graph argument itself: for an ONNX file, the model the real executor runs.
+            return make_evaluator(task, name, profile=profile, devices=devices, source=graph)
+        if profile is not None or devices is not None:
+            raise ValueError("profile= and devices= are options of a named evaluator; an evaluator "
+                             "object comes built")
+        return as_evaluator(task, evaluator)
 
     def _task_of(self, graph, cluster, objective: str, optimizer: str) -> Task:
         """``graph`` when it is a `Task` (after checking the other arguments against it), else the task

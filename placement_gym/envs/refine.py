@@ -90,7 +90,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     ## Arguments
     ``graph``, ``cluster``, ``objective``, ``optimizer``, ``oom_runtime``, ``oom_runtime_factor``,
     ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``, ``render_mode``, ``reward_mode``,
-    ``profile``, ``devices``, ``mask_in_obs`` as in `DevicePlacement-v0`
+    ``profile``, ``devices``, ``mask_in_obs``, ``evaluator`` as in `DevicePlacement-v0`
     (there is no ``reward`` shape: the reward is the normalised improvement), plus ``initial`` (see
     Starting Placement) and ``sweeps`` (int >= 1, default 1: how often every node is visited).
     ``render_mode="ansi"`` shows the current placement per device, ``"rgb_array"`` its timeline.
@@ -125,6 +125,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         profile: Any = None,
         devices: Any = None,
         mask_in_obs: bool = False,
+        evaluator: Any = None,
     ) -> None:
         if isinstance(sweeps, (bool, np.bool_)) or not isinstance(sweeps, (int, np.integer)) or sweeps < 1:
             raise ValueError(
@@ -135,6 +136,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
             obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
             oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
             reward_mode=reward_mode, profile=profile, devices=devices, mask_in_obs=mask_in_obs,
+            evaluator=evaluator,
         )
         self.sweeps = int(sweeps)
         self.episode_length = self.sweeps * self.n_nodes

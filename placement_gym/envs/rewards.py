@@ -12,11 +12,25 @@ The envs score one placement at a time (`shape_reward`, `improvement_reward`); t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-REWARDS: tuple[str, ...] = ("log_speedup", "neg_runtime", "neg_sqrt_runtime", "inverse")
-"""The reward shapes:
+RewardFunction = Callable[[float, float], float]
+"""A reward shape as a function: ``reward(runtime, best_single) -> float``, both in seconds, where
+``runtime`` is the placement's runtime, or the penalty runtime of an out-of-memory placement
+(`penalty_runtime`), and ``best_single`` the task's best single-device runtime. It should decrease
+strictly with the runtime, so that a faster placement always earns more."""
+
+SHAPES: dict[str, RewardFunction] = {
+    "log_speedup": lambda runtime, best_single: math.log(best_single / runtime),
+    "neg_runtime": lambda runtime, best_single: -runtime,
+    "neg_sqrt_runtime": lambda runtime, best_single: -math.sqrt(runtime),
+    "inverse": lambda runtime, best_single: best_single / runtime,
+}
+REWARDS: tuple[str, ...] = tuple(SHAPES)
+"""The reward shapes by name (an env's ``reward=`` also takes any `RewardFunction`):
 
 * ``log_speedup``: ``log(best_single / runtime)``; 0 for the best single-device placement, positive
   when faster. Scale-free across graphs and clusters (the default).
@@ -30,11 +44,13 @@ REWARDS: tuple[str, ...] = ("log_speedup", "neg_runtime", "neg_sqrt_runtime", "i
 DEFAULT_OOM_RUNTIME_FACTOR = 10.0
 
 
-def check_reward_name(name: str) -> str:
-    """``name`` if it is a known reward shape, else a ValueError naming the allowed ones."""
-    if name not in REWARDS:
-        raise ValueError(f"unknown reward {name!r}; allowed: {', '.join(REWARDS)}")
-    return name
+def check_reward(reward: Any) -> str | RewardFunction:
+    """``reward`` if it is a shape's name (`REWARDS`) or a `RewardFunction` (any callable), else a
+    ValueError naming what is allowed."""
+    if callable(reward) or (isinstance(reward, str) and reward in SHAPES):
+        return reward
+    raise ValueError(f"unknown reward {reward!r}; allowed: {', '.join(REWARDS)}, "
+                     "or a function reward(runtime, best_single) -> float")
 
 
 def check_oom_settings(oom_runtime: float | None, oom_runtime_factor: float) -> None:
@@ -62,29 +78,28 @@ def penalty_runtime(
 
 
 def shape_reward(
-    name: str,
+    reward: str | RewardFunction,
     runtime: float,
     feasible: bool,
     best_single: float,
     oom_runtime: float | None = None,
     oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
 ) -> float:
-    """The reward of a placement whose simulated runtime is ``runtime`` seconds (see `REWARDS`).
+    """The reward of a placement whose simulated runtime is ``runtime`` seconds: ``reward`` is a
+    shape's name (`REWARDS`) or a `RewardFunction`.
 
     ``best_single``: the best single-device runtime of the task (seconds). An infeasible placement
     (``feasible=False``) gets the reward of `penalty_runtime` instead of its own runtime."""
-    check_reward_name(name)
+    check_reward(reward)
+    function = SHAPES[reward] if isinstance(reward, str) else reward
     if not feasible:
         runtime = penalty_runtime(best_single, oom_runtime, oom_runtime_factor)
     if not (math.isfinite(runtime) and runtime > 0):
         raise ValueError(f"runtime must be a positive finite number of seconds, got {runtime!r}")
-    if name == "log_speedup":
-        return math.log(best_single / runtime)
-    if name == "neg_runtime":
-        return -runtime
-    if name == "neg_sqrt_runtime":
-        return -math.sqrt(runtime)
-    return best_single / runtime  # inverse
+    value = float(function(runtime, best_single))
+    if not math.isfinite(value):
+        raise ValueError(f"reward {reward!r} gave {value!r} for a runtime of {runtime!r} s, not a number")
+    return value
 
 
 def improvement_reward(before, after, best_single: float):

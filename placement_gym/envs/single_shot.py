@@ -11,7 +11,7 @@ from gymnasium import spaces
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model.result import SimulationResult
 from placement_gym.envs.base import RENDER_MODES, PlacementEnvBase, gym_entry_point
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward_name, shape_reward
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, RewardFunction, check_reward, shape_reward
 from placement_gym.graph.opgraph import OpGraph
 
 __all__ = ["RENDER_MODES", "DevicePlacementEnv", "make_env"]
@@ -71,6 +71,9 @@ class DevicePlacementEnv(PlacementEnvBase):
     - ``"neg_sqrt_runtime"``: ``-sqrt(runtime)`` (seconds), the reward of Mirhoseini et al. 2017.
     - ``"inverse"``: ``best_single_runtime / runtime``, the speedup. HSDAG rewards with the execution
       time; dividing the best single-device time by it keeps the reward scale-free.
+    - a function ``reward(runtime, best_single_runtime) -> float`` of your own
+      (`placement_gym.envs.rewards.RewardFunction`), injected as Jumanji injects its ``reward_fn``; it
+      should decrease strictly with the runtime.
 
     A placement that runs out of memory on some device is not an error: it is rewarded as if it ran
     for ``oom_runtime`` seconds when that is given (Mirhoseini et al. 2017 used 100 s), else for
@@ -93,7 +96,7 @@ class DevicePlacementEnv(PlacementEnvBase):
       `Cluster`. Default ``"k80x4"``.
     - ``objective``: ``"train_step"`` (default) or ``"inference"``.
     - ``optimizer``: ``"adam"`` (default), ``"momentum"`` or ``"sgd"`` (training only).
-    - ``reward``: one of `placement_gym.envs.rewards.REWARDS` (see Rewards).
+    - ``reward``: one of `placement_gym.envs.rewards.REWARDS`, or a reward function (see Rewards).
     - ``oom_runtime``: seconds an out-of-memory placement is rewarded with; None (default) uses
       ``oom_runtime_factor`` x the best single-device runtime.
     - ``oom_runtime_factor``: see ``oom_runtime``; at least 1. Default 10.
@@ -115,6 +118,9 @@ class DevicePlacementEnv(PlacementEnvBase):
       ``placement-gym profile`` when there is none).
     - ``devices``: device name -> torch device (such as ``{"cpu:0": "cpu", "gpu:0": "cuda:0"}``),
       required for ``"real"``; for ``"profiled"`` it selects the cached profile.
+    - ``evaluator``: what scores the placements, in place of ``reward_mode``: a backend's name
+      (``placement_gym.evaluator.evaluator_names()``: the three above and any a package registered)
+      or an evaluator object (`placement_gym.evaluator.Evaluator`). Default None: ``reward_mode``.
 
     ## Info
     The same keys at `reset` and after the step, each value a numpy number (float64, int64) or a
@@ -137,7 +143,7 @@ class DevicePlacementEnv(PlacementEnvBase):
         graph: str | Path | OpGraph = "inception_v3",
         cluster: str | Path | Cluster = "k80x4",
         objective: str = "train_step",
-        reward: str = "log_speedup",
+        reward: str | RewardFunction = "log_speedup",
         oom_runtime: float | None = None,
         oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
         max_ops: int | None = None,
@@ -150,15 +156,17 @@ class DevicePlacementEnv(PlacementEnvBase):
         profile: Any = None,
         devices: Any = None,
         mask_in_obs: bool = False,
+        evaluator: Any = None,
     ) -> None:
-        check_reward_name(reward)
+        check_reward(reward)
         super().__init__(
             graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
             obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
             oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
             reward_mode=reward_mode, profile=profile, devices=devices, mask_in_obs=mask_in_obs,
+            evaluator=evaluator,
         )
-        self.reward_name = reward
+        self.reward = reward
         self.action_space = spaces.MultiDiscrete(np.full(self.n_nodes, self.task.n_devices, dtype=np.int64))
         self._masks = self._static_masks()
         self._masks.setflags(write=False)
@@ -208,7 +216,7 @@ class DevicePlacementEnv(PlacementEnvBase):
 
     def _score(self, result) -> tuple[float, dict[str, Any]]:
         """The reward of ``result`` and the result keys of its info."""
-        reward = shape_reward(self.reward_name, result.runtime, result.feasible, self.best_single_runtime,
+        reward = shape_reward(self.reward, result.runtime, result.feasible, self.best_single_runtime,
                               self.oom_runtime, self.oom_runtime_factor)
         reward_runtime = result.runtime if result.feasible else self.penalty_runtime
         return float(reward), self._result_info(result, reward_runtime)

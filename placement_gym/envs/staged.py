@@ -12,7 +12,8 @@ from placement_gym.cluster.cluster import Cluster
 from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
 from placement_gym.envs.rewards import (
     DEFAULT_OOM_RUNTIME_FACTOR,
-    check_reward_name,
+    RewardFunction,
+    check_reward,
     improvement_reward,
     shape_reward,
 )
@@ -79,7 +80,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     ## Arguments
     As `DevicePlacement-v0` (``graph``, ``cluster``, ``objective``, ``optimizer``, ``reward``,
     ``oom_runtime``, ``oom_runtime_factor``, ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``,
-    ``render_mode``, ``reward_mode``, ``profile``, ``devices``, ``mask_in_obs``),
+    ``render_mode``, ``reward_mode``, ``profile``, ``devices``, ``mask_in_obs``, ``evaluator``),
     plus ``dense`` (bool, default False; see Rewards). ``render_mode="ansi"``
     shows the placement so far (unplaced nodes counted on the completion device), ``"rgb_array"``
     the timeline of that completed placement.
@@ -100,7 +101,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         graph: str | Path | OpGraph = "inception_v3",
         cluster: str | Path | Cluster = "k80x4",
         objective: str = "train_step",
-        reward: str = "log_speedup",
+        reward: str | RewardFunction = "log_speedup",
         dense: bool = False,
         oom_runtime: float | None = None,
         oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
@@ -114,8 +115,9 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         profile: Any = None,
         devices: Any = None,
         mask_in_obs: bool = False,
+        evaluator: Any = None,
     ) -> None:
-        check_reward_name(reward)
+        check_reward(reward)
         if not isinstance(dense, (bool, np.bool_)):
             raise ValueError(f"dense must be True or False, got {dense!r}")
         super().__init__(
@@ -123,8 +125,9 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
             obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
             oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
             reward_mode=reward_mode, profile=profile, devices=devices, mask_in_obs=mask_in_obs,
+            evaluator=evaluator,
         )
-        self.reward_name = reward
+        self.reward = reward
         self.dense = bool(dense)
         self.completion_device = self.best_single_device
         self.action_space = spaces.Discrete(self.task.n_devices)
@@ -185,7 +188,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
                 reward = improvement_reward(self._previous_runtime, reward_runtime, self.best_single_runtime)
                 self._previous_runtime = reward_runtime
             else:
-                reward = shape_reward(self.reward_name, result.runtime, result.feasible,
+                reward = shape_reward(self.reward, result.runtime, result.feasible,
                                       self.best_single_runtime, self.oom_runtime, self.oom_runtime_factor)
         else:
             info.update(self._no_result_info())

@@ -55,7 +55,7 @@ class DevicePlacementVectorEnv(VectorEnv):
         except ValueError:
             allowed = ", ".join(m.value for m in AutoresetMode)
             raise ValueError(f"unknown autoreset_mode {autoreset_mode!r}; allowed: {allowed}") from None
-        if kwargs.get("reward_mode", "cost_model") == "real":
+        if "real" in (kwargs.get("reward_mode"), kwargs.get("evaluator")):
             raise ValueError(
                 'DevicePlacementVectorEnv does not take reward_mode="real" (each measured run has its own '
                 'summary in info); use gym.make_vec(..., vectorization_mode="sync") for real runs'

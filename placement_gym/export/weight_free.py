@@ -125,18 +125,14 @@ def make_weight_free(model: onnx_ir.Model, source: str) -> onnx.ModelProto:
     """
     import onnx_ir as ir
     import onnx_ir.passes.common as common
-    from onnxscript.optimizer import _constant_folding
+    from onnxscript.optimizer import fold_constants
 
     if "\n" in source:
         raise ValueError("source must be one line")
     parameter_names = _weights_to_inputs(model)
+    common.InlinePass()(model)
+    fold_constants(model, onnx_shape_inference=True)  # onnxscript's default size limits
     ir.passes.Sequential(
-        common.InlinePass(),
-        _constant_folding.FoldConstantsPass(
-            shape_inference=True,
-            input_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
-            output_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
-        ),
         common.RemoveUnusedNodesPass(),
         common.CommonSubexpressionEliminationPass(),
         common.RemoveUnusedNodesPass(),

@@ -20,7 +20,7 @@ does not know, or raises ValueError for a name whose entries cannot be re-run (s
 stopped by a wall-clock limit). In ``pyproject.toml``::
 
     [project.entry-points."placement_gym.agents"]
-    baselines = "baselines.registry:provider"
+    baselines = "baselines.provider:provider"
 
 The command line's ``validate --rerun`` prints the verdicts (`placement_gym.cli.leaderboard_command`).
 """

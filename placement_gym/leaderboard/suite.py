@@ -116,7 +116,7 @@ class SuiteMismatchError(RuntimeError):
 
 # --- measuring a fingerprint ------------------------------------------------------------------------------
 
-def _splitmix64(values: np.ndarray) -> np.ndarray:
+def splitmix64(values: np.ndarray) -> np.ndarray:
     """SplitMix64 of each value: a fixed pseudo-random spread that, unlike numpy's generators, is
     defined here and cannot change with a numpy release (uint64 arithmetic wraps, as intended)."""
     x = values.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
@@ -133,7 +133,7 @@ def probe_placements(task: Task) -> dict[str, np.ndarray]:
     index = np.arange(n_ops, dtype=np.int64)
     return {
         "round-robin": index % n_devices,
-        "scattered": (_splitmix64(index) % np.uint64(n_devices)).astype(np.int64),
+        "scattered": (splitmix64(index) % np.uint64(n_devices)).astype(np.int64),
         "contiguous": index * n_devices // n_ops,
     }
 

@@ -3,7 +3,7 @@
 Measuring placements is the expensive step of real-hardware work (hundreds to thousands of runs).
 `RayEvaluatorPool` starts a pool of measurement actors, one per machine or device set; each builds
 the task from a small picklable `TaskSpec` (names, not arrays) and its own evaluator with
-`placement_gym.real.evaluators.make_evaluator`. The pool is a `placement_gym.evaluator.Evaluator`
+`placement_gym.evaluator.make_evaluator`. The pool is a `placement_gym.evaluator.Evaluator`
 (``name`` is its reward mode), so the envs, the searches and the learned agents take it:
 
 * ``pool.simulate(placement, schedule=False) -> SimulationResult``: one evaluation on a free actor;
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cost_model import SimulationResult, simulate_batch
-from placement_gym.real.evaluators import check_reward_mode, make_evaluator
+from placement_gym.evaluator import evaluator_backend, make_evaluator
 from placement_gym.task import Task
 
 # How long `RayEvaluatorPool` waits for its actors to start before it says they cannot be placed
@@ -207,7 +207,7 @@ class RayEvaluatorPool:
         task: Task | None = None,
     ) -> None:
         self.spec = as_task_spec(task_spec)
-        self.reward_mode = check_reward_mode(reward_mode)
+        self.reward_mode = evaluator_backend(reward_mode).name
         if isinstance(n_actors, bool) or not isinstance(n_actors, (int, np.integer)) or n_actors < 1:
             raise ValueError(f"n_actors must be a positive integer, got {n_actors!r}")
         self.n_actors = int(n_actors)

@@ -1,4 +1,6 @@
-"""The evaluators behind the envs' ``reward_mode``: who turns a placement into a runtime.
+"""The evaluators behind the envs' ``reward_mode`` beyond the cost model: who turns a placement into a
+runtime. `profiled_evaluator` and `real_evaluator` are the factories of the backends ``"profiled"`` and
+``"real"`` of `placement_gym.evaluator.make_evaluator`.
 
 - ``"cost_model"``: the analytical cost model on the task itself (`CostModelEvaluator`).
 - ``"profiled"``: the same cost model on `profiled_task` (measured op times and links; for a
@@ -26,15 +28,6 @@ from placement_gym.real.profile import find_profile, load_profile
 from placement_gym.real.profiled import profiled_task
 from placement_gym.real.program import model_source
 from placement_gym.task import Task
-
-REWARD_MODES: tuple[str, ...] = ("cost_model", "profiled", "real")
-
-
-def check_reward_mode(reward_mode: Any) -> str:
-    """``reward_mode`` if it is one of `REWARD_MODES`, else a ValueError naming them."""
-    if not isinstance(reward_mode, str) or reward_mode not in REWARD_MODES:
-        raise ValueError(f"unknown reward_mode {reward_mode!r}; allowed: {', '.join(REWARD_MODES)}")
-    return reward_mode
 
 
 class ProfiledEvaluator(CostModelEvaluator):
@@ -130,65 +123,58 @@ def _summary(result: Any) -> dict[str, Any]:
     return summary
 
 
-def make_evaluator(
+def profiled_evaluator(
     task: Task,
-    reward_mode: str,
-    profile: Mapping[str, Any] | str | Path | None = None,
-    devices: Mapping[str, str] | None = None,
     *,
     source: Any = None,
-    **options: Any,
-) -> CostModelEvaluator | ProfiledEvaluator | RealEvaluator:
-    """The evaluator of ``reward_mode`` for ``task``: `CostModelEvaluator` for ``"cost_model"``; a
-    `ProfiledEvaluator` for ``"profiled"`` (``profile``: a profile dict or file; default the cached
-    profile of the task's graph on ``devices``, or without ``devices`` on the cluster's device
-    names; for a ``train_step`` task it must be measured with ``task.optimizer``); a
-    `RealEvaluator` for ``"real"`` (``devices``: cluster device name -> torch device, which a
-    cluster of this machine, ``cpu<N>`` or ``local``, may leave out; ``options`` go to the executor,
-    such as ``seed``, ``batch`` or ``model``; its train steps run ``task.optimizer``).
-
-    ``source``: the ``graph`` argument the task was built from (what the envs and `get_task`
-    take). When it is an ONNX file or a ModelProto (`placement_gym.real.program.model_source`),
-    the executor runs that model unless ``model=`` is given, and a missing profile's message
-    names the file; a bundled graph's name, an `OpGraph` or a `Task` adds nothing."""
-    check_reward_mode(reward_mode)
-    model = model_source(source)
-    if reward_mode == "cost_model":
-        if profile is not None or devices is not None:
-            raise ValueError(
-                'profile= and devices= are for reward_mode="profiled" or "real", not "cost_model"'
-            )
-        return CostModelEvaluator(task)
-    if reward_mode == "profiled":
+    profile: Mapping[str, Any] | str | Path | None = None,
+    devices: Mapping[str, str] | None = None,
+) -> ProfiledEvaluator:
+    """The ``"profiled"`` backend: a `ProfiledEvaluator` of ``task`` (``profile``: a profile dict or
+    file; default the cached profile of the task's graph on ``devices``, or without ``devices`` on the
+    cluster's device names; for a ``train_step`` task it must be measured with ``task.optimizer``).
+    ``source``: the ``graph`` argument the task was built from; an ONNX file's path names the file in
+    the message of a missing profile."""
+    if profile is None:
+        model = model_source(source)
+        # An inference task has no update op: a profile of any optimizer serves it.
+        optimizer = task.optimizer if task.objective == "train_step" else None
+        profile = find_profile(task.graph, devices if devices is not None else task.cluster.device_names,
+                               optimizer=optimizer)
         if profile is None:
-            # An inference task has no update op: a profile of any optimizer serves it.
-            optimizer = task.optimizer if task.objective == "train_step" else None
-            profile = find_profile(task.graph, devices if devices is not None else task.cluster.device_names,
-                                   optimizer=optimizer)
-            if profile is None:
-                names = ",".join(task.cluster.device_names)
-                if isinstance(model, (str, Path)):
-                    graph = str(model)
-                elif bundled_onnx_file(task.graph) is not None:
-                    graph = task.graph.name
-                else:  # the profile command reads the graph's file, which only the caller knows
-                    graph = f"<the .onnx file of {task.graph.name}>"
-                which = f" for optimizer {optimizer}" if optimizer else ""
-                flag = f" --optimizer {optimizer}" if optimizer else ""
-                # --devices takes NAME=TORCH pairs; only this machine's own clusters resolve by name.
-                if devices is not None:
-                    where = f"--devices {','.join(f'{n}={d}' for n, d in devices.items())}"
-                elif REAL_CLUSTER_NAME.fullmatch(task.cluster.name):
-                    where = f"--cluster {task.cluster.name}"
-                else:
-                    where = f"--devices {','.join(f'{n}=<torch device>' for n in task.cluster.device_names)}"
-                raise ValueError(
-                    f"no cached profile of graph {task.graph.name!r} on devices {names}{which}; run "
-                    f"placement-gym profile --graph {graph} {where}{flag} (or pass profile=)"
-                )
-        return ProfiledEvaluator(task, profile)
-    if profile is not None:
-        raise ValueError('profile= is for reward_mode="profiled"; reward_mode="real" measures every run')
+            names = ",".join(task.cluster.device_names)
+            if isinstance(model, (str, Path)):
+                graph = str(model)
+            elif bundled_onnx_file(task.graph) is not None:
+                graph = task.graph.name
+            else:  # the profile command reads the graph's file, which only the caller knows
+                graph = f"<the .onnx file of {task.graph.name}>"
+            which = f" for optimizer {optimizer}" if optimizer else ""
+            flag = f" --optimizer {optimizer}" if optimizer else ""
+            # --devices takes NAME=TORCH pairs; only this machine's own clusters resolve by name.
+            if devices is not None:
+                where = f"--devices {','.join(f'{n}={d}' for n, d in devices.items())}"
+            elif REAL_CLUSTER_NAME.fullmatch(task.cluster.name):
+                where = f"--cluster {task.cluster.name}"
+            else:
+                where = f"--devices {','.join(f'{n}=<torch device>' for n in task.cluster.device_names)}"
+            raise ValueError(
+                f"no cached profile of graph {task.graph.name!r} on devices {names}{which}; run "
+                f"placement-gym profile --graph {graph} {where}{flag} (or pass profile=)"
+            )
+    return ProfiledEvaluator(task, profile)
+
+
+def real_evaluator(
+    task: Task, *, source: Any = None, devices: Mapping[str, str] | None = None, **options: Any
+) -> RealEvaluator:
+    """The ``"real"`` backend: a `RealEvaluator` of ``task`` (``devices``: cluster device name -> torch
+    device, which a cluster of this machine, ``cpu<N>`` or ``local``, may leave out; ``options`` go to
+    the executor: ``seed``, ``batch``, ``model``, ``lr``; its train steps run ``task.optimizer``).
+    ``source``: the ``graph`` argument the task was built from; when it is an ONNX file or a
+    ModelProto (`placement_gym.real.program.model_source`) the executor runs that model unless
+    ``model=`` is given."""
+    model = model_source(source)
     if model is not None:
         options.setdefault("model", model)
     return RealEvaluator(task, devices, **options)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.agents import AgentRun, lookup_agent
+from placement_gym.agents import AgentResult, lookup_agent
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import simulate
 from placement_gym.extras import require
@@ -176,7 +176,7 @@ def fidelity_placements(
         agent = lookup_agent(name)  # from the providers of the entry-point group placement_gym.agents
         if agent is not None:
             try:
-                add(name, AgentRun.checked(task, agent(task, seed, None)).placement)
+                add(name, AgentResult.checked(task, agent(task, seed, None)).placement)
             except (ValueError, RuntimeError):
                 continue  # an agent that cannot place this task is skipped, not fatal
     rng = np.random.default_rng(seed)
