@@ -5,10 +5,8 @@ through the entry-point group ``placement_gym.evaluators`` (no edit here), and t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import textwrap
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +16,7 @@ import placement_gym  # noqa: F401 - registers the environments
 from placement_gym.cost_model import simulate, single_device
 from placement_gym.evaluator import evaluator_names, make_evaluator
 from placement_gym.named_tasks import get_task
+from tests.plugin_package import install_package, subprocess_env
 
 PLUGIN = "placement_gym_doubled_plugin"
 GRAPH, CLUSTER = "cifar10_cnn", "k80x2"
@@ -65,14 +64,8 @@ def half_speedup(runtime, best_single):
 @pytest.fixture
 def plugin(tmp_path, monkeypatch):
     """The package installed in ``tmp_path`` (on sys.path, with the dist-info an installer writes)."""
-    (tmp_path / f"{PLUGIN}.py").write_text(textwrap.dedent(MODULE), encoding="utf-8")
-    dist = tmp_path / f"{PLUGIN}-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN}\nVersion: 0.1\n", encoding="utf-8")
-    (dist / "entry_points.txt").write_text(f"[placement_gym.evaluators]\ndoubled = {PLUGIN}:backend\n",
-                                           encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+    return install_package(tmp_path, monkeypatch, PLUGIN, MODULE,
+                           {"placement_gym.evaluators": f"doubled = {PLUGIN}:backend"})
 
 
 @pytest.mark.parametrize("env_id", ["DevicePlacement-v0", "DevicePlacementStaged-v0"])
@@ -115,8 +108,8 @@ def test_backend_options_and_names_are_checked_by_the_registry(plugin):
     assert make_evaluator(task, "doubled", factor=4.0).factor == 4.0
     with pytest.raises(ValueError, match='profile= is for reward_mode="profiled", not "doubled"'):
         gym.make("DevicePlacement-v0", graph=GRAPH, cluster=CLUSTER, evaluator="doubled", profile={})
-    with pytest.raises(ValueError, match="unknown reward_mode 'tripled'; allowed: cost_model, profiled, real, "
-                                         "doubled"):
+    allowed = "unknown reward_mode 'tripled'; allowed: cost_model, profiled, real, doubled"
+    with pytest.raises(ValueError, match=allowed):
         gym.make("DevicePlacement-v0", graph=GRAPH, cluster=CLUSTER, evaluator="tripled")
     with pytest.raises(ValueError, match="not both"):
         gym.make("DevicePlacement-v0", graph=GRAPH, cluster=CLUSTER, evaluator="doubled", reward_mode="real")
@@ -131,7 +124,7 @@ def test_without_the_package_the_backend_is_unknown():
 
 
 def test_placement_gym_train_scores_with_the_package_s_backend(plugin, tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), os.environ.get("PYTHONPATH", "")])}
+    env = subprocess_env(plugin)
     done = subprocess.run(
         [sys.executable, "-m", "placement_gym", "train", "--agent", "random-search", "--graph", GRAPH,
          "--cluster", CLUSTER, "--budget", "16", "--reward-mode", "doubled", "--out", str(tmp_path / "run"),
@@ -150,4 +143,5 @@ def test_placement_gym_train_scores_with_the_package_s_backend(plugin, tmp_path)
          "--cluster", CLUSTER, "--budget", "16", "--reward-mode", "doubled", "--profile", "p.json"],
         capture_output=True, text=True, env=env, timeout=600,
     )
-    assert refused.returncode != 0 and "--profile is for --reward-mode profiled, not doubled" in refused.stderr
+    assert refused.returncode != 0
+    assert "--profile is for --reward-mode profiled, not doubled" in refused.stderr
