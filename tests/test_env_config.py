@@ -1,8 +1,10 @@
 """Env configuration: every documented keyword, passed by name, reaches the setting it names on
-every env, and the base class takes its settings by name only (so no reordering can swap two)."""
+every env; the shared settings are one `EnvConfig` (the base class takes nothing else), given as
+keywords or as ``config=``, checked when made."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import gymnasium as gym
@@ -10,6 +12,7 @@ import pytest
 
 import placement_gym  # noqa: F401  (registers the env ids)
 from placement_gym.envs.base import PlacementEnvBase
+from placement_gym.envs.config import EnvConfig
 from placement_gym.envs.refine import DevicePlacementRefineEnv
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.envs.staged import DevicePlacementStagedEnv
@@ -92,35 +95,48 @@ def test_graph_mode_and_factor_penalty(env_id: str) -> None:
     assert env.render_mode is None and env.reward_mode == "cost_model"
 
 
-def test_base_takes_settings_by_name_only() -> None:
-    parameters = list(inspect.signature(PlacementEnvBase.__init__).parameters.values())[1:]
-    assert parameters and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters)
-    with pytest.raises(TypeError):
-        PlacementEnvBase(GRAPH, CLUSTER)  # type: ignore[misc]
+def test_the_base_takes_one_config() -> None:
+    parameters = list(inspect.signature(PlacementEnvBase.__init__).parameters)[1:]
+    assert parameters == ["config"]
 
 
 @pytest.mark.parametrize("cls", [cls for cls, _ in ENVS.values()])
-def test_envs_offer_every_base_setting_with_the_same_default(cls) -> None:
-    """Every setting of the base is a keyword of each env, with the default the base has (where it
-    has one), so the envs document and forward one common set."""
-    base = inspect.signature(PlacementEnvBase.__init__).parameters
-    env = inspect.signature(cls.__init__).parameters
-    for name, parameter in base.items():
-        if name == "self":
-            continue
-        assert name in env, f"{cls.__name__} lacks {name}"
-        if parameter.default is not inspect.Parameter.empty:
-            assert env[name].default == parameter.default, name
+def test_every_shared_setting_is_a_keyword_of_each_env_and_lands_in_its_config(cls) -> None:
+    """The envs take every `EnvConfig` field by name (what `gym.make` passes), and ``env.config``
+    holds it; ``config=`` gives them at once, keywords beside it replace its fields."""
+    env = cls(**SHARED)
+    assert env.config == EnvConfig(**SHARED)
+    given = EnvConfig(**SHARED)
+    replaced = cls(config=given, optimizer="sgd", max_ops=None)
+    assert replaced.config == dataclasses.replace(given, optimizer="sgd", max_ops=None)
+    assert replaced.task.optimizer == "sgd" and replaced.observation_space["node_features"].shape[0] != 211
+    assert cls(GRAPH, CLUSTER).config == EnvConfig(graph=GRAPH, cluster=CLUSTER)  # the two positional ones
+    with pytest.raises(TypeError, match=f"{cls.__name__} got unexpected keyword argument.*grups.*groups"):
+        cls(graph=GRAPH, cluster=CLUSTER, grups=3)
+
+
+def test_the_config_is_checked_when_made() -> None:
+    cases = (({"obs_mode": "pixels"}, "obs_mode"), ({"oom_runtime_factor": 0.5}, "oom_runtime_factor"),
+             ({"render_mode": "human"}, "render_mode"), ({"graph": 123}, "graph must be"),
+             ({"mask_in_obs": "yes"}, "mask_in_obs"),
+             ({"evaluator": "cost_model", "reward_mode": "real"}, "not both"))
+    for bad, message in cases:
+        with pytest.raises(ValueError, match=message):
+            EnvConfig(**bad)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        EnvConfig().graph = "bert_base"  # type: ignore[misc]
 
 
 def test_defaults_unchanged() -> None:
-    """The documented defaults of the shared keywords."""
+    """The documented defaults of the shared settings."""
+    defaults = EnvConfig()
+    assert defaults.graph == "inception_v3" and defaults.cluster == "k80x4"
+    assert defaults.objective == "train_step" and defaults.optimizer == "adam"
+    assert defaults.groups is None and defaults.obs_mode == "dict"
+    assert defaults.max_ops is None and defaults.max_edges is None
+    assert defaults.render_mode is None and defaults.oom_runtime is None
+    assert defaults.oom_runtime_factor == 10.0 and defaults.reward_mode == "cost_model"
+    assert defaults.profile is None and defaults.devices is None
+    assert defaults.mask_in_obs is False and defaults.evaluator is None
     for cls, _ in ENVS.values():
-        defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items()}
-        assert defaults["graph"] == "inception_v3" and defaults["cluster"] == "k80x4"
-        assert defaults["objective"] == "train_step" and defaults["optimizer"] == "adam"
-        assert defaults["groups"] is None and defaults["obs_mode"] == "dict"
-        assert defaults["max_ops"] is None and defaults["max_edges"] is None
-        assert defaults["render_mode"] is None and defaults["oom_runtime"] is None
-        assert defaults["oom_runtime_factor"] == 10.0 and defaults["reward_mode"] == "cost_model"
-        assert defaults["profile"] is None and defaults["devices"] is None
+        assert cls(GRAPH, CLUSTER).config.objective == "train_step"

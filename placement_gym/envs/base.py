@@ -3,28 +3,23 @@ memory masks and rendering. Each env subclasses `PlacementEnvBase` and adds its 
 
 from __future__ import annotations
 
-import inspect
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import SimulationResult, lower_bound, simulate, single_device
+from placement_gym.envs.config import RENDER_MODES, EnvConfig
 from placement_gym.envs.flat import FlatLayout
-from placement_gym.envs.observation import NodeObservation, check_obs_mode
-from placement_gym.envs.rewards import check_oom_settings, penalty_runtime
-from placement_gym.evaluator import COST_MODEL, Evaluator, as_evaluator, best_single_runtime, make_evaluator
-from placement_gym.graph.opgraph import OpGraph
+from placement_gym.envs.observation import NodeObservation
+from placement_gym.envs.rewards import penalty_runtime
+from placement_gym.evaluator import Evaluator, as_evaluator, best_single_runtime, make_evaluator
 from placement_gym.groups import make_grouping, quotient_edges
 from placement_gym.named_tasks import get_task
 from placement_gym.task import OBJECTIVES, Task, check_device_indices
 
-RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 INFO_KEYS: tuple[str, ...] = (
     "lower_bound",  # float64 seconds no placement can beat: the simple bound, `pg.lower_bound`
     "best_single_runtime",  # float64 seconds on the fastest device that holds the whole task
@@ -36,16 +31,6 @@ INFO_KEYS: tuple[str, ...] = (
     "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); 0 if not
 )
 REAL_INFO_KEYS: tuple[str, ...] = ("real_runtime", "real_spread", "real_repeats", "real_loss")
-GRAPH_ACCEPTS = (
-    "a bundled graph name (placement_gym.bundled_graph_names()), the path to an .onnx file, an OpGraph "
-    "or a compiled Task"
-)
-CLUSTER_ACCEPTS = (
-    "a preset name (placement_gym.cluster.PRESETS), 'local', 'cpu<N>', the path to a cluster JSON file "
-    "or a Cluster"
-)
-
-
 def check_reset_options(options: Any) -> dict[str, Any]:
     """``options`` of a `reset` as a dict ({} for None), or a ValueError saying what is allowed."""
     if options is None:
@@ -132,40 +117,15 @@ class PlacementEnvBase(gym.Env):
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
-    # Keyword-only: each env forwards its settings by name, so no two can be swapped by their order.
-    def __init__(
-        self,
-        *,
-        graph: str | Path | OpGraph | Task,
-        cluster: str | Path | Cluster,
-        objective: str,
-        optimizer: str,
-        groups: Any,
-        obs_mode: str,
-        max_ops: int | None,
-        max_edges: int | None,
-        render_mode: str | None,
-        oom_runtime: float | None,
-        oom_runtime_factor: float,
-        reward_mode: str = "cost_model",
-        profile: Any = None,
-        devices: Any = None,
-        mask_in_obs: bool = False,
-        evaluator: Any = None,
-    ) -> None:
-        check_oom_settings(oom_runtime, oom_runtime_factor)
-        check_obs_mode(obs_mode)
-        if not isinstance(mask_in_obs, (bool, np.bool_)):
-            raise ValueError(f"mask_in_obs must be True or False, got {mask_in_obs!r}")
-        if mask_in_obs and obs_mode == "graph":
-            raise ValueError(
-                'mask_in_obs=True needs obs_mode "dict" or "flat": a Gymnasium Graph observation has no '
-                "room for the mask; with obs_mode=\"graph\" read env.unwrapped.action_masks() instead"
-            )
-        if render_mode is not None and render_mode not in RENDER_MODES:
-            raise ValueError(f"unknown render_mode {render_mode!r}; allowed: None, {', '.join(RENDER_MODES)}")
-        task = self._task_of(graph, cluster, objective, optimizer)
-        mode_evaluator = self._evaluator_of(task, evaluator, reward_mode, profile, devices, graph)
+    def __init__(self, config: EnvConfig) -> None:
+        """Set up from the shared settings (`placement_gym.envs.config.EnvConfig`, checked when made)."""
+        self.config = config
+        render_mode, obs_mode = config.render_mode, config.obs_mode
+        oom_runtime, oom_runtime_factor = config.oom_runtime, config.oom_runtime_factor
+        max_ops, max_edges, mask_in_obs = config.max_ops, config.max_edges, config.mask_in_obs
+        groups = config.groups
+        task = self._task_of(config)
+        mode_evaluator = self._evaluator_of(task, config)
         task = mode_evaluator.task  # for "profiled", the profiled task
         self.reward_mode = mode_evaluator.name
         self._mode_evaluator = mode_evaluator
@@ -218,41 +178,34 @@ class PlacementEnvBase(gym.Env):
         self.evaluations = 0
 
     @staticmethod
-    def _evaluator_of(task: Task, evaluator: Any, reward_mode: str, profile: Any, devices: Any,
-                      graph: Any) -> Evaluator:
-        """The `Evaluator` the env scores with: ``evaluator`` (a backend name or an object), else the
-        backend named by ``reward_mode``; ``profile`` and ``devices`` go to a named backend."""
-        if evaluator is not None and reward_mode != COST_MODEL:
-            raise ValueError(
-                f"give evaluator= or reward_mode=, not both (evaluator={evaluator!r}, "
-                f"reward_mode={reward_mode!r})"
-            )
-        name = reward_mode if evaluator is None else evaluator
+    def _evaluator_of(task: Task, config: EnvConfig) -> Evaluator:
+        """The `Evaluator` the env scores with: ``config.evaluator`` (a backend name or an object), else
+        the backend named by ``config.reward_mode``; ``profile`` and ``devices`` go to a named backend."""
+        name = config.reward_mode if config.evaluator is None else config.evaluator
         if isinstance(name, str):
             # The graph argument itself: for an ONNX file, the model the real executor runs.
-            return make_evaluator(task, name, profile=profile, devices=devices, source=graph)
-        if profile is not None or devices is not None:
+            return make_evaluator(task, name, profile=config.profile, devices=config.devices,
+                                  source=config.graph)
+        if config.profile is not None or config.devices is not None:
             raise ValueError("profile= and devices= are options of a named evaluator; an evaluator "
                              "object comes built")
-        return as_evaluator(task, evaluator)
+        return as_evaluator(task, config.evaluator)
 
-    def _task_of(self, graph, cluster, objective: str, optimizer: str) -> Task:
-        """``graph`` when it is a `Task` (after checking the other arguments against it), else the task
-        `get_task` builds."""
-        if not isinstance(graph, (str, os.PathLike, OpGraph, Task)):
-            raise ValueError(f"graph must be {GRAPH_ACCEPTS}; got {graph!r} ({type(graph).__name__})")
-        if not isinstance(cluster, (str, os.PathLike, Cluster)):
-            raise ValueError(f"cluster must be {CLUSTER_ACCEPTS}; got {cluster!r} ({type(cluster).__name__})")
+    @staticmethod
+    def _task_of(config: EnvConfig) -> Task:
+        """``config.graph`` when it is a `Task` (after checking the other settings against it), else the
+        task `get_task` builds."""
+        graph, cluster = config.graph, config.cluster
+        objective, optimizer = config.objective, config.optimizer
         if not isinstance(graph, Task):
             return get_task(graph, cluster, objective, optimizer)
-        defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
         agrees = {
             "cluster": cluster is graph.cluster or cluster == graph.cluster.name,
             "objective": objective in (graph.objective, OBJECTIVES[graph.objective]),
             "optimizer": optimizer == graph.optimizer,
         }
         for name, value in (("cluster", cluster), ("objective", objective), ("optimizer", optimizer)):
-            if not agrees[name] and value is not defaults.get(name) and value != defaults.get(name):
+            if not agrees[name] and not config.is_default(name):
                 raise ValueError(
                     f"graph is the compiled task {graph.id}; {name}={value!r} is not the task's "
                     f"(leave {name} out or give the task's)"

@@ -10,9 +10,11 @@ from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, improvement_reward
+from placement_gym.envs.config import FROM_CONFIG, EnvConfig
+from placement_gym.envs.rewards import improvement_reward
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.placements import load_placement
+from placement_gym.task import Task
 
 INITIAL_NAMES: tuple[str, ...] = ("random", "best-single")
 
@@ -88,11 +90,9 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     `DevicePlacement-v0`); with ``initial="random"`` each reset draws a new starting placement.
 
     ## Arguments
-    ``graph``, ``cluster``, ``objective``, ``optimizer``, ``oom_runtime``, ``oom_runtime_factor``,
-    ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``, ``render_mode``, ``reward_mode``,
-    ``profile``, ``devices``, ``mask_in_obs``, ``evaluator`` as in `DevicePlacement-v0`
-    (there is no ``reward`` shape: the reward is the normalised improvement), plus ``initial`` (see
-    Starting Placement) and ``sweeps`` (int >= 1, default 1: how often every node is visited).
+    ``initial`` (see Starting Placement), ``sweeps`` (int >= 1, default 1: how often every node is
+    visited), and the shared settings of `placement_gym.envs.config.EnvConfig` (keywords, or
+    ``config=``); there is no ``reward`` shape: the reward is the normalised improvement.
     ``render_mode="ansi"`` shows the current placement per device, ``"rgb_array"`` its timeline.
 
     ## Info
@@ -108,36 +108,19 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
 
     def __init__(
         self,
-        graph: str | Path | OpGraph = "inception_v3",
-        cluster: str | Path | Cluster = "k80x4",
-        objective: str = "train_step",
+        graph: str | Path | OpGraph | Task = FROM_CONFIG,
+        cluster: str | Path | Cluster = FROM_CONFIG,
+        *,
         initial: str | Path | np.ndarray = "random",
         sweeps: int = 1,
-        oom_runtime: float | None = None,
-        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
-        max_ops: int | None = None,
-        max_edges: int | None = None,
-        render_mode: str | None = None,
-        optimizer: str = "adam",
-        groups: Any = None,
-        obs_mode: str = "dict",
-        reward_mode: str = "cost_model",
-        profile: Any = None,
-        devices: Any = None,
-        mask_in_obs: bool = False,
-        evaluator: Any = None,
+        config: EnvConfig | None = None,
+        **settings: Any,
     ) -> None:
         if isinstance(sweeps, (bool, np.bool_)) or not isinstance(sweeps, (int, np.integer)) or sweeps < 1:
             raise ValueError(
                 f"sweeps must be an integer >= 1 (visits of every node per episode), got {sweeps!r}"
             )
-        super().__init__(
-            graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
-            obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
-            oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
-            reward_mode=reward_mode, profile=profile, devices=devices, mask_in_obs=mask_in_obs,
-            evaluator=evaluator,
-        )
+        super().__init__(EnvConfig.of(config, settings, type(self).__name__, graph=graph, cluster=cluster))
         self.sweeps = int(sweeps)
         self.episode_length = self.sweeps * self.n_nodes
         self._fixed_initial = self._resolve_initial(initial)  # None: random

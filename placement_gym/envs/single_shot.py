@@ -10,9 +10,11 @@ from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model.result import SimulationResult
-from placement_gym.envs.base import RENDER_MODES, PlacementEnvBase, gym_entry_point
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, RewardFunction, check_reward, shape_reward
+from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
+from placement_gym.envs.config import FROM_CONFIG, RENDER_MODES, EnvConfig
+from placement_gym.envs.rewards import RewardFunction, check_reward, shape_reward
 from placement_gym.graph.opgraph import OpGraph
+from placement_gym.task import Task
 
 __all__ = ["RENDER_MODES", "DevicePlacementEnv", "make_env"]
 
@@ -90,37 +92,15 @@ class DevicePlacementEnv(PlacementEnvBase):
     call ``reset(options={"reset_mask": ...})`` yourself).
 
     ## Arguments
-    - ``graph``: a bundled graph name (``placement_gym.bundled_graph_names()``), an ONNX file path,
-      or an `OpGraph`. Default ``"inception_v3"``.
-    - ``cluster``: a preset name (``placement_gym.cluster.PRESETS``), a JSON file path, or a
-      `Cluster`. Default ``"k80x4"``.
-    - ``objective``: ``"train_step"`` (default) or ``"inference"``.
-    - ``optimizer``: ``"adam"`` (default), ``"momentum"`` or ``"sgd"`` (training only).
     - ``reward``: one of `placement_gym.envs.rewards.REWARDS`, or a reward function (see Rewards).
-    - ``oom_runtime``: seconds an out-of-memory placement is rewarded with; None (default) uses
-      ``oom_runtime_factor`` x the best single-device runtime.
-    - ``oom_runtime_factor``: see ``oom_runtime``; at least 1. Default 10.
-    - ``groups``: None (default: one node per op), ``"colocate"``, ``"chains"``, an int k (a k-way
-      partition) or an array of one group label per op (`placement_gym.groups.make_grouping`).
-    - ``obs_mode``: ``"dict"`` (default), ``"flat"`` or ``"graph"`` (see Observation Space).
-    - ``mask_in_obs``: bool, default False: put the action mask in the observation (see
-      Observation Space; not with ``obs_mode="graph"``).
-    - ``max_ops``, ``max_edges``: pad the dict observation to these numbers of nodes and edges
-      (default: the task's own), so that envs of different graphs share one observation space.
-    - ``render_mode``: None, ``"ansi"`` (a text table of the placement per device) or
-      ``"rgb_array"`` (the Gantt chart of the simulated schedule; needs matplotlib).
-    - ``reward_mode``: where runtimes come from: ``"cost_model"`` (default, the analytical cost
-      model), ``"profiled"`` (the cost model with measured op times and links; ``env.task`` is the
-      profiled task) or ``"real"`` (the torch executor runs each placement). See
-      `placement_gym.envs.base.PlacementEnvBase`.
-    - ``profile``: for ``"profiled"``, a profile dict or file (`placement_gym.real.profile`);
-      default the cached profile of the graph on ``devices`` (an error says to run
-      ``placement-gym profile`` when there is none).
-    - ``devices``: device name -> torch device (such as ``{"cpu:0": "cpu", "gpu:0": "cuda:0"}``),
-      required for ``"real"``; for ``"profiled"`` it selects the cached profile.
-    - ``evaluator``: what scores the placements, in place of ``reward_mode``: a backend's name
-      (``placement_gym.evaluator.evaluator_names()``: the three above and any a package registered)
-      or an evaluator object (`placement_gym.evaluator.Evaluator`). Default None: ``reward_mode``.
+    - The shared settings of every placement env, documented once in
+      `placement_gym.envs.config.EnvConfig`: ``graph`` and ``cluster`` (also the first two positional
+      arguments; defaults ``"inception_v3"`` and ``"k80x4"``), ``objective``, ``optimizer``, ``groups``,
+      ``obs_mode`` (see Observation Space), ``mask_in_obs``, ``max_ops``, ``max_edges``,
+      ``render_mode``, ``oom_runtime`` and ``oom_runtime_factor`` (see Rewards), ``reward_mode``,
+      ``profile``, ``devices`` and ``evaluator`` (what scores a placement;
+      `placement_gym.envs.base.PlacementEnvBase`). Give them as keywords, or as one
+      ``config=EnvConfig(...)`` (keywords beside it replace its fields); ``env.config`` holds them.
 
     ## Info
     The same keys at `reset` and after the step, each value a numpy number (float64, int64) or a
@@ -140,32 +120,15 @@ class DevicePlacementEnv(PlacementEnvBase):
 
     def __init__(
         self,
-        graph: str | Path | OpGraph = "inception_v3",
-        cluster: str | Path | Cluster = "k80x4",
-        objective: str = "train_step",
+        graph: str | Path | OpGraph | Task = FROM_CONFIG,
+        cluster: str | Path | Cluster = FROM_CONFIG,
+        *,
         reward: str | RewardFunction = "log_speedup",
-        oom_runtime: float | None = None,
-        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
-        max_ops: int | None = None,
-        max_edges: int | None = None,
-        render_mode: str | None = None,
-        optimizer: str = "adam",
-        groups: Any = None,
-        obs_mode: str = "dict",
-        reward_mode: str = "cost_model",
-        profile: Any = None,
-        devices: Any = None,
-        mask_in_obs: bool = False,
-        evaluator: Any = None,
+        config: EnvConfig | None = None,
+        **settings: Any,
     ) -> None:
         check_reward(reward)
-        super().__init__(
-            graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
-            obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
-            oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
-            reward_mode=reward_mode, profile=profile, devices=devices, mask_in_obs=mask_in_obs,
-            evaluator=evaluator,
-        )
+        super().__init__(EnvConfig.of(config, settings, type(self).__name__, graph=graph, cluster=cluster))
         self.reward = reward
         self.action_space = spaces.MultiDiscrete(np.full(self.n_nodes, self.task.n_devices, dtype=np.int64))
         self._masks = self._static_masks()

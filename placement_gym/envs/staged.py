@@ -10,14 +10,15 @@ from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
+from placement_gym.envs.config import FROM_CONFIG, EnvConfig
 from placement_gym.envs.rewards import (
-    DEFAULT_OOM_RUNTIME_FACTOR,
     RewardFunction,
     check_reward,
     improvement_reward,
     shape_reward,
 )
 from placement_gym.graph.opgraph import OpGraph
+from placement_gym.task import Task
 
 
 class DevicePlacementStagedEnv(PlacementEnvBase):
@@ -78,12 +79,10 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     (``NEXT_STEP``, ``SAME_STEP``, ``DISABLED``; see `DevicePlacement-v0`).
 
     ## Arguments
-    As `DevicePlacement-v0` (``graph``, ``cluster``, ``objective``, ``optimizer``, ``reward``,
-    ``oom_runtime``, ``oom_runtime_factor``, ``groups``, ``obs_mode``, ``max_ops``, ``max_edges``,
-    ``render_mode``, ``reward_mode``, ``profile``, ``devices``, ``mask_in_obs``, ``evaluator``),
-    plus ``dense`` (bool, default False; see Rewards). ``render_mode="ansi"``
-    shows the placement so far (unplaced nodes counted on the completion device), ``"rgb_array"``
-    the timeline of that completed placement.
+    ``reward`` as in `DevicePlacement-v0`, ``dense`` (bool, default False; see Rewards), and the
+    shared settings of `placement_gym.envs.config.EnvConfig` (keywords, or ``config=``).
+    ``render_mode="ansi"`` shows the placement so far (unplaced nodes counted on the completion
+    device), ``"rgb_array"`` the timeline of that completed placement.
 
     ## Info
     The same keys at `reset` and at every step, each value a numpy number or array (so vector envs,
@@ -98,35 +97,18 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
 
     def __init__(
         self,
-        graph: str | Path | OpGraph = "inception_v3",
-        cluster: str | Path | Cluster = "k80x4",
-        objective: str = "train_step",
+        graph: str | Path | OpGraph | Task = FROM_CONFIG,
+        cluster: str | Path | Cluster = FROM_CONFIG,
+        *,
         reward: str | RewardFunction = "log_speedup",
         dense: bool = False,
-        oom_runtime: float | None = None,
-        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
-        max_ops: int | None = None,
-        max_edges: int | None = None,
-        render_mode: str | None = None,
-        optimizer: str = "adam",
-        groups: Any = None,
-        obs_mode: str = "dict",
-        reward_mode: str = "cost_model",
-        profile: Any = None,
-        devices: Any = None,
-        mask_in_obs: bool = False,
-        evaluator: Any = None,
+        config: EnvConfig | None = None,
+        **settings: Any,
     ) -> None:
         check_reward(reward)
         if not isinstance(dense, (bool, np.bool_)):
             raise ValueError(f"dense must be True or False, got {dense!r}")
-        super().__init__(
-            graph=graph, cluster=cluster, objective=objective, optimizer=optimizer, groups=groups,
-            obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges, render_mode=render_mode,
-            oom_runtime=oom_runtime, oom_runtime_factor=oom_runtime_factor,
-            reward_mode=reward_mode, profile=profile, devices=devices, mask_in_obs=mask_in_obs,
-            evaluator=evaluator,
-        )
+        super().__init__(EnvConfig.of(config, settings, type(self).__name__, graph=graph, cluster=cluster))
         self.reward = reward
         self.dense = bool(dense)
         self.completion_device = self.best_single_device
