@@ -111,7 +111,9 @@ def test_every_shared_setting_is_a_keyword_of_each_env_and_lands_in_its_config(c
     assert replaced.config == dataclasses.replace(given, optimizer="sgd", max_ops=None)
     assert replaced.task.optimizer == "sgd" and replaced.observation_space["node_features"].shape[0] != 211
     assert cls(GRAPH, CLUSTER).config == EnvConfig(graph=GRAPH, cluster=CLUSTER)  # the two positional ones
-    with pytest.raises(TypeError, match=f"{cls.__name__} got unexpected keyword argument.*grups.*groups"):
+    # Python's wording, which libraries match (torchrl drops frameskip on it)
+    unexpected = f"{cls.__name__}.__init__.. got an unexpected keyword argument 'grups'"
+    with pytest.raises(TypeError, match=unexpected):
         cls(graph=GRAPH, cluster=CLUSTER, grups=3)
 
 

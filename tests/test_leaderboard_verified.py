@@ -179,3 +179,48 @@ def test_a_relabelled_seed_that_joins_an_entry_makes_the_entry_unverified(record
     text = (board / "README.md").read_text()
     assert "heft" not in _section(text, "## Overall, by budget track", "### Unverified budgets")
     assert "v1-heft-seed1.json" in _section(text, "### Unverified budgets", "## Bounds and best known")
+
+
+def _forge(path: Path) -> str:
+    """Move one op of the first task of submission ``path`` to another device (runtime re-simulated,
+    curve dropped, so the file still validates); the task's id."""
+    data = json.loads(path.read_text())
+    task_id = sorted(data["results"])[0]
+    placement = data["results"][task_id]["placement"]
+    task = get_suite(CURRENT_SUITE).get(task_id).task()
+    op = sorted(placement)[0]
+    placement[op] = next(d for d in task.cluster.device_names if d != placement[op])
+    moved, _ = placement_problems(task, placement, str)
+    simulated = simulate(task, moved)
+    data["results"][task_id].update(runtime=float(simulated.runtime), feasible=bool(simulated.feasible))
+    data["results"][task_id].pop("trace", None)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return task_id
+
+
+@pytest.mark.parametrize("algorithm", ["pg", "heft"])
+def test_only_a_learned_entry_recorded_on_another_platform_is_excused(algorithm, tmp_path, capsys):
+    """A learned entry (torch) that does not reproduce fails ``reruns`` on the platform of its record
+    and is reported as not comparable on another CPU maker's; a heuristic's must reproduce anywhere."""
+    import hashlib
+
+    from placement_gym.leaderboard.rerun_records import this_platform
+
+    source = REPO / "leaderboard" / "reproducible" / "v1-pg-200-seed0.json" if algorithm == "pg" else \
+        SUBMISSIONS / HEFT
+    board = _board(tmp_path)
+    path = board / "submissions" / source.name
+    shutil.copy(source, path)
+    task_id = _forge(path)
+    for platform, code in (("OtherMaker x86_64", 0 if algorithm == "pg" else 1), (this_platform(), 1)):
+        record = {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "tasks": [task_id],
+                  "platform": platform}
+        (board / RECORDS_NAME).write_text(json.dumps({"schema": 1, "records": {source.name: record}}))
+        capsys.readouterr()
+        assert main(["leaderboard", "reruns", "--all", "--dir", str(board)]) == code
+        out, err = capsys.readouterr()
+        if code == 0:
+            assert f"{source.name}: differs on {task_id}, but it was learned with torch on {platform}" in out
+            assert "1 learned files not comparable" in out
+        else:
+            assert f"{source.name}: not reproduced on {task_id}" in err

@@ -131,10 +131,12 @@ class EnvConfig:
                     **({} if cluster is FROM_CONFIG else {"cluster": cluster}), **settings}
         if config is not None and not isinstance(config, EnvConfig):
             raise TypeError(f"{env}: config must be an EnvConfig, got {type(config).__name__}")
-        unknown = sorted(set(settings) - set(FIELDS))
+        unknown = [name for name in settings if name not in DEFAULTS]
         if unknown:
-            raise TypeError(f"{env} got unexpected keyword argument(s) {', '.join(unknown)}; the shared "
-                            f"settings are {', '.join(FIELDS)} (placement_gym.envs.config.EnvConfig)")
+            # Python's own wording: libraries probe envs with keywords and read this message (torchrl
+            # passes frameskip and drops it on "unexpected keyword argument 'frameskip'").
+            raise TypeError(f"{env}.__init__() got an unexpected keyword argument {unknown[0]!r}; the "
+                            f"shared settings are {', '.join(FIELDS)} (placement_gym.envs.config.EnvConfig)")
         return dataclasses.replace(config or cls(), **settings)
 
     def is_default(self, name: str) -> bool:

@@ -20,6 +20,12 @@ tasks of one file per entry (`sample_per_entry`: chosen by the hash of the entry
 any new or changed file of an entry draws the sample again), or of every record with ``--all``. CI runs
 the sample. The budget tracks rank only entries whose budget is verified; the others are shown in a
 table of their own, labelled unverified (their runtimes are still re-simulated).
+
+A record also names the ``platform`` it was made on (`this_platform`: the CPU maker and architecture).
+A learned agent trains with torch, whose float kernels (MKL's) take other paths on another maker's
+CPU, so its re-run is bit for bit only on the platform of its record: on another one ``reruns``
+reports a learned entry that does not reproduce as not comparable there, not as a failure (a
+heuristic or search entry, numpy and the cost model only, must reproduce anywhere).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,10 +49,27 @@ MAX_RECORDS_BYTES = 4 * 2**20
 
 @dataclass(frozen=True)
 class RerunRecord:
-    """One file's reproduced re-run: the SHA-256 of the file's bytes and the tasks re-run."""
+    """One file's reproduced re-run: the SHA-256 of the file's bytes, the tasks re-run and the
+    platform it ran on (`this_platform`)."""
 
     sha256: str
     tasks: tuple[str, ...]
+    platform: str
+
+
+def this_platform() -> str:
+    """This machine's CPU maker and architecture, such as ``"GenuineIntel x86_64"`` (the ``vendor_id``
+    of /proc/cpuinfo where there is one, else what `platform.processor` says)."""
+    vendor = ""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("vendor_id"):
+                    vendor = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{vendor or platform.processor() or 'unknown'} {platform.machine()}".strip()
 
 
 def file_sha256(raw: bytes) -> str:
@@ -67,12 +91,14 @@ def read_records(directory: str | Path) -> dict[str, RerunRecord]:
                                  "{file: {\"sha256\": ..., \"tasks\": [...]}}}")
     records = {}
     for name, record in data["records"].items():
-        if not (isinstance(record, dict) and set(record) == {"sha256", "tasks"}
+        if not (isinstance(record, dict) and set(record) == {"sha256", "tasks", "platform"}
                 and isinstance(record["sha256"], str) and isinstance(record["tasks"], list)
-                and record["tasks"] and all(isinstance(t, str) for t in record["tasks"])):
+                and record["tasks"] and all(isinstance(t, str) for t in record["tasks"])
+                and isinstance(record["platform"], str) and record["platform"].isprintable()):
             raise UntrustedFileError(f"{where}: the record of {shown(name)} must be {{\"sha256\": a hex "
-                                     "digest, \"tasks\": a non-empty list of task ids}")
-        records[name] = RerunRecord(record["sha256"], tuple(record["tasks"]))
+                                     "digest, \"tasks\": a non-empty list of task ids, \"platform\": the "
+                                     "machine it ran on}")
+        records[name] = RerunRecord(record["sha256"], tuple(record["tasks"]), record["platform"])
     return records
 
 
@@ -84,10 +110,10 @@ def write_record(directory: str | Path, name: str, raw: bytes, tasks: Iterable[s
     try:
         fcntl.flock(folder, fcntl.LOCK_EX)
         records = read_records(directory)
-        records[name] = RerunRecord(file_sha256(raw), tuple(sorted(tasks)))
-        text = json.dumps({"schema": RECORDS_SCHEMA,
-                           "records": {n: {"sha256": r.sha256, "tasks": list(r.tasks)}
-                                       for n, r in sorted(records.items())}}, indent=1) + "\n"
+        records[name] = RerunRecord(file_sha256(raw), tuple(sorted(tasks)), this_platform())
+        rows = {n: {"sha256": r.sha256, "tasks": list(r.tasks), "platform": r.platform}
+                for n, r in sorted(records.items())}
+        text = json.dumps({"schema": RECORDS_SCHEMA, "records": rows}, indent=1) + "\n"
         return write_inside(directory, RECORDS_NAME, text)
     finally:
         os.close(folder)
