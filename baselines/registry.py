@@ -72,19 +72,19 @@ EXACT_ALL_MAX_OPS = 40
 _AGENTS: dict[str, Agent] = {}
 _DESCRIPTIONS: dict[str, str] = {}
 _IN_ALL: dict[str, Callable[[Task], bool]] = {}
-_REPORTING: set[str] = set()
+_TAKES_BUDGET: set[str] = set()
 
 
 def register(
     name: str, description: str, in_all: Callable[[Task], bool] | None = None,
-    reports_evaluations: bool = False,
+    takes_budget: bool = False,
 ) -> Callable[[Agent], Agent]:
     """Decorator: register ``agent`` under ``name`` (re-registering a name replaces the agent, so
     that reloading a module in a session does not fail). ``in_all(task)`` says whether
     ``--agent all`` runs it on ``task`` (default: always; `exact` only on small graphs).
-    ``reports_evaluations``: the agent takes an ``on_evaluations(used, runtimes, feasible)`` keyword,
-    called after each batch it evaluates, so ``placement-gym train`` draws its learning curve
-    (`reporting_agents`)."""
+    ``takes_budget``: the agent's ``budget`` may be a `placement_gym.budget.Budget`, through which it
+    then makes every evaluation, so that ``placement-gym train`` reads its learning curve from the
+    budget (`budget_agents`)."""
     if not name or name == "all" or name.startswith(SINGLE_PREFIX):
         raise ValueError(f"agent name {name!r} is reserved or empty")
 
@@ -95,10 +95,10 @@ def register(
             _IN_ALL[name] = in_all
         else:
             _IN_ALL.pop(name, None)
-        if reports_evaluations:
-            _REPORTING.add(name)
+        if takes_budget:
+            _TAKES_BUDGET.add(name)
         else:
-            _REPORTING.discard(name)
+            _TAKES_BUDGET.discard(name)
         return agent
 
     return decorate
@@ -146,11 +146,11 @@ def registered_names() -> list[str]:
     return [f"{SINGLE_PREFIX}<device>", *_AGENTS]
 
 
-def reporting_agents() -> list[str]:
-    """The registered agents that report each batch they evaluate (``register(...,
-    reports_evaluations=True)``), in registration order."""
+def budget_agents() -> list[str]:
+    """The registered agents that take a `placement_gym.budget.Budget` as ``budget`` (``register(...,
+    takes_budget=True)``), in registration order."""
     load_agents()
-    return [name for name in _AGENTS if name in _REPORTING]
+    return [name for name in _AGENTS if name in _TAKES_BUDGET]
 
 
 def agent_descriptions() -> dict[str, str]:

@@ -15,8 +15,9 @@ ones by their memory overflow (the sum over devices of bytes above capacity / ca
 runtime. An infeasible placement therefore never replaces a feasible best, and a search that starts
 infeasible is pulled towards feasibility first.
 
-Evaluations are memoised per run: a placement proposed a second time is not simulated (nor counted)
-again, which matters for hill climbing on small graphs, where the same rejected moves come back.
+Budget. Both spend a `placement_gym.budget.Budget` through its clipping, memoised door (`Budget.scores`):
+a placement proposed a second time is not simulated (nor counted) again, which matters for hill climbing
+on small graphs, where the same rejected moves come back; the last evaluations that fit are spent.
 
 Who scores. By default the cost model of the task; ``evaluator=`` (either search) takes any
 `placement_gym.evaluator.Evaluator` instead (`placement_gym.evaluator.make_evaluator`'s profiled
@@ -62,7 +63,7 @@ with this budget (inception_v3/k80x4 from best-single, 3 seeds: 0.78-0.79 agains
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -70,8 +71,7 @@ import numpy as np
 
 from baselines.registry import get_agent, register
 from placement_gym.agents import AgentResult
-from placement_gym.cost_model import simulate
-from placement_gym.evaluator import as_evaluator
+from placement_gym.budget import Budget, BudgetExhausted, Score
 from placement_gym.groups import make_grouping
 from placement_gym.placements import best_single_placement
 from placement_gym.task import Task
@@ -102,112 +102,6 @@ CEM_ELITE_FRACTION = 0.1
 CEM_SMOOTHING = 0.5
 CEM_START_CHANGES = 4.0  # units a first-generation sample moves away from the start, on average
 CEM_FLOOR = 1e-3  # least probability of any device, before renormalising
-
-# ``on_evaluations(used, runtimes, feasible)``: called after each batch of new (not memoised)
-# evaluations with the evaluations counted so far (the start agents' included) and the batch's
-# runtimes and feasibility, so that `baselines.learning.train` can draw a search's curve. It only
-# watches: the search's choices do not depend on it.
-OnEvaluations = Callable[[int, np.ndarray, np.ndarray], None]
-
-
-# ---------------------------------------------------------------------------------------------------
-# Ranking and budgeted, memoised evaluation
-
-
-@dataclass(frozen=True)
-class Score:
-    """One evaluated placement: runtime (s), feasible, overflow (0 when feasible), which devices are
-    over their memory capacity (bool per device) and the peak memory per device (bytes)."""
-
-    runtime: float
-    feasible: bool
-    overflow: float
-    over: np.ndarray
-    peaks: np.ndarray | None = None
-
-    @property
-    def key(self) -> tuple[int, float, float]:
-        """Sort key: feasible first, then less overflow, then shorter runtime."""
-        return (0 if self.feasible else 1, self.overflow, self.runtime)
-
-
-def _overflow(task: Task, peaks: np.ndarray) -> np.ndarray:
-    """Memory above capacity, summed over devices as fractions of each capacity (rows of ``peaks``)."""
-    capacity = task.cluster.memory_capacity
-    return (np.maximum(peaks - capacity, 0.0) / capacity).sum(axis=-1)
-
-
-class BudgetExhausted(Exception):
-    """Raised inside a search when its evaluation budget is spent."""
-
-
-class SearchEvaluator:
-    """Evaluates placements under a budget, memoises them, and keeps the best seen. ``evaluator``: who
-    scores them (None: the cost model; else any `placement_gym.evaluator.Evaluator`, see
-    `placement_gym.evaluator.as_evaluator`)."""
-
-    def __init__(
-        self, task: Task, budget: int, used: int = 0, evaluator: Any = None,
-        on_evaluations: OnEvaluations | None = None,
-    ) -> None:
-        self.task = task
-        self.on_evaluations = on_evaluations
-        self.scorer = as_evaluator(task, evaluator)
-        # the name goes into the result's info only when the caller chose the evaluator
-        self.scored_by = None if evaluator is None else self.scorer.name
-        self.budget = budget
-        self.used = used
-        self.memo: dict[bytes, Score] = {}
-        self.best: np.ndarray | None = None
-        self.best_score: Score | None = None
-
-    @property
-    def left(self) -> int:
-        return self.budget - self.used
-
-    def evaluate(self, placements: np.ndarray) -> list[Score]:
-        """Scores of the rows of ``placements`` (int64 ``(batch, n_forward)``). New rows go to the
-        evaluator (the cost model by default) in one ``simulate_batch`` call and are counted; if
-        fewer evaluations are left than new rows, the first ones that fit are evaluated and
-        `BudgetExhausted` is raised after the best is updated."""
-        keys = [row.tobytes() for row in placements]
-        new = list(dict.fromkeys(k for k in keys if k not in self.memo))
-        fits = new[: max(self.left, 0)]
-        if fits:
-            index = {k: i for i, k in enumerate(keys)}
-            rows = placements[[index[k] for k in fits]]
-            runtimes, feasible, peaks = self.scorer.simulate_batch(rows)
-            overflow = _overflow(self.task, peaks)
-            self.used += len(fits)
-            over = peaks > self.task.cluster.memory_capacity[None, :]
-            for k, row, r, f, o, v, p in zip(fits, rows, runtimes, feasible, overflow, over, peaks):
-                self._keep(k, row, Score(float(r), bool(f), 0.0 if f else float(o), v, p))
-            if self.on_evaluations is not None:
-                self.on_evaluations(self.used, np.asarray(runtimes), np.asarray(feasible))
-        if len(fits) < len(new):
-            raise BudgetExhausted
-        return [self.memo[k] for k in keys]
-
-    def schedule(self, placement: np.ndarray):
-        """The cost model's `Schedule` of ``placement``, as one counted (and memoised) evaluation, or
-        None when the budget is spent (for searches that read where the time goes)."""
-        if self.left < 1:
-            return None
-        result = simulate(self.task, placement, schedule=True)
-        self.used += 1
-        peaks = np.asarray(result.peak_memory)
-        overflow = float(_overflow(self.task, peaks[None])[0])
-        over = peaks > self.task.cluster.memory_capacity
-        feasible = bool(result.feasible)
-        score = Score(result.runtime, feasible, 0.0 if feasible else overflow, over, peaks)
-        self._keep(placement.tobytes(), placement, score)
-        return result.schedule
-
-    def _keep(self, key: bytes, row: np.ndarray, score: Score) -> None:
-        self.memo[key] = score
-        if self.best_score is None or score.key < self.best_score.key:
-            self.best, self.best_score = row.copy(), score
-
 
 # ---------------------------------------------------------------------------------------------------
 # Start placements
@@ -250,35 +144,41 @@ def _start_candidates(task: Task, start, seed: int) -> tuple[list[tuple[str, np.
     return candidates, used
 
 
-def find_start(task: Task, evaluator: SearchEvaluator, start, seed: int) -> Start:
-    """Construct the start candidates, evaluate them (counted in ``evaluator``), and pick the best."""
+def find_start(task: Task, budget: Budget, start, seed: int) -> Start:
+    """Construct the start candidates, evaluate them (counted in ``budget``), and pick the best."""
     candidates, used = _start_candidates(task, start, seed)
-    evaluator.used += used
-    if evaluator.left < len(candidates):
+    budget.used += used
+    if budget.remaining < len(candidates):
         raise ValueError(
-            f"budget {evaluator.budget} is too small: the start placements "
+            f"budget {budget.limit} is too small: the start placements "
             f"({', '.join(n for n, _ in candidates)}) take {used + len(candidates)} evaluations; "
             "give a larger budget or start=<placement>"
         )
-    scores = evaluator.evaluate(np.stack([p for _, p in candidates]))
+    scores = budget.scores(np.stack([p for _, p in candidates]))
     best = min(range(len(candidates)), key=lambda i: scores[i].key)
     table = {
         name: {"runtime": s.runtime, "feasible": s.feasible} for (name, _), s in zip(candidates, scores)
     }
-    return Start(candidates[best][1], scores[best], candidates[best][0], evaluator.used, table)
+    return Start(candidates[best][1], scores[best], candidates[best][0], budget.used, table)
 
 
-def _check_budget(budget: int | None) -> int:
-    budget = DEFAULT_BUDGET if budget is None else budget
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-        raise ValueError(f"budget must be a positive number of evaluations, got {budget!r}")
-    return int(budget)
+def as_budget(task: Task, budget: int | Budget | None, evaluator: Any = None) -> Budget:
+    """The `Budget` a search spends: ``budget`` itself when it is one (its own evaluator scores; the
+    caller reads its curve), else a new one of ``budget`` evaluations (None: `DEFAULT_BUDGET`)
+    scored by ``evaluator``."""
+    if isinstance(budget, Budget):
+        if evaluator is not None:
+            raise ValueError("evaluator= goes to the Budget when a Budget is given, not beside it")
+        if budget.task.id != task.id:
+            raise ValueError(f"the budget is of task {budget.task.id}, not {task.id}")
+        return budget
+    return Budget(task, DEFAULT_BUDGET if budget is None else budget, evaluator)
 
 
-def _result(evaluator: SearchEvaluator, start: Start, extra: dict) -> AgentResult:
-    best = evaluator.best_score
-    if evaluator.scored_by is not None:  # the default's info stays as it always was
-        extra = {**extra, "scored_by": evaluator.scored_by}
+def _result(budget: Budget, start: Start, extra: dict) -> AgentResult:
+    best = budget.best_score
+    if budget.evaluator is not None:  # the default's info stays as it always was
+        extra = {**extra, "scored_by": budget.scored_by}
     info = {
         "start": start.source,
         "start_runtime": start.score.runtime,
@@ -289,7 +189,7 @@ def _result(evaluator: SearchEvaluator, start: Start, extra: dict) -> AgentResul
         "feasible": best.feasible,
         **extra,
     }
-    return AgentResult(evaluator.best.astype(np.int64), evaluator.used, info)
+    return AgentResult(budget.best_placement.astype(np.int64), budget.used, info)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -399,11 +299,11 @@ class MoveMix(Protocol):
 
 
 @register("anneal", "simulated annealing over op and group moves from the best heuristic (budget: evals)",
-          reports_evaluations=True)
+          takes_budget=True)
 def anneal(
     task: Task,
     seed: int = 0,
-    budget: int | None = None,
+    budget: int | Budget | None = None,
     *,
     start=None,
     batch: int = ANNEAL_BATCH,
@@ -412,7 +312,6 @@ def anneal(
     group_move_prob: float = ANNEAL_GROUP_MOVE_PROB,
     move_mix: MoveMix | None = None,
     evaluator: Any = None,
-    on_evaluations: OnEvaluations | None = None,
 ) -> AgentResult:
     """Simulated annealing (see the module docstring). ``budget``: evaluations in all, the start's
     included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
@@ -420,10 +319,9 @@ def anneal(
     fractions of the start runtime (``t_start=0``: hill climbing). ``group_move_prob``: share of moves
     on a whole chain or co-location group. ``move_mix``: a `MoveMix` that sets the shares of swaps and
     group moves step by step and learns from each step's scores (None: the fixed `ANNEAL_SWAP_PROB` and
-    ``group_move_prob``). ``evaluator``: who scores the
-    placements (None: the cost model; see the module docstring). ``on_evaluations``: told of each
-    batch evaluated (`OnEvaluations`). Deterministic for ``seed`` (and a deterministic evaluator)."""
-    budget = _check_budget(budget)
+    ``group_move_prob``). ``evaluator``: who scores the placements (None: the cost model; see the
+    module docstring). ``budget`` may be a `placement_gym.budget.Budget` (with its own evaluator),
+    whose curve the caller then reads. Deterministic for ``seed`` (and a deterministic evaluator)."""
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     if t_start < 0 or t_end <= 0 or (t_start > 0 and t_end > t_start):
@@ -431,17 +329,17 @@ def anneal(
     if not 0.0 <= group_move_prob <= 1.0:
         raise ValueError(f"group_move_prob must be in [0, 1], got {group_move_prob}")
     rng = np.random.default_rng(seed)
-    evaluator = SearchEvaluator(task, budget, evaluator=evaluator, on_evaluations=on_evaluations)
-    begin = find_start(task, evaluator, start, seed)
+    budget = as_budget(task, budget, evaluator)
+    begin = find_start(task, budget, start, seed)
     proposer = _MoveProposer(task, rng, group_move_prob)
     current, current_score = begin.placement.copy(), begin.score
     scale = begin.score.runtime
-    search_budget = max(evaluator.left, 1)
+    search_budget = max(budget.remaining, 1)
     accepted = steps = stale = kicks = 0
     stopped = "budget"
     try:
-        while evaluator.left > 0:
-            progress = (evaluator.used - begin.evaluations) / search_budget
+        while budget.remaining > 0:
+            progress = (budget.used - begin.evaluations) / search_budget
             temperature = t_start * (t_end / t_start) ** progress if t_start > 0 else 0.0
             over = None if current_score.feasible else current_score.over
             mix = () if move_mix is None else move_mix.probabilities()
@@ -450,22 +348,22 @@ def anneal(
                 moves.append(proposer.propose(current, over, *mix))
                 kinds.append(proposer.last_kind)
             moves = np.stack(moves)
-            used = evaluator.used
-            scores = evaluator.evaluate(moves)
+            used = budget.used
+            scores = budget.scores(moves)
             if move_mix is not None:
                 move_mix.learn(kinds, scores, current_score, scale)
             steps += 1
-            stale = 0 if evaluator.used > used else stale + 1
+            stale = 0 if budget.used > used else stale + 1
             if stale > ANNEAL_STALE_STEPS:
                 stopped = "converged"
                 break
             if stale and stale % ANNEAL_KICK_STEPS == 0:
                 # The neighbourhood is (nearly) all evaluated: a local optimum. Restart from the
                 # best with a few random moves (iterated local search).
-                kicked = evaluator.best.copy()
+                kicked = budget.best_placement.copy()
                 for _ in range(ANNEAL_KICK_MOVES):
                     kicked = proposer.propose(kicked, None)
-                current, current_score = kicked, evaluator.evaluate(kicked[None])[0]
+                current, current_score = kicked, budget.scores(kicked[None])[0]
                 kicks += 1
                 continue
             pick = min(range(batch), key=lambda i: scores[i].key)
@@ -476,7 +374,7 @@ def anneal(
     except BudgetExhausted:
         pass
     return _result(
-        evaluator,
+        budget,
         begin,
         {"steps": steps, "accepted": accepted, "kicks": kicks, "batch": batch, "stopped": stopped,
          **({} if move_mix is None else {"move_mix": move_mix.describe()})},
@@ -512,11 +410,11 @@ def metropolis_accept(
 
 
 @register("cem", "cross-entropy method over per-op device distributions, Post's search (budget: evaluations)",
-          reports_evaluations=True)
+          takes_budget=True)
 def cem(
     task: Task,
     seed: int = 0,
-    budget: int | None = None,
+    budget: int | Budget | None = None,
     *,
     start=None,
     groups=None,
@@ -525,16 +423,14 @@ def cem(
     smoothing: float = CEM_SMOOTHING,
     start_changes: float = CEM_START_CHANGES,
     evaluator: Any = None,
-    on_evaluations: OnEvaluations | None = None,
 ) -> AgentResult:
     """The cross-entropy method (see the module docstring). ``budget``: evaluations in all, the start's
     included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
     `START_AGENTS`. ``groups``: one distribution per group (`make_grouping` modes) instead of per op.
     ``start_changes``: units a first-generation sample moves off the start on average (None: uniform
     initialisation, as Post). ``evaluator``: who scores the placements (None: the cost model; see the
-    module docstring). ``on_evaluations``: told of each batch evaluated (`OnEvaluations`).
+    module docstring); ``budget`` may be a `placement_gym.budget.Budget`, as `anneal`'s.
     Deterministic for ``seed`` (and a deterministic evaluator)."""
-    budget = _check_budget(budget)
     if population < 2:
         raise ValueError(f"population must be >= 2, got {population}")
     if not 0.0 < elite_fraction <= 1.0:
@@ -544,8 +440,8 @@ def cem(
     rng = np.random.default_rng(seed)
     grouping = make_grouping(task.graph, groups)
     units, n_devices = grouping.n_groups, task.n_devices
-    evaluator = SearchEvaluator(task, budget, evaluator=evaluator, on_evaluations=on_evaluations)
-    begin = find_start(task, evaluator, start, seed)
+    budget = as_budget(task, budget, evaluator)
+    begin = find_start(task, budget, start, seed)
     if start_changes is None:
         probs = np.full((units, n_devices), 1.0 / n_devices)
     else:
@@ -556,22 +452,22 @@ def cem(
     generations = stale = 0
     stopped = "budget"
     try:
-        while evaluator.left > 0:
+        while budget.remaining > 0:
             cumulative = np.cumsum(probs, axis=1)
             draws = rng.random((population, units, 1))
             samples = np.minimum((draws > cumulative[None]).sum(axis=2), n_devices - 1)
             placements = grouping.expand(samples)
-            used = evaluator.used
-            scores = evaluator.evaluate(placements)
+            used = budget.used
+            scores = budget.scores(placements)
             generations += 1
-            stale = 0 if evaluator.used > used else stale + 1
+            stale = 0 if budget.used > used else stale + 1
             if stale > CEM_STALE_GENERATIONS:
                 stopped = "converged"
                 break
             # The elite: this generation's best plus the best seen so far (elitism keeps the
             # distribution from drifting away from it).
             order = sorted(range(population), key=lambda i: scores[i].key)[:n_elite]
-            elite = np.concatenate([samples[order], grouping.reduce(evaluator.best)[None]])
+            elite = np.concatenate([samples[order], grouping.reduce(budget.best_placement)[None]])
             frequency = np.zeros((units, n_devices))
             np.add.at(frequency, (np.tile(np.arange(units), len(elite)), elite.ravel()), 1.0)
             frequency /= len(elite)
@@ -581,7 +477,7 @@ def cem(
     except BudgetExhausted:
         pass
     return _result(
-        evaluator,
+        budget,
         begin,
         {"generations": generations, "population": population, "groups": grouping.name, "stopped": stopped},
     )

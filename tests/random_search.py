@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 import pytest
 
-from baselines.learning import BudgetedEvaluator
+from placement_gym.budget import Budget
 from placement_gym.groups import make_grouping
 from placement_gym.task import Task
 
@@ -15,9 +15,9 @@ from placement_gym.task import Task
 SEEDS = (0, 1, 2)
 
 
-def random_search(task: Task, budget: int, seed: int, groups=None) -> BudgetedEvaluator:
+def random_search(task: Task, budget: int, seed: int, groups=None) -> Budget:
     """``budget`` placements of ``task`` drawn uniformly at random from a generator seeded with
-    ``seed``, all scored by the cost model through a `BudgetedEvaluator` (the door the learned agents
+    ``seed``, all scored by the cost model through a `Budget` (the door the learned agents
     evaluate through, so both count evaluations alike), which it returns: ``best_runtime``,
     ``best_feasible``, ``curve``. ``groups`` is the action space of the agent it stands against (any
     ``groups=`` value of the envs, or a label per op): one uniform device per group, which every op
@@ -25,7 +25,7 @@ def random_search(task: Task, budget: int, seed: int, groups=None) -> BudgetedEv
     grouping = make_grouping(task.graph, groups)
     rng = np.random.default_rng(seed)
     devices = rng.integers(0, task.n_devices, size=(budget, grouping.n_groups))
-    evaluator = BudgetedEvaluator(task, budget)
+    evaluator = Budget(task, budget)
     evaluator.evaluate(grouping.expand(devices))
     return evaluator
 

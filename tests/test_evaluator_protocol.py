@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_profile import synthetic_profile
 
-from baselines.learning.evaluator import BudgetedEvaluator
+from placement_gym.budget import Budget
 from placement_gym.cost_model import simulate, simulate_batch, single_device
 from placement_gym.evaluator import (
     SMALL_BATCH,
@@ -96,7 +96,7 @@ def test_a_ray_pool_is_an_evaluator():
 
 def test_the_budget_wrapper_is_an_evaluator_counting_its_rows():
     task = _task()
-    budgeted = BudgetedEvaluator(task, 10)
+    budgeted = Budget(task, 10)
     _check_protocol(budgeted, task, "cost_model")
     assert budgeted.used == budgeted.evaluations == 4
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from test_profile import synthetic_profile
 
-from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.registry import harness_agent
 from placement_gym import agents
+from placement_gym.budget import Budget
 from placement_gym.cli import main
 from placement_gym.cost_model import reference_simulate, simulate, simulate_batch, single_device
 from placement_gym.envs.single_shot import DevicePlacementEnv
@@ -201,7 +201,7 @@ def test_a_profiled_task_counts_for_its_task():
 
 def test_the_budgeted_evaluator_counts_every_row_once_on_its_task():
     task = fresh_task()
-    budgeted = BudgetedEvaluator(task, 100)
+    budgeted = Budget(task, 100)
     budgeted.evaluate(rows(task, 12))  # one simulate_batch call
     budgeted.evaluate(rows(task, 3))  # three simulate calls
     budgeted.simulate(np.zeros(task.n_forward, dtype=np.int64))
@@ -217,7 +217,7 @@ def test_the_budgeted_evaluator_counts_every_row_once_on_its_task():
             return simulate(self.task, placement, schedule=schedule)
 
     task = fresh_task()
-    budgeted = BudgetedEvaluator(task, 100, Outside())
+    budgeted = Budget(task, 100, Outside())
     budgeted.evaluate(rows(task, 5))
     budgeted.simulate(np.zeros(task.n_forward, dtype=np.int64))
     assert task.evaluations == budgeted.used == 6
@@ -248,7 +248,7 @@ def test_a_ray_pool_counts_on_the_task_it_is_given():
         # Used for another task (as a pool built by name is), the pool counts on its own task and the
         # budgeted evaluator adds the rows to the task it evaluates for.
         other = fresh_task()
-        BudgetedEvaluator(other, 10, pool).evaluate(rows(other, 3))
+        Budget(other, 10, pool).evaluate(rows(other, 3))
         assert other.evaluations == 3 and task.evaluations == 8
     with pytest.raises(ValueError, match="must be the task of task_spec"):
         RayEvaluatorPool(SMALL, n_actors=1, reward_mode="cost_model", num_cpus=1,

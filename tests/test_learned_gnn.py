@@ -9,9 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from baselines.learning import BudgetedEvaluator, get_learned, train  # noqa: E402
+from baselines.learning import get_learned, train  # noqa: E402
 from baselines.learning.generalize import train_generalize  # noqa: E402
 from baselines.learning.gnn import DagEncoder, graph_inputs, sample_categorical  # noqa: E402
+from placement_gym.budget import Budget  # noqa: E402
 from placement_gym.cost_model import single_device  # noqa: E402
 from placement_gym.named_tasks import get_task  # noqa: E402
 from placement_gym.task import make_task  # noqa: E402
@@ -183,7 +184,7 @@ def test_placeto_pays_one_evaluation_per_visit(cifar):
     cls = get_learned("placeto")
     torch.manual_seed(0)
     agent = cls(cifar, seed=0, batch=3, steps_per_update=2, hidden=8)
-    evaluator = BudgetedEvaluator(cifar, 1000)
+    evaluator = Budget(cifar, 1000)
     agent.iteration(evaluator)
     assert evaluator.used == 3 + 3 * min(2, agent.graph.n_nodes)
 
@@ -194,7 +195,7 @@ def test_placeto_rewards_sum_to_the_episode_improvement(cifar):
     torch.manual_seed(0)
     n_nodes = graph_inputs(cifar, "chains").n_nodes
     agent = cls(cifar, seed=0, batch=2, steps_per_update=n_nodes, hidden=8)
-    evaluator = BudgetedEvaluator(cifar, 1000)
+    evaluator = Budget(cifar, 1000)
     stats = agent.iteration(evaluator)
     runtimes = np.array([row[1] for row in evaluator.curve])
     start, end = runtimes[:2], runtimes[-2:]

@@ -12,7 +12,8 @@ pytest.importorskip("stable_baselines3")
 
 import torch  # noqa: E402
 
-from baselines.learning import BudgetedEvaluator, get_learned, train  # noqa: E402
+from baselines.learning import get_learned, train  # noqa: E402
+from placement_gym.budget import Budget  # noqa: E402
 from placement_gym.cli import main  # noqa: E402
 from placement_gym.named_tasks import get_task  # noqa: E402
 from tests.random_search import SEEDS, assert_below_random_search, random_search_control, random_search_floor  # noqa: E402
@@ -51,7 +52,7 @@ def _run_by_hand(task, name: str, budget: int, **config):
     """`train`'s loop without its safety net: a BudgetExhausted raised inside SB3 would surface."""
     torch.manual_seed(0)
     agent = get_learned(name)(task, seed=0, **config)
-    evaluator = BudgetedEvaluator(task, budget)
+    evaluator = Budget(task, budget)
     while evaluator.remaining > 0:
         before = evaluator.used
         agent.iteration(evaluator)

@@ -145,12 +145,12 @@ def test_sampling_follows_the_teacher_forced_distribution():
 def test_spotlight_rewards_are_the_staged_env_s(task):
     """An episode of DevicePlacementStaged-v0 with the same groups and actions ends with the reward
     the agent computes from the evaluator's runtime."""
-    from baselines.learning import BudgetedEvaluator
+    from placement_gym.budget import Budget
     from placement_gym.envs.staged import DevicePlacementStagedEnv
 
     agent = SpotlightPlacer(task, seed=0)
     env = DevicePlacementStagedEnv("cifar10_cnn", "k80x2", groups=agent.grouping.group_of_op)
-    evaluator = BudgetedEvaluator(task, 3)
+    evaluator = Budget(task, 3)
     actions = agent.sample_groups(3)
     runtimes, feasible = evaluator.evaluate(agent.grouping.expand(actions))
     rewards = agent.episode_rewards(runtimes, feasible)

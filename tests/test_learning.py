@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from baselines.learning import BudgetedEvaluator, BudgetExhausted, train
+from baselines.learning import train
+from placement_gym.budget import Budget, BudgetExhausted
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate
 from placement_gym.named_tasks import get_task
@@ -21,7 +22,7 @@ def task():
 
 
 def test_evaluator_refuses_to_go_over_budget_and_tracks_the_best(task):
-    evaluator = BudgetedEvaluator(task, budget=5)
+    evaluator = Budget(task, limit=5)
     placements = np.random.default_rng(0).integers(0, task.n_devices, (4, task.n_forward))
     runtimes, feasible = evaluator.evaluate(placements)
     with pytest.raises(BudgetExhausted):
@@ -33,7 +34,7 @@ def test_evaluator_refuses_to_go_over_budget_and_tracks_the_best(task):
     evaluator.evaluate(placements[0])
     assert evaluator.used == 5 and [row[0] for row in evaluator.curve] == [1, 2, 3, 4, 5]
     with pytest.raises(ValueError, match="positive"):
-        BudgetedEvaluator(task, budget=0)
+        Budget(task, limit=0)
 
 
 @pytest.mark.parametrize("budget", [1, 130])
@@ -108,7 +109,7 @@ def test_an_env_evaluates_through_a_budgeted_evaluator(task):
     import gymnasium as gym
 
     env = gym.make("DevicePlacement-v0", graph="cifar10_cnn", cluster="k80x2", render_mode="ansi")
-    evaluator = BudgetedEvaluator(task, budget=2)
+    evaluator = Budget(task, limit=2)
     env.unwrapped.evaluator = evaluator
     env.reset(seed=0)
     action = np.zeros(task.n_forward, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Learned agents and search baselines scored by any evaluator: `BudgetedEvaluator(evaluator=...)`,
+"""Learned agents and search baselines scored by any evaluator: `Budget(evaluator=...)`,
 `as_evaluator`, `train(evaluator=...)`, ``anneal``/``cem`` with ``evaluator=`` and
 ``placement-gym train --reward-mode profiled|real``."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_profile import synthetic_profile
 
-from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
 from baselines.search import anneal, cem
+from placement_gym.budget import Budget, BudgetExhausted
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate, simulate_batch, single_device
 from placement_gym.evaluator import as_evaluator
@@ -70,12 +70,12 @@ class BatchCountingCostModel(CountingCostModel):
 
 
 # ---------------------------------------------------------------------------------------------------
-# BudgetedEvaluator and as_evaluator
+# Budget and as_evaluator
 
 
 def test_profiled_evaluator_gives_the_profiled_task_s_results(task, profile):
     profiled = ProfiledEvaluator(task, profile)
-    budgeted = BudgetedEvaluator(task, 7, profiled)
+    budgeted = Budget(task, 7, profiled)
     rows = _rows(task, 5)
     runtimes, feasible = budgeted.evaluate(rows)
     expected = [simulate(profiled.task, row) for row in rows]
@@ -97,7 +97,7 @@ def test_profiled_evaluator_gives_the_profiled_task_s_results(task, profile):
 @pytest.mark.parametrize("wrapper", [CountingCostModel, BatchCountingCostModel])
 def test_a_wrapped_cost_model_gives_the_default_numbers(task, wrapper):
     evaluator = wrapper(task)
-    wrapped, default = BudgetedEvaluator(task, 20, evaluator), BudgetedEvaluator(task, 20)
+    wrapped, default = Budget(task, 20, evaluator), Budget(task, 20)
     rows = _rows(task, 6, seed=2)
     for budgeted in (wrapped, default):
         budgeted.evaluate(rows)
@@ -117,7 +117,7 @@ def test_a_wrapped_cost_model_gives_the_default_numbers(task, wrapper):
 
 def test_the_budget_is_checked_before_the_evaluator_is_called(task):
     evaluator = CountingCostModel(task)
-    budgeted = BudgetedEvaluator(task, 3, evaluator)
+    budgeted = Budget(task, 3, evaluator)
     with pytest.raises(BudgetExhausted):
         budgeted.evaluate(_rows(task, 4))
     assert evaluator.simulate_calls == 0 and budgeted.used == 0
@@ -141,10 +141,10 @@ def test_adapted_batch_shapes_and_bad_evaluators(task):
     with pytest.raises(ValueError, match="answered 1 runtimes for 4 rows"):
         as_evaluator(task, ShortBatch(task)).simulate_batch(rows)
     with pytest.raises(ValueError, match="simulate"):
-        BudgetedEvaluator(task, 5, object())
+        Budget(task, 5, object())
     other = get_task(GRAPH, "k80x4", "train_step")
     with pytest.raises(ValueError, match="scores task cifar10_cnn/k80x4/train"):
-        BudgetedEvaluator(task, 5, CountingCostModel(other))
+        Budget(task, 5, CountingCostModel(other))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -211,8 +211,8 @@ def test_a_run_does_not_continue_under_another_profile_or_other_devices(task, pr
     from placement_gym.evaluator import make_evaluator
 
     devices = dict.fromkeys(DEVICES, "cpu")
-    def budgeted(batch: int) -> BudgetedEvaluator:
-        return BudgetedEvaluator(task, 10, make_evaluator(task, "real", devices=devices, batch=batch))
+    def budgeted(batch: int) -> Budget:
+        return Budget(task, 10, make_evaluator(task, "real", devices=devices, batch=batch))
 
     state = budgeted(2).state_dict()
     with pytest.raises(ValueError, match=r"other real figures \(options"):
@@ -275,12 +275,12 @@ def test_a_ray_pool_serves_the_search_and_the_budgeted_evaluator(task):
     spec = f"{GRAPH}/{CLUSTER}/train"
     with RayEvaluatorPool(spec, n_actors=1, reward_mode="cost_model", num_cpus=1) as pool:
         routed = cem(task, seed=2, budget=60, start=start, evaluator=pool)
-        budgeted = BudgetedEvaluator(task, 10, pool)
+        budgeted = Budget(task, 10, pool)
         budgeted.evaluate(_rows(task, 10))
         assert sum(s["evaluations"] for s in pool.actor_stats()) == routed.evaluations + 10
     default = cem(task, seed=2, budget=60, start=start)
     np.testing.assert_array_equal(routed.placement, default.placement)
     assert routed.info["scored_by"] == "cost_model"  # the pool's own reward mode
-    reference = BudgetedEvaluator(task, 10)
+    reference = Budget(task, 10)
     reference.evaluate(_rows(task, 10))
     assert budgeted.curve == reference.curve

@@ -16,8 +16,10 @@ from baselines.learning.trainer import BEST_SINGLE, HEFT, LOWER_BOUND, curve_fig
 from baselines.provider import provider
 from baselines.registry import get_agent
 from baselines.search import anneal, cem
+from placement_gym.budget import Budget
 from placement_gym.cli import main
 from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.evaluator import CostModelEvaluator
 from placement_gym.named_tasks import get_task
 from placement_gym.placements import placement_from_dict
 
@@ -51,17 +53,26 @@ def test_a_search_agent_trains_to_the_placement_of_a_plain_run(capsys, tmp_path,
 
 
 @pytest.mark.parametrize("search", [anneal, cem])
-def test_the_callback_only_watches_the_search(search):
+def test_a_search_spends_a_given_budget_as_a_plain_run_and_its_curve_is_read_from_it(search):
     task = get_task(GRAPH, CLUSTER)
+    budget = Budget(task, 150)
     seen: list[tuple[int, int]] = []
-    watched = search(task, seed=1, budget=150,
-                     on_evaluations=lambda used, runtimes, feasible: seen.append((used, len(runtimes))))
+    budget.watch(lambda spent, new: seen.append((spent.used, new)))
+    watched = search(task, seed=1, budget=budget)
     plain = search(task, seed=1, budget=150)
     assert np.array_equal(watched.placement, plain.placement)
-    assert watched.info == plain.info and watched.evaluations == plain.evaluations
+    assert watched.info == plain.info and watched.evaluations == plain.evaluations == budget.used
     # the batches add up: each reports the count after it, the last one the search's total
     assert seen[-1][0] == plain.evaluations
     assert all(later - earlier == size for (earlier, _), (later, size) in zip(seen, seen[1:]))
+    # the curve: one row per evaluation the search made itself, numbered after the start agents' own,
+    # its last best the result's runtime, recomputed here from the rows' runtimes
+    numbers = [row[0] for row in budget.curve]
+    assert numbers == list(range(numbers[0], plain.evaluations + 1)) and numbers[0] > 1
+    feasible = [runtime for _, runtime, ok, _ in budget.curve if ok]
+    assert budget.curve[-1][3] == min(feasible) == plain.info["runtime"]
+    with pytest.raises(ValueError, match="evaluator= goes to the Budget"):
+        search(task, seed=1, budget=Budget(task, 150), evaluator=CostModelEvaluator(task))
 
 
 def test_the_search_agents_are_trainable_and_resume_is_refused(capsys, tmp_path):

@@ -1,6 +1,5 @@
 """Learned placement agents and the machinery that trains them on an evaluation budget."""
 
-from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
 from baselines.learning.trainer import (
     DEFAULT_BUDGET,
     LEARNED_AGENTS,
@@ -14,8 +13,6 @@ from baselines.learning.trainer import (
 __all__ = [
     "DEFAULT_BUDGET",
     "LEARNED_AGENTS",
-    "BudgetExhausted",
-    "BudgetedEvaluator",
     "LearnedAgent",
     "TrainResult",
     "get_learned",

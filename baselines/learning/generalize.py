@@ -10,7 +10,7 @@ time, each task with its own budget), moves it to the held-out task with `set_ta
 * from scratch: a fresh agent (same seed and config) trained on the held-out task alone with the same
   number of held-out evaluations (``zero_shot_samples + finetune_budget``), for comparison.
 
-Every evaluation goes through a `BudgetedEvaluator`. The two halves are also usable on their own:
+Every evaluation goes through a `Budget`. The two halves are also usable on their own:
 `train_on_tasks` (one model trained on several tasks) and `place_held_out` (zero-shot, then optional
 fine-tuning, on one task); `baselines.leaderboard_fill.generalisation` uses them. Run it from the shell::
 
@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
 from baselines.learning.options import check_budget
 from baselines.learning.trainer import LearnedAgent, get_learned
+from placement_gym.budget import Budget, BudgetExhausted
 from placement_gym.task import Task
 
 
-def _run(model: LearnedAgent, evaluator: BudgetedEvaluator, until: int | None = None) -> None:
+def _run(model: LearnedAgent, evaluator: Budget, until: int | None = None) -> None:
     """Iterations of ``model`` until ``evaluator`` has used ``until`` evaluations (default: all)."""
     until = evaluator.budget if until is None else min(until, evaluator.budget)
     while evaluator.used < until:
@@ -48,7 +48,7 @@ def _run(model: LearnedAgent, evaluator: BudgetedEvaluator, until: int | None = 
             raise RuntimeError(f"agent {model.name!r} made an iteration without evaluating anything")
 
 
-def _summary(evaluator: BudgetedEvaluator) -> dict[str, Any]:
+def _summary(evaluator: Budget) -> dict[str, Any]:
     single = evaluator.best_single_runtime
     return {
         "evaluations": evaluator.used,
@@ -66,7 +66,7 @@ def train_on_tasks(
     switch_every: int = 1000,
     threads: int | None = 1,
     **config: Any,
-) -> tuple[LearnedAgent, list[BudgetedEvaluator]]:
+) -> tuple[LearnedAgent, list[Budget]]:
     """Train ``agent`` (a learned agent with `set_task` and `propose`: ``"placeto"`` or ``"hsdag"``) on
     ``train_tasks`` (all with the same number of devices) with ``budget_per_task`` evaluations each,
     round-robin, ``switch_every`` at a time (`placeto` drops its unfinished episodes at a switch).
@@ -90,7 +90,7 @@ def train_on_tasks(
         torch.set_num_threads(int(threads))
     torch.manual_seed(seed)
     model = cls(train_tasks[0], seed=seed, **config)
-    evaluators = [BudgetedEvaluator(task, budget_per_task) for task in train_tasks]
+    evaluators = [Budget(task, budget_per_task) for task in train_tasks]
     current = 0
     while any(e.remaining > 0 for e in evaluators):
         for index, evaluator in enumerate(evaluators):
@@ -140,7 +140,7 @@ def train_generalize(
     held_out, zero_shot, _ = place_held_out(model, test_task, zero_shot_samples, finetune_budget)
     torch.manual_seed(seed)
     scratch_model = cls(test_task, seed=seed, **config)
-    scratch = BudgetedEvaluator(test_task, zero_shot_samples + finetune_budget)
+    scratch = Budget(test_task, zero_shot_samples + finetune_budget)
     _run(scratch_model, scratch)
     return {
         "agent": agent,
@@ -158,7 +158,7 @@ def train_generalize(
 
 def place_held_out(
     model: LearnedAgent, task: Task, zero_shot_samples: int = 16, finetune_budget: int = 0
-) -> tuple[BudgetedEvaluator, dict[str, Any], np.ndarray]:
+) -> tuple[Budget, dict[str, Any], np.ndarray]:
     """Move ``model`` to ``task`` and place it: ``zero_shot_samples`` placements of the policy
     (`propose`: the first greedy), evaluated, then ``finetune_budget`` evaluations of further training
     on ``task`` (0: none; the model's weights change). Returns the held-out task's evaluator (best
@@ -168,7 +168,7 @@ def place_held_out(
     if finetune_budget:
         check_budget("finetune_budget", finetune_budget)
     model.set_task(task)
-    held_out = BudgetedEvaluator(task, zero_shot_samples + finetune_budget)
+    held_out = Budget(task, zero_shot_samples + finetune_budget)
     runtimes, feasible = held_out.evaluate(model.propose(zero_shot_samples))
     zero_shot = _summary(held_out) | {
         "greedy_runtime": float(runtimes[0]),

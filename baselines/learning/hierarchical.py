@@ -42,7 +42,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.options import check_number
 from baselines.learning.seq2seq import (
     MAX_GRAD_NORM,
@@ -52,6 +51,7 @@ from baselines.learning.seq2seq import (
     sample_categorical,
 )
 from baselines.learning.trainer import LearnedAgent, register_learned
+from placement_gym.budget import Budget
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, neg_sqrt_relative_runtimes
 from placement_gym.task import Task
 
@@ -156,7 +156,7 @@ class HierarchicalPlacer(LearnedAgent):
         # the task's fixed reference runtime (the evaluator's best_single_runtime), not a search step
         self.best_single = float(single_device(task).runtime)
 
-    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+    def iteration(self, evaluator: Budget) -> dict[str, float]:
         size = min(self.grouper_samples * self.placer_samples, evaluator.remaining)
         n_groupings = -(-size // self.placer_samples)
         grouping_of_row = np.arange(size) // self.placer_samples

@@ -37,10 +37,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sample_categorical
 from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
+from placement_gym.budget import Budget
 from placement_gym.envs.observation import NODE_FEATURES
 from placement_gym.envs.rewards import log_speedups
 from placement_gym.task import Task
@@ -128,7 +128,7 @@ class HSDAG(LearnedAgent):
         devices[:greedy_rows] = device.argmax(axis=-1)
         return groups, devices
 
-    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+    def iteration(self, evaluator: Budget) -> dict[str, float]:
         count = min(self.batch, evaluator.remaining)
         log_assign, log_device, mass = self.policy(self.graph)
         groups, devices = self._sample(log_assign, log_device, count)

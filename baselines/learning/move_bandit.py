@@ -39,11 +39,11 @@ from baselines.search import (
     ANNEAL_GROUP_MOVE_PROB,
     ANNEAL_SWAP_PROB,
     MOVE_KINDS,
-    Score,
     anneal,
     multi_op_groups,
 )
 from placement_gym.agents import AgentResult
+from placement_gym.budget import Score
 from placement_gym.task import Task
 
 # The bandit's arms: anneal's move kinds (single-op moves go to a neighbour's device or any device half
@@ -120,8 +120,8 @@ def move_bandit(
     evaluations in all, the start's included. ``floor``: least probability of a kind.
     ``pursuit_rate``: how fast the mix moves towards the best kind (0: anneal's fixed mix).
     ``learning_rate``: weight of each step's reward in a kind's value. ``options``: any other keyword
-    argument of `anneal` (``start``, ``batch``, ``t_start``, ``t_end``, ``evaluator``,
-    ``on_evaluations``). Deterministic for ``seed``."""
+    argument of `anneal` (``start``, ``batch``, ``t_start``, ``t_end``, ``evaluator``).
+    Deterministic for ``seed``."""
     if "group_move_prob" in options or "move_mix" in options:
         raise ValueError("move-bandit learns its move mix: group_move_prob and move_mix are not options")
     mix = PursuitMix(bool(multi_op_groups(task)), floor, pursuit_rate, learning_rate)

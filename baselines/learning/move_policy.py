@@ -47,15 +47,13 @@ import numpy as np
 from baselines.registry import register
 from baselines.search import (
     START_AGENTS,
-    BudgetExhausted,
-    Score,
-    SearchEvaluator,
     find_start,
     forward_neighbours,
     metropolis_accept,
     multi_op_groups,
 )
 from placement_gym.agents import AgentResult
+from placement_gym.budget import Budget, BudgetExhausted, Score
 from placement_gym.task import Task
 
 DEFAULT_BUDGET = 2_000  # as the search baselines (anneal, cem); the leaderboard passes its own
@@ -329,23 +327,23 @@ def move_policy(
 (pre-training collects them; it only watches). The result's info holds the final weights."""
     budget, w = _check(budget, weights, learning_rate, candidates, batch, refresh_every)
     rng = np.random.default_rng(seed)
-    evaluator = SearchEvaluator(task, budget)
-    begin = find_start(task, evaluator, START_AGENTS if start is None else start, seed)
+    budget = Budget(task, budget)
+    begin = find_start(task, budget, START_AGENTS if start is None else start, seed)
     moves = _Moves(task, rng)
     inputs = _op_inputs(task)
     current, current_score = begin.placement.copy(), begin.score
     scale = begin.score.runtime
-    search_budget = max(evaluator.left, 1)
+    search_budget = max(budget.remaining, 1)
     if task.n_devices == 1:
-        return _finish(evaluator, begin, w, {"steps": 0, "stopped": "one device"})
-    state = _state(task, evaluator.schedule(current), current_score, inputs)
+        return _finish(budget, begin, w, {"steps": 0, "stopped": "one device"})
+    state = _state(task, budget.schedule(current), current_score, inputs)
     since_refresh, changed = 0, False
     reward_scale = 1e-3  # running mean of the positive relative improvements
     steps = accepted = stale = kicks = updates = 0
     stopped = "budget"
     try:
-        while evaluator.left > 0:
-            progress = (evaluator.used - begin.evaluations) / search_budget
+        while budget.remaining > 0:
+            progress = (budget.used - begin.evaluations) / search_budget
             temperature = T_START * (T_END / T_START) ** min(progress, 1.0)
             drawn = [m for m in (moves.draw(current, state) for _ in range(candidates)) if m is not None]
             if not drawn:
@@ -355,10 +353,10 @@ def move_policy(
             logits = x @ w
             pick = np.argsort(-(logits + rng.gumbel(size=len(drawn))))[:batch]
             rows = np.stack([moves.apply(current, drawn[i]) for i in pick])
-            used = evaluator.used
-            scores = evaluator.evaluate(rows)
+            used = budget.used
+            scores = budget.scores(rows)
             steps += 1
-            stale = 0 if evaluator.used > used else stale + 1
+            stale = 0 if budget.used > used else stale + 1
             if stale > STALE_STEPS:
                 stopped = "converged"
                 break
@@ -369,7 +367,7 @@ def move_policy(
             for i, gain in zip(pick, gains):
                 if gain > 0:
                     moves.credit[drawn[i][1]] = 1.0
-            if learning_rate > 0 and evaluator.used > used:
+            if learning_rate > 0 and budget.used > used:
                 positive = gains[gains > 0]
                 if len(positive):
                     reward_scale = 0.9 * reward_scale + 0.1 * float(positive.mean())
@@ -383,12 +381,12 @@ def move_policy(
                     updates += 1
             if stale and stale % KICK_STEPS == 0:
                 # nearly every proposal was evaluated before: a local optimum; restart near the best
-                kicked = evaluator.best.copy()
+                kicked = budget.best_placement.copy()
                 for _ in range(KICK_MOVES):
                     move = moves.draw(kicked, state)
                     if move is not None:
                         kicked = moves.apply(kicked, move)
-                current, current_score = kicked, evaluator.evaluate(kicked[None])[0]
+                current, current_score = kicked, budget.scores(kicked[None])[0]
                 kicks += 1
                 changed = True
             else:
@@ -399,7 +397,7 @@ def move_policy(
                     changed = True
             since_refresh += 1
             if changed and since_refresh >= refresh_every:
-                schedule = evaluator.schedule(current)
+                schedule = budget.schedule(current)
                 if schedule is None:
                     break
                 state = _state(task, schedule, current_score, inputs)
@@ -407,7 +405,7 @@ def move_policy(
     except BudgetExhausted:
         pass
     info = {"steps": steps, "accepted": accepted, "kicks": kicks, "updates": updates, "stopped": stopped}
-    return _finish(evaluator, begin, w, info)
+    return _finish(budget, begin, w, info)
 
 
 def _gain(score: Score, current: Score) -> float:
@@ -420,8 +418,8 @@ def _gain(score: Score, current: Score) -> float:
     return max(0.0, (current.runtime - score.runtime) / current.runtime)
 
 
-def _finish(evaluator: SearchEvaluator, begin, w: np.ndarray, extra: dict) -> AgentResult:
-    best = evaluator.best_score
+def _finish(budget: Budget, begin, w: np.ndarray, extra: dict) -> AgentResult:
+    best = budget.best_score
     info = {
         "start": begin.source,
         "start_runtime": begin.score.runtime,
@@ -430,4 +428,4 @@ def _finish(evaluator: SearchEvaluator, begin, w: np.ndarray, extra: dict) -> Ag
         "weights": {name: round(float(v), 4) for name, v in zip(FEATURES, w)},
         **extra,
     }
-    return AgentResult(evaluator.best.astype(np.int64), evaluator.used, info)
+    return AgentResult(budget.best_placement.astype(np.int64), budget.used, info)

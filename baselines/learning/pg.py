@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.options import check_number
 from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
+from placement_gym.budget import Budget
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, neg_sqrt_relative_runtimes
 from placement_gym.task import Task
 
@@ -78,7 +78,7 @@ class PolicyGradientPlacer(Seq2SeqAgent):
         self.baseline: float | None = None
         self._build(hidden, lr, groups, max_groups, value_head=False)
 
-    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+    def iteration(self, evaluator: Budget) -> dict[str, float]:
         size = min(self.batch, evaluator.remaining)
         actions = self.sample_groups(size)
         runtimes, feasible = evaluator.evaluate(self.grouping.expand(actions))

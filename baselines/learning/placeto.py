@@ -56,10 +56,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sample_categorical
 from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
+from placement_gym.budget import Budget
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
 from placement_gym.envs.refine import refine_visit
 from placement_gym.envs.rewards import improvement_reward, reward_runtimes
@@ -187,7 +187,7 @@ class Placeto(LearnedAgent):
         choice[:greedy_rows] = probs[:greedy_rows].argmax(axis=-1)
         return choice
 
-    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+    def iteration(self, evaluator: Budget) -> dict[str, float]:
         best_single = evaluator.best_single_runtime
         grouping = self.graph.grouping
         if self._nodes is None:  # a new batch of episodes from random placements

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.trainer import LearnedAgent, register_learned
+from placement_gym.budget import Budget
 from placement_gym.task import Task
 
 
@@ -21,7 +21,7 @@ class RandomSearch(LearnedAgent):
         super().__init__(task, seed, **config)
         self.batch = int(batch)
 
-    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+    def iteration(self, evaluator: Budget) -> dict[str, float]:
         size = min(self.batch, evaluator.remaining)
         placements = self.rng.integers(0, self.task.n_devices, size=(size, self.task.n_forward))
         runtimes, _ = evaluator.evaluate(placements)

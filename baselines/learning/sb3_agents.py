@@ -7,7 +7,7 @@
   rewarded by the runtime saved; ``action_masks()`` forbids memory-overflowing moves). Registered
   only when sb3-contrib is installed.
 
-Budget accounting. The env evaluates through the `BudgetedEvaluator` handed to `iteration`
+Budget accounting. The env evaluates through the `Budget` handed to `iteration`
 (``env.evaluator``), so every evaluation is counted: for ``sb3-ppo`` every step is one evaluation and
 a reset none; for ``sb3-maskable-ppo`` every step is one evaluation (the new placement) and so is
 every reset (the episode's random starting placement, whose runtime the first step's reward needs).
@@ -49,10 +49,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.options import check_number
 from baselines.learning.trainer import LearnedAgent, register_learned
 from baselines.policies import FactorizedPlacementPolicy
+from placement_gym.budget import Budget
 from placement_gym.envs.base import PlacementEnvBase
 from placement_gym.envs.refine import DevicePlacementRefineEnv
 from placement_gym.envs.single_shot import DevicePlacementEnv
@@ -126,7 +126,7 @@ class _SB3Agent(LearnedAgent):
         self.model: BaseAlgorithm | None = None
         self.env: PlacementEnvBase | None = None
         self.vec_env: DummyVecEnv | None = None
-        self._evaluator: BudgetedEvaluator | None = None
+        self._evaluator: Budget | None = None
         # numpy's legacy global generator state SB3 shuffles minibatches with (see `_own_numpy_rng`).
         self._numpy_state = np.random.RandomState(seed % SEED_MODULUS).get_state()
 
@@ -196,7 +196,7 @@ class _SB3Agent(LearnedAgent):
         episode. Not trained on: there is no update left to make with the budget spent."""
         raise NotImplementedError
 
-    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+    def iteration(self, evaluator: Budget) -> dict[str, float]:
         """One rollout of ``n_steps`` env steps and PPO's update; fewer steps (and no update) when
         the budget runs out first. Every evaluation goes through ``evaluator``."""
         model = self._ensure_model()

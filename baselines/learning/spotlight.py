@@ -11,7 +11,7 @@ The agent does not step an env object: with a policy whose state is the graph an
 chosen so far, an episode of the staged MDP *is* one autoregressive decoding of the seq2seq placer
 (stage ``t`` = decoder step ``t``; the decoder's state at step ``t`` has seen the devices of nodes
 ``0..t-1``), and the final reward needs only the final placement, which goes through the
-`BudgetedEvaluator` (one evaluation per episode, as the env's one `simulate` per episode). The
+`Budget` (one evaluation per episode, as the env's one `simulate` per episode). The
 policy network is `pg`'s (`baselines.learning.seq2seq.Seq2SeqPlacer`, same grouping, same input
 rows), plus a value head on the decoder's per-step features, so `pg` and `spotlight` differ in the
 algorithm, not the network. The env's static-memory action masks are not used (nor by `pg`).
@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from baselines.learning.evaluator import BudgetedEvaluator
 from baselines.learning.options import check_number
 from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
+from placement_gym.budget import Budget
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward, shape_reward
 from placement_gym.task import Task
 
@@ -116,7 +116,7 @@ class SpotlightPlacer(Seq2SeqAgent):
             for runtime, ok in zip(runtimes.tolist(), feasible.tolist())
         ])
 
-    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+    def iteration(self, evaluator: Budget) -> dict[str, float]:
         size = min(self.batch, evaluator.remaining)
         actions = self.sample_groups(size)
         runtimes, feasible = evaluator.evaluate(self.grouping.expand(actions))

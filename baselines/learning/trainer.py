@@ -2,9 +2,9 @@
 `train` (budget in evaluations, progress bar, checkpoints, learning curve, best placement,
 TensorBoard logging).
 
-`train` also runs the search agents of the registry that report their evaluations through an
-``on_evaluations`` callback (`baselines.search`: ``anneal``, ``cem``; `trainable_agents` lists them),
-so that they get the same learning curve; their placements are exactly those of a plain run.
+`train` also runs the search agents of the registry that take a `placement_gym.budget.Budget`
+(`baselines.search`: ``anneal``, ``cem``; `trainable_agents` lists them), so that they get the same
+learning curve, read from the budget; their placements are exactly those of a plain run.
 
 Reference lines. With an output folder or a TensorBoard folder, a run also computes the runtimes
 every curve is read against (`references`): the best single device, HEFT and the lower bound, on
@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from baselines.learning.evaluator import BudgetedEvaluator, BudgetExhausted
-from baselines.registry import get_agent, load_agents, register, reporting_agents
+from baselines.registry import budget_agents, get_agent, load_agents, register
 from placement_gym.agents import INSTALL_HINT, AgentResult
+from placement_gym.budget import Budget, BudgetExhausted
 from placement_gym.cost_model import lower_bound, simulate
 from placement_gym.evaluator import COST_MODEL, CostModelEvaluator, as_evaluator, best_single_runtime
 from placement_gym.placements import placement_to_dict
@@ -34,8 +34,6 @@ from placement_gym.task import Task
 from placement_gym.task_ids import identity_mismatch, task_identity
 
 DEFAULT_BUDGET = 1000
-# The keyword through which a search agent reports each batch it evaluated (see `trainable_agents`).
-SEARCH_CALLBACK = "on_evaluations"
 # Names of the reference runtimes (`references`), as the PNG legend, TensorBoard and JSON show them.
 BEST_SINGLE, HEFT, LOWER_BOUND = "best single device", "HEFT", "simple lower bound"
 
@@ -60,7 +58,7 @@ class LearnedAgent:
         if config:
             raise ValueError(f"agent {self.name!r} takes no option(s) {', '.join(sorted(config))}")
 
-    def iteration(self, evaluator: BudgetedEvaluator) -> dict[str, float]:
+    def iteration(self, evaluator: Budget) -> dict[str, float]:
         """One training iteration; returns scalars worth logging (loss, mean reward...)."""
         raise NotImplementedError
 
@@ -98,10 +96,9 @@ def register_learned(cls: type[LearnedAgent]) -> type[LearnedAgent]:
 
 
 def search_agents() -> list[str]:
-    """The registry's agents that report each batch they evaluate through an ``on_evaluations``
-    keyword (`SEARCH_CALLBACK`; ``register(..., reports_evaluations=True)``), in registration order:
-    `train` runs them and draws their curves."""
-    return [name for name in reporting_agents() if name not in LEARNED_AGENTS]
+    """The registry's agents, not learned ones, that take a `Budget` (``register(...,
+    takes_budget=True)``), in registration order: `train` runs them and draws their curves."""
+    return [name for name in budget_agents() if name not in LEARNED_AGENTS]
 
 
 def trainable_agents() -> list[str]:
@@ -280,7 +277,7 @@ def train(
     A checkpoint may be resumed with a larger ``budget`` to continue the run. ``threads``: torch's
     intra-op threads for this process (default 1: the policies are small, and one thread is faster
     and leaves the other cores to simulation or parallel runs; None leaves torch's setting).
-    ``evaluator``: what scores the placements (`BudgetedEvaluator`'s ``evaluator``: None is the cost
+    ``evaluator``: what scores the placements (`Budget`'s ``evaluator``: None is the cost
     model; or any `placement_gym.evaluator.Evaluator`: `placement_gym.evaluator.make_evaluator`'s,
     a `RayEvaluatorPool`...);
     a checkpoint resumes only with the same kind (``scored_by``). ``tensorboard``: a folder; the run
@@ -306,7 +303,7 @@ def train(
     torch.manual_seed(seed)
     model = cls(task, seed=seed, **config)
     # Named `budgeted`: every evaluation of the run goes through it, scored by ``evaluator``.
-    budgeted = BudgetedEvaluator(task, budget, evaluator)
+    budgeted = Budget(task, budget, evaluator)
     out = Path(out_dir) if out_dir is not None else None
     checkpoint = out / "checkpoint.pt" if out else None
     iterations, wall_before = 0, 0.0
@@ -401,41 +398,35 @@ def _train_search(
     tensorboard: str | Path | None,
     **config: Any,
 ) -> TrainResult:
-    """`train` of a search agent: one run of it with the budget, its curve recorded through its
-    ``on_evaluations`` callback (the placements it evaluates and returns are those of a plain run)."""
+    """`train` of a search agent: one run of it through a `Budget`, whose curve the run reports (the
+    placements it evaluates and returns are those of a plain run)."""
     if resume:
         raise ValueError(
             f"--resume is for learned agents: {agent} is a search that keeps no checkpoint "
             "(a run again with the same seed and budget gives the same placement)"
         )
-    scorer_name = as_evaluator(task, evaluator).name
-    board = _Board(_tensorboard_writer(tensorboard, run_name(agent, task, seed, scorer_name)))
+    budgeted = Budget(task, budget, evaluator)
+    board = _Board(_tensorboard_writer(tensorboard, run_name(agent, task, seed, budgeted.scored_by)))
     bar = _progress_bar(budget, 0, progress, f"{agent} on {task.id}")
-    curve: list[tuple[int, float, bool, float]] = []
-    best = [float("nan")]  # best feasible runtime so far, updated in the callback
-    updates = [0]
+    updates = 0
 
-    def on_evaluations(used: int, runtimes: np.ndarray, feasible: np.ndarray) -> None:
-        first = used - len(runtimes)
-        rows_before = len(curve)
-        for k, (runtime, ok) in enumerate(zip(runtimes.tolist(), feasible.tolist())):
-            if ok and not runtime >= best[0]:  # `not >=` so that the first feasible one (NaN) counts
-                best[0] = runtime
-            curve.append((first + k + 1, float(runtime), bool(ok), best[0]))
-        updates[0] += 1
-        board.update(used, updates[0], curve[rows_before:], None)
+    def watch(spent: Budget, new: int) -> None:
+        nonlocal updates
+        updates += 1
+        board.update(spent.used, updates, spent.curve[-new:], None)
         if bar is not None:
-            bar.update(used - bar.n)  # the start agents' own evaluations are counted in `used` too
-            if not math.isnan(best[0]):
-                bar.set_postfix_str(f"best {best[0] * 1e3:,.2f} ms")
+            bar.update(spent.used - bar.n)  # the start agents' own evaluations are counted in `used` too
+            if spent.best_feasible:
+                bar.set_postfix_str(f"best {spent.best_runtime * 1e3:,.2f} ms")
 
+    budgeted.watch(watch)
     started = time.perf_counter()
     try:
-        result = get_agent(agent)(task, seed=seed, budget=budget, evaluator=evaluator,
-                                  **{SEARCH_CALLBACK: on_evaluations}, **config)
+        result = get_agent(agent)(task, seed=seed, budget=budgeted, **config)
     finally:
         if bar is not None:
             bar.close()
+    curve = budgeted.curve
     wall_s = time.perf_counter() - started
     info = result.info
     out = Path(out_dir) if out_dir is not None else None
@@ -453,7 +444,7 @@ def _train_search(
         best_feasible=bool(info["feasible"]),
         best_placement=placement,
         evaluations=int(result.evaluations),
-        iterations=int(info.get("steps", info.get("generations", updates[0]))),
+        iterations=int(info.get("steps", info.get("generations", updates))),
         wall_s=wall_s,
         curve=curve,
         files=files,
