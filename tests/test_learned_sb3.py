@@ -100,10 +100,8 @@ def test_maskable_ppo_counts_steps_and_resets_and_spends_the_budget_exactly(task
     assert agent.env.n_nodes == 5
     assert evaluator.used == budget == len(evaluator.curve) == agent.env.evaluations
     assert agent.model.num_timesteps == steps
-    if agent.model._last_obs is not None:  # SB3's observation is the env's: the node it moves next
-        current = agent.env.current_node
-        expected = [] if current is None else [current]
-        assert np.flatnonzero(agent.model._last_obs["current"][0]).tolist() == expected
+    if agent.episode_open:  # the observation the next step samples from is the env's: the node it moves next
+        assert np.flatnonzero(agent.watched.observation["current"]).tolist() == [agent.env.current_node]
 
 
 def test_sb3_ppo_checkpoint_resumes_exactly_at_a_rollout_boundary(task, tmp_path):

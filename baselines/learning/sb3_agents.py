@@ -15,16 +15,20 @@ An episode of ``n`` nodes therefore costs ``n + 1`` evaluations, and a step that
 costs two (SB3's vectorised env resets at once).
 
 One iteration is one rollout of ``n_steps`` steps followed by PPO's update
-(``learn(n_steps, reset_num_timesteps=False)``). A callback stops the rollout before a step the
-remaining budget cannot pay for (for refine: the step plus the reset that follows when it ends the
-episode), so SB3 never meets `BudgetExhausted`; a rollout cut short is not trained on. When exactly
-one evaluation is left and the next refine step would end its episode, that step is taken outside
-SB3's vectorised env (no reset), so the budget is spent exactly: ``evaluations == budget``.
+(``learn(n_steps, reset_num_timesteps=False)``), taken only when the remaining budget pays for the
+whole rollout (for refine: its steps, the resets of the episodes it ends, and the first reset when no
+episode is open), so SB3 never meets `BudgetExhausted`. Otherwise the steps the budget still pays for
+are taken outside SB3's ``learn``, each action sampled from the policy with SB3's public ``predict``
+as a rollout samples it, and are not trained on (there is no complete rollout left to train on). When
+exactly one evaluation is left and the next refine step would end its episode, that step is taken
+without the reset that follows, so the budget is spent exactly: ``evaluations == budget``. SB3 is
+driven through its public API only (``learn``, ``predict``, ``num_timesteps``, ``logger``).
 
-Checkpoints (`state_dict`): the policy's and its Adam optimiser's state dicts, SB3's counters
-(timesteps, updates), the agent's numpy generator and the numpy global-generator state SB3 shuffles
-minibatches with (the agent keeps its own copy and swaps it in around each update, so other code
-using ``np.random`` neither disturbs it nor is disturbed). What resumes exactly and what does not:
+Checkpoints (`state_dict`): the policy's and its Adam optimiser's state dicts, SB3's count of
+timesteps (its counts of updates and episodes only feed its logs), the agent's numpy generator and
+the numpy global-generator state SB3 shuffles minibatches with (the agent keeps its own copy and
+swaps it in around each update, so other code using ``np.random`` neither disturbs it nor is
+disturbed). What resumes exactly and what does not:
 
 * ``sb3-ppo`` resumes exactly when the checkpoint was taken after a complete rollout (every
   checkpoint `train` writes, except the last one of a run whose budget is not a multiple of
@@ -41,11 +45,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
-import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -68,26 +71,29 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 SEED_MODULUS = 2**32
 
 
-class _BudgetStop(BaseCallback):
-    """Stops a rollout before a step that the evaluator's remaining budget cannot pay for.
+class _LastObservation(gym.Wrapper):
+    """Keeps the observation its env last returned (from a reset or a step, SB3's automatic resets
+    included), for the steps the agent takes outside SB3's rollouts."""
 
-    SB3 calls `_on_step` after each env step; it answers whether the rollout may take the next one.
-    The last step of a complete rollout always passes (nothing follows it before the update). SB3
-    moves its current observation to the new one only after a step the callback accepts, so when
-    stopping, the callback does it itself: the model stays in step with the env it drives."""
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.observation: Any = None
 
-    def __init__(self, agent: _SB3Agent) -> None:
-        super().__init__()
-        self.agent = agent
+    def reset(self, **kwargs: Any):
+        self.observation, info = self.env.reset(**kwargs)
+        return self.observation, info
 
-    def _on_step(self) -> bool:
-        if self.locals["n_steps"] + 1 >= self.locals["n_rollout_steps"]:
-            return True
-        if self.agent.affordable():
-            return True
-        self.model._last_obs = self.locals["new_obs"]
-        self.model._last_episode_starts = self.locals["dones"]
-        return False
+    def step(self, action: Any):
+        result = self.env.step(action)
+        self.observation = result[0]
+        return result
+
+
+def _batched(observation: Any) -> Any:
+    """One env's observation as a batch of one (what a vectorised env hands the policy)."""
+    if isinstance(observation, dict):
+        return {key: np.asarray(value)[None] for key, value in observation.items()}
+    return np.asarray(observation)[None]
 
 
 class _SB3Agent(LearnedAgent):
@@ -125,8 +131,11 @@ class _SB3Agent(LearnedAgent):
         self.ent_coef, self.hidden, self.groups = float(ent_coef), int(hidden), groups
         self.model: BaseAlgorithm | None = None
         self.env: PlacementEnvBase | None = None
+        self.watched: _LastObservation | None = None
         self.vec_env: DummyVecEnv | None = None
-        self._evaluator: Budget | None = None
+        self.budget: Budget | None = None
+        # Whether the env is inside an episode (else SB3's `learn`, or the agent, resets it first).
+        self.episode_open = False
         # numpy's legacy global generator state SB3 shuffles minibatches with (see `_own_numpy_rng`).
         self._numpy_state = np.random.RandomState(seed % SEED_MODULUS).get_state()
 
@@ -138,9 +147,14 @@ class _SB3Agent(LearnedAgent):
     def _make_model(self, vec_env: DummyVecEnv) -> BaseAlgorithm:
         raise NotImplementedError
 
-    def _episode_ends_next_step(self) -> bool:
-        """Whether the env's next step ends its episode (then, when resets evaluate, it costs two)."""
-        return False
+    def _episode_ends_within(self, steps: int) -> int:
+        """How many episodes the env's next ``steps`` steps end (when resets evaluate, each costs one
+        more evaluation)."""
+        return 0
+
+    def _sample(self, observation: Any) -> np.ndarray:
+        """An action for a batch of one observation, sampled as SB3's rollouts sample it."""
+        return self.model.predict(observation, deterministic=False)[0]
 
     # --- the training loop --------------------------------------------------------------------
 
@@ -152,7 +166,8 @@ class _SB3Agent(LearnedAgent):
     def _ensure_model(self) -> BaseAlgorithm:
         if self.model is None:
             self.env = self._make_env()
-            self.vec_env = DummyVecEnv([lambda: self.env])
+            self.watched = _LastObservation(self.env)
+            self.vec_env = DummyVecEnv([lambda: self.watched])
             # The env's first reset draws from this seed (refine: the random starting placement).
             self.vec_env.seed(self.seed % SEED_MODULUS)
             # No seed= for SB3: it would reseed torch's, numpy's and Python's global generators; the
@@ -161,58 +176,68 @@ class _SB3Agent(LearnedAgent):
             # A logger with no output: without one, every `learn` call (one per rollout here) makes
             # SB3 create a new empty log folder in the temporary directory.
             self.model.set_logger(Logger(folder=None, output_formats=[]))
+            self.episode_open = False
         return self.model
 
-    def next_step_cost(self) -> int:
-        """Evaluations the env's next step costs: one, two when it ends an episode whose reset
-        evaluates (SB3's vectorised env resets at once)."""
-        return 1 + int(self.reset_evaluates and self._episode_ends_next_step())
+    def steps_cost(self, steps: int) -> int:
+        """Evaluations the env's next ``steps`` steps cost: one each, plus (when resets evaluate) the
+        resets of the episodes they end (SB3's vectorised env resets at once) and the first reset
+        when no episode is open."""
+        if not self.reset_evaluates:
+            return steps
+        return steps + self._episode_ends_within(steps) + int(not self.episode_open)
 
     def affordable(self) -> bool:
-        """Whether the current evaluator can pay for the env's next step."""
-        return self._evaluator is not None and self._evaluator.remaining >= self.next_step_cost()
+        """Whether the budget can pay for the env's next step."""
+        return self.budget is not None and self.budget.remaining >= self.steps_cost(1)
 
-    def _start_episode(self) -> None:
-        """Reset the env (one evaluation when resets evaluate) and hand SB3 the first observation."""
-        self.model._last_obs = self.vec_env.reset()
-        self.model._last_episode_starts = np.ones((1,), dtype=bool)
-
-    def _learn(self, **kwargs: Any) -> None:
-        """``model.learn`` with this agent's numpy global-generator state swapped in and back out."""
+    def _learn(self) -> None:
+        """``model.learn`` of one rollout, with this agent's numpy global-generator state swapped in
+        and back out. SB3 resets the env first when it holds no observation (a new model)."""
         outside = np.random.get_state()
         np.random.set_state(self._numpy_state)
         try:
-            self.model.learn(
-                total_timesteps=self.n_steps, reset_num_timesteps=False, callback=_BudgetStop(self),
-                log_interval=None, **kwargs,
-            )
+            self.model.learn(total_timesteps=self.n_steps, reset_num_timesteps=False, log_interval=None)
         finally:
             self._numpy_state = np.random.get_state()
             np.random.set_state(outside)
+        self.episode_open = True
+
+    def _steps_outside_learn(self) -> None:
+        """The steps the budget pays for, short of a rollout, through the vectorised env (which resets
+        at an episode's end), each action sampled from the policy; not trained on."""
+        while self.affordable():
+            self.vec_env.step(self._sample(_batched(self.watched.observation)))
+            self.model.num_timesteps += 1
 
     def _last_step_without_reset(self) -> None:
-        """Spend the one evaluation left on a step that ends the episode, outside SB3's vectorised
-        env (which would reset and evaluate once more); the next iteration, if any, starts a new
+        """Spend the one evaluation left on a step that ends the episode, outside the vectorised env
+        (which would reset and evaluate once more); the next iteration, if any, starts a new
         episode. Not trained on: there is no update left to make with the budget spent."""
-        raise NotImplementedError
+        action = self._sample(_batched(self.watched.observation))
+        self.watched.step(np.asarray(action).reshape(-1)[0])
+        self.model.num_timesteps += 1
+        self.episode_open = False
 
     def iteration(self, evaluator: Budget) -> dict[str, float]:
         """One rollout of ``n_steps`` env steps and PPO's update; fewer steps (and no update) when
-        the budget runs out first. Every evaluation goes through ``evaluator``."""
+        the budget cannot pay for a whole rollout. Every evaluation goes through ``evaluator``."""
         model = self._ensure_model()
         self.env.evaluator = evaluator
-        self._evaluator = evaluator
+        self.budget = evaluator
         before_steps = model.num_timesteps
-        if model._last_obs is None:
-            self._start_episode()
-        if evaluator.remaining >= 1:
+        if self.steps_cost(self.n_steps) <= evaluator.remaining:
+            self._learn()
+        else:
+            if not self.episode_open:
+                self.vec_env.reset()
+                self.episode_open = True
             if self.affordable():
-                self._learn()
-            else:
+                self._steps_outside_learn()
+            elif evaluator.remaining >= 1:
                 self._last_step_without_reset()
-        # SB3 records the last update's loss in its logger (there only once `learn` has run).
-        logger = getattr(model, "_logger", None)
-        loss = logger.name_to_value.get("train/loss", float("nan")) if logger is not None else float("nan")
+        # SB3 records the last update's loss in its logger (there only once `learn` has trained).
+        loss = model.logger.name_to_value.get("train/loss", float("nan"))
         return {"timesteps": float(model.num_timesteps - before_steps), "loss": float(loss)}
 
     # --- checkpoints --------------------------------------------------------------------------
@@ -224,8 +249,6 @@ class _SB3Agent(LearnedAgent):
                 "policy": self.model.policy.state_dict(),
                 "optimizer": self.model.policy.optimizer.state_dict(),
                 "num_timesteps": self.model.num_timesteps,
-                "n_updates": self.model._n_updates,
-                "episode_num": self.model._episode_num,
             }
         return state
 
@@ -235,15 +258,14 @@ class _SB3Agent(LearnedAgent):
         saved = state["model"]
         if saved is None:
             return
+        # A new model and env: the saved episode is not restored, SB3's first `learn` resets.
+        self.model = None
         model = self._ensure_model()
         model.policy.load_state_dict(saved["policy"])
         model.policy.optimizer.load_state_dict(saved["optimizer"])
         model.num_timesteps = saved["num_timesteps"]
-        model._n_updates = saved["n_updates"]
-        model._episode_num = saved["episode_num"]
-        # The env's episode is not saved: a new one starts, drawn from a seed of its own.
+        # The new episode is drawn from a seed of its own.
         self.vec_env.seed((self.seed + saved["num_timesteps"]) % SEED_MODULUS)
-        model._last_obs = None
 
 
 @register_learned
@@ -289,8 +311,6 @@ class SB3PPOAgent(_SB3Agent):
             device="cpu",
         )
 
-    def _last_step_without_reset(self) -> None:  # pragma: no cover - resets are free here
-        raise AssertionError("a single-shot step always costs one evaluation")
 
 
 class SB3MaskablePPOAgent(_SB3Agent):
@@ -324,16 +344,14 @@ class SB3MaskablePPOAgent(_SB3Agent):
             verbose=0, policy_kwargs={"net_arch": {"pi": width, "vf": width}}, device="cpu",
         )
 
-    def _episode_ends_next_step(self) -> bool:
-        # One sweep (the env's default): the episode ends after its last node is placed.
-        return self.env.current_node == self.env.n_nodes - 1
+    def _episode_ends_within(self, steps: int) -> int:
+        # One sweep (the env's default): an episode ends after its last node is placed; a new episode
+        # (the first reset) starts at node 0.
+        position = self.env.current_node if self.episode_open else 0
+        return (position + steps) // self.env.n_nodes
 
-    def _last_step_without_reset(self) -> None:
-        with torch.no_grad():
-            action, _ = self.model.predict(self.model._last_obs, action_masks=self.env.action_masks())
-        self.env.step(int(np.asarray(action).reshape(-1)[0]))
-        self.model.num_timesteps += 1
-        self.model._last_obs = None  # the episode has ended: a later iteration resets first
+    def _sample(self, observation: Any) -> np.ndarray:
+        return self.model.predict(observation, deterministic=False, action_masks=self.env.action_masks())[0]
 
 
 if MaskablePPO is not None:
