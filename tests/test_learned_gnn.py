@@ -114,9 +114,10 @@ def test_sample_categorical_follows_the_probabilities():
     "agent, budget, config",
     [
         pytest.param(
-            "placeto", 1000, SMALL["placeto"] | {"batch": 8, "lr": 1e-2, "groups": None}, id="placeto"
+            "placeto", 1000, SMALL["placeto"] | {"batch": 8, "learning_rate": 1e-2, "groups": None},
+            id="placeto",
         ),
-        pytest.param("hsdag", 480, SMALL["hsdag"] | {"lr": 1e-2, "groups": None}, id="hsdag"),
+        pytest.param("hsdag", 480, SMALL["hsdag"] | {"learning_rate": 1e-2, "groups": None}, id="hsdag"),
         random_search_control("random-search", 1000, {}, id="random-search-control-1000"),
         random_search_control("random-search", 480, {}, id="random-search-control-480"),
     ],

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import hand_cluster, hand_graph
 
+from placement_gym.budget import check_limit
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.leaderboard.generalisation import graph_of
 from placement_gym.named_tasks import get_task
@@ -102,6 +103,38 @@ def test_learned_options_follow_one_rule():
     for value, kwargs in rejected:
         with pytest.raises(ValueError, match="^x must be"):
             check("x", value, 0, **kwargs)
-    assert options.check_budget("budget", np.int64(3)) == 3
-    with pytest.raises(ValueError, match="budget must be a positive number of evaluations, got 0"):
-        options.check_budget("budget", 0)
+    assert check_limit("budget", np.int64(3)) == 3
+    for value in (0, True, 2.0):
+        message = f"^budget must be a positive number of evaluations, got {value!r}$"
+        with pytest.raises(ValueError, match=message):
+            check_limit("budget", value)
+
+
+# What the envs call a setting, the learned agents call it too, with the envs' bounds; one name for each
+# other shared setting.
+ENV_NAMES = {"oom_factor": "oom_runtime_factor", "entropy": "entropy_coef", "ent_coef": "entropy_coef",
+             "lr": "learning_rate"}
+
+
+def test_learned_agents_name_their_options_as_the_envs_and_each_other_do():
+    pytest.importorskip("torch")
+    import inspect
+
+    from baselines.learning.trainer import LEARNED_AGENTS
+    from baselines.registry import load_agents
+
+    load_agents()
+    task = get_task(*TASK)
+    penalised = []
+    for name, cls in sorted(LEARNED_AGENTS.items()):
+        parameters = set(inspect.signature(cls.__init__).parameters)
+        assert not parameters & set(ENV_NAMES), f"{name} takes {sorted(parameters & set(ENV_NAMES))}"
+        if "oom_runtime_factor" in parameters:
+            penalised.append(name)
+            # the envs' rule: an out-of-memory placement never scores above the best single device
+            rule = r"^oom_runtime_factor must be a finite number >= 1"
+            with pytest.raises(ValueError, match=rule + ", got 0.5$"):
+                cls(task, oom_runtime_factor=0.5)
+            with pytest.raises(ValueError, match=rule):
+                DevicePlacementEnv(*TASK[:2], oom_runtime_factor=0.5)
+    assert {"pg", "spotlight", "hierarchical", "placeto", "hsdag"} <= set(penalised)

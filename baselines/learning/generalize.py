@@ -29,15 +29,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from baselines.learning.options import check_budget
 from baselines.learning.trainer import LearnedAgent, get_learned
-from placement_gym.budget import Budget, BudgetExhausted
+from placement_gym.budget import Budget, BudgetExhausted, check_limit
 from placement_gym.task import Task
 
 
 def _run(model: LearnedAgent, evaluator: Budget, until: int | None = None) -> None:
     """Iterations of ``model`` until ``evaluator`` has used ``until`` evaluations (default: all)."""
-    until = evaluator.budget if until is None else min(until, evaluator.budget)
+    until = evaluator.limit if until is None else min(until, evaluator.limit)
     while evaluator.used < until:
         before = evaluator.used
         try:
@@ -84,8 +83,8 @@ def train_on_tasks(
     devices = {task.n_devices for task in train_tasks}
     if len(devices) != 1:
         raise ValueError(f"every task must have the same number of devices, got {sorted(devices)}")
-    check_budget("budget_per_task", budget_per_task)
-    check_budget("switch_every", switch_every)
+    check_limit("budget_per_task", budget_per_task)
+    check_limit("switch_every", switch_every)
     if threads is not None:
         torch.set_num_threads(int(threads))
     torch.manual_seed(seed)
@@ -133,7 +132,7 @@ def train_generalize(
     if len(devices) != 1:
         raise ValueError(f"every task must have the same number of devices, got {sorted(devices)}")
     for name, value in (("finetune_budget", finetune_budget), ("zero_shot_samples", zero_shot_samples)):
-        check_budget(name, value)
+        check_limit(name, value)
     started = time.perf_counter()
     model, evaluators = train_on_tasks(agent, train_tasks, budget_per_task, seed, switch_every, threads,
                                        **config)
@@ -164,9 +163,9 @@ def place_held_out(
     on ``task`` (0: none; the model's weights change). Returns the held-out task's evaluator (best
     placement over both phases), the zero-shot summary (evaluations, greedy_runtime, greedy_feasible,
     best_runtime, best_feasible, speedup) and the best zero-shot placement."""
-    check_budget("zero_shot_samples", zero_shot_samples)
+    check_limit("zero_shot_samples", zero_shot_samples)
     if finetune_budget:
-        check_budget("finetune_budget", finetune_budget)
+        check_limit("finetune_budget", finetune_budget)
     model.set_task(task)
     held_out = Budget(task, zero_shot_samples + finetune_budget)
     runtimes, feasible = held_out.evaluate(model.propose(zero_shot_samples))

@@ -165,26 +165,28 @@ def sample_categorical(probs: np.ndarray, rng: np.random.Generator) -> np.ndarra
 @dataclass(frozen=True)
 class GNNOptions:
     """The options the GNN agents (`placeto`, `hsdag`) share, checked by `check_number`: ``batch``
-    (episodes per update, >= 1), ``hidden`` (width, >= 1), ``rounds`` (message passing, >= 0), ``lr``
-    (Adam, > 0), ``entropy`` (bonus, >= 0), ``oom_factor`` (out-of-memory runtime in best-single
-    runtimes, >= 1) and ``max_grad_norm`` (> 0)."""
+    (episodes per update, >= 1), ``hidden`` (width, >= 1), ``rounds`` (message passing, >= 0),
+    ``learning_rate`` (Adam, > 0), ``entropy_coef`` (bonus, >= 0), ``oom_runtime_factor``
+    (out-of-memory runtime in best-single runtimes, >= 1, the envs' rule) and ``max_grad_norm`` (> 0)."""
 
     batch: int
     hidden: int
     rounds: int
-    lr: float
-    entropy: float
-    oom_factor: float
+    learning_rate: float
+    entropy_coef: float
+    oom_runtime_factor: float
     max_grad_norm: float
 
     @classmethod
-    def checked(cls, batch, hidden, rounds, lr, entropy, oom_factor, max_grad_norm) -> GNNOptions:
+    def checked(
+        cls, batch, hidden, rounds, learning_rate, entropy_coef, oom_runtime_factor, max_grad_norm
+    ) -> GNNOptions:
         return cls(
             batch=check_number("batch", batch, 1, integer=True),
             hidden=check_number("hidden", hidden, 1, integer=True),
             rounds=check_number("rounds", rounds, 0, integer=True),
-            lr=check_number("lr", lr, 0.0, open_low=True),
-            entropy=check_number("entropy", entropy, 0.0),
-            oom_factor=check_number("oom_factor", oom_factor, 1.0),
+            learning_rate=check_number("learning_rate", learning_rate, 0.0, open_low=True),
+            entropy_coef=check_number("entropy_coef", entropy_coef, 0.0),
+            oom_runtime_factor=check_number("oom_runtime_factor", oom_runtime_factor, 1.0),
             max_grad_norm=check_number("max_grad_norm", max_grad_norm, 0.0, open_low=True),
         )

@@ -13,7 +13,7 @@ Training: one iteration draws ``grouper_samples`` groupings and ``placer_samples
 grouping (the paper's unit is 1 grouping x 4 placements; several units per update batch the
 encoder and decoder, and give the grouper a gradient: see below); every op's device is its group's.
 Reward ``-sqrt(runtime / best single-device runtime)`` as `pg` (Mirhoseini et al. 2017's reward,
-made task-free; out of memory counts as ``oom_factor`` = 10 x the best single device). Baseline per
+made task-free; out of memory counts as ``oom_runtime_factor`` = 10 x the best single device). Baseline per
 batch: each placement's advantage is its reward minus the batch's mean reward, and the loss is
 REINFORCE on the joint action, ``-advantage x (log p(grouping) + log p(placement | grouping))``,
 averaged over the batch. With one grouping per batch its log-probability would get a zero
@@ -27,7 +27,7 @@ topological position - group - 1/2)^2`` (`position_logits`), so that an untraine
 groups of contiguous stretches of the topological order rather than random sets of ops (whose
 mean features all look alike, leaving the placer nothing to tell groups apart by: it settled on
 one device, 0.97 x the best single device, against 0.90 with the prior); the placer gets an
-entropy bonus (``entropy_coef`` 0.1) as `pg`; ``lr`` 3e-3.
+entropy bonus (``entropy_coef`` 0.1) as `pg`; ``learning_rate`` 3e-3.
 
 Group count (a choice): the paper uses up to min(256, 20 x devices) groups on graphs of 80,000
 ops; on 2 CPU cores the default is ``n_groups`` = 32 (never more than the forward ops), enough to
@@ -102,9 +102,9 @@ class HierarchicalPlacer(LearnedAgent):
 
     Options: ``n_groups`` (None: min(32, forward ops)); ``hidden`` (64) placer LSTM width;
     ``grouper_hidden`` (64); ``grouper_samples`` (4, >= 2) groupings per iteration;
-    ``placer_samples`` (4) placements per grouping; ``lr`` (3e-3) Adam step; ``entropy_coef``
+    ``placer_samples`` (4) placements per grouping; ``learning_rate`` (3e-3) Adam step; ``entropy_coef``
     (0.1) bonus on the placer's mean per-step entropy; ``position_prior`` (2.0) strength of the
-    grouper's fixed positional prior (0: none); ``oom_factor`` (10.0)."""
+    grouper's fixed positional prior (0: none); ``oom_runtime_factor`` (10.0)."""
 
     name = "hierarchical"
     description = "feed-forward grouper + seq2seq placer with joint REINFORCE (Mirhoseini et al. 2018)"
@@ -118,10 +118,10 @@ class HierarchicalPlacer(LearnedAgent):
         grouper_hidden: int = 64,
         grouper_samples: int = 4,
         placer_samples: int = 4,
-        lr: float = 3e-3,
+        learning_rate: float = 3e-3,
         entropy_coef: float = 0.1,
         position_prior: float = 2.0,
-        oom_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
         **config: Any,
     ) -> None:
         super().__init__(task, seed, **config)
@@ -136,12 +136,12 @@ class HierarchicalPlacer(LearnedAgent):
                 f"grouper_samples must be >= 2 (with one grouping per batch the batch-mean baseline gives "
                 f"the grouper no gradient), got {grouper_samples!r}"
             )
-        check_number("lr", lr, 0, open_low=True)
+        check_number("learning_rate", learning_rate, 0, open_low=True)
         check_number("entropy_coef", entropy_coef, 0)
-        check_number("oom_factor", oom_factor, 0, open_low=True)
+        check_number("oom_runtime_factor", oom_runtime_factor, 1)
         self.n_groups = int(n_groups)
         self.grouper_samples, self.placer_samples = int(grouper_samples), int(placer_samples)
-        self.entropy_coef, self.oom_factor = float(entropy_coef), float(oom_factor)
+        self.entropy_coef, self.oom_runtime_factor = float(entropy_coef), float(oom_runtime_factor)
         check_number("position_prior", position_prior, 0)
         self.op_inputs = torch.from_numpy(node_inputs(task))
         self.prior = torch.from_numpy(position_logits(task.n_forward, self.n_groups, float(position_prior)))
@@ -150,7 +150,7 @@ class HierarchicalPlacer(LearnedAgent):
             self.grouper = Grouper(input_width(), self.n_groups, int(grouper_hidden))
             self.placer = Seq2SeqPlacer(input_width() + 1, task.n_devices, int(hidden))
         parameters = list(self.grouper.parameters()) + list(self.placer.parameters())
-        self.optimizer = torch.optim.Adam(parameters, lr=float(lr))
+        self.optimizer = torch.optim.Adam(parameters, lr=float(learning_rate))
         from placement_gym.cost_model import single_device
 
         # the task's fixed reference runtime (the evaluator's best_single_runtime), not a search step
@@ -177,7 +177,7 @@ class HierarchicalPlacer(LearnedAgent):
         placements = np.take_along_axis(actions, groups[grouping_of_row], axis=1)
         runtimes, feasible = evaluator.evaluate(placements)
         rewards = neg_sqrt_relative_runtimes(runtimes, feasible, self.best_single,
-                                             oom_runtime_factor=self.oom_factor)
+                                             oom_runtime_factor=self.oom_runtime_factor)
         advantages = torch.from_numpy((rewards - rewards.mean()).astype(np.float32))
         # log-probabilities with gradients
         op_log_probs = torch.log_softmax(self.group_logits(), dim=-1)

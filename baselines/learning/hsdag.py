@@ -20,12 +20,12 @@ The pipeline of the paper, with our choices where it leaves a detail open:
 Training: REINFORCE, ``batch`` placements per iteration (one batched evaluation), reward =
 ``log(best_single_runtime / runtime)`` (execution time as the reward, as the paper, made scale-free so
 one learning rate fits every graph; 0 for the best single device, positive when faster). An
-out-of-memory placement is rewarded as if it ran ``oom_factor`` (10) x the best single-device runtime.
+out-of-memory placement is rewarded as if it ran ``oom_runtime_factor`` (10) x the best single-device runtime.
 A placement that puts everything on one device is rewarded with its own runtime like any other (the
 released HSDAG code forces those to a 1e10 runtime, docs/references.md: a pitfall not repeated). The log
 probability of a sample is the sum of its nodes' group draws and its used groups' device draws (an
 unused group's device has no effect on the runtime, so it is left out). Baseline: the batch's mean
-reward; advantages divided by their standard deviation; an entropy bonus of weight ``entropy`` on both
+reward; advantages divided by their standard deviation; an entropy bonus of weight ``entropy_coef`` on both
 the assignment and the device distributions; Adam with gradient norm clipped to ``max_grad_norm``.
 """
 
@@ -77,8 +77,8 @@ class HSDAG(LearnedAgent):
     per group; REINFORCE on the log speedup (see the module docstring for every design choice).
 
     Config (keyword arguments, defaults): ``groups="chains"``, ``batch=32`` (placements per
-    iteration), ``max_groups=32`` (candidate groups K), ``hidden=32``, ``rounds=2``, ``lr=3e-3``
-    (Adam), ``entropy=0.01``, ``oom_factor=10.0``, ``max_grad_norm=1.0``."""
+    iteration), ``max_groups=32`` (candidate groups K), ``hidden=32``, ``rounds=2``, ``learning_rate=3e-3``
+    (Adam), ``entropy_coef=0.01``, ``oom_runtime_factor=10.0``, ``max_grad_norm=1.0``."""
 
     name = "hsdag"
     description = "HSDAG (Duan et al. 2024): chain coarsening, GNN, learned groups, a device per group"
@@ -92,21 +92,24 @@ class HSDAG(LearnedAgent):
         max_groups: int = 32,
         hidden: int = 32,
         rounds: int = 2,
-        lr: float = 3e-3,
-        entropy: float = 0.01,
-        oom_factor: float = 10.0,
+        learning_rate: float = 3e-3,
+        entropy_coef: float = 0.01,
+        oom_runtime_factor: float = 10.0,
         max_grad_norm: float = 1.0,
         **config: Any,
     ) -> None:
         super().__init__(task, seed, **config)
         self.groups = groups
-        options = GNNOptions.checked(batch, hidden, rounds, lr, entropy, oom_factor, max_grad_norm)
-        self.batch, self.entropy, self.oom_factor = options.batch, options.entropy, options.oom_factor
+        options = GNNOptions.checked(
+            batch, hidden, rounds, learning_rate, entropy_coef, oom_runtime_factor, max_grad_norm
+        )
+        self.batch, self.entropy_coef = options.batch, options.entropy_coef
+        self.oom_runtime_factor = options.oom_runtime_factor
         self.max_grad_norm = options.max_grad_norm
         self.max_groups = check_number("max_groups", max_groups, 1, integer=True)
         self.graph = graph_inputs(task, groups)
         self.policy = GroupPlacer(task.n_devices, options.hidden, options.rounds, self.max_groups)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=options.lr)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=options.learning_rate)
 
     def set_task(self, task: Task) -> None:
         """Move to another graph (same number of devices), keeping the weights and the optimiser."""
@@ -135,7 +138,7 @@ class HSDAG(LearnedAgent):
         nodes = np.take_along_axis(devices, groups, axis=1)
         runtimes, feasible = evaluator.evaluate(self.graph.grouping.expand(nodes))
         best_single = evaluator.best_single_runtime
-        reward = log_speedups(runtimes, feasible, best_single, oom_runtime_factor=self.oom_factor)
+        reward = log_speedups(runtimes, feasible, best_single, oom_runtime_factor=self.oom_runtime_factor)
         advantage = reward - reward.mean() if count > 1 else reward
         spread = advantage.std()
         advantage = advantage / spread if spread > 1e-12 else advantage * 0.0
@@ -149,7 +152,7 @@ class HSDAG(LearnedAgent):
         assign_entropy = -(log_assign.exp() * log_assign).sum(dim=-1).mean()
         weight = mass / mass.sum()  # a group's device entropy counts by how many nodes it holds
         device_entropy = (-(log_device.exp() * log_device).sum(dim=-1) * weight.detach()).sum()
-        loss = -(torch.as_tensor(advantage, dtype=torch.float32) * log_prob).mean() - self.entropy * (
+        loss = -(torch.as_tensor(advantage, dtype=torch.float32) * log_prob).mean() - self.entropy_coef * (
             assign_entropy + device_entropy
         )
         self.optimizer.zero_grad()

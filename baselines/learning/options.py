@@ -54,12 +54,3 @@ def check_number(
         bound = _bound(low, high, open_low, open_high)
         raise ValueError(f"{name} must be {what}{' ' if bound else ''}{bound}, got {value!r}")
     return int(value) if integer else float(value)
-
-
-def check_budget(name: str, value: Any) -> int:
-    """``value`` as an int, or a ValueError naming ``name`` unless it is a positive number of
-    evaluations (an integer >= 1 by the rule above)."""
-    try:
-        return check_number(name, value, 1, integer=True)
-    except ValueError:
-        raise ValueError(f"{name} must be a positive number of evaluations, got {value!r}") from None

@@ -8,7 +8,7 @@ topological order and emits one device per group; it is trained with REINFORCE (
   partition when there are more (`baselines.learning.seq2seq.placer_grouping`).
 * Reward ``-sqrt(runtime / best single-device runtime)``: the paper's -sqrt(runtime), with the
   runtime divided by the best single device's so that one learning rate fits every task. An
-  out-of-memory placement counts as ``oom_factor`` (10) x the best single-device runtime (the
+  out-of-memory placement counts as ``oom_runtime_factor`` (10) x the best single-device runtime (the
   paper's fixed 100 s, made task-free; `placement_gym.envs.rewards.neg_sqrt_relative_runtimes`).
 * Baseline: a moving average of the batch-mean reward, decay 0.9 (the paper's), subtracted before
   it is updated with the batch; it starts at the first batch's mean.
@@ -17,7 +17,7 @@ topological order and emits one device per group; it is trained with REINFORCE (
   batch, minus ``entropy_coef`` x the mean per-step entropy. The paper has no entropy term; without
   one the policy settled early (on inception_v3/k80x4, best 0.94 x the best single device after
   5,000 evaluations, against 0.85 after 10,000 with 0.1), so the default is 0.1. ``batch`` 32 and
-  ``lr`` 3e-3 were chosen the same way (one seed, inception_v3/k80x4).
+  ``learning_rate`` 3e-3 were chosen the same way (one seed, inception_v3/k80x4).
 
 Single-shot MDP (`DevicePlacement-v0` with the same grouping): one placement per sample.
 """
@@ -44,9 +44,9 @@ BASELINE_DECAY = 0.9
 class PolicyGradientPlacer(Seq2SeqAgent):
     """REINFORCE on a seq2seq placer (see the module docstring).
 
-    Options: ``hidden`` (64) LSTM width; ``batch`` (32) placements per iteration; ``lr`` (3e-3)
+    Options: ``hidden`` (64) LSTM width; ``batch`` (32) placements per iteration; ``learning_rate`` (3e-3)
     Adam step; ``baseline_decay`` (0.9); ``entropy_coef`` (0.1); ``groups`` ("colocate", any
-    ``groups=`` value of the envs); ``max_groups`` (None: min(256, 20 x devices)); ``oom_factor``
+    ``groups=`` value of the envs); ``max_groups`` (None: min(256, 20 x devices)); ``oom_runtime_factor``
     (10.0) the penalty runtime of an out-of-memory placement in best-single-device runtimes."""
 
     name = "pg"
@@ -58,32 +58,32 @@ class PolicyGradientPlacer(Seq2SeqAgent):
         seed: int = 0,
         hidden: int = 64,
         batch: int = 32,
-        lr: float = 3e-3,
+        learning_rate: float = 3e-3,
         baseline_decay: float = BASELINE_DECAY,
         entropy_coef: float = 0.1,
         groups: Any = "colocate",
         max_groups: int | None = None,
-        oom_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
         **config: Any,
     ) -> None:
         super().__init__(task, seed, **config)
         check_number("batch", batch, 1, integer=True)
         check_number("entropy_coef", entropy_coef, 0)
-        check_number("oom_factor", oom_factor, 0, open_low=True)
+        check_number("oom_runtime_factor", oom_runtime_factor, 1)
         check_number("baseline_decay", baseline_decay, 0, 1, open_high=True)
         self.batch = int(batch)
         self.baseline_decay = float(baseline_decay)
         self.entropy_coef = float(entropy_coef)
-        self.oom_factor = float(oom_factor)
+        self.oom_runtime_factor = float(oom_runtime_factor)
         self.baseline: float | None = None
-        self._build(hidden, lr, groups, max_groups, value_head=False)
+        self._build(hidden, learning_rate, groups, max_groups, value_head=False)
 
     def iteration(self, evaluator: Budget) -> dict[str, float]:
         size = min(self.batch, evaluator.remaining)
         actions = self.sample_groups(size)
         runtimes, feasible = evaluator.evaluate(self.grouping.expand(actions))
         rewards = neg_sqrt_relative_runtimes(runtimes, feasible, self.best_single,
-                                             oom_runtime_factor=self.oom_factor)
+                                             oom_runtime_factor=self.oom_runtime_factor)
         mean_reward = float(rewards.mean())
         if self.baseline is None:
             self.baseline = mean_reward

@@ -5,7 +5,7 @@ The MDP is `DevicePlacementRefine-v0`'s: an episode starts from a random placeme
 (seeded, from ``self.rng``) and visits every node once in topological order (node index order: groups
 are numbered by their first op; the env's `refine_visit`); at each visit the policy picks the node's new
 device (staying is allowed) and the reward is the runtime saved, ``(R_before - R_after) /
-best_single_runtime``, where an out-of-memory placement counts as ``oom_factor x best_single_runtime``
+best_single_runtime``, where an out-of-memory placement counts as ``oom_runtime_factor x best_single_runtime``
 (the env's default penalty, 10x; both rules from `placement_gym.envs.rewards`).
 
 Policy (choices where the paper leaves a detail open, or where we simplify it):
@@ -36,7 +36,7 @@ Policy (choices where the paper leaves a detail open, or where we simplify it):
   1,000-evaluation runs on inception_v3/k80x4: windows of 4 steps beat 8 and 32). Log-probabilities
   are recomputed at update time, in chunks, rather than kept from the rollout (a kept autograd graph
   of many steps over 2,000 nodes would take gigabytes).
-  Adam, gradient norm clipped to ``max_grad_norm``, an entropy bonus of weight ``entropy``.
+  Adam, gradient norm clipped to ``max_grad_norm``, an entropy bonus of weight ``entropy_coef``.
 
 Budget: every step of every episode is one evaluation (the reward needs the new runtime), plus one
 per episode for its starting placement. A full visit of an n-node graph therefore costs n + 1
@@ -120,8 +120,8 @@ class Placeto(LearnedAgent):
 
     Config (keyword arguments, defaults): ``groups="chains"`` (nodes: any ``groups=`` value of the
     envs), ``batch=8`` (episodes in parallel = evaluations per step), ``steps_per_update=4``,
-    ``hidden=32``, ``rounds=2`` (message-passing rounds), ``lr=3e-3`` (Adam), ``gamma=0.9``,
-    ``entropy=0.01``, ``oom_factor=10.0`` (penalty runtime of an out-of-memory placement in best
+    ``hidden=32``, ``rounds=2`` (message-passing rounds), ``learning_rate=3e-3`` (Adam), ``gamma=0.9``,
+    ``entropy_coef=0.01``, ``oom_runtime_factor=10.0`` (penalty runtime of an out-of-memory placement in best
     single-device runtimes), ``max_grad_norm=1.0``."""
 
     name = "placeto"
@@ -136,23 +136,26 @@ class Placeto(LearnedAgent):
         steps_per_update: int = 4,
         hidden: int = 32,
         rounds: int = 2,
-        lr: float = 3e-3,
+        learning_rate: float = 3e-3,
         gamma: float = 0.9,
-        entropy: float = 0.01,
-        oom_factor: float = 10.0,
+        entropy_coef: float = 0.01,
+        oom_runtime_factor: float = 10.0,
         max_grad_norm: float = 1.0,
         **config: Any,
     ) -> None:
         super().__init__(task, seed, **config)
         self.groups = groups
-        options = GNNOptions.checked(batch, hidden, rounds, lr, entropy, oom_factor, max_grad_norm)
-        self.batch, self.entropy, self.oom_factor = options.batch, options.entropy, options.oom_factor
+        options = GNNOptions.checked(
+            batch, hidden, rounds, learning_rate, entropy_coef, oom_runtime_factor, max_grad_norm
+        )
+        self.batch, self.entropy_coef = options.batch, options.entropy_coef
+        self.oom_runtime_factor = options.oom_runtime_factor
         self.max_grad_norm = options.max_grad_norm
         self.steps_per_update = check_number("steps_per_update", steps_per_update, 1, integer=True)
         self.gamma = check_number("gamma", gamma, 0.0, 1.0)
         self.graph = graph_inputs(task, groups)
         self.policy = RefinePolicy(task.n_devices, options.hidden, options.rounds)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=options.lr)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=options.learning_rate)
         self._reset_episodes()
 
     # -- episodes ---------------------------------------------------------------------------------
@@ -196,7 +199,7 @@ class Placeto(LearnedAgent):
             runtimes, feasible = evaluator.evaluate(grouping.expand(nodes))
             self._nodes, self._step = nodes, 0
             self._reward_runtime = reward_runtimes(
-                runtimes, feasible, best_single, oom_runtime_factor=self.oom_factor
+                runtimes, feasible, best_single, oom_runtime_factor=self.oom_runtime_factor
             )
             if evaluator.remaining == 0:
                 return {"mean_runtime": float(runtimes.mean())}
@@ -212,7 +215,7 @@ class Placeto(LearnedAgent):
             actions.append(choice)
             nodes[:, node] = choice
             runtimes, feasible = evaluator.evaluate(grouping.expand(nodes))
-            now = reward_runtimes(runtimes, feasible, best_single, oom_runtime_factor=self.oom_factor)
+            now = reward_runtimes(runtimes, feasible, best_single, oom_runtime_factor=self.oom_runtime_factor)
             rewards.append(improvement_reward(previous, now, best_single))
             previous = now
             self._step += 1
@@ -249,7 +252,7 @@ class Placeto(LearnedAgent):
             log_probs = torch.log_softmax(self._logits(flat_states[part], flat_current[part]), dim=-1)
             chosen = log_probs.gather(1, flat_actions[part, None]).squeeze(1)
             entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
-            loss = (-(flat_advantage[part] * chosen).sum() - self.entropy * entropy.sum()) / total
+            loss = (-(flat_advantage[part] * chosen).sum() - self.entropy_coef * entropy.sum()) / total
             loss.backward()
             loss_sum += loss.item()
         nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)

@@ -110,7 +110,7 @@ class _SB3Agent(LearnedAgent):
         n_steps: int = 128,
         batch_size: int = 64,
         n_epochs: int = 10,
-        ent_coef: float = 0.0,
+        entropy_coef: float = 0.0,
         hidden: int = 64,
         groups: Any = None,
         **config: Any,
@@ -123,12 +123,12 @@ class _SB3Agent(LearnedAgent):
         if batch_size > n_steps:
             raise ValueError(f"batch_size ({batch_size}) must be at most n_steps ({n_steps})")
         check_number("n_epochs", n_epochs, 1, integer=True)
-        check_number("ent_coef", ent_coef, 0.0)
+        check_number("entropy_coef", entropy_coef, 0.0)
         check_number("hidden", hidden, 1, integer=True)
         make_grouping(task.graph, groups)  # a clear error for a bad grouping now, not at the first iteration
         self.learning_rate = float(learning_rate)
         self.n_steps, self.batch_size, self.n_epochs = int(n_steps), int(batch_size), int(n_epochs)
-        self.ent_coef, self.hidden, self.groups = float(ent_coef), int(hidden), groups
+        self.entropy_coef, self.hidden, self.groups = float(entropy_coef), int(hidden), groups
         self.model: BaseAlgorithm | None = None
         self.env: PlacementEnvBase | None = None
         self.watched: _LastObservation | None = None
@@ -275,7 +275,7 @@ class SB3PPOAgent(_SB3Agent):
     Every step places all nodes and is one evaluation; reward ``log(best single runtime / runtime)``
     (out of memory: 10x the best single runtime). Options (defaults): ``learning_rate`` (1e-2),
     ``n_steps`` (64 placements per rollout and update), ``batch_size`` (32), ``n_epochs`` (10),
-    ``ent_coef`` (0.0),
+    ``entropy_coef`` (0.0),
     ``hidden`` (64, width of the graph network), ``rounds`` (2 rounds of message passing), ``groups``
     ("chains"; None for one node per op; any ``groups=`` value of the envs). Checkpoints resume
     exactly at a rollout boundary (module docstring).
@@ -284,7 +284,7 @@ class SB3PPOAgent(_SB3Agent):
     bert_large/k80x4, gnmt4/k80x4) among learning rates 3e-3/1e-2/3e-2 and rollouts of 32/64/128:
     short rollouts (more updates per budget) and a learning rate above the example's 3e-3 got
     furthest; 1e-2 with 64 matched 3e-2 with 32 on the larger graphs at half the update cost.
-    ``ent_coef`` 0.01 was far worse on inception_v3. Chains beat one node per op on cifar10_cnn
+    ``entropy_coef`` 0.01 was far worse on inception_v3. Chains beat one node per op on cifar10_cnn
     (15.2 against 15.2-20.6 ms), inception_v3 (388 against 491 ms) and gnmt4 (560 against 646 ms),
     not on bert_large (20.2 against 14.1 s)."""
 
@@ -306,7 +306,7 @@ class SB3PPOAgent(_SB3Agent):
         # minibatch costs one graph encoding (PlacementGraphNet) and 10 epochs per rollout are cheap.
         return PPO(
             FactorizedPlacementPolicy, vec_env, learning_rate=self.learning_rate, n_steps=self.n_steps,
-            batch_size=self.batch_size, n_epochs=self.n_epochs, ent_coef=self.ent_coef, verbose=0,
+            batch_size=self.batch_size, n_epochs=self.n_epochs, ent_coef=self.entropy_coef, verbose=0,
             policy_kwargs={"hidden_dim": self.hidden, "message_passing_rounds": self.rounds},
             device="cpu",
         )
@@ -321,7 +321,7 @@ class SB3MaskablePPOAgent(_SB3Agent):
     once. Reward: the runtime saved by the move over the best single runtime; ``gamma=1`` so that an
     episode's return is its whole improvement (as the refine example). Options (defaults):
     ``learning_rate`` (1e-3), ``n_steps`` (128), ``batch_size`` (64), ``n_epochs`` (10),
-    ``ent_coef`` (0.0), ``hidden`` (64: two layers of this width for the actor and for the critic),
+    ``entropy_coef`` (0.0), ``hidden`` (64: two layers of this width for the actor and for the critic),
     ``groups`` ("chains": chains of ops merged, HSDAG's coarsening and this project's Placeto
     default, which shortens episodes and the flattened observation; None for one node per op).
     Resumed runs do not repeat the uninterrupted run exactly (module docstring)."""
@@ -340,7 +340,7 @@ class SB3MaskablePPOAgent(_SB3Agent):
         width = [self.hidden, self.hidden]
         return MaskablePPO(
             "MultiInputPolicy", vec_env, learning_rate=self.learning_rate, n_steps=self.n_steps,
-            batch_size=self.batch_size, n_epochs=self.n_epochs, ent_coef=self.ent_coef, gamma=1.0,
+            batch_size=self.batch_size, n_epochs=self.n_epochs, ent_coef=self.entropy_coef, gamma=1.0,
             verbose=0, policy_kwargs={"net_arch": {"pi": width, "vf": width}}, device="cpu",
         )
 

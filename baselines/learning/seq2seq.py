@@ -212,15 +212,17 @@ class Seq2SeqAgent(LearnedAgent):
     Adam optimiser, and batched sampling. The network is initialised from ``seed`` (a forked torch
     generator), so building an agent is deterministic on its own."""
 
-    def _build(self, hidden: int, lr: float, groups, max_groups: int | None, value_head: bool) -> None:
+    def _build(
+        self, hidden: int, learning_rate: float, groups, max_groups: int | None, value_head: bool
+    ) -> None:
         check_number("hidden", hidden, 1, integer=True)
-        check_number("lr", lr, 0, open_low=True)
+        check_number("learning_rate", learning_rate, 0, open_low=True)
         self.grouping = placer_grouping(self.task, groups, max_groups)
         self.inputs = torch.from_numpy(node_inputs(self.task, self.grouping))[None]
         with torch.random.fork_rng():
             torch.manual_seed(self.seed)
             self.policy = Seq2SeqPlacer(input_width(), self.task.n_devices, int(hidden), value_head)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=float(lr))
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=float(learning_rate))
         self.best_single = float(self.task_best_single())
 
     def task_best_single(self) -> float:

@@ -22,7 +22,7 @@ then runs ``epochs`` (4) full-batch epochs of the clipped objective (``clip`` 0.
 (0.01) x the mean entropy. Advantages: generalised advantage estimation with gamma 1 and
 ``gae_lambda`` (1.0: the Monte-Carlo return minus the value, i.e. the value is a pure baseline),
 normalised over the batch. The log-probabilities of the sampling policy are recomputed by the same
-teacher-forced pass the epochs use, so the first epoch's ratios are exactly 1. Adam, ``lr`` 3e-3
+teacher-forced pass the epochs use, so the first epoch's ratios are exactly 1. Adam, ``learning_rate`` 3e-3
 (tuned on one seed of inception_v3/k80x4 among 1e-3 and 3e-3).
 """
 
@@ -66,10 +66,10 @@ def sparse_advantages(values: np.ndarray, rewards: np.ndarray, gae_lambda: float
 class SpotlightPlacer(Seq2SeqAgent):
     """PPO on the staged MDP with `pg`'s network and a value head (see the module docstring).
 
-    Options: ``hidden`` (64); ``batch`` (32) episodes per iteration; ``lr`` (3e-3); ``epochs`` (4);
+    Options: ``hidden`` (64); ``batch`` (32) episodes per iteration; ``learning_rate`` (3e-3); ``epochs`` (4);
     ``clip`` (0.2); ``value_coef`` (0.5); ``entropy_coef`` (0.01); ``gae_lambda`` (1.0); ``reward``
     ("log_speedup", any `placement_gym.envs.rewards.REWARDS` shape); ``groups`` ("colocate");
-    ``max_groups`` (None: min(256, 20 x devices)); ``oom_factor`` (10.0, the env's default)."""
+    ``max_groups`` (None: min(256, 20 x devices)); ``oom_runtime_factor`` (10.0, the env's default)."""
 
     name = "spotlight"
     description = "PPO on the multi-stage placement MDP with a seq2seq policy (Gao et al. 2018)"
@@ -80,7 +80,7 @@ class SpotlightPlacer(Seq2SeqAgent):
         seed: int = 0,
         hidden: int = 64,
         batch: int = 32,
-        lr: float = 3e-3,
+        learning_rate: float = 3e-3,
         epochs: int = 4,
         clip: float = 0.2,
         value_coef: float = 0.5,
@@ -89,7 +89,7 @@ class SpotlightPlacer(Seq2SeqAgent):
         reward: str = ENV_DEFAULT_REWARD,
         groups: Any = "colocate",
         max_groups: int | None = None,
-        oom_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
+        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
         **config: Any,
     ) -> None:
         super().__init__(task, seed, **config)
@@ -98,21 +98,18 @@ class SpotlightPlacer(Seq2SeqAgent):
         check_number("clip", clip, 0, open_low=True)
         check_number("value_coef", value_coef, 0)
         check_number("entropy_coef", entropy_coef, 0)
-        check_number("oom_factor", oom_factor, 0, open_low=True)
+        check_number("oom_runtime_factor", oom_runtime_factor, 1)
         check_number("gae_lambda", gae_lambda, 0, 1)
-        if oom_factor < 1:
-            raise ValueError(f"oom_factor must be >= 1 (an OOM placement scores below the best single), "
-                             f"got {oom_factor!r}")
         self.reward = check_reward(reward)
         self.batch, self.epochs, self.clip = int(batch), int(epochs), float(clip)
         self.value_coef, self.entropy_coef = float(value_coef), float(entropy_coef)
-        self.gae_lambda, self.oom_factor = float(gae_lambda), float(oom_factor)
-        self._build(hidden, lr, groups, max_groups, value_head=True)
+        self.gae_lambda, self.oom_runtime_factor = float(gae_lambda), float(oom_runtime_factor)
+        self._build(hidden, learning_rate, groups, max_groups, value_head=True)
 
     def episode_rewards(self, runtimes: np.ndarray, feasible: np.ndarray) -> np.ndarray:
         """The staged env's final-stage reward of each episode."""
         return np.array([
-            shape_reward(self.reward, runtime, ok, self.best_single, None, self.oom_factor)
+            shape_reward(self.reward, runtime, ok, self.best_single, None, self.oom_runtime_factor)
             for runtime, ok in zip(runtimes.tolist(), feasible.tolist())
         ])
 
