@@ -24,12 +24,12 @@ from placement_gym.leaderboard import (
     validate_submission,
 )
 from placement_gym.leaderboard.suite import (
-    Probe,
-    SuiteTask,
+    SUITE_FOLDER,
     fingerprint_problems,
-    format_suite_task,
     probe_placements,
+    suite_from_dict,
     suite_mismatch,
+    suite_to_dict,
 )
 from placement_gym.placements import single_placement
 
@@ -199,7 +199,9 @@ def test_every_probe_uses_every_device_and_sends_tensors(task_id):
         assert len(schedule.transfer_tensor) > 0, f"{name} probe crosses no device boundary"
 
 
-def test_frozen_text_round_trips():
-    for suite_task in SUITES[CURRENT_SUITE].tasks:
-        text = format_suite_task(suite_task).strip().removesuffix(",")
-        assert eval(text, {"SuiteTask": SuiteTask, "Probe": Probe}) == suite_task
+def test_the_frozen_files_round_trip_and_are_named_by_their_version():
+    for version, suite in SUITES.items():
+        path = SUITE_FOLDER / f"{version}.json"
+        assert suite_from_dict(json.loads(json.dumps(suite_to_dict(suite)))) == suite
+        assert json.loads(path.read_text()) == json.loads(json.dumps(suite_to_dict(suite)))
+    assert set(SUITES) == {p.stem for p in SUITE_FOLDER.glob("*.json")} >= {"v0", CURRENT_SUITE}
