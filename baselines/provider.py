@@ -75,7 +75,7 @@ def describe() -> dict[str, dict[str, Any]]:
     descriptions = agent_descriptions()
     missing = missing_agents()
     try:
-        from baselines.learning.trainer import LEARNED_AGENTS
+        from baselines.learning.agent import LEARNED_AGENTS
     except ImportError:  # torch missing: the learned agents are among OPTIONAL_AGENTS
         LEARNED_AGENTS = {}
     torch_agents = {name for name, (_, needs) in OPTIONAL_AGENTS.items() if "torch" in needs}

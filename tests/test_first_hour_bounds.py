@@ -54,7 +54,7 @@ def test_env_rendering_and_docs_name_the_simple_lower_bound():
 
 
 def test_learning_curves_label_the_simple_lower_bound():
-    from baselines.learning.trainer import LOWER_BOUND
+    from baselines.learning.outputs import LOWER_BOUND
 
     assert LOWER_BOUND == "simple lower bound"
 

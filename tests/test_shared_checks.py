@@ -120,7 +120,7 @@ def test_learned_agents_name_their_options_as_the_envs_and_each_other_do():
     pytest.importorskip("torch")
     import inspect
 
-    from baselines.learning.trainer import LEARNED_AGENTS
+    from baselines.learning.agent import LEARNED_AGENTS
     from baselines.registry import load_agents
 
     load_agents()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from baselines.learning import train
-from baselines.learning.trainer import BEST_SINGLE, HEFT, LOWER_BOUND, curve_figure, references
+from baselines.learning.outputs import BEST_SINGLE, HEFT, LOWER_BOUND, curve_figure, references
 from baselines.provider import provider
 from baselines.registry import get_agent
 from baselines.search import anneal, cem

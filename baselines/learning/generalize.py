@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from baselines.learning.trainer import LearnedAgent, get_learned
+from baselines.learning.agent import LearnedAgent, get_learned
 from placement_gym.budget import Budget, BudgetExhausted, check_limit
 from placement_gym.task import Task
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from baselines.learning.agent import LearnedAgent
 from baselines.learning.options import check_number
 from baselines.learning.seq2seq import (
     MAX_GRAD_NORM,
@@ -50,7 +51,7 @@ from baselines.learning.seq2seq import (
     node_inputs,
     sample_categorical,
 )
-from baselines.learning.trainer import LearnedAgent, register_learned
+from baselines.learning.trainer import register_learned
 from placement_gym.budget import Budget
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, neg_sqrt_relative_runtimes
 from placement_gym.task import Task

@@ -56,9 +56,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from baselines.learning.agent import LearnedAgent
 from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sample_categorical
 from baselines.learning.options import check_number
-from baselines.learning.trainer import LearnedAgent, register_learned
+from baselines.learning.trainer import register_learned
 from placement_gym.budget import Budget
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
 from placement_gym.envs.refine import refine_visit

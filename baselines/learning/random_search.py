@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from baselines.learning.trainer import LearnedAgent, register_learned
+from baselines.learning.agent import LearnedAgent
+from baselines.learning.trainer import register_learned
 from placement_gym.budget import Budget
 from placement_gym.task import Task
 

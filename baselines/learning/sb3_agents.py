@@ -52,8 +52,9 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from baselines.learning.agent import LearnedAgent
 from baselines.learning.options import check_number
-from baselines.learning.trainer import LearnedAgent, register_learned
+from baselines.learning.trainer import register_learned
 from baselines.policies import FactorizedPlacementPolicy
 from placement_gym.budget import Budget
 from placement_gym.envs.base import PlacementEnvBase

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from baselines.learning.agent import LearnedAgent
 from baselines.learning.options import check_number
-from baselines.learning.trainer import LearnedAgent
 from placement_gym.envs.observation import NODE_FEATURES, node_features, op_edges
 from placement_gym.groups import Grouping, make_grouping, quotient_edges
 from placement_gym.task import Task

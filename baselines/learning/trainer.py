@@ -1,6 +1,6 @@
-"""Training machinery shared by the learned agents: the agent base class, their registry, and
-`train` (budget in evaluations, progress bar, checkpoints, learning curve, best placement,
-TensorBoard logging).
+"""`train`: a learned agent trained on a budget of evaluations (checkpoints, the learning curve, the
+best placement; what it shows and writes is `baselines.learning.outputs`), and `register_learned`,
+which makes a `baselines.learning.agent.LearnedAgent` known to it and to the baselines registry.
 
 `train` also runs the search agents of the registry that take a `placement_gym.budget.Budget`
 (`baselines.search`: ``anneal``, ``cem``; `trainable_agents` lists them), so that they get the same
@@ -14,65 +14,32 @@ best single device, run once through the evaluator, since the other two are cost
 
 from __future__ import annotations
 
-import csv
-import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from baselines.registry import budget_agents, get_agent, load_agents, register
+from baselines.learning.agent import LEARNED_AGENTS, LearnedAgent, get_learned
+from baselines.learning.outputs import (
+    BEST_SINGLE,
+    TensorBoardLog,
+    progress_bar,
+    references,
+    run_name,
+    tensorboard_writer,
+    write_outputs,
+)
+from baselines.registry import budget_agents, get_agent, register
 from placement_gym.agents import INSTALL_HINT, AgentResult
 from placement_gym.budget import Budget, BudgetExhausted
-from placement_gym.cost_model import lower_bound, simulate
-from placement_gym.evaluator import COST_MODEL, CostModelEvaluator, as_evaluator, best_single_runtime
+from placement_gym.evaluator import COST_MODEL
 from placement_gym.placements import placement_to_dict
 from placement_gym.task import Task
 from placement_gym.task_ids import identity_mismatch, task_identity
 
 DEFAULT_BUDGET = 1000
-# Names of the reference runtimes (`references`), as the PNG legend, TensorBoard and JSON show them.
-BEST_SINGLE, HEFT, LOWER_BOUND = "best single device", "HEFT", "simple lower bound"
-
-
-class LearnedAgent:
-    """A placement policy trained against the cost model.
-
-    Subclasses set `name` and `description`, build their networks in ``__init__(task, seed,
-    **config)`` (config keys are the documented hyper-parameters), and implement `iteration`:
-    sample placements, evaluate them through the evaluator (never `simulate` directly: the budget
-    counts every evaluation), update. All state needed to resume (networks, optimisers, the numpy
-    generator, baselines) goes through `state_dict` / `load_state_dict`. Agents that can move to
-    another graph keeping their weights (GNNs) implement `set_task`."""
-
-    name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
-
-    def __init__(self, task: Task, seed: int = 0, **config: Any) -> None:
-        self.task = task
-        self.seed = seed
-        self.rng = np.random.default_rng(seed)
-        if config:
-            raise ValueError(f"agent {self.name!r} takes no option(s) {', '.join(sorted(config))}")
-
-    def iteration(self, evaluator: Budget) -> dict[str, float]:
-        """One training iteration; returns scalars worth logging (loss, mean reward...)."""
-        raise NotImplementedError
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"rng": self.rng.bit_generator.state}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rng.bit_generator.state = state["rng"]
-
-    def set_task(self, task: Task) -> None:
-        raise NotImplementedError(f"agent {self.name!r} cannot move to another graph")
-
-
-LEARNED_AGENTS: dict[str, type[LearnedAgent]] = {}
 
 
 def register_learned(cls: type[LearnedAgent]) -> type[LearnedAgent]:
@@ -105,13 +72,6 @@ def trainable_agents() -> list[str]:
     """What ``placement-gym train --agent`` takes: the learned agents (sorted), then the search agents."""
     searches = search_agents()  # first: it imports every agent module, the learned ones included
     return [*sorted(LEARNED_AGENTS), *searches]
-
-
-def get_learned(name: str) -> type[LearnedAgent]:
-    load_agents()
-    if name not in LEARNED_AGENTS:
-        raise ValueError(f"unknown learned agent {name!r}; allowed: {', '.join(sorted(LEARNED_AGENTS))}")
-    return LEARNED_AGENTS[name]
 
 
 @dataclass
@@ -171,90 +131,6 @@ class TrainResult:
         }
 
 
-def _progress_bar(total: int, initial: int, enabled: bool, label: str):
-    if not enabled:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, initial=initial, desc=label, unit="eval", dynamic_ncols=True)
-
-
-def references(task: Task, evaluator: Any = None) -> dict[str, float]:
-    """The runtimes a learning curve of ``task`` is read against, on the scale of ``evaluator``'s
-    runtimes (None: the cost model): `BEST_SINGLE` (the best single device), `HEFT` (HEFT's
-    placement) and `LOWER_BOUND` (`placement_gym.cost_model.lower_bound`); for an evaluator that is
-    not a cost model (real runs), the best single device alone, evaluated once through it (not
-    counted in any budget)."""
-    scorer = as_evaluator(task, evaluator)
-    found = {BEST_SINGLE: float(best_single_runtime(scorer, task))}
-    if isinstance(scorer, CostModelEvaluator):
-        # A profiled evaluator's task holds the measured figures: HEFT's placement (made on the
-        # task) and the bound are read on it, the scale of the run's runtimes.
-        heft = get_agent("heft")(task, seed=0, budget=None).placement
-        found[HEFT] = float(simulate(scorer.task, heft).runtime)
-        found[LOWER_BOUND] = float(lower_bound(scorer.task))
-    return found
-
-
-def _tensorboard_writer(directory: str | Path | None, run: str) -> Any:
-    """A torch `SummaryWriter` logging to ``directory/run`` (None without a directory); ImportError
-    naming the extra when torch or the tensorboard package is missing."""
-    if directory is None:
-        return None
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError as error:  # torch says "TensorBoard logging requires TensorBoard ..."
-        raise ImportError(
-            f"--tensorboard needs torch and the tensorboard package ({error}): {INSTALL_HINT}"
-        ) from None
-    return SummaryWriter(log_dir=str(Path(directory) / run))
-
-
-def run_name(agent: str, task: Task, seed: int, scored_by: str = COST_MODEL) -> str:
-    """``<agent>-<graph>-<cluster>-<objective>[-<scored by>]-s<seed>``: the folder of a run's
-    TensorBoard events (as ``placement-gym train`` names its output folder), the scorer named when
-    it is not the cost model, so that runs of one task scored alike share a folder name."""
-    mode = "" if scored_by == COST_MODEL else f"-{scored_by}"
-    return f"{agent}-{task.id.replace('/', '-')}{mode}-s{seed}"
-
-
-class _Board:
-    """What a run logs to TensorBoard: per update (a learned agent's iteration, a search's batch),
-    at the step of the evaluations spent so far, ``runtime/best_ms`` (best feasible runtime so far),
-    ``runtime/sampled_mean_ms`` (mean runtime of the update's placements) and the agent's own
-    scalars as ``train/<name>`` (``train/mean_reward``, ``train/loss``...); ``progress/evaluations``
-    at the step of the update; at the end the references as ``reference/<name>_ms``, drawn as flat
-    lines from the first step to the last."""
-
-    def __init__(self, writer: Any) -> None:
-        self.writer = writer
-
-    def update(self, step: int, update: int, rows: list, stats: dict | None) -> None:
-        if self.writer is None:
-            return
-        write = self.writer.add_scalar
-        if rows:
-            write("runtime/sampled_mean_ms", float(np.mean([row[1] for row in rows])) * 1e3, step)
-            best = rows[-1][3]
-            if not math.isnan(best):
-                write("runtime/best_ms", best * 1e3, step)
-        for name, value in (stats or {}).items():
-            if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
-                write(f"train/{name}", float(value), step)
-        write("progress/evaluations", step, update)
-
-    def close(self, first: int, last: int, found: dict[str, float]) -> None:
-        if self.writer is None:
-            return
-        for name, value in found.items():
-            tag = f"reference/{name.replace(' ', '_')}_ms"
-            for step in sorted({first, last}):
-                self.writer.add_scalar(tag, value * 1e3, step)
-        self.writer.close()
-
-
 def train(
     agent: str,
     task: Task,
@@ -281,7 +157,7 @@ def train(
     model; or any `placement_gym.evaluator.Evaluator`: `placement_gym.evaluator.make_evaluator`'s,
     a `RayEvaluatorPool`...);
     a checkpoint resumes only with the same kind (``scored_by``). ``tensorboard``: a folder; the run
-    logs its curve to ``<folder>/<agent>-<graph>-<cluster>-<objective>-s<seed>`` (`_Board` lists the
+    logs its curve to ``<folder>/<agent>-<graph>-<cluster>-<objective>-s<seed>`` (`TensorBoardLog` lists the
     tags; needs torch and the tensorboard package). With ``out_dir`` or ``tensorboard`` the run
     also computes its `references` (``curve.png`` draws them as labelled lines).
 
@@ -341,10 +217,10 @@ def train(
                 checkpoint,
             )
 
-    board = _Board(_tensorboard_writer(tensorboard, run_name(agent, task, seed, budgeted.scored_by)))
+    board = TensorBoardLog(tensorboard_writer(tensorboard, run_name(agent, task, seed, budgeted.scored_by)))
     first_step = budgeted.used
     started = time.perf_counter()
-    bar = _progress_bar(budget, budgeted.used, progress, f"{agent} on {task.id}")
+    bar = progress_bar(budget, budgeted.used, progress, f"{agent} on {task.id}")
     while budgeted.remaining > 0:
         before, rows_before = budgeted.used, len(budgeted.curve)
         try:
@@ -367,7 +243,7 @@ def train(
     wall_s = wall_before + time.perf_counter() - started
     found = references(task, evaluator) if (out is not None or tensorboard is not None) else {}
     board.close(first_step, budgeted.used, found)
-    files = _write_outputs(out, task, agent, budgeted.curve, budgeted.best_runtime, budgeted.best_feasible,
+    files = write_outputs(out, task, agent, budgeted.curve, budgeted.best_runtime, budgeted.best_feasible,
                            budgeted.best_placement, budgeted.scored_by, found) if out else {}
     return TrainResult(
         agent=agent,
@@ -406,8 +282,8 @@ def _train_search(
             "(a run again with the same seed and budget gives the same placement)"
         )
     budgeted = Budget(task, budget, evaluator)
-    board = _Board(_tensorboard_writer(tensorboard, run_name(agent, task, seed, budgeted.scored_by)))
-    bar = _progress_bar(budget, 0, progress, f"{agent} on {task.id}")
+    board = TensorBoardLog(tensorboard_writer(tensorboard, run_name(agent, task, seed, budgeted.scored_by)))
+    bar = progress_bar(budget, 0, progress, f"{agent} on {task.id}")
     updates = 0
 
     def watch(spent: Budget, new: int) -> None:
@@ -434,7 +310,7 @@ def _train_search(
     board.close(curve[0][0] if curve else 0, int(result.evaluations), found)
     scored_by = info.get("scored_by", COST_MODEL)
     placement = task.check_placement(result.placement)
-    files = _write_outputs(out, task, agent, curve, float(info["runtime"]), bool(info["feasible"]),
+    files = write_outputs(out, task, agent, curve, float(info["runtime"]), bool(info["feasible"]),
                            placement, scored_by, found) if out else {}
     return TrainResult(
         agent=agent,
@@ -471,72 +347,3 @@ def _check_same_task(checkpoint: Path, state: dict[str, Any], task: Task) -> Non
         )
 
 
-def _write_outputs(
-    out: Path,
-    task: Task,
-    agent: str,
-    curve: list[tuple[int, float, bool, float]],
-    best_runtime: float,
-    best_feasible: bool,
-    best_placement: np.ndarray,
-    scored_by: str,
-    found: dict[str, float],
-) -> dict[str, str]:
-    out.mkdir(parents=True, exist_ok=True)
-    files = {"curve_csv": str(out / "curve.csv"), "best_placement": str(out / "best_placement.json")}
-    with open(out / "curve.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["evaluation", "runtime_s", "feasible", "best_runtime_s"])
-        writer.writerows(curve)
-    (out / "best_placement.json").write_text(
-        json.dumps(
-            {
-                "task": task.id,
-                "agent": agent,
-                "runtime": best_runtime,
-                "scored_by": scored_by,
-                "feasible": best_feasible,
-                "placement": placement_to_dict(task, best_placement),
-            },
-            indent=1,
-        )
-        + "\n"
-    )
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-    except ImportError:  # the PNG is the one output that needs matplotlib; the rest is written
-        return files
-    figure = curve_figure(curve, found, f"{agent} on {task.id}")
-    figure.savefig(out / "curve.png", dpi=110)
-    files["curve_png"] = str(out / "curve.png")
-    return files
-
-
-# One style per reference line, so that the three read apart in colour and in grey print.
-_REFERENCE_STYLES = {
-    BEST_SINGLE: {"color": "tab:red", "linestyle": "--"},
-    HEFT: {"color": "tab:green", "linestyle": "-."},
-    LOWER_BOUND: {"color": "tab:gray", "linestyle": ":"},
-}
-
-
-def curve_figure(curve: list[tuple[int, float, bool, float]], found: dict[str, float], title: str) -> Any:
-    """The learning curve as a matplotlib `Figure` (no pyplot): every sampled placement, the best
-    feasible runtime so far, and each reference runtime of ``found`` as a labelled horizontal line."""
-    from matplotlib.figure import Figure
-
-    points = np.array([(n, r, b) for n, r, _, b in curve], dtype=float).reshape(-1, 3)
-    figure = Figure(figsize=(9, 4))
-    axes = figure.add_subplot()
-    axes.scatter(points[:, 0], points[:, 1] * 1e3, s=3, alpha=0.3, label="sampled placement")
-    axes.plot(points[:, 0], points[:, 2] * 1e3, color="black", label="best feasible so far")
-    for name, value in found.items():
-        axes.axhline(value * 1e3, linewidth=1.2, label=f"{name} ({value * 1e3:,.2f} ms)",
-                     **_REFERENCE_STYLES.get(name, {"color": "tab:purple", "linestyle": "--"}))
-    axes.set(xlabel="evaluations", ylabel="runtime (ms)", yscale="log", title=title)
-    # Outside the axes: inside, it would hide the sampled points or the reference lines at the bottom.
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    figure.tight_layout()
-    return figure

@@ -1,0 +1,56 @@
+"""The base class of the learned agents and their registry (`LEARNED_AGENTS`, filled by
+`baselines.learning.trainer.register_learned`)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from baselines.registry import load_agents
+from placement_gym.budget import Budget
+from placement_gym.task import Task
+
+
+class LearnedAgent:
+    """A placement policy trained against the cost model.
+
+    Subclasses set `name` and `description`, build their networks in ``__init__(task, seed,
+    **config)`` (config keys are the documented hyper-parameters), and implement `iteration`:
+    sample placements, evaluate them through the evaluator (never `simulate` directly: the budget
+    counts every evaluation), update. All state needed to resume (networks, optimisers, the numpy
+    generator, baselines) goes through `state_dict` / `load_state_dict`. Agents that can move to
+    another graph keeping their weights (GNNs) implement `set_task`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def __init__(self, task: Task, seed: int = 0, **config: Any) -> None:
+        self.task = task
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        if config:
+            raise ValueError(f"agent {self.name!r} takes no option(s) {', '.join(sorted(config))}")
+
+    def iteration(self, evaluator: Budget) -> dict[str, float]:
+        """One training iteration; returns scalars worth logging (loss, mean reward...)."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+
+    def set_task(self, task: Task) -> None:
+        raise NotImplementedError(f"agent {self.name!r} cannot move to another graph")
+
+
+LEARNED_AGENTS: dict[str, type[LearnedAgent]] = {}
+
+
+def get_learned(name: str) -> type[LearnedAgent]:
+    load_agents()
+    if name not in LEARNED_AGENTS:
+        raise ValueError(f"unknown learned agent {name!r}; allowed: {', '.join(sorted(LEARNED_AGENTS))}")
+    return LEARNED_AGENTS[name]
