@@ -11,8 +11,9 @@ For ``train_step`` the forward graph is extended (docs/design.md, section 2):
 * an update op ``f.update`` for every op that owns parameters, consuming ``f.grad``'s parameter
   gradient (indices ``2n ...`` in forward order).
 
-A training step runs BatchNormalization in training mode (`batch_norm_in_training`): exported CNNs
-carry the inference form, so its forward FLOPs and bytes are raised to the training form first.
+A training step runs BatchNormalization in training mode (`graph.op_costs.batch_norm_in_training`):
+exported CNNs carry the inference form, so its forward FLOPs and bytes are raised to the training form
+first.
 
 Costs of the added ops (documented choices, not paper facts): a backward op does 2x the forward
 FLOPs for matmul and conv ops (gradients of both operands) and 1x for the others, and moves 2x the
@@ -31,7 +32,9 @@ from functools import cached_property
 import numpy as np
 
 from placement_gym.cluster.cluster import Cluster
-from placement_gym.graph.op_costs import NORMALIZE_WITH_STATS_FLOPS
+from placement_gym.device_indices import check_device_indices
+from placement_gym.evaluation_count import EvaluationCounter
+from placement_gym.graph.op_costs import batch_norm_in_training
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
 from placement_gym.limits import check_allocation
 from placement_gym.task_cache import copy_entries
@@ -56,50 +59,6 @@ def _csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[np.ndarray,
     pointer = np.zeros(n_keys + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=n_keys), out=pointer[1:])
     return pointer, np.ascontiguousarray(values[order], dtype=np.int32)
-
-
-class EvaluationCounter:
-    """How many placements of a task have been evaluated: one per `simulate` or `reference_simulate`
-    call, one per row of a `simulate_batch` call, one per run of a real or Ray evaluator.
-
-    A task owns one; tasks derived from it (`dataclasses.replace`, a profiled task, a deep copy)
-    share it, so their evaluations count for the original; `Task.independent_copy` starts a new one.
-    The count is a plain integer add, cheap on the simulator's hot path and not locked: it is exact
-    when one thread at a time evaluates a task (as the leaderboard harness runs agents); evaluations
-    made in another process (a pickled task, a subprocess env) count on that process's copy.
-
-    ``trace``: None, or (after `Task.start_trace`) the best feasible runtime so far as
-    ``[(evaluations, runtime), ...]``, one pair each time an evaluation improved on it, made from the
-    runtimes the cost model's simulators pass along with their count (the leaderboard's learning
-    curves)."""
-
-    __slots__ = ("count", "trace", "best")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.trace: list[tuple[int, float]] | None = None
-        self.best = np.inf
-
-    def add(self, n: int, runtimes: np.ndarray | None, feasible: np.ndarray | None) -> None:
-        """Count ``n`` evaluations; with a trace running, record the improvements among ``runtimes``
-        (one per evaluation, in order; only the ``feasible`` ones count)."""
-        if self.trace is not None and runtimes is not None:
-            valid = np.where(np.asarray(feasible, dtype=bool), np.asarray(runtimes, dtype=float), np.inf)
-            # The best so far before each evaluation of the batch, and after it.
-            running = np.minimum.accumulate(np.concatenate([[self.best], np.atleast_1d(valid)]))
-            for i in np.flatnonzero(running[1:] < running[:-1]):
-                self.trace.append((self.count + int(i) + 1, float(running[i + 1])))
-            self.best = float(running[-1])
-        self.count += n
-
-    def __copy__(self) -> EvaluationCounter:
-        return self
-
-    def __deepcopy__(self, memo: dict) -> EvaluationCounter:
-        return self  # a deep copy of a task is derived from it: its evaluations count for the original
-
-    def __repr__(self) -> str:
-        return f"EvaluationCounter({self.count})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,54 +214,6 @@ class Task:
         """Bytes of parameters (and for training, gradients and optimizer state) per device."""
         array = self.check_placement(placement)
         return np.bincount(array, weights=self.static_bytes, minlength=self.n_devices)
-
-
-def check_device_indices(
-    values, device_names, length: int, subject: str, unit: str, locate, batch: bool = False
-) -> np.ndarray:
-    """``values`` as an int64 array of device indices, one per ``unit`` (shape ``(length,)``, or
-    ``(batch, length)`` with ``batch``), or a ValueError that starts with ``subject``: wrong shape, values
-    that are not integers (floats with integral values pass), or an index outside ``device_names``
-    (the first one located by ``locate(position)``). `Task.check_placement` and the envs' actions
-    (one device per group) are checked by it."""
-    array = np.asarray(values)
-    shape = ("batch, " if batch else "") + f"{length},"
-    if array.ndim != 1 + batch or array.shape[-1] != length:
-        raise ValueError(
-            f"{subject} must have shape ({shape}): one device index per {unit}; got shape {array.shape}"
-        )
-    if array.dtype.kind not in "iu":
-        if array.dtype.kind != "f" or not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
-            raise ValueError(f"{subject} must hold integer device indices, got dtype {array.dtype}")
-    array = array.astype(np.int64)
-    n_devices = len(device_names)
-    bad = np.argwhere((array < 0) | (array >= n_devices))
-    if len(bad):
-        raise ValueError(
-            f"{subject}: device index {int(array[tuple(bad[0])])} at {locate(int(bad[0][-1]))} is out of "
-            f"range; allowed 0..{n_devices - 1} ({', '.join(device_names)})"
-        )
-    return array
-
-
-def batch_norm_in_training(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
-    """Forward FLOPs and bytes of ``graph`` with every BatchNormalization costed as a training step
-    runs it: batch statistics computed (8 FLOPs per element instead of the 4 of normalising with
-    running statistics) in one more pass over the input (its bytes read once more). Exported CNNs
-    carry the inference form; a node already in training form (8 FLOPs per element) is kept."""
-    flops = graph.flops.copy()
-    moved = graph.bytes_accessed.copy()
-    data_bytes = np.zeros(graph.n_ops)  # the first non-parameter input of each op
-    for tensor, op in zip(graph.edge_tensor[::-1], graph.edge_dst[::-1], strict=True):
-        if not graph.tensor_is_parameter[tensor]:
-            data_bytes[op] = graph.tensor_bytes[tensor]
-    for op, op_type in enumerate(graph.op_types):
-        if op_type == "BatchNormalization" and data_bytes[op] > 0:
-            elements = data_bytes[op] / 4.0
-            if flops[op] < NORMALIZE_WITH_STATS_FLOPS * elements:
-                flops[op] = NORMALIZE_WITH_STATS_FLOPS * elements
-                moved[op] += data_bytes[op]
-    return flops, moved
 
 
 # float64 arrays of (task ops x devices) alive at once while a task is compiled: the durations and

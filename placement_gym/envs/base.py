@@ -11,6 +11,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.cost_model import SimulationResult, lower_bound, simulate, single_device
+from placement_gym.device_indices import check_device_indices
 from placement_gym.envs.config import RENDER_MODES, EnvConfig
 from placement_gym.envs.flat import FlatLayout
 from placement_gym.envs.observation import NodeObservation
@@ -18,7 +19,7 @@ from placement_gym.envs.rewards import penalty_runtime
 from placement_gym.evaluator import Evaluator, as_evaluator, best_single_runtime, make_evaluator
 from placement_gym.groups import make_grouping, quotient_edges
 from placement_gym.named_tasks import get_task
-from placement_gym.task import OBJECTIVES, Task, check_device_indices
+from placement_gym.task import OBJECTIVES, Task
 
 INFO_KEYS: tuple[str, ...] = (
     "lower_bound",  # float64 seconds no placement can beat: the simple bound, `pg.lower_bound`

@@ -29,7 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from placement_gym.graph.opgraph import CATEGORIES
+import numpy as np
+
+from placement_gym.graph.opgraph import CATEGORIES, OpGraph
 
 
 @dataclass(frozen=True)
@@ -490,3 +492,23 @@ def op_cost(op_type: str, inputs: Inputs, outputs: Outputs, attrs: Attrs | None 
     if domain in DEFAULT_DOMAINS and _is_elementwise_shaped(inputs, outputs):
         return OpCost(float(_first_output(outputs).numel), all_bytes(inputs, outputs, attrs), "elementwise")
     return None
+
+
+def batch_norm_in_training(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Forward FLOPs and bytes of ``graph`` with every BatchNormalization costed as a training step
+    runs it: batch statistics computed (8 FLOPs per element instead of the 4 of normalising with
+    running statistics) in one more pass over the input (its bytes read once more). Exported CNNs
+    carry the inference form; a node already in training form (8 FLOPs per element) is kept."""
+    flops = graph.flops.copy()
+    moved = graph.bytes_accessed.copy()
+    data_bytes = np.zeros(graph.n_ops)  # the first non-parameter input of each op
+    for tensor, op in zip(graph.edge_tensor[::-1], graph.edge_dst[::-1], strict=True):
+        if not graph.tensor_is_parameter[tensor]:
+            data_bytes[op] = graph.tensor_bytes[tensor]
+    for op, op_type in enumerate(graph.op_types):
+        if op_type == "BatchNormalization" and data_bytes[op] > 0:
+            elements = data_bytes[op] / 4.0
+            if flops[op] < NORMALIZE_WITH_STATS_FLOPS * elements:
+                flops[op] = NORMALIZE_WITH_STATS_FLOPS * elements
+                moved[op] += data_bytes[op]
+    return flops, moved
