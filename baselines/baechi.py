@@ -16,8 +16,8 @@ import numpy as np
 
 from baselines.registry import register
 from baselines.scheduling import ListSchedule, gpu_pool, memory_aware, op_memory, task_dag
-from placement_gym.agents import AgentResult
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.task.compiled import Task
 
 
 def _forward_work(task: Task, devices: np.ndarray) -> np.ndarray:

@@ -70,11 +70,11 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from baselines.registry import register
-from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate
-from placement_gym.groups import Grouping, make_grouping
-from placement_gym.placements import best_single_placement
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.evaluation.placements import best_single_placement
+from placement_gym.task.compiled import Task
+from placement_gym.task.groups import Grouping, make_grouping
 
 MAX_UNITS = 60  # units (ops or groups) above which the model is refused: CP-SAT rarely proves it
 DEFAULT_TIME_LIMIT = 30.0  # seconds

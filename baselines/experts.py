@@ -28,10 +28,10 @@ import numpy as np
 
 from baselines.registry import register
 from baselines.scheduling import gpu_pool, memory_aware, op_memory
-from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate, single_device
-from placement_gym.groups import colocation_grouping
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.task.compiled import Task
+from placement_gym.task.groups import colocation_grouping
 
 LAYOUTS: tuple[str, ...] = ("single-gpu", "lstm-layers", "gpipe", "best-of")
 # Graph-name prefixes of the bundled families and the layout their papers' experts used.

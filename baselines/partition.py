@@ -1,7 +1,7 @@
 """Graph-partitioning baseline: a balanced k-way partition with few bytes crossing parts, one part per
 GPU, as the Scotch / MinCut partitioners Mirhoseini et al. (ICML 2017) compare against.
 
-The partition is the project's own (`placement_gym.groups.partition_grouping`, HMETIS-style
+The partition is the project's own (`placement_gym.task.groups.partition_grouping`, HMETIS-style
 recursive bisection with Fiduccia-Mattheyses refinement, minimising the bytes each tensor sends to
 other parts, balanced by work). METIS through pymetis is not used: it would be an optional extra
 for an edge-cut objective that overcounts a tensor read by several ops of one part (see
@@ -16,10 +16,10 @@ import numpy as np
 
 from baselines.registry import register
 from baselines.scheduling import gpu_pool
-from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate_batch
-from placement_gym.groups import make_grouping
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.task.compiled import Task
+from placement_gym.task.groups import make_grouping
 
 # Try every part -> device assignment while there are at most this many (k! for k parts).
 MAX_ASSIGNMENTS = 120

@@ -32,9 +32,9 @@ import numpy as np
 from baselines.learning.move_bandit import move_bandit
 from baselines.registry import get_agent, register
 from baselines.search import ANNEAL_T_END, ANNEAL_T_START, cem
-from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.task.compiled import Task
 
 PORTFOLIO_VERSION = 2
 BEST_KNOWN_BUDGET = 1_000_000

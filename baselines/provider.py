@@ -1,5 +1,5 @@
 """`provider`: what the entry-point group ``placement_gym.agents`` names for this package
-(``pyproject.toml``; the protocol is `placement_gym.agents`). It sits above every agent module, the
+(``pyproject.toml``; the protocol is `placement_gym.evaluation.agents`). It sits above every agent module, the
 registry (`baselines.registry`) and the trainer (`baselines.learning.trainer`), so that none of them
 imports another layer's upward; it also says what ``placement-gym agents`` lists of each agent
 (`describe`: kind, default budget, extra).
@@ -21,8 +21,8 @@ from baselines.registry import (
     names_for_all,
     registered_names,
 )
-from placement_gym.agents import AgentResult
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.task.compiled import Task
 
 # What `placement-gym agents` says of each agent (`describe`): its kind. An agent not named here is
 # "learned" when `baselines.learning` trains it, else "heuristic".
@@ -101,7 +101,7 @@ def describe() -> dict[str, dict[str, Any]]:
 
 class Provider:
     """This package's provider of the entry-point group ``placement_gym.agents`` (the protocol:
-    `placement_gym.agents`), through which the CLI (``evaluate``, ``train``), ``fidelity`` and the
+    `placement_gym.evaluation.agents`), through which the CLI (``evaluate``, ``train``), ``fidelity`` and the
     leaderboard harness find the agents of `baselines.registry` and the learned agents of
     `baselines.learning`."""
 

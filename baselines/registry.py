@@ -1,7 +1,7 @@
 """The registry every baseline registers in (the bottom layer of `baselines`: it imports no agent).
 
 An agent is a callable ``agent(task, seed=0, budget=None) -> AgentResult`` (the result type of
-`placement_gym.agents`, the agent protocol of the core): it places the forward
+`placement_gym.evaluation.agents`, the agent protocol of the core): it places the forward
 ops of a `Task` and says how many cost-model evaluations it used (each `simulate` call and each row
 of a `simulate_batch` call counts one). ``budget`` caps those evaluations for agents that search;
 agents that construct a placement directly ignore it.
@@ -23,10 +23,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from placement_gym.agents import INSTALL_HINT, AgentResult
-from placement_gym.graph.bundled import unknown_name
-from placement_gym.placements import SIMPLE_AGENT_DESCRIPTIONS, simple_agent
-from placement_gym.task import Task
+from placement_gym.common.names import unknown_name
+from placement_gym.evaluation.agents import INSTALL_HINT, AgentResult
+from placement_gym.evaluation.placements import SIMPLE_AGENT_DESCRIPTIONS, simple_agent
+from placement_gym.task.compiled import Task
 
 Agent = Callable[..., AgentResult]  # agent(task, seed: int = 0, budget: int | None = None) -> AgentResult
 
@@ -82,7 +82,8 @@ def register(
     """Decorator: register ``agent`` under ``name`` (re-registering a name replaces the agent, so
     that reloading a module in a session does not fail). ``in_all(task)`` says whether
     ``--agent all`` runs it on ``task`` (default: always; `exact` only on small graphs).
-    ``takes_budget``: the agent's ``budget`` may be a `placement_gym.budget.Budget`, through which it
+    ``takes_budget``: the agent's ``budget`` may be a `placement_gym.evaluation.budget.Budget`, through
+    which it
     then makes every evaluation, so that ``placement-gym train`` reads its learning curve from the
     budget (`budget_agents`)."""
     if not name or name == "all" or name.startswith(SINGLE_PREFIX):
@@ -147,7 +148,8 @@ def registered_names() -> list[str]:
 
 
 def budget_agents() -> list[str]:
-    """The registered agents that take a `placement_gym.budget.Budget` as ``budget`` (``register(...,
+    """The registered agents that take a `placement_gym.evaluation.budget.Budget` as ``budget``
+    (``register(...,
     takes_budget=True)``), in registration order."""
     load_agents()
     return [name for name in _AGENTS if name in _TAKES_BUDGET]
@@ -231,7 +233,8 @@ def default_agent(name: str) -> Callable[[Task, int, int | None], AgentResult] |
 
 
 # ---------------------------------------------------------------------------------------------------
-# The simple agents of `placement_gym.placements` (placement and evaluation count from there), so that
+# The simple agents of `placement_gym.evaluation.placements` (placement and evaluation count from there), so
+# that
 # one registry knows every name.
 
 

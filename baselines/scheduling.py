@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines.registry import register
-from placement_gym.agents import AgentResult
 from placement_gym.cost_model import simulate
-from placement_gym.task import Task
-from placement_gym.task_cache import TaskCache
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.task.cache import TaskCache
+from placement_gym.task.compiled import Task
 
 # Priorities closer than this (relative) count as equal when CPOP walks its critical path.
 _CRITICAL_TOLERANCE = 1e-9

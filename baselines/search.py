@@ -15,12 +15,14 @@ ones by their memory overflow (the sum over devices of bytes above capacity / ca
 runtime. An infeasible placement therefore never replaces a feasible best, and a search that starts
 infeasible is pulled towards feasibility first.
 
-Budget. Both spend a `placement_gym.budget.Budget` through its clipping, memoised door (`Budget.scores`):
+Budget. Both spend a `placement_gym.evaluation.budget.Budget` through its clipping, memoised door
+(`Budget.scores`):
 a placement proposed a second time is not simulated (nor counted) again, which matters for hill climbing
 on small graphs, where the same rejected moves come back; the last evaluations that fit are spent.
 
 Who scores. By default the cost model of the task; ``evaluator=`` (either search) takes any
-`placement_gym.evaluator.Evaluator` instead (`placement_gym.evaluator.make_evaluator`'s profiled
+`placement_gym.evaluation.evaluator.Evaluator` instead
+(`placement_gym.evaluation.evaluator.make_evaluator`'s profiled
 or real one, a `placement_gym.real.distributed.RayEvaluatorPool` that spreads each batch over its
 actors...), each batch in one ``simulate_batch`` call: the search's own evaluations, the start
 placements' included, are then that evaluator's, counted and memoised the same way. The start agents still
@@ -70,11 +72,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from baselines.registry import get_agent, register
-from placement_gym.agents import AgentResult
-from placement_gym.budget import Budget, BudgetExhausted, Score
-from placement_gym.groups import make_grouping
-from placement_gym.placements import best_single_placement
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.evaluation.budget import Budget, BudgetExhausted, Score
+from placement_gym.evaluation.placements import best_single_placement
+from placement_gym.task.compiled import Task
+from placement_gym.task.groups import make_grouping
 
 DEFAULT_BUDGET = 2_000
 # The constructive baselines the searches start from (those registered are run; each is cheap).
@@ -320,7 +322,7 @@ def anneal(
     on a whole chain or co-location group. ``move_mix``: a `MoveMix` that sets the shares of swaps and
     group moves step by step and learns from each step's scores (None: the fixed `ANNEAL_SWAP_PROB` and
     ``group_move_prob``). ``evaluator``: who scores the placements (None: the cost model; see the
-    module docstring). ``budget`` may be a `placement_gym.budget.Budget` (with its own evaluator),
+    module docstring). ``budget`` may be a `placement_gym.evaluation.budget.Budget` (with its own evaluator),
     whose curve the caller then reads. Deterministic for ``seed`` (and a deterministic evaluator)."""
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
@@ -429,7 +431,7 @@ def cem(
     `START_AGENTS`. ``groups``: one distribution per group (`make_grouping` modes) instead of per op.
     ``start_changes``: units a first-generation sample moves off the start on average (None: uniform
     initialisation, as Post). ``evaluator``: who scores the placements (None: the cost model; see the
-    module docstring); ``budget`` may be a `placement_gym.budget.Budget`, as `anneal`'s.
+    module docstring); ``budget`` may be a `placement_gym.evaluation.budget.Budget`, as `anneal`'s.
     Deterministic for ``seed`` (and a deterministic evaluator)."""
     if population < 2:
         raise ValueError(f"population must be >= 2, got {population}")

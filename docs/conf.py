@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the repository's own placement_gym and baselines, not an installed copy
 
-from placement_gym.version import __version__  # noqa: E402
+from placement_gym.common.version import __version__  # noqa: E402
 
 project = "placement-gym"
 author = "placement-gym contributors"

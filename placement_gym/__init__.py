@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from placement_gym.common.version import __version__
 from placement_gym.envs import register_envs
-from placement_gym.version import __version__
 
 # Public name -> the module that defines it.
 _LAZY: dict[str, str] = {
@@ -31,10 +31,10 @@ _LAZY: dict[str, str] = {
     "bundled_graph_names": "placement_gym.graph",
     "graph_from_onnx": "placement_gym.graph",
     "load_graph": "placement_gym.graph",
-    "get_task": "placement_gym.named_tasks",
-    "parse_task_id": "placement_gym.named_tasks",
-    "Task": "placement_gym.task",
-    "make_task": "placement_gym.task",
+    "get_task": "placement_gym.task.named",
+    "parse_task_id": "placement_gym.task.named",
+    "Task": "placement_gym.task.compiled",
+    "make_task": "placement_gym.task.compiled",
 }
 
 register_envs()

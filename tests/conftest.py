@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import time
+import zlib
 
 import numpy as np
 import pytest
@@ -114,3 +116,65 @@ def random_cluster(
         link_latency=rng.uniform(1e-6, 1e-3, (n, n)),
         **extra,
     )
+
+
+# --- slow tests: every one runs, a third of them a day -------------------------------------------------
+# A test marked ``slow`` (over about 3 s on the 2-core development machine: the tutorials, the RL
+# libraries, Ray, subprocess CLI runs) runs when its bucket (CRC-32 of its node id, modulo
+# `SLOW_BUCKETS`) is the day's (days since 1970-01-01 UTC, modulo `SLOW_BUCKETS`), so that plain
+# ``pytest`` (README's command, and CI) stays short and every slow test still runs every third day.
+# ``--slow=all`` runs every one, ``--slow=none`` none, ``--slow=K/N`` bucket K of N; naming tests
+# (``file::test``), ``-k`` or ``-m`` runs every slow test selected.
+SLOW_BUCKETS = 3
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow", default="sample", metavar="WHICH",
+        help="tests marked slow to run: sample (default: the day's third, as CI), all, none, or K/N "
+             "(bucket K of N, K from 0)",
+    )
+
+
+def _slow_choice(config) -> str | tuple[int, int]:
+    """'all', 'none' or (bucket, buckets), or a UsageError naming what --slow takes."""
+    value = config.getoption("--slow")
+    explicit = (config.option.keyword or config.option.markexpr
+                or any("::" in str(arg) for arg in config.args))
+    if value == "all" or (value == "sample" and explicit):
+        return "all"
+    if value == "none":
+        return "none"
+    if value == "sample":
+        return int(time.time() // 86400) % SLOW_BUCKETS, SLOW_BUCKETS
+    try:
+        bucket, buckets = (int(part) for part in value.split("/"))
+        if not 0 <= bucket < buckets:
+            raise ValueError
+    except ValueError:
+        raise pytest.UsageError(
+            f"--slow takes sample, all, none or K/N with 0 <= K < N, got {value!r}"
+        ) from None
+    return bucket, buckets
+
+
+def pytest_report_header(config):
+    choice = _slow_choice(config)
+    if isinstance(choice, str):
+        return f"slow tests: {choice}"
+    return (f"slow tests: bucket {choice[0]} of {choice[1]} (a third of them each day; --slow=all runs "
+            "every one)")
+
+
+def pytest_collection_modifyitems(config, items):
+    choice = _slow_choice(config)
+    if choice == "all":
+        return
+    kept, dropped = [], []
+    for item in items:
+        slow = item.get_closest_marker("slow") is not None
+        runs = not slow or (choice != "none" and zlib.crc32(item.nodeid.encode()) % choice[1] == choice[0])
+        (kept if runs else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

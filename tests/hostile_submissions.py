@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from placement_gym.evaluation.placements import single_placement
 from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite
-from placement_gym.placements import single_placement
 
 TASK_ID = "cifar10_cnn/k80x2/train"
 EVIL = "evil | <img src=x onerror=alert(1)> [click](javascript:alert(1))"

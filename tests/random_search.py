@@ -7,9 +7,9 @@ from collections.abc import Iterable
 import numpy as np
 import pytest
 
-from placement_gym.budget import Budget
-from placement_gym.groups import make_grouping
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget
+from placement_gym.task.compiled import Task
+from placement_gym.task.groups import make_grouping
 
 # A test that claims learning runs its agent on each of these seeds, and random search on the same.
 SEEDS = (0, 1, 2)

@@ -9,10 +9,10 @@ from conftest import MS, hand_cluster, hand_graph
 from baselines import registry
 from baselines.registry import get_agent, register, registered_names, run_agent
 from baselines.scheduling import ListSchedule, heft_schedule
-from placement_gym.agents import AgentResult, evaluate_agent
 from placement_gym.cost_model import simulate, single_device
-from placement_gym.named_tasks import get_task
-from placement_gym.task import make_task
+from placement_gym.evaluation.agents import AgentResult, evaluate_agent
+from placement_gym.task.compiled import make_task
+from placement_gym.task.named import get_task
 
 # The baselines of this module; every one is memory-aware.
 MEMORY_AWARE = ("expert", "partition", "heft", "cpop", "m-topo", "m-etf", "m-sct")

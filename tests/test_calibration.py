@@ -19,7 +19,7 @@ from placement_gym.calibration.compare import (
 from placement_gym.cluster.presets import DEFAULT_EFFICIENCY
 from placement_gym.cost_model import simulate
 from placement_gym.graph.opgraph import CATEGORIES
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
 
 
 @pytest.mark.parametrize("row", PUBLISHED, ids=[row.id for row in PUBLISHED])

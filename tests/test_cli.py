@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from placement_gym.agents import AgentResult
 from placement_gym.cli import main
 from placement_gym.cluster import PRESETS, load_cluster
 from placement_gym.cost_model import lower_bound, reference_simulate, simulate, single_device
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.evaluation.placements import placement_from_dict
 from placement_gym.graph import bundled_graph_names, load_graph
-from placement_gym.named_tasks import get_task
-from placement_gym.placements import placement_from_dict
+from placement_gym.task.named import get_task
 
 REPO = Path(__file__).resolve().parents[1]
 GRAPH, CLUSTER = "cifar10_cnn", "k80x2"
@@ -168,6 +168,7 @@ def test_evaluate_uses_a_baselines_agent(capsys, monkeypatch):
     assert "all-on-cpu" in line and "round-robin" in line
 
 
+@pytest.mark.slow
 def test_show_writes_a_png(capsys, tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "timeline.png"
@@ -258,6 +259,7 @@ def test_python_dash_m_entry_point():
     assert done.stdout.strip() == "False", done.stderr
 
 
+@pytest.mark.slow
 def test_evaluate_all_lists_every_baseline_sorted(capsys):
     from baselines.registry import names_for_all
 

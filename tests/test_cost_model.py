@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model import lower_bound, reference_simulate, simulate, simulate_batch, single_device
 from placement_gym.graph.synthetic import layered_graph, random_graph
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
 
 OVERHEAD = 1e-6
 LATENCY = 1e-4

@@ -8,8 +8,8 @@ import pytest
 
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate, single_device
-from placement_gym.named_tasks import get_task
-from placement_gym.placements import round_robin_placement
+from placement_gym.evaluation.placements import round_robin_placement
+from placement_gym.task.named import get_task
 
 
 def test_demo_reports_simple_placements_an_episode_and_a_picture(tmp_path, capsys):

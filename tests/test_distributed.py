@@ -14,13 +14,14 @@ ray = pytest.importorskip("ray")
 
 import placement_gym  # noqa: E402,F401  (registers the env ids)
 from placement_gym.cost_model import simulate, simulate_batch  # noqa: E402
-from placement_gym.evaluator import Evaluator, as_evaluator  # noqa: E402
-from placement_gym.named_tasks import get_task  # noqa: E402
+from placement_gym.evaluation.evaluator import Evaluator, as_evaluator  # noqa: E402
 from placement_gym.real.distributed import RayEvaluatorPool, TaskSpec, as_task_spec  # noqa: E402
+from placement_gym.task.named import get_task  # noqa: E402
 
 SPEC = TaskSpec("cifar10_cnn", "k80x2", "train_step")
 
 
+@pytest.mark.slow
 def test_a_pool_that_starts_ray_shuts_it_down():
     """Runs before the module's shared instance exists (tests run in file order)."""
     if ray.is_initialized():
@@ -54,6 +55,7 @@ def _random_placements(task, n, seed=0):
     return np.random.default_rng(seed).integers(0, task.n_devices, size=(n, task.n_forward))
 
 
+@pytest.mark.slow
 def test_evaluate_batch_equals_simulate_batch_and_uses_both_actors(pool):
     task = SPEC.build()
     before = {s["pid"]: s["evaluations"] for s in pool.actor_stats()}
@@ -142,6 +144,7 @@ def test_missing_ray_names_the_extra(monkeypatch):
         RayEvaluatorPool(SPEC, reward_mode="cost_model")
 
 
+@pytest.mark.slow
 def test_real_mode_on_two_virtual_cpu_devices(local_ray):
     pytest.importorskip("torch")
     spec = TaskSpec("cifar10_cnn", "cpu2", "inference")

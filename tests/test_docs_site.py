@@ -86,6 +86,7 @@ def _run_tutorial(script: str, env_id: str | None) -> dict:
     return json.loads(lines[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("script", "env_id"), list(_tutorial_cases()))
 def test_tutorial_runs_samples_every_device_and_beats_random_search(script, env_id):
     """What a user relies on: the file runs as printed on the page, its sampled placements use every

@@ -16,7 +16,7 @@ from placement_gym.envs.config import EnvConfig
 from placement_gym.envs.refine import DevicePlacementRefineEnv
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.envs.staged import DevicePlacementStagedEnv
-from placement_gym.groups import make_grouping
+from placement_gym.task.groups import make_grouping
 
 GRAPH, CLUSTER = "cifar10_cnn", "k80x2"
 ENVS = {

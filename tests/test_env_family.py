@@ -21,8 +21,8 @@ from placement_gym.envs.observation import BYTE_SCALE, FLOP_SCALE, NODE_FEATURES
 from placement_gym.envs.refine import DevicePlacementRefineEnv
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.envs.staged import DevicePlacementStagedEnv
-from placement_gym.groups import make_grouping, quotient_edges
-from placement_gym.named_tasks import get_task
+from placement_gym.task.groups import make_grouping, quotient_edges
+from placement_gym.task.named import get_task
 
 REPO = Path(__file__).resolve().parent.parent
 IDS = tuple(ENV_IDS)

@@ -11,7 +11,7 @@ from conftest import MS, hand_cluster, hand_graph
 
 from placement_gym.cost_model import simulate
 from placement_gym.envs.refine import DevicePlacementRefineEnv, refine_visit
-from placement_gym.placements import save_placement
+from placement_gym.evaluation.placements import save_placement
 
 OVERHEAD = 1e-6  # hand_cluster's per-op overhead
 ONE_OP = 1 * MS + OVERHEAD  # an op of 1e9 FLOPs on a hand_cluster device

@@ -1,4 +1,5 @@
-"""Every evaluator kind has the one `placement_gym.evaluator.Evaluator` protocol: the cost model, the
+"""Every evaluator kind has the one `placement_gym.evaluation.evaluator.Evaluator` protocol: the cost model,
+the
 profiled model, the real executor (virtual CPUs), a Ray pool, and the agents' budget wrapper."""
 
 from __future__ import annotations
@@ -7,9 +8,9 @@ import numpy as np
 import pytest
 from test_profile import synthetic_profile
 
-from placement_gym.budget import Budget
 from placement_gym.cost_model import simulate, simulate_batch, single_device
-from placement_gym.evaluator import (
+from placement_gym.evaluation.budget import Budget
+from placement_gym.evaluation.evaluator import (
     SMALL_BATCH,
     CostModelEvaluator,
     Evaluator,
@@ -18,8 +19,8 @@ from placement_gym.evaluator import (
     best_single_runtime,
     make_evaluator,
 )
-from placement_gym.named_tasks import parse_task_id
 from placement_gym.real.evaluators import ProfiledEvaluator
+from placement_gym.task.named import parse_task_id
 
 SMALL = "cifar10_cnn/k80x2/train"
 
@@ -74,7 +75,7 @@ def test_the_profiled_evaluator_is_the_cost_model_of_the_profiled_task():
 def test_the_real_evaluator_runs_on_virtual_cpus():
     pytest.importorskip("torch")
     from placement_gym.cluster.machine import virtual_cpu_cluster
-    from placement_gym.task import make_task
+    from placement_gym.task.compiled import make_task
 
     task = make_task(parse_task_id(SMALL).graph, virtual_cpu_cluster(2), "inference")
     devices = {name: "cpu" for name in task.cluster.device_names}
@@ -83,6 +84,7 @@ def test_the_real_evaluator_runs_on_virtual_cpus():
     assert evaluator.last_info is not None
 
 
+@pytest.mark.slow
 def test_a_ray_pool_is_an_evaluator():
     pytest.importorskip("ray")
     from placement_gym.real.distributed import RayEvaluatorPool

@@ -308,6 +308,7 @@ def _tiny_models():
     }
 
 
+@pytest.mark.slow
 def test_weight_free_graphs_compute_what_the_torch_models_compute():
     """Feeding the torch weights to the weight-free graph reproduces the torch outputs (small instances)."""
     torch = pytest.importorskip("torch")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from placement_gym.extras import MissingExtraError, require
+from placement_gym.common.extras import MissingExtraError, require
 
 # Runs a snippet with some modules made unimportable (None in sys.modules makes `import` fail).
 _BLOCKED = """

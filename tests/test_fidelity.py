@@ -9,7 +9,6 @@ import pytest
 
 from placement_gym.cli import main
 from placement_gym.graph import load_graph
-from placement_gym.named_tasks import get_task
 from placement_gym.real.devices import cluster_device_map
 from placement_gym.real.fidelity import (
     FidelityReport,
@@ -19,6 +18,7 @@ from placement_gym.real.fidelity import (
     rebatched_graph,
     spearman,
 )
+from placement_gym.task.named import get_task
 
 torch = pytest.importorskip("torch")
 

@@ -110,7 +110,7 @@ def test_help_imports_neither_numba_nor_onnx():
 
 def test_evaluate_all_shows_progress_per_agent(capsys):
     from baselines.registry import names_for_all
-    from placement_gym.named_tasks import get_task
+    from placement_gym.task.named import get_task
 
     assert main(["evaluate", "--graph", GRAPH, "--cluster", CLUSTER, "--agent", "all", "--budget", "50"]) == 0
     err = capsys.readouterr().err

@@ -73,7 +73,7 @@ def test_train_help_names_the_simple_lower_bound(capsys):
 
 def test_demo_shows_heft_winning_beside_the_best_single_device(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    from placement_gym.demo import winning_placement
+    from placement_gym.cli.demo import winning_placement
 
     task = pg.get_task("inception_v3", "k80x4", "train_step")
     name, placement = winning_placement(task)
@@ -88,8 +88,8 @@ def test_demo_shows_heft_winning_beside_the_best_single_device(tmp_path, capsys)
 
 
 def test_demo_falls_back_without_an_agent_provider(monkeypatch):
-    import placement_gym.agents as agents
-    from placement_gym.demo import winning_placement
+    import placement_gym.evaluation.agents as agents
+    from placement_gym.cli.demo import winning_placement
 
     monkeypatch.setattr(agents, "lookup_agent", lambda name: None)
     task = pg.get_task(GRAPH, CLUSTER, "train_step")
@@ -222,7 +222,7 @@ def test_bench_prints_figures_with_machine_and_load_and_no_verdicts(capsys):
 
 
 def test_bench_check_explains_each_target(capsys):
-    from placement_gym.bench import bench_targets
+    from placement_gym.cli.bench import bench_targets
 
     code = main([*BENCH_SMALL, "--check"])
     out = capsys.readouterr().out
@@ -234,7 +234,7 @@ def test_bench_check_explains_each_target(capsys):
 
 
 def test_machine_description_names_cpu_cores_and_load():
-    from placement_gym.bench import machine_description
+    from placement_gym.cli.bench import machine_description
 
     machine = machine_description()
     assert machine["cpu"] and machine["logical_cores"] >= 1 and machine["usable_cores"] >= 1

@@ -10,7 +10,7 @@ from conftest import hand_graph
 
 from placement_gym.graph import bundled_graph_names, load_graph
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
-from placement_gym.groups import (
+from placement_gym.task.groups import (
     Grouping,
     communication_bytes,
     contiguous_grouping,

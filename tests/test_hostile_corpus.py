@@ -73,6 +73,7 @@ def test_every_hostile_file_gets_exit_1_and_a_one_line_reason_in_time(corpus):
     assert outside.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_render_is_byte_identical_with_and_without_the_corpus(corpus, tmp_path, capsys):
     root, outside, expected = corpus
     board = tmp_path / "board"

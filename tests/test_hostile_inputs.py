@@ -23,7 +23,7 @@ from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.envs.staged import DevicePlacementStagedEnv
 from placement_gym.graph.onnx_import import graph_from_onnx
 from placement_gym.graph.synthetic import random_graph
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
 
 ENV_CLASSES = (DevicePlacementEnv, DevicePlacementStagedEnv, DevicePlacementRefineEnv)
 ENV_IDS = ("DevicePlacement-v0", "DevicePlacementStaged-v0", "DevicePlacementRefine-v0")

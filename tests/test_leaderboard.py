@@ -15,6 +15,7 @@ import pytest
 
 from placement_gym.cli import main
 from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.evaluation.placements import round_robin_placement, single_placement
 from placement_gym.leaderboard import (
     CURRENT_SUITE,
     SUITES,
@@ -29,8 +30,7 @@ from placement_gym.leaderboard import (
     validate_submission,
 )
 from placement_gym.leaderboard.render import RenderRefused
-from placement_gym.named_tasks import parse_task_id
-from placement_gym.placements import round_robin_placement, single_placement
+from placement_gym.task.named import parse_task_id
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ("cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train")

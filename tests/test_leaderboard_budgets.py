@@ -14,17 +14,17 @@ import pytest
 from test_profile import synthetic_profile
 
 from baselines.registry import harness_agent
-from placement_gym import agents
-from placement_gym.budget import Budget
 from placement_gym.cli import main
 from placement_gym.cost_model import reference_simulate, simulate, simulate_batch, single_device
 from placement_gym.envs.single_shot import DevicePlacementEnv
+from placement_gym.evaluation import agents
+from placement_gym.evaluation.budget import Budget
+from placement_gym.evaluation.placements import round_robin_placement
 from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, save_submission
 from placement_gym.leaderboard.rerun import rerun_submission
-from placement_gym.named_tasks import parse_task_id
-from placement_gym.placements import round_robin_placement
 from placement_gym.real.evaluators import ProfiledEvaluator
-from placement_gym.task_cache import registered_caches
+from placement_gym.task.cache import registered_caches
+from placement_gym.task.named import parse_task_id
 
 SMALL = "cifar10_cnn/k80x2/train"  # 65 forward ops, 3 devices
 SMALL_2 = "resnet50/cpu-igpu/inference"
@@ -225,9 +225,9 @@ def test_the_budgeted_evaluator_counts_every_row_once_on_its_task():
 
 def test_a_real_run_counts_on_its_task():
     pytest.importorskip("torch")
-    from placement_gym.evaluator import make_evaluator
+    from placement_gym.evaluation.evaluator import make_evaluator
     from placement_gym.real.devices import virtual_cpu_cluster
-    from placement_gym.task import make_task
+    from placement_gym.task.compiled import make_task
 
     task = make_task(parse_task_id(SMALL).graph, virtual_cpu_cluster(2), "inference")
     devices = {name: "cpu" for name in task.cluster.device_names}
@@ -236,6 +236,7 @@ def test_a_real_run_counts_on_its_task():
     assert task.evaluations == 1
 
 
+@pytest.mark.slow
 def test_a_ray_pool_counts_on_the_task_it_is_given():
     pytest.importorskip("ray")
     from placement_gym.real.distributed import RayEvaluatorPool

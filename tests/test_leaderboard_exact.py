@@ -11,9 +11,9 @@ pytest.importorskip("ortools")
 from baselines.exact import exact  # noqa: E402
 from baselines.leaderboard_fill.classic import exact_agent  # noqa: E402
 from placement_gym.cost_model import simulate  # noqa: E402
+from placement_gym.evaluation.placements import round_robin_placement  # noqa: E402
 from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, validate_submission  # noqa: E402
-from placement_gym.named_tasks import parse_task_id  # noqa: E402
-from placement_gym.placements import round_robin_placement  # noqa: E402
+from placement_gym.task.named import parse_task_id  # noqa: E402
 
 
 def test_no_solution_in_time_raises_or_falls_back_to_the_hint():

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 
+from placement_gym.evaluation.placements import single_placement
 from placement_gym.leaderboard import (
     CURRENT_SUITE,
     check_schema,
@@ -17,7 +18,6 @@ from placement_gym.leaderboard import (
 )
 from placement_gym.leaderboard.generalisation import SPLITS, get_split, graph_of
 from placement_gym.leaderboard.submission import SubmissionError
-from placement_gym.placements import single_placement
 
 SPLIT = get_split(CURRENT_SUITE)
 HELD_OUT = "cifar10_resnet56/k80x2/train"  # the cheapest held-out task

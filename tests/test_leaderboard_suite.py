@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import placement_gym.named_tasks as tasks_module
+import placement_gym.task.named as tasks_module
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate
+from placement_gym.evaluation.placements import single_placement
 from placement_gym.leaderboard import (
     CURRENT_SUITE,
     SUITES,
@@ -31,7 +32,6 @@ from placement_gym.leaderboard.suite import (
     suite_mismatch,
     suite_to_dict,
 )
-from placement_gym.placements import single_placement
 
 TASK_ID = "cifar10_cnn/k80x2/train"  # 30 ops, a CPU and two K80 dies: rebuilt in a blink
 INFERENCE_ID = "resnet50/cpu-igpu/inference"
@@ -57,7 +57,7 @@ def _activations_kept_to_the_end(graph):
 @pytest.fixture
 def perturb(monkeypatch):
     """Apply a change where the cost model reads its figures: the clusters (``cluster``: Cluster ->
-    Cluster) or the graphs (``graph``: OpGraph -> OpGraph) that `placement_gym.named_tasks` compiles into
+    Cluster) or the graphs (``graph``: OpGraph -> OpGraph) that `placement_gym.task.named` compiles into
     tasks, with the task cache emptied before and after."""
     def apply(cluster=None, graph=None) -> None:
         if cluster is not None:

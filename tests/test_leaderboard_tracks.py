@@ -14,7 +14,7 @@ from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, render
 from placement_gym.leaderboard.ranking import budget_track, group_submissions
 from placement_gym.leaderboard.submission import SubmissionError, budget_label, check_trace, thin_trace
 from placement_gym.leaderboard.task_bounds import BOUNDS_NAME, frozen_bounds, load_bounds, read_bounds
-from placement_gym.named_tasks import parse_task_id
+from placement_gym.task.named import parse_task_id
 
 SUITE = get_suite(CURRENT_SUITE)
 TASK = "cifar10_cnn/k80x2/train"

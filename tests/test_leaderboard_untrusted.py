@@ -12,6 +12,7 @@ import pytest
 from hostile_submissions import EVIL, INCONSISTENT, MALFORMED, TASK_ID, UNREADABLE, good_submission, mutated
 
 from placement_gym.cli import main
+from placement_gym.evaluation.placements import single_placement
 from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, render_markdown, save_submission
 from placement_gym.leaderboard.submission import (
     MAX_FILE_BYTES,
@@ -22,7 +23,6 @@ from placement_gym.leaderboard.submission import (
     parse_submission,
 )
 from placement_gym.leaderboard.validate import validate_file, validate_submission
-from placement_gym.placements import single_placement
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ import pytest
 
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate
+from placement_gym.evaluation.placements import placement_problems
 from placement_gym.leaderboard import CURRENT_SUITE, get_suite
 from placement_gym.leaderboard.render import checked_submissions
 from placement_gym.leaderboard.rerun_records import RECORDS_NAME, read_records
-from placement_gym.placements import placement_problems
 
 REPO = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPO / "leaderboard" / "submissions"

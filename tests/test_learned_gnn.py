@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 from baselines.learning import get_learned, train  # noqa: E402
 from baselines.learning.generalize import train_generalize  # noqa: E402
 from baselines.learning.gnn import DagEncoder, graph_inputs, sample_categorical  # noqa: E402
-from placement_gym.budget import Budget  # noqa: E402
 from placement_gym.cost_model import single_device  # noqa: E402
-from placement_gym.named_tasks import get_task  # noqa: E402
-from placement_gym.task import make_task  # noqa: E402
+from placement_gym.evaluation.budget import Budget  # noqa: E402
+from placement_gym.task.compiled import make_task  # noqa: E402
+from placement_gym.task.named import get_task  # noqa: E402
 from tests.conftest import hand_cluster, hand_graph  # noqa: E402
 from tests.random_search import (  # noqa: E402
     SEEDS,

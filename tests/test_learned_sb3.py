@@ -13,9 +13,9 @@ pytest.importorskip("stable_baselines3")
 import torch  # noqa: E402
 
 from baselines.learning import get_learned, train  # noqa: E402
-from placement_gym.budget import Budget  # noqa: E402
 from placement_gym.cli import main  # noqa: E402
-from placement_gym.named_tasks import get_task  # noqa: E402
+from placement_gym.evaluation.budget import Budget  # noqa: E402
+from placement_gym.task.named import get_task  # noqa: E402
 from tests.random_search import SEEDS, assert_below_random_search, random_search_control, random_search_floor  # noqa: E402
 
 # Small rollouts so that a few hundred evaluations make several PPO updates.
@@ -64,6 +64,7 @@ def _run_by_hand(task, name: str, budget: int, **config):
 # search over those 3^5 placements finds the optimum (every op on one GPU, 15.24 ms) within a few
 # hundred evaluations. One device per op, the best of 640 or 1,000 uniform placements stays above
 # 32 ms on seeds 0-2. Short rollouts and lr 3e-3 learn within these budgets on every seed.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, budget, config",
     [

@@ -20,8 +20,8 @@ from baselines.learning.seq2seq import (  # noqa: E402
 )
 from baselines.learning.spotlight import SpotlightPlacer, sparse_advantages  # noqa: E402
 from baselines.learning.trainer import get_learned  # noqa: E402
-from placement_gym.groups import make_grouping  # noqa: E402
-from placement_gym.named_tasks import get_task  # noqa: E402
+from placement_gym.task.groups import make_grouping  # noqa: E402
+from placement_gym.task.named import get_task  # noqa: E402
 from tests.random_search import SEEDS, assert_below_random_search, random_search_control, random_search_floor  # noqa: E402
 
 AGENTS = ("pg", "spotlight", "hierarchical")
@@ -145,8 +145,8 @@ def test_sampling_follows_the_teacher_forced_distribution():
 def test_spotlight_rewards_are_the_staged_env_s(task):
     """An episode of DevicePlacementStaged-v0 with the same groups and actions ends with the reward
     the agent computes from the evaluator's runtime."""
-    from placement_gym.budget import Budget
     from placement_gym.envs.staged import DevicePlacementStagedEnv
+    from placement_gym.evaluation.budget import Budget
 
     agent = SpotlightPlacer(task, seed=0)
     env = DevicePlacementStagedEnv("cifar10_cnn", "k80x2", groups=agent.grouping.group_of_op)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from baselines.learning import train
-from placement_gym.budget import Budget, BudgetExhausted
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate
-from placement_gym.named_tasks import get_task
+from placement_gym.evaluation.budget import Budget, BudgetExhausted
+from placement_gym.task.named import get_task
 
 pytest.importorskip("torch")
 

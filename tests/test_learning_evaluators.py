@@ -11,13 +11,13 @@ import pytest
 from test_profile import synthetic_profile
 
 from baselines.search import anneal, cem
-from placement_gym.budget import Budget, BudgetExhausted
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate, simulate_batch, single_device
-from placement_gym.evaluator import as_evaluator
-from placement_gym.named_tasks import get_task
-from placement_gym.placements import placement_from_dict
+from placement_gym.evaluation.budget import Budget, BudgetExhausted
+from placement_gym.evaluation.evaluator import as_evaluator
+from placement_gym.evaluation.placements import placement_from_dict
 from placement_gym.real.evaluators import ProfiledEvaluator
+from placement_gym.task.named import get_task
 
 # cpu2: the two virtual CPU devices the real mode runs everywhere; its names match the profile's.
 GRAPH, CLUSTER, DEVICES = "cifar10_cnn", "cpu2", ["cpu:0", "cpu:1"]
@@ -208,7 +208,7 @@ def test_a_run_does_not_continue_under_another_profile_or_other_devices(task, pr
     train("random-search", task, 60, seed=1, out_dir=tmp_path, resume=True, progress=False, batch=16,
           evaluator=ProfiledEvaluator(task, profile))  # the same measurements continue
 
-    from placement_gym.evaluator import make_evaluator
+    from placement_gym.evaluation.evaluator import make_evaluator
 
     devices = dict.fromkeys(DEVICES, "cpu")
     def budgeted(batch: int) -> Budget:
@@ -267,6 +267,7 @@ def test_train_command_missing_or_misplaced_options(extra, message, tmp_path, mo
 # A Ray pool behind the same door (one local actor; skipped without Ray)
 
 
+@pytest.mark.slow
 def test_a_ray_pool_serves_the_search_and_the_budgeted_evaluator(task):
     pytest.importorskip("ray")
     from placement_gym.real.distributed import RayEvaluatorPool

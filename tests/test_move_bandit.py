@@ -10,8 +10,8 @@ from conftest import hand_cluster, hand_graph
 from baselines.learning.move_bandit import ARMS, move_bandit
 from baselines.registry import get_agent
 from baselines.search import anneal
-from placement_gym.named_tasks import get_task
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
+from placement_gym.task.named import get_task
 
 
 def _chains(n_chains: int, length: int) -> object:

@@ -13,8 +13,8 @@ from placement_gym.cost_model import simulate
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.leaderboard.harness import evaluate
 from placement_gym.leaderboard.suite import get_suite
-from placement_gym.named_tasks import get_task
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
+from placement_gym.task.named import get_task
 
 
 def test_registered_and_pretrained_weights_fit_the_features():

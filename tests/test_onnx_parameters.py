@@ -230,6 +230,7 @@ def folded_batch_norm_parameters(model: nn.Module) -> int:
     return removed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CONV_NETS)
 def test_default_exporter_without_weights_costs_like_with_weights(tmp_path_factory, name):
     # torch 2.13's default exporter (dynamo=True, optimize=True) with export_params=False writes
@@ -264,6 +265,7 @@ DEFAULT_EXPORTER_EXTRA = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(DEFAULT_EXPORTER_EXTRA))
 def test_default_exporter_without_weights_refuses_what_it_cannot_size(tmp_path_factory, name):
     model = build(name)
@@ -334,7 +336,7 @@ def test_real_mode_trains_the_parameters_the_importer_found(tmp_path):
     # counts. (Legacy exporter in eval mode: BatchNorm folded into the convolutions, ops it runs.)
     from placement_gym.real.devices import virtual_cpu_cluster
     from placement_gym.real.executor import Executor
-    from placement_gym.task import make_task
+    from placement_gym.task.compiled import make_task
 
     model = build("depthwise_separable").eval()
     path = export(model, "depthwise_separable", tmp_path / "model.onnx", export_params=False, dynamo=False)

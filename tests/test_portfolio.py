@@ -11,7 +11,7 @@ from baselines.portfolio import EXPLORE_SHARE, MIN_BUDGET, best_known
 from placement_gym.cost_model import simulate
 from placement_gym.graph.synthetic import random_graph
 from placement_gym.leaderboard import evaluate, get_suite
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
 
 
 def _task(seed: int = 5):
@@ -58,7 +58,7 @@ def test_the_long_portfolio_is_left_out_of_agent_all():
     """``--agent all`` runs every baseline at its default budget; the portfolio's 10^6 evaluations take
     minutes even on the smallest graph, so it runs only by name."""
     from baselines.registry import get_agent, names_for_all
-    from placement_gym.named_tasks import get_task
+    from placement_gym.task.named import get_task
 
     names = names_for_all(get_task("cifar10_cnn", "k80x2"))
     assert "best-known" not in names and "anneal" in names

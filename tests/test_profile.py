@@ -15,7 +15,7 @@ from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.envs.refine import DevicePlacementRefineEnv
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.envs.staged import DevicePlacementStagedEnv
-from placement_gym.evaluator import CostModelEvaluator, evaluator_names, make_evaluator
+from placement_gym.evaluation.evaluator import CostModelEvaluator, evaluator_names, make_evaluator
 from placement_gym.graph import load_graph
 from placement_gym.real.measure import fit_link, measure_handover, measure_links, pool_virtual_devices
 from placement_gym.real.profile import (
@@ -28,7 +28,7 @@ from placement_gym.real.profile import (
     save_profile,
 )
 from placement_gym.real.profiled import profiled_task
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
 
 
 def synthetic_profile(graph, device_names, seed=0, update=False, batch=None, descriptions=None,

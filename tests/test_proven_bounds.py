@@ -25,7 +25,7 @@ from placement_gym.cost_model.proven_bounds import (
     allowed_devices,
 )
 from placement_gym.graph.synthetic import random_graph
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
 
 pytest.importorskip("ortools")
 

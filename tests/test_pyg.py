@@ -1,4 +1,4 @@
-"""placement_gym.pyg: graph and dict observations as PyTorch Geometric Data and Batch.
+"""placement_gym.envs.pyg: graph and dict observations as PyTorch Geometric Data and Batch.
 
 The numpy core (`graph_arrays`) and the missing-extra error are tested without torch_geometric; every
 test that builds a ``Data`` asks for it through the ``pyg`` fixture and is skipped, with the install
@@ -17,10 +17,10 @@ from conftest import hand_cluster, hand_graph
 from gymnasium.spaces import GraphInstance
 
 import placement_gym  # noqa: F401  (registers the env ids)
-from placement_gym import pyg as pyg_module
+from placement_gym.envs import pyg as pyg_module
 from placement_gym.envs.observation import NODE_FEATURES
+from placement_gym.envs.pyg import graph_arrays, to_pyg, to_pyg_batch
 from placement_gym.envs.staged import DevicePlacementStagedEnv
-from placement_gym.pyg import graph_arrays, to_pyg, to_pyg_batch
 
 ENV_IDS = ("DevicePlacement-v0", "DevicePlacementStaged-v0", "DevicePlacementRefine-v0")
 SMALL = dict(graph="cifar10_cnn", cluster="k80x2", objective="inference")
@@ -202,7 +202,8 @@ def test_bad_input_is_one_clear_line():
 
 
 def test_importing_the_module_loads_neither_torch_nor_torch_geometric():
-    code = "import sys, placement_gym.pyg; print(sorted({'torch', 'torch_geometric'} & set(sys.modules)))"
+    code = ("import sys, placement_gym.envs.pyg; "
+            "print(sorted({'torch', 'torch_geometric'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -422,6 +423,6 @@ def test_a_tiny_gnn_policy_trains_on_the_staged_env(pyg):
 def test_the_module_docstring_example_runs(pyg):
     code = pyg_module.__doc__.split("::\n", 1)[1].split("\nFor a vector env", 1)[0]
     namespace: dict = {}
-    exec(compile(textwrap.dedent(code), "placement_gym.pyg docstring", "exec"), namespace)
+    exec(compile(textwrap.dedent(code), "placement_gym.envs.pyg docstring", "exec"), namespace)
     assert namespace["done"] and isinstance(namespace["data"], pyg.data.Data)
     assert namespace["info"]["runtime"] > 0  # the episode ended with a simulated placement

@@ -22,7 +22,7 @@ from placement_gym.real.program import (  # noqa: E402
     make_parameters,
     run_reference_forward,
 )
-from placement_gym.task import make_task  # noqa: E402
+from placement_gym.task.compiled import make_task  # noqa: E402
 
 CPU2 = {"cpu:0": "cpu", "cpu:1": "cpu"}
 
@@ -210,7 +210,7 @@ def test_optimizer_state_is_held_on_the_parameter_s_device(diamond):
 def test_optimizer_maths_is_the_documented_formula():
     # One parameter element by hand: g = 2, lr = 0.1, two steps.
     from placement_gym.real.optimizers import STATE_TENSORS, apply_update, check_optimizer, new_state
-    from placement_gym.task import OPTIMIZERS
+    from placement_gym.task.compiled import OPTIMIZERS
 
     assert {k: len(v) for k, v in STATE_TENSORS.items()} == {k: v[0] for k, v in OPTIMIZERS.items()}
     results = {}

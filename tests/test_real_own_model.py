@@ -20,8 +20,7 @@ ort = pytest.importorskip("onnxruntime")
 
 import placement_gym  # noqa: E402,F401 - registers the env ids
 from placement_gym.cli import main  # noqa: E402
-from placement_gym.evaluator import make_evaluator  # noqa: E402
-from placement_gym.named_tasks import get_task  # noqa: E402
+from placement_gym.evaluation.evaluator import make_evaluator  # noqa: E402
 from placement_gym.real.executor import Executor  # noqa: E402
 from placement_gym.real.program import (  # noqa: E402
     UnsupportedOpError,
@@ -31,6 +30,7 @@ from placement_gym.real.program import (  # noqa: E402
     make_parameters,
     run_reference_forward,
 )
+from placement_gym.task.named import get_task  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "onnx_real"
 WITH_WEIGHTS = ["bert_legacy", "bert_dynamo", "gpt2_legacy", "gpt2_dynamo", "mobilenet_block", "resnet_block"]

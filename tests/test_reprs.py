@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from placement_gym.cluster.presets import K80_DIE, build_cluster
-from placement_gym.named_tasks import get_task
+from placement_gym.task.named import get_task
 
 SHORT = 200
 

@@ -36,6 +36,7 @@ STEPS = 256
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vector_env", [SubprocVectorEnv, DummyVectorEnv], ids=["subproc", "dummy"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_stock_ppo_trains_and_collects_runtime(env_id, vector_env):

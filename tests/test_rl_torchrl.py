@@ -93,6 +93,7 @@ def gymenv_rollout(request):
         env.close()
 
 
+@pytest.mark.slow
 def test_gymenv_num_envs_builds_checks_and_rolls_out(gymenv_rollout):
     env_id, env, data = gymenv_rollout
     assert env.batch_size == torch.Size([4])
@@ -119,6 +120,7 @@ def test_gymenv_num_envs_loses_the_final_info(gymenv_rollout):
 # --- ParallelEnv of single GymEnvs -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:A lambda function was passed to ParallelEnv")
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_parallel_env_with_registered_infos(env_id):

@@ -14,8 +14,8 @@ import pytest
 
 import placement_gym  # noqa: F401 - registers the environments
 from placement_gym.cost_model import simulate, single_device
-from placement_gym.evaluator import evaluator_names, make_evaluator
-from placement_gym.named_tasks import get_task
+from placement_gym.evaluation.evaluator import evaluator_names, make_evaluator
+from placement_gym.task.named import get_task
 from tests.plugin_package import install_package, subprocess_env
 
 PLUGIN = "placement_gym_doubled_plugin"
@@ -27,7 +27,7 @@ MODULE = '''
 """A scoring backend of a third party: the cost model, every runtime times a factor."""
 import dataclasses
 
-from placement_gym.evaluator import CostModelEvaluator, EvaluatorBackend
+from placement_gym.evaluation.evaluator import CostModelEvaluator, EvaluatorBackend
 
 
 class Scaled:
@@ -123,6 +123,7 @@ def test_without_the_package_the_backend_is_unknown():
         make_evaluator(get_task(GRAPH, CLUSTER), "doubled")
 
 
+@pytest.mark.slow
 def test_placement_gym_train_scores_with_the_package_s_backend(plugin, tmp_path):
     env = subprocess_env(plugin)
     done = subprocess.run(

@@ -9,13 +9,13 @@ import pytest
 from conftest import hand_cluster, hand_graph
 
 import baselines.search as search
-import placement_gym.evaluator as rows_module
+import placement_gym.evaluation.evaluator as rows_module
 from baselines.registry import get_agent
 from baselines.search import anneal, cem
 from placement_gym.cost_model import simulate, simulate_batch
 from placement_gym.graph.synthetic import random_graph
-from placement_gym.named_tasks import get_task
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
+from placement_gym.task.named import get_task
 
 SEARCHES = [anneal, cem]
 
@@ -84,7 +84,7 @@ def test_never_worse_than_start_on_random_case(agent, seed):
 
 class _Counter:
     """Counts evaluations through the simulator functions the searches reach (through
-    `placement_gym.evaluator.CostModelEvaluator.simulate_batch`)."""
+    `placement_gym.evaluation.evaluator.CostModelEvaluator.simulate_batch`)."""
 
     def __init__(self, monkeypatch) -> None:
         self.count = 0

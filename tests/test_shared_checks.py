@@ -9,11 +9,9 @@ import numpy as np
 import pytest
 from conftest import hand_cluster, hand_graph
 
-from placement_gym.budget import check_limit
 from placement_gym.envs.single_shot import DevicePlacementEnv
-from placement_gym.leaderboard.generalisation import graph_of
-from placement_gym.named_tasks import get_task
-from placement_gym.placements import (
+from placement_gym.evaluation.budget import check_limit
+from placement_gym.evaluation.placements import (
     SIMPLE_AGENTS,
     is_simple_agent,
     placement_from_dict,
@@ -21,7 +19,9 @@ from placement_gym.placements import (
     placement_to_dict,
     simple_agent,
 )
-from placement_gym.task_ids import split_task_id, task_id_parts
+from placement_gym.leaderboard.generalisation import graph_of
+from placement_gym.task.ids import split_task_id, task_id_parts
+from placement_gym.task.named import get_task
 
 TASK = ("cifar10_cnn", "k80x2", "inference")
 

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 import placement_gym
-from placement_gym import agents, load_cluster, load_graph
+from placement_gym import load_cluster, load_graph
 from placement_gym.cli import main
-from placement_gym.graph.bundled import did_you_mean, unknown_name
-from placement_gym.placements import simple_placement
+from placement_gym.common.names import did_you_mean, unknown_name
+from placement_gym.evaluation import agents
+from placement_gym.evaluation.placements import simple_placement
 
 REPO = Path(__file__).resolve().parents[1]
 GRAPH, CLUSTER = "cifar10_cnn", "k80x2"
@@ -118,7 +119,7 @@ def test_a_misspelled_agent_name_gets_a_guess_everywhere(cifar_task):
 
 @pytest.fixture
 def cifar_task():
-    from placement_gym.named_tasks import get_task
+    from placement_gym.task.named import get_task
 
     return get_task(GRAPH, CLUSTER)
 
@@ -177,6 +178,7 @@ def run_without(modules: str, argv: list[str], tmp_path: Path) -> tuple[int, str
 TASK_ARGS = ["--graph", GRAPH, "--cluster", CLUSTER]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("modules", "argv", "expected"), [
     # the case: a learned agent without torch was "unknown"
     ("torch", ["train", "--agent", "pg", *TASK_ARGS, "--budget", "8"],
@@ -195,7 +197,7 @@ TASK_ARGS = ["--graph", GRAPH, "--cluster", CLUSTER]
      "pip install 'placement-gym[viz]'"),
     ("tensorboard", ["train", "--agent", "cem", *TASK_ARGS, "--budget", "30", "--tensorboard", "tb"],
      "--tensorboard needs torch and the tensorboard package"),
-    # the Python API names the extra itself (placement_gym.extras.require)
+    # the Python API names the extra itself (placement_gym.common.extras.require)
     ("torch", ["evaluate", "--agent", "random", "--graph", GRAPH, "--cluster", "local"],
      "the local cluster needs torch, which is not installed: pip install 'placement-gym[real]'"),
     ("torch", ["profile", "--graph", GRAPH, "--cluster", "cpu2", "--repeats", "1", "--out", "p.json"],
@@ -289,8 +291,8 @@ def test_train_without_out_writes_under_the_output_root(tmp_path, monkeypatch, c
 def test_the_timeline_legend_explains_the_shades():
     pytest.importorskip("matplotlib")
     from placement_gym.cost_model import simulate
-    from placement_gym.named_tasks import get_task
-    from placement_gym.timeline import build_timeline_figure
+    from placement_gym.cost_model.timeline import build_timeline_figure
+    from placement_gym.task.named import get_task
 
     task = get_task(GRAPH, CLUSTER)
     placement = np.arange(task.n_forward) % task.n_devices

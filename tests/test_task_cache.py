@@ -1,4 +1,4 @@
-"""Values derived from a task are kept by the module that derives them (`placement_gym.task_cache`), not
+"""Values derived from a task are kept by the module that derives them (`placement_gym.task.cache`), not
 written into the task: computed once per task, dropped with the task, copied by
 `Task.independent_copy` and isolated from the original."""
 
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from placement_gym.cost_model import simulate, single_device
-from placement_gym.named_tasks import parse_task_id
-from placement_gym.task import Task
-from placement_gym.task_cache import TaskCache, registered_caches
+from placement_gym.task.cache import TaskCache, registered_caches
+from placement_gym.task.compiled import Task
+from placement_gym.task.named import parse_task_id
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = "cifar10_cnn/k80x2/train"

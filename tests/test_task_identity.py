@@ -18,9 +18,9 @@ from placement_gym.cluster.presets import PRESETS
 from placement_gym.graph import bundled_graph_names, load_graph
 from placement_gym.graph.bundled import BUNDLED_GRAPHS_DIR
 from placement_gym.graph.synthetic import layered_graph
-from placement_gym.named_tasks import get_task, parse_task_id
-from placement_gym.task import make_task
-from placement_gym.task_ids import HASH_DIGITS
+from placement_gym.task.compiled import make_task
+from placement_gym.task.ids import HASH_DIGITS
+from placement_gym.task.named import get_task, parse_task_id
 
 BUNDLED_ID = "bert_base/k80x4/train"
 
@@ -266,7 +266,7 @@ def test_a_cached_profile_of_another_graph_is_not_used(tmp_path, monkeypatch, ot
 
 
 def test_content_hash_tells_values_apart_by_type_and_structure():
-    from placement_gym.content_hash import dataclass_sha256
+    from placement_gym.common.content_hash import dataclass_sha256
 
     @dataclasses.dataclass(frozen=True)
     class Holder:

@@ -10,7 +10,7 @@ import pytest
 
 from placement_gym.cluster import PRESETS
 from placement_gym.cost_model.result import Schedule
-from placement_gym.timeline import build_timeline_figure, draw_timeline, timeline_rows
+from placement_gym.cost_model.timeline import build_timeline_figure, draw_timeline, timeline_rows
 
 pytest.importorskip("matplotlib")
 

@@ -16,12 +16,12 @@ from baselines.learning.outputs import BEST_SINGLE, HEFT, LOWER_BOUND, curve_fig
 from baselines.provider import provider
 from baselines.registry import get_agent
 from baselines.search import anneal, cem
-from placement_gym.budget import Budget
 from placement_gym.cli import main
 from placement_gym.cost_model import lower_bound, simulate, single_device
-from placement_gym.evaluator import CostModelEvaluator
-from placement_gym.named_tasks import get_task
-from placement_gym.placements import placement_from_dict
+from placement_gym.evaluation.budget import Budget
+from placement_gym.evaluation.evaluator import CostModelEvaluator
+from placement_gym.evaluation.placements import placement_from_dict
+from placement_gym.task.named import get_task
 
 GRAPH, CLUSTER = "cifar10_cnn", "k80x2"
 TASK_ARGS = ["--graph", GRAPH, "--cluster", CLUSTER]

@@ -17,7 +17,7 @@ import pytest
 
 from placement_gym.cli import main
 from placement_gym.cluster.load import ClusterError, load_cluster
-from placement_gym.untrusted import (
+from placement_gym.common.untrusted import (
     UntrustedFileError,
     inside,
     json_depth,
@@ -201,8 +201,8 @@ def test_a_cluster_path_that_links_to_dev_zero_is_refused(tmp_path):
 
 
 def test_placement_files_refuse_duplicate_keys(tmp_path):
-    from placement_gym.named_tasks import get_task
-    from placement_gym.placements import load_placement, save_placement, single_placement
+    from placement_gym.evaluation.placements import load_placement, save_placement, single_placement
+    from placement_gym.task.named import get_task
 
     task = get_task("cifar10_cnn", "k80x2")
     path = tmp_path / "p.json"
@@ -250,7 +250,7 @@ def test_parse_json_names_the_field_of_a_refused_value():
 
 def test_the_docs_state_the_limits_of_cluster_and_onnx_files():
     from placement_gym.cluster import load
-    from placement_gym.untrusted import MAX_INT_DIGITS, MAX_ONNX_BYTES
+    from placement_gym.common.untrusted import MAX_INT_DIGITS, MAX_ONNX_BYTES
 
     page = " ".join((REPO / "docs" / "own_model.md").read_text(encoding="utf-8").split())
     assert f"at most {load.MAX_FILE_BYTES // 2**20} MiB of UTF-8 JSON, nested at most {load.MAX_NESTING} " \

@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 
 from baselines.registry import agent_descriptions, get_agent, harness_agent
-from placement_gym.agents import AgentResult
+from placement_gym.evaluation.agents import AgentResult
 from placement_gym.leaderboard import evaluate, render, save_submission, submission_filename
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 FAST_AGENTS = ("best-single", "round-robin", "random", "expert", "partition", "heft", "cpop",
                "m-topo", "m-etf", "m-sct", "anneal", "cem")

@@ -67,7 +67,7 @@ def held_out_agent(models: dict, seed: int, zero_shot: int, finetune: int):
     import torch
 
     from baselines.learning.generalize import place_held_out
-    from placement_gym.agents import AgentResult
+    from placement_gym.evaluation.agents import AgentResult
 
     def agent(task, _seed, _budget):
         trained = models[task.n_devices]

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from baselines.registry import load_agents
-from placement_gym.budget import Budget
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget
+from placement_gym.task.compiled import Task
 
 
 class LearnedAgent:

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from baselines.learning.agent import LearnedAgent, get_learned
-from placement_gym.budget import Budget, BudgetExhausted, check_limit
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget, BudgetExhausted, check_limit
+from placement_gym.task.compiled import Task
 
 
 def _run(model: LearnedAgent, evaluator: Budget, until: int | None = None) -> None:
@@ -180,7 +180,7 @@ def place_held_out(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from placement_gym.named_tasks import get_task
+    from placement_gym.task.named import get_task
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent", default="hsdag")

@@ -3,10 +3,10 @@
 destination with ``index_add_``, which is deterministic on the CPU).
 
 `graph_inputs(task, groups)` builds the static tensors of one task's graph once, from the envs' own
-graph observation of that grouping read through `placement_gym.pyg.graph_arrays` (the numpy core of
+graph observation of that grouping read through `placement_gym.envs.pyg.graph_arrays` (the numpy core of
 the PyTorch Geometric converter): the node features of `placement_gym.envs.observation` (fixed
 scales, so they mean the same on every graph), the node-to-node edges of
-`placement_gym.groups.quotient_edges` with the env's log-scaled bytes, and the per-node work and
+`placement_gym.task.groups.quotient_edges` with the env's log-scaled bytes, and the per-node work and
 memory shares the policies pool per device.
 
 `DagEncoder` embeds every node from its own features and its neighbourhood ``rounds`` times, with
@@ -28,10 +28,10 @@ from torch import nn
 
 from baselines.learning.options import check_number
 from placement_gym.envs.observation import NODE_FEATURES, NodeObservation
-from placement_gym.groups import Grouping, make_grouping, quotient_edges
-from placement_gym.pyg import graph_arrays
-from placement_gym.task import Task
-from placement_gym.task_cache import TaskCache
+from placement_gym.envs.pyg import graph_arrays
+from placement_gym.task.cache import TaskCache
+from placement_gym.task.compiled import Task
+from placement_gym.task.groups import Grouping, make_grouping, quotient_edges
 
 _WORK_SHARE = NODE_FEATURES.index("fastest_time_share")
 _MEMORY_SHARE = NODE_FEATURES.index("static_memory_share")
@@ -43,7 +43,7 @@ _GRAPH_INPUTS: TaskCache[dict] = TaskCache("gnn_graph_inputs")
 class GraphInputs:
     """The static tensors of one task's (coarsened) graph.
 
-    grouping: the op -> node map (`placement_gym.groups.Grouping`); a node is a group of ops.
+    grouping: the op -> node map (`placement_gym.task.groups.Grouping`); a node is a group of ops.
     features: float32 ``(n_nodes, len(NODE_FEATURES))``.
     src, dst: int64 ``(n_edges,)``: producer node -> consumer node.
     edge_features: float32 ``(n_edges, 1)``: log-scaled bytes on the edge.

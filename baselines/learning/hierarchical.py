@@ -52,9 +52,9 @@ from baselines.learning.seq2seq import (
     sample_categorical,
 )
 from baselines.learning.trainer import register_learned
-from placement_gym.budget import Budget
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, neg_sqrt_relative_runtimes
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget
+from placement_gym.task.compiled import Task
 
 DEFAULT_GROUPS = 32
 

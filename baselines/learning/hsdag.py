@@ -41,10 +41,10 @@ from baselines.learning.agent import LearnedAgent
 from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sample_categorical
 from baselines.learning.options import check_number
 from baselines.learning.trainer import register_learned
-from placement_gym.budget import Budget
 from placement_gym.envs.observation import NODE_FEATURES
 from placement_gym.envs.rewards import log_speedups
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget
+from placement_gym.task.compiled import Task
 
 
 class GroupPlacer(nn.Module):

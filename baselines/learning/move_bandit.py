@@ -42,9 +42,9 @@ from baselines.search import (
     anneal,
     multi_op_groups,
 )
-from placement_gym.agents import AgentResult
-from placement_gym.budget import Score
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.evaluation.budget import Score
+from placement_gym.task.compiled import Task
 
 # The bandit's arms: anneal's move kinds (single-op moves go to a neighbour's device or any device half
 # and half, as anneal draws them)

@@ -52,9 +52,9 @@ from baselines.search import (
     metropolis_accept,
     multi_op_groups,
 )
-from placement_gym.agents import AgentResult
-from placement_gym.budget import Budget, BudgetExhausted, Score
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import AgentResult
+from placement_gym.evaluation.budget import Budget, BudgetExhausted, Score
+from placement_gym.task.compiled import Task
 
 DEFAULT_BUDGET = 2_000  # as the search baselines (anneal, cem); the leaderboard passes its own
 KINDS: tuple[str, ...] = ("single", "neighbour", "group", "swap", "segment")

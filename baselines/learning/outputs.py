@@ -13,11 +13,16 @@ from typing import Any
 import numpy as np
 
 from baselines.registry import get_agent
-from placement_gym.agents import INSTALL_HINT
 from placement_gym.cost_model import lower_bound, simulate
-from placement_gym.evaluator import COST_MODEL, CostModelEvaluator, as_evaluator, best_single_runtime
-from placement_gym.placements import placement_to_dict
-from placement_gym.task import Task
+from placement_gym.evaluation.agents import INSTALL_HINT
+from placement_gym.evaluation.evaluator import (
+    COST_MODEL,
+    CostModelEvaluator,
+    as_evaluator,
+    best_single_runtime,
+)
+from placement_gym.evaluation.placements import placement_to_dict
+from placement_gym.task.compiled import Task
 
 # Names of the reference runtimes (`references`), as the PNG legend, TensorBoard and JSON show them.
 BEST_SINGLE, HEFT, LOWER_BOUND = "best single device", "HEFT", "simple lower bound"

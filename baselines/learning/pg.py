@@ -32,9 +32,9 @@ import torch
 from baselines.learning.options import check_number
 from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
-from placement_gym.budget import Budget
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, neg_sqrt_relative_runtimes
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget
+from placement_gym.task.compiled import Task
 
 # Mirhoseini et al. 2017 (docs/references.md): moving-average baseline with decay 0.9.
 BASELINE_DECAY = 0.9

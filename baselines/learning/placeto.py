@@ -60,11 +60,11 @@ from baselines.learning.agent import LearnedAgent
 from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sample_categorical
 from baselines.learning.options import check_number
 from baselines.learning.trainer import register_learned
-from placement_gym.budget import Budget
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
 from placement_gym.envs.refine import refine_visit
 from placement_gym.envs.rewards import improvement_reward, reward_runtimes
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget
+from placement_gym.task.compiled import Task
 
 # Nodes x rows per recomputation chunk at update time: bounds the memory of the backward pass.
 _UPDATE_CHUNK_NODES = 32768

@@ -7,8 +7,8 @@ from typing import Any
 
 from baselines.learning.agent import LearnedAgent
 from baselines.learning.trainer import register_learned
-from placement_gym.budget import Budget
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget
+from placement_gym.task.compiled import Task
 
 
 @register_learned

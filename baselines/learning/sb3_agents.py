@@ -56,12 +56,12 @@ from baselines.learning.agent import LearnedAgent
 from baselines.learning.options import check_number
 from baselines.learning.trainer import register_learned
 from baselines.policies import FactorizedPlacementPolicy
-from placement_gym.budget import Budget
 from placement_gym.envs.base import PlacementEnvBase
 from placement_gym.envs.refine import DevicePlacementRefineEnv
 from placement_gym.envs.single_shot import DevicePlacementEnv
-from placement_gym.groups import make_grouping
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget
+from placement_gym.task.compiled import Task
+from placement_gym.task.groups import make_grouping
 
 try:  # sb3-contrib is optional: without it `sb3-maskable-ppo` is not registered
     from sb3_contrib import MaskablePPO

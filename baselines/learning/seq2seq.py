@@ -35,8 +35,8 @@ from torch import nn
 from baselines.learning.agent import LearnedAgent
 from baselines.learning.options import check_number
 from placement_gym.envs.observation import NODE_FEATURES, node_features, op_edges
-from placement_gym.groups import Grouping, make_grouping, quotient_edges
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
+from placement_gym.task.groups import Grouping, make_grouping, quotient_edges
 
 # Mirhoseini et al. 2017 (docs/references.md): num_groups = min(256, 20 x devices).
 GROUP_LIMIT = 256
@@ -51,7 +51,7 @@ def default_max_groups(task: Task) -> int:
 def placer_grouping(task: Task, groups="colocate", max_groups: int | None = None) -> Grouping:
     """The groups a seq2seq placer emits one device for.
 
-    ``groups`` is any ``groups=`` value of the envs (`placement_gym.groups.make_grouping`; default
+    ``groups`` is any ``groups=`` value of the envs (`placement_gym.task.groups.make_grouping`; default
     ``"colocate"``, Mirhoseini et al.'s co-location groups). When that leaves more than
     ``max_groups`` groups (default `default_max_groups`), the groups are merged further: a balanced
     ``max_groups``-way partition of the ops with few bytes crossing parts (`make_grouping(graph,

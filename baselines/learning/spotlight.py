@@ -36,9 +36,9 @@ import torch
 from baselines.learning.options import check_number
 from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
-from placement_gym.budget import Budget
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward, shape_reward
-from placement_gym.task import Task
+from placement_gym.evaluation.budget import Budget
+from placement_gym.task.compiled import Task
 
 # The staged env's default reward shape (DevicePlacementStagedEnv(reward=...)).
 ENV_DEFAULT_REWARD = "log_speedup"

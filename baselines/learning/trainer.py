@@ -2,7 +2,7 @@
 best placement; what it shows and writes is `baselines.learning.outputs`), and `register_learned`,
 which makes a `baselines.learning.agent.LearnedAgent` known to it and to the baselines registry.
 
-`train` also runs the search agents of the registry that take a `placement_gym.budget.Budget`
+`train` also runs the search agents of the registry that take a `placement_gym.evaluation.budget.Budget`
 (`baselines.search`: ``anneal``, ``cem``; `trainable_agents` lists them), so that they get the same
 learning curve, read from the budget; their placements are exactly those of a plain run.
 
@@ -32,12 +32,12 @@ from baselines.learning.outputs import (
     write_outputs,
 )
 from baselines.registry import budget_agents, get_agent, register
-from placement_gym.agents import INSTALL_HINT, AgentResult
-from placement_gym.budget import Budget, BudgetExhausted
-from placement_gym.evaluator import COST_MODEL
-from placement_gym.placements import placement_to_dict
-from placement_gym.task import Task
-from placement_gym.task_ids import identity_mismatch, task_identity
+from placement_gym.evaluation.agents import INSTALL_HINT, AgentResult
+from placement_gym.evaluation.budget import Budget, BudgetExhausted
+from placement_gym.evaluation.evaluator import COST_MODEL
+from placement_gym.evaluation.placements import placement_to_dict
+from placement_gym.task.compiled import Task
+from placement_gym.task.ids import identity_mismatch, task_identity
 
 DEFAULT_BUDGET = 1000
 
@@ -148,13 +148,14 @@ def train(
     """Train ``agent`` on ``task`` until ``budget`` evaluations are spent; deterministic for a seed
     on the CPU. With ``out_dir``: a checkpoint every ``checkpoint_every`` iterations and at the end
     (``checkpoint.pt``; ``resume=True`` continues from it, and refuses one made on another task:
-    `placement_gym.task_ids.task_identity`), the learning curve (``curve.csv``, and
+    `placement_gym.task.ids.task_identity`), the learning curve (``curve.csv``, and
     ``curve.png`` when matplotlib is installed) and the best placement (``best_placement.json``).
     A checkpoint may be resumed with a larger ``budget`` to continue the run. ``threads``: torch's
     intra-op threads for this process (default 1: the policies are small, and one thread is faster
     and leaves the other cores to simulation or parallel runs; None leaves torch's setting).
     ``evaluator``: what scores the placements (`Budget`'s ``evaluator``: None is the cost
-    model; or any `placement_gym.evaluator.Evaluator`: `placement_gym.evaluator.make_evaluator`'s,
+    model; or any `placement_gym.evaluation.evaluator.Evaluator`:
+    `placement_gym.evaluation.evaluator.make_evaluator`'s,
     a `RayEvaluatorPool`...);
     a checkpoint resumes only with the same kind (``scored_by``). ``tensorboard``: a folder; the run
     logs its curve to ``<folder>/<agent>-<graph>-<cluster>-<objective>-s<seed>`` (`TensorBoardLog` lists the

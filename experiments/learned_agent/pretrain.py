@@ -25,7 +25,7 @@ import numpy as np
 from baselines.learning.move_policy import FEATURES, move_policy
 from placement_gym.cluster import PRESETS
 from placement_gym.graph.synthetic import layered_graph, random_graph
-from placement_gym.task import Task, make_task
+from placement_gym.task.compiled import Task, make_task
 
 # A move counts as improving when it shortens the runtime by more than this fraction (a rounding-size
 # gain, such as moving a tiny op off a device, teaches nothing).

@@ -16,7 +16,7 @@ import numpy as np
 from baselines.learning.move_policy import move_policy
 from placement_gym.cluster import PRESETS
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
 
 VARIANTS = {
     "uniform": {"weights": "zero", "learning_rate": 0.0},

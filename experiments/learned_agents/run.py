@@ -118,9 +118,9 @@ def run_job(job: Job, threads: int) -> dict[str, Any]:
     import torch
 
     from baselines.learning import train
-    from placement_gym.agents import evaluate_agent
     from placement_gym.cost_model import lower_bound, single_device
-    from placement_gym.named_tasks import parse_task_id
+    from placement_gym.evaluation.agents import evaluate_agent
+    from placement_gym.task.named import parse_task_id
 
     torch.set_num_threads(threads)
     kind = job[0]
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no results file {out}")
         print_summary(read_records(out), None if args.tasks == list(TASKS) else args.tasks)
         return 0
-    from placement_gym.named_tasks import parse_task_id
+    from placement_gym.task.named import parse_task_id
 
     for task in args.tasks:
         try:

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from placement_gym.agents import run_installed_agent
 from placement_gym.calibration.published import PUBLISHED, PublishedRow
 from placement_gym.cluster import load_cluster
+from placement_gym.common.extras import require
 from placement_gym.cost_model import simulate
-from placement_gym.extras import require
+from placement_gym.evaluation.agents import run_installed_agent
 from placement_gym.graph import load_graph
 from placement_gym.real.rebatch import rebatched_graph
-from placement_gym.task import Task, make_task
+from placement_gym.task.compiled import Task, make_task
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import NoReturn
 
-from placement_gym.extras import EXTRA_OF_MODULE, install_hint
+from placement_gym.common.extras import EXTRA_OF_MODULE, install_hint
 
 PROG = "placement-gym"
 
@@ -76,7 +76,7 @@ def _chosen_command(argv: list[str]) -> str | None:
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command; given ``argv``, only the module of the command it runs is imported
     (the others' commands are listed by their `COMMANDS` line alone)."""
-    from placement_gym.version import __version__
+    from placement_gym.common.version import __version__
 
     parser = _Parser(prog=PROG, description=(
         "Device placement as a fast, honest benchmark: list the bundled graphs and clusters, evaluate "

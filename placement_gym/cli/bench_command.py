@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from placement_gym.bench import (
+from placement_gym.cli.bench import (
     BENCH_CLUSTER,
     DEFAULT_BATCH,
     DEFAULT_SIZES,

@@ -13,7 +13,7 @@ from placement_gym.cli.subcommands import Subcommands
 from placement_gym.cluster import PRESETS, load_cluster
 from placement_gym.graph import bundled, bundled_graph_names, load_graph
 from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY, OnnxImport, import_onnx
-from placement_gym.task_ids import HASH_DIGITS, graph_id
+from placement_gym.task.ids import HASH_DIGITS, graph_id
 
 # The --info table lists this many parameters; --json lists them all.
 INFO_PARAMETER_ROWS = 20
@@ -238,9 +238,9 @@ def run_clusters(args: argparse.Namespace) -> int:
 
 def agent_rows() -> list[dict[str, Any]]:
     """Every agent ``evaluate --agent`` takes: the core's simple agents (heuristics that need no extra),
-    then those of the installed agent providers (`placement_gym.agents.describe_agents`)."""
-    from placement_gym import agents
-    from placement_gym.placements import SIMPLE_AGENT_DESCRIPTIONS
+    then those of the installed agent providers (`placement_gym.evaluation.agents.describe_agents`)."""
+    from placement_gym.evaluation import agents
+    from placement_gym.evaluation.placements import SIMPLE_AGENT_DESCRIPTIONS
 
     rows = {name: {"name": name, "kind": "heuristic", "default_budget": None, "budget_unit": None,
                    "extra": None, "installed": True, "description": text}
@@ -259,7 +259,7 @@ def _budget_text(row: dict[str, Any]) -> str:
 
 
 def run_agents(args: argparse.Namespace) -> int:
-    from placement_gym import agents
+    from placement_gym.evaluation import agents
 
     rows = agent_rows()
     if args.json:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from placement_gym import agents
-from placement_gym.named_tasks import get_task
-from placement_gym.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
-from placement_gym.task import OBJECTIVES, OPTIMIZERS, Task
-from placement_gym.task_ids import DEFAULT_OPTIMIZER
+from placement_gym.evaluation import agents
+from placement_gym.evaluation.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
+from placement_gym.task.compiled import OBJECTIVES, OPTIMIZERS, Task
+from placement_gym.task.ids import DEFAULT_OPTIMIZER
+from placement_gym.task.named import get_task
 
 DEFAULT_GRAPH = "inception_v3"
 DEFAULT_CLUSTER = "k80x4"
@@ -96,7 +96,7 @@ def _known_agents() -> list[str]:
 
 def place_with_agent(task: Task, agent: str, seed: int, budget: int | None = None) -> Found:
     """Place ``task`` with a simple agent or an agent of a provider of the entry-point group
-    ``placement_gym.agents`` (`placement_gym.agents`: the baselines package, or any other)."""
+    ``placement_gym.agents`` (`placement_gym.evaluation.agents`: the baselines package, or any other)."""
     start = time.perf_counter()
     if is_simple_agent(agent):
         placement, evaluations = simple_agent(task, agent, seed)

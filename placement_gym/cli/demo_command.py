@@ -26,7 +26,7 @@ def picture_path(out: str | None) -> Path | None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from placement_gym.demo import DEMO_GRAPHS, demo_episode, demo_rows, demo_timeline
+    from placement_gym.cli.demo import DEMO_GRAPHS, demo_episode, demo_rows, demo_timeline
 
     started = time.perf_counter()
     rows = demo_rows(DEMO_GRAPHS, args.cluster, samples=args.samples, seed=args.seed)

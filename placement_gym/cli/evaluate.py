@@ -7,7 +7,6 @@ import sys
 import time
 from typing import Any
 
-from placement_gym import agents
 from placement_gym.cli.common import (
     add_optimizer_argument,
     add_placement_arguments,
@@ -18,7 +17,8 @@ from placement_gym.cli.common import (
 from placement_gym.cli.output import fmt_bytes, fmt_seconds, print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
 from placement_gym.cost_model import lower_bound, simulate, single_device
-from placement_gym.placements import placement_to_dict, save_placement
+from placement_gym.evaluation import agents
+from placement_gym.evaluation.placements import placement_to_dict, save_placement
 
 
 def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -59,7 +59,8 @@ def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def all_agents_report(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Run every agent the providers choose for ``--agent all`` (`placement_gym.agents.agents_for_all`)
+    """Run every agent the providers choose for ``--agent all``
+    (`placement_gym.evaluation.agents.agents_for_all`)
     and evaluate each placement; rows sorted by runtime, infeasible ones last."""
     task = task_from_args(args)
     chosen = agents.agents_for_all(task)
@@ -143,7 +144,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from placement_gym.timeline import draw_timeline
+    from placement_gym.cost_model.timeline import draw_timeline
 
     task = task_from_args(args)
     found = find_placement(task, args)

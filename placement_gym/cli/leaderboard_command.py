@@ -144,7 +144,7 @@ def _summary(checks: list) -> str:
 
 
 def _submission_paths(files: list[str], directory: Path | None, args: argparse.Namespace) -> list[Path]:
-    from placement_gym.untrusted import inside
+    from placement_gym.common.untrusted import inside
 
     if files:
         return [Path(f) for f in files]
@@ -236,7 +236,8 @@ def _rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bo
 def run_reruns(args: argparse.Namespace) -> int:
     """``reruns [--all]``: check DIR/reruns.json (placement_gym/leaderboard/rerun_records.py): every
     record matches its file, and the recorded tasks of a sample of them (or all) reproduce."""
-    from placement_gym.agents import describe_agents
+    from placement_gym.common.untrusted import inside
+    from placement_gym.evaluation.agents import describe_agents
     from placement_gym.leaderboard.rerun import rerun_submission
     from placement_gym.leaderboard.rerun_records import (
         RECORDS_NAME,
@@ -246,7 +247,6 @@ def run_reruns(args: argparse.Namespace) -> int:
         this_platform,
     )
     from placement_gym.leaderboard.submission import read_submission
-    from placement_gym.untrusted import inside
 
     directory = _directory(args)
     records = read_records(directory)
@@ -300,9 +300,9 @@ def run_reruns(args: argparse.Namespace) -> int:
 @_exits_on_suite_mismatch
 def run_submit(args: argparse.Namespace) -> int:
     """``submit FILE``: validate FILE, then copy it into DIR/submissions (never through a symbolic link:
-    `placement_gym.untrusted.write_inside`); exit 1 when validation fails or the copy is refused."""
+    `placement_gym.common.untrusted.write_inside`); exit 1 when validation fails or the copy is refused."""
+    from placement_gym.common.untrusted import UntrustedFileError, inside, write_inside
     from placement_gym.leaderboard.submission import read_submission, submission_filename
-    from placement_gym.untrusted import UntrustedFileError, inside, write_inside
 
     directory = _directory(args, writes=True)
     checks = _check_report([Path(args.file)])
@@ -328,8 +328,8 @@ def run_submit(args: argparse.Namespace) -> int:
 
 @_exits_on_suite_mismatch
 def run_render(args: argparse.Namespace) -> int:
+    from placement_gym.common.untrusted import UntrustedFileError
     from placement_gym.leaderboard.render import README_NAME, RenderRefused, render
-    from placement_gym.untrusted import UntrustedFileError
 
     directory = _directory(args, writes=not args.check)
     try:

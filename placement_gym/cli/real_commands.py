@@ -12,7 +12,7 @@ from typing import Any
 from placement_gym.cli.common import output_root, positive_int
 from placement_gym.cli.output import fmt_seconds, print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
-from placement_gym.task import OPTIMIZERS
+from placement_gym.task.compiled import OPTIMIZERS
 
 # Default timed runs of each op, link and whole-graph step of a profile, and default fidelity rounds.
 PROFILE_REPEATS = 5
@@ -230,7 +230,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         run_fidelity,
         scatter_plot,
     )
-    from placement_gym.task import OBJECTIVES, make_task
+    from placement_gym.task.compiled import OBJECTIVES, make_task
 
     _check_warmup(args)
     cluster, devices = resolve_devices(args.devices, args.cluster)

@@ -1,7 +1,8 @@
 """`placement-gym train`: train a learned agent (or run a search agent) on an evaluation budget.
 
 The agent comes from a provider of the entry-point group ``placement_gym.agents``
-(`placement_gym.agents.find_trainer`): the `baselines` package's learned agents and its search agents
+(`placement_gym.evaluation.agents.find_trainer`): the `baselines` package's learned agents and its search
+agents
 (anneal, cem: one run, with the same curve), or another package's.
 
 Outputs go to ``--out`` (default ``<output root>/runs/<run name>``, the output root being
@@ -10,11 +11,12 @@ Outputs go to ``--out`` (default ``<output root>/runs/<run name>``, the output r
 best single device.
 
 ``--reward-mode`` picks what scores the agent's placements, as the envs' ``reward_mode`` does
-(`placement_gym.evaluator.make_evaluator`): ``cost_model`` (default), ``profiled`` (the cost
+(`placement_gym.evaluation.evaluator.make_evaluator`): ``cost_model`` (default), ``profiled`` (the cost
 model with measured op times: ``--profile FILE``, else the cached profile of the graph on
 ``--devices`` or on the cluster's device names), ``real`` (every placement run on the torch
 devices of ``--devices``, or of an explicit ``--cluster`` such as ``cpu2``), or any backend a
-package registered (`placement_gym.evaluator.evaluator_names`); which of ``--profile``, ``--devices``
+package registered (`placement_gym.evaluation.evaluator.evaluator_names`); which of ``--profile``,
+``--devices``
 and ``--batch`` a backend takes is what its `EvaluatorBackend` says. The device options are
 read as ``placement-gym profile`` and ``fidelity`` read them (`placement_gym.real.fidelity.resolve_devices`).
 ``--optimizer`` is the task's optimizer (default adam): what the cost model costs, the update a real
@@ -28,7 +30,6 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from placement_gym.agents import find_trainer
 from placement_gym.cli.common import (
     DEFAULT_CLUSTER,
     OUTPUT_ROOT_HELP,
@@ -40,9 +41,10 @@ from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import graph_and_model
 from placement_gym.cli.subcommands import Subcommands
 from placement_gym.cost_model import single_device
-from placement_gym.evaluator import COST_MODEL, evaluator_backend, evaluator_names, make_evaluator
-from placement_gym.named_tasks import get_task
-from placement_gym.task import OPTIMIZERS, Task
+from placement_gym.evaluation.agents import find_trainer
+from placement_gym.evaluation.evaluator import COST_MODEL, evaluator_backend, evaluator_names, make_evaluator
+from placement_gym.task.compiled import OPTIMIZERS, Task
+from placement_gym.task.named import get_task
 
 # How the results table names what scored the runtimes (the result's ``scored_by``).
 SCORED_BY = {"cost_model": "cost model", "profiled": "profiled cost model", "real": "measured on the devices"}
@@ -229,7 +231,7 @@ def add_parser(subparsers: Subcommands) -> None:
         choices=evaluator_names(),
         help="what scores the placements: cost_model (default), profiled (the cost model with measured op "
         "times: --profile, or a cached profile), real (runs on --devices), or a backend a package "
-        "registered (placement_gym.evaluator)",
+        "registered (placement_gym.evaluation.evaluator)",
     )
     parser.add_argument(
         "--profile",

@@ -21,7 +21,7 @@ transfer_sync       0 to 1 s               as dispatch_time
 Names (the cluster's, its devices', hosts' and segments') and the description are printable text
 (`str.isprintable`): they reach terminals and tables as they are, so a control character (an ANSI
 escape, a newline) is refused. A cluster's arrays grow with the square of its devices, so one whose
-arrays would exceed the allocation limit (`placement_gym.limits`) is refused (`check_cluster_size`).
+arrays would exceed the allocation limit (`placement_gym.common.limits`) is refused (`check_cluster_size`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from functools import cached_property
 
 import numpy as np
 
-from placement_gym.content_hash import dataclass_sha256
+from placement_gym.common.content_hash import dataclass_sha256
+from placement_gym.common.limits import check_allocation
 from placement_gym.graph.opgraph import CATEGORIES
-from placement_gym.limits import check_allocation
 
 DEVICE_KINDS: tuple[str, ...] = ("cpu", "gpu")
 

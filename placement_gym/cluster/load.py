@@ -65,9 +65,9 @@ import numpy as np
 from placement_gym.cluster.cluster import DEVICE_KINDS, FIGURE_RANGES, Cluster, check_cluster_size, check_text
 from placement_gym.cluster.machine import get_real_cluster
 from placement_gym.cluster.presets import DEFAULT_EFFICIENCY, PRESETS
-from placement_gym.graph.bundled import unknown_name
+from placement_gym.common.names import unknown_name
+from placement_gym.common.untrusted import UntrustedFileError, read_json
 from placement_gym.graph.opgraph import CATEGORIES
-from placement_gym.untrusted import UntrustedFileError, read_json
 
 REAL_CLUSTER_NAME = re.compile(r"local|cpu[1-9][0-9]*")
 
@@ -451,10 +451,10 @@ MAX_NESTING = 8
 
 def load_cluster(name_or_path: str | Path) -> Cluster:
     """A preset by name (see `PRESETS`), or a cluster JSON file by path (format: module docstring),
-    read as untrusted input (`placement_gym.untrusted.read_json`): a regular file (a symbolic link is
+    read as untrusted input (`placement_gym.common.untrusted.read_json`): a regular file (a symbolic link is
     followed only to one) of at most `MAX_FILE_BYTES` bytes of UTF-8 JSON, nested at most `MAX_NESTING`
     levels, without duplicate keys, NaN or infinite numbers or integers of more than
-    `placement_gym.untrusted.MAX_INT_DIGITS` digits; a `ClusterError` names the file and the field."""
+    `placement_gym.common.untrusted.MAX_INT_DIGITS` digits; a `ClusterError` names the file and the field."""
     if isinstance(name_or_path, str) and name_or_path in PRESETS:
         return PRESETS[name_or_path]()
     if isinstance(name_or_path, str) and REAL_CLUSTER_NAME.fullmatch(name_or_path):

@@ -22,7 +22,7 @@ import numpy as np
 
 from placement_gym.cluster.cluster import Cluster, check_cluster_size
 from placement_gym.cluster.presets import default_efficiency_row
-from placement_gym.extras import require
+from placement_gym.common.extras import require
 
 GB = 1e9
 

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 
 from placement_gym.cost_model.fast import simulate_batch
-from placement_gym.task_cache import TaskCache
+from placement_gym.task.cache import TaskCache
 
 
 @numba.njit(cache=True)

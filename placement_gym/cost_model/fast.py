@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from placement_gym.cost_model.result import Schedule, SimulationResult
-from placement_gym.task_cache import TaskCache
+from placement_gym.task.cache import TaskCache
 
 # The packed layout. `_pack` concatenates a task's int arrays into one int64 array and its float arrays
 # into one float64 array, so that a call hands numba a few arrays instead of twenty-odd (unboxing each

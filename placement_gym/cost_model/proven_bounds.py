@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from placement_gym.common.extras import require
 from placement_gym.cost_model.bounds import longest_path
-from placement_gym.extras import require
-from placement_gym.task_cache import TaskCache
+from placement_gym.task.cache import TaskCache
 
 CRITICAL_PATH = "critical path"
 WORK = "work / devices"

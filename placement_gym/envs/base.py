@@ -11,15 +11,15 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.cost_model import SimulationResult, lower_bound, simulate, single_device
-from placement_gym.device_indices import check_device_indices
 from placement_gym.envs.config import RENDER_MODES, EnvConfig
 from placement_gym.envs.flat import FlatLayout
 from placement_gym.envs.observation import NodeObservation
 from placement_gym.envs.rewards import penalty_runtime
-from placement_gym.evaluator import Evaluator, as_evaluator, best_single_runtime, make_evaluator
-from placement_gym.groups import make_grouping, quotient_edges
-from placement_gym.named_tasks import get_task
-from placement_gym.task import OBJECTIVES, Task
+from placement_gym.evaluation.evaluator import Evaluator, as_evaluator, best_single_runtime, make_evaluator
+from placement_gym.task.compiled import OBJECTIVES, Task
+from placement_gym.task.device_indices import check_device_indices
+from placement_gym.task.groups import make_grouping, quotient_edges
+from placement_gym.task.named import get_task
 
 INFO_KEYS: tuple[str, ...] = (
     "lower_bound",  # float64 seconds no placement can beat: the simple bound, `pg.lower_bound`
@@ -60,7 +60,7 @@ def gym_entry_point(env_class: type[gym.Env]) -> Callable[..., gym.Env]:
 class PlacementEnvBase(gym.Env):
     """Shared set-up of the placement envs (not registered itself).
 
-    A *node* is a forward op, or with ``groups=`` a group of forward ops (`placement_gym.groups`);
+    A *node* is a forward op, or with ``groups=`` a group of forward ops (`placement_gym.task.groups`);
     nodes are numbered in topological order of their first op. Attributes every env has:
     ``task``, ``grouping``, ``n_nodes``, ``node_of_op`` (int64 per forward op), ``node_static_bytes``
     (parameters, gradients and optimizer state per node), ``best_single_runtime`` and
@@ -76,9 +76,11 @@ class PlacementEnvBase(gym.Env):
     agent handed a task); ``cluster``, ``objective`` and ``optimizer`` are the task's, and a value
     other than the env's default given for one of them must agree with the task.
 
-    ``evaluator`` says what scores a placement: a backend's name (`placement_gym.evaluator.make_evaluator`:
+    ``evaluator`` says what scores a placement: a backend's name
+    (`placement_gym.evaluation.evaluator.make_evaluator`:
     the built-in ones below, or one a package registered), or an evaluator object (the
-    `placement_gym.evaluator.Evaluator` protocol, or anything with ``simulate``), which the env scores
+    `placement_gym.evaluation.evaluator.Evaluator` protocol, or anything with ``simulate``), which the env
+    scores
     its steps and resets with as given; None (default) takes the name of ``reward_mode``, which
     ``evaluator`` replaces (give one of the two). ``reward_mode`` says what a runtime is:
 
@@ -384,7 +386,7 @@ class PlacementEnvBase(gym.Env):
         """Text table or timeline image of ``node_devices``; ``placed``: how many nodes (in order)
         the agent has placed, the others holding the completion device."""
         if self.render_mode == "rgb_array":
-            from placement_gym.timeline import draw_timeline
+            from placement_gym.cost_model.timeline import draw_timeline
 
             result, _ = self._evaluate(node_devices, schedule=True, counted=False)
             return draw_timeline(self.task, result.schedule, title=f"{self.task.id} ({label})")

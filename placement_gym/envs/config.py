@@ -18,9 +18,9 @@ import numpy as np
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.envs.observation import check_obs_mode
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_oom_settings
-from placement_gym.evaluator import COST_MODEL
+from placement_gym.evaluation.evaluator import COST_MODEL
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 
@@ -57,7 +57,7 @@ class EnvConfig:
     - ``objective``: ``"train_step"`` (default) or ``"inference"``.
     - ``optimizer``: ``"adam"`` (default), ``"momentum"`` or ``"sgd"`` (training only).
     - ``groups``: None (default: one node per op), ``"colocate"``, ``"chains"``, an int k (a k-way
-      partition) or an array of one group label per op (`placement_gym.groups.make_grouping`).
+      partition) or an array of one group label per op (`placement_gym.task.groups.make_grouping`).
     - ``obs_mode``: ``"dict"`` (default), ``"flat"`` or ``"graph"``.
     - ``max_ops``, ``max_edges``: pad the dict observation to these numbers of nodes and edges
       (default: the task's own), so that envs of different graphs share one observation space.
@@ -67,12 +67,13 @@ class EnvConfig:
       ``oom_runtime_factor`` x the best single-device runtime.
     - ``oom_runtime_factor``: see ``oom_runtime``; at least 1. Default 10.
     - ``reward_mode``: what scores a placement, a backend's name: ``"cost_model"`` (default),
-      ``"profiled"``, ``"real"`` or one a package registered (`placement_gym.evaluator.make_evaluator`).
+      ``"profiled"``, ``"real"`` or one a package registered
+      (`placement_gym.evaluation.evaluator.make_evaluator`).
     - ``profile``: for ``"profiled"``, a profile dict or file (`placement_gym.real.profile`).
     - ``devices``: device name -> torch device, for ``"real"`` (and to pick a ``"profiled"`` profile).
     - ``mask_in_obs``: put the action mask in the observation (not with ``obs_mode="graph"``).
     - ``evaluator``: what scores a placement, in place of ``reward_mode``: a backend's name or an
-      evaluator object (`placement_gym.evaluator.Evaluator`); None (default) takes ``reward_mode``.
+      evaluator object (`placement_gym.evaluation.evaluator.Evaluator`); None (default) takes ``reward_mode``.
     """
 
     graph: str | Path | OpGraph | Task = "inception_v3"

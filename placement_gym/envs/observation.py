@@ -46,9 +46,9 @@ import math
 import numpy as np
 from gymnasium import spaces
 
+from placement_gym.common.limits import check_allocation
 from placement_gym.graph.opgraph import CATEGORIES
-from placement_gym.limits import check_allocation
-from placement_gym.task_cache import TaskCache
+from placement_gym.task.cache import TaskCache
 
 OBS_MODES: tuple[str, ...] = ("dict", "graph", "flat")
 # Per task, computed once whatever the number of envs made on it: the raw per-op quantities
@@ -227,7 +227,7 @@ class NodeObservation:
     observation space; the graph mode is not padded and ignores them. In ``"flat"`` mode ``space``
     and `observation` are the dict mode's: the env flattens them (`placement_gym.envs.flat`).
     ``nbytes``: the bytes of one observation (`observation_bytes`); an observation whose arrays
-    (`OBSERVATION_COPIES` of it) would pass the allocation limit (`placement_gym.limits`) is
+    (`OBSERVATION_COPIES` of it) would pass the allocation limit (`placement_gym.common.limits`) is
     refused before they are made."""
 
     def __init__(

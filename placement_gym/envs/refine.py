@@ -12,9 +12,9 @@ from placement_gym.cluster.cluster import Cluster
 from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
 from placement_gym.envs.config import FROM_CONFIG, EnvConfig
 from placement_gym.envs.rewards import improvement_reward
+from placement_gym.evaluation.placements import load_placement
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.placements import load_placement
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 INITIAL_NAMES: tuple[str, ...] = ("random", "best-single")
 
@@ -32,7 +32,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     ## Description
     Placeto's MDP (Addanki et al., NeurIPS 2019): an episode starts from a full placement
     (``initial``) and visits every node (a forward op, or with ``groups=`` a group of ops,
-    `placement_gym.groups`) once in topological order, ``sweeps`` times over. At each step the agent
+    `placement_gym.task.groups`) once in topological order, ``sweeps`` times over. At each step the agent
     picks the new device of the current node (keeping it where it is is allowed) and is rewarded by
     how much faster the placement became, according to the cost model (`placement_gym.simulate`).
 
@@ -79,7 +79,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
       generator (seeded by ``reset(seed=...)``; a new draw each episode).
     - ``"best-single"``: every node on the best single device.
     - a device name of the cluster (such as ``"gpu:0"``): every node there.
-    - a placement file (`placement_gym.placements.save_placement`'s JSON) or an array of one device
+    - a placement file (`placement_gym.evaluation.placements.save_placement`'s JSON) or an array of one device
       index per op (``n_forward``) or per node (``n_nodes``). With groups, a per-op placement is
       reduced to one device per group: the device of the group's first op (`Grouping.reduce`).
 

@@ -14,7 +14,7 @@ from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
 from placement_gym.envs.config import FROM_CONFIG, RENDER_MODES, EnvConfig
 from placement_gym.envs.rewards import RewardFunction, check_reward, shape_reward
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 __all__ = ["RENDER_MODES", "DevicePlacementEnv", "make_env"]
 
@@ -34,7 +34,7 @@ class DevicePlacementEnv(PlacementEnvBase):
     ## Action Space
     `MultiDiscrete([n_devices] * n_nodes)`: the device index of every node in topological order. A
     node is a forward op (``n_nodes = n_forward``, the order of ``task.graph.op_names``) or, with
-    ``groups=``, a group (`placement_gym.groups`: numbered by first op; all ops of a group go to its
+    ``groups=``, a group (`placement_gym.task.groups`: numbered by first op; all ops of a group go to its
     device). `action_masks()` returns the ``(n_nodes, n_devices)`` bool array of allowed choices
     (for sb3-contrib's MaskablePPO): a device is masked out for a node whose static memory alone
     (parameters, and for training their gradients and optimizer state) exceeds the device's

@@ -18,7 +18,7 @@ from placement_gym.envs.rewards import (
     shape_reward,
 )
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 
 class DevicePlacementStagedEnv(PlacementEnvBase):
@@ -26,7 +26,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
 
     ## Description
     Spotlight's MDP (Gao, Chen and Li, ICML 2018): an episode has one stage per node (a forward op,
-    or with ``groups=`` a group of ops, `placement_gym.groups`), visited in topological order (node
+    or with ``groups=`` a group of ops, `placement_gym.task.groups`), visited in topological order (node
     ``t`` at stage ``t``; groups are numbered by their first op). At each stage the agent picks the
     device of the current node, seeing the graph, the placement so far and which node is next. The
     full placement is evaluated by the cost model (`placement_gym.simulate`) after the last stage.

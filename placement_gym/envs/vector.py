@@ -24,10 +24,10 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
+from placement_gym.common.limits import check_allocation
 from placement_gym.cost_model.result import SimulationResult
 from placement_gym.envs.base import check_reset_options
 from placement_gym.envs.single_shot import DevicePlacementEnv
-from placement_gym.limits import check_allocation
 
 # Batches of ``num_envs`` observations alive at once: the batched space's low and high bounds, the
 # last observations, and a step's observations with their placement one-hots.

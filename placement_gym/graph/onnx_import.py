@@ -36,6 +36,7 @@ import onnx
 from google.protobuf.descriptor import FieldDescriptor
 from onnx import TensorProto
 
+from placement_gym.common.untrusted import MAX_ONNX_BYTES, read_bytes
 from placement_gym.graph.op_costs import COST_RULES, DEFAULT_DOMAINS, TensorInfo, all_bytes, op_cost
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
 from placement_gym.graph.ordering import stable_topological_order
@@ -48,7 +49,6 @@ from placement_gym.graph.parameters import (
     subgraphs,
 )
 from placement_gym.graph.undeclared_weights import derive_shapes
-from placement_gym.untrusted import MAX_ONNX_BYTES, read_bytes
 
 __all__ = [
     "PARAMETERS_METADATA_KEY", "OnnxImport", "ParameterInfo", "graph_from_onnx", "import_onnx",

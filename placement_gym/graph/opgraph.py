@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from placement_gym.content_hash import dataclass_sha256
+from placement_gym.common.content_hash import dataclass_sha256
 
 # Cost categories: a device's FLOP efficiency is given per category (see `Cluster.efficiency`).
 CATEGORIES: tuple[str, ...] = (

@@ -65,8 +65,8 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto
 
+from placement_gym.common.untrusted import parse_json
 from placement_gym.graph.ordering import stable_topological_order
-from placement_gym.untrusted import parse_json
 
 PARAMETERS_METADATA_KEY = "placement_gym.parameters"
 

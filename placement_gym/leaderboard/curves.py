@@ -17,9 +17,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from placement_gym.extras import require
+from placement_gym.common.extras import require
+from placement_gym.common.untrusted import write_inside
 from placement_gym.leaderboard.ranking import Entry
-from placement_gym.untrusted import write_inside
 
 CURVES_DIR = "curves"
 # Entries that never evaluate more than this and record no curve are constructive heuristics.

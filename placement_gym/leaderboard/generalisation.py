@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement_gym.leaderboard.suite import Suite, get_suite
-from placement_gym.task_ids import task_id_parts
+from placement_gym.task.ids import task_id_parts
 
 
 def graph_of(task_id: str) -> str:

@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from placement_gym.common.version import __version__
 from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.evaluation.placements import placement_to_dict
 from placement_gym.leaderboard.generalisation import get_split
 from placement_gym.leaderboard.submission import (
     SCHEMA_VERSION,
@@ -37,9 +39,7 @@ from placement_gym.leaderboard.submission import (
     thin_trace,
 )
 from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite
-from placement_gym.placements import placement_to_dict
-from placement_gym.task import Task
-from placement_gym.version import __version__
+from placement_gym.task.compiled import Task
 
 Agent = Callable[[Task, int, "int | None"], Any]
 

@@ -25,7 +25,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from placement_gym.extras import require
+from placement_gym.common.extras import require
+from placement_gym.common.untrusted import inside, read_bytes, write_inside
 from placement_gym.leaderboard.curves import (
     CONSTRUCTIVE_EVALUATIONS,
     CURVES_DIR,
@@ -53,7 +54,6 @@ from placement_gym.leaderboard.submission import SubmissionError, load_submissio
 from placement_gym.leaderboard.suite import CURRENT_SUITE, RETIRED_SUITES, Suite, get_suite
 from placement_gym.leaderboard.task_bounds import TaskBound, frozen_bounds, load_bounds
 from placement_gym.leaderboard.validate import SubmissionCheck, validate_submission
-from placement_gym.untrusted import inside, read_bytes, write_inside
 
 # Re-exported: the package's public names (placement_gym.leaderboard) and older imports read them here.
 __all__ = [
@@ -648,7 +648,7 @@ def render(directory: str | Path, check: bool = False, chart: bool = True) -> bo
     ``directory/bounds.json``, `task_bounds`) and, with ``chart``, the chart and the learning curves.
 
     With ``check=True`` nothing is written; returns whether the README is up to date. Otherwise writes
-    and returns True. Nothing is read or written through a symbolic link (`placement_gym.untrusted`):
+    and returns True. Nothing is read or written through a symbolic link (`placement_gym.common.untrusted`):
     a link among the files and folders it reads or writes is an `UntrustedFileError`."""
     directory = Path(directory)
     for name in (SUBMISSIONS_DIR, README_NAME, CHART_NAME, CURVES_DIR, RECORDS_NAME):  # before validating

@@ -2,7 +2,7 @@
 
 A submission records an algorithm, a seed, a budget and per task a placement and the evaluations the
 harness measured. `rerun_submission` finds the algorithm through the entry-point group
-``placement_gym.agents`` (`placement_gym.agents.leaderboard_agent`: the core never imports an agent
+``placement_gym.agents`` (`placement_gym.evaluation.agents.leaderboard_agent`: the core never imports an agent
 package), runs it through the harness (`placement_gym.leaderboard.harness.evaluate`) with the file's
 seed, budget, track and ``trained_on``, one task at a time, and compares each task with the file: the
 placement op by op (bit for bit: the same device for every op), its runtime and feasibility, and the
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from placement_gym.agents import leaderboard_agent
+from placement_gym.evaluation.agents import leaderboard_agent
 from placement_gym.leaderboard.harness import evaluate
 from placement_gym.leaderboard.submission import load_submission
 from placement_gym.leaderboard.suite import get_suite

@@ -39,7 +39,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from placement_gym.untrusted import UntrustedFileError, inside, path_text, read_json, shown, write_inside
+from placement_gym.common.untrusted import (
+    UntrustedFileError,
+    inside,
+    path_text,
+    read_json,
+    shown,
+    write_inside,
+)
 
 RECORDS_NAME = "reruns.json"
 RECORDS_SCHEMA = 1

@@ -38,7 +38,7 @@ A submission comes from a stranger's pull request, so it is read as untrusted in
   outside the leaderboard folder is refused) of at most `MAX_FILE_BYTES` bytes of UTF-8 JSON, nested at
   most `MAX_NESTING` levels deep (checked, in linear time, before parsing, which recurses), with no
   duplicate keys, no NaN or infinite numbers and no integer of more than `MAX_INT_DIGITS` digits, read
-  by `placement_gym.untrusted` (the project's one reader of files from users);
+  by `placement_gym.common.untrusted` (the project's one reader of files from users);
 * ``algorithm`` matches `NAME_PATTERN` (letters, digits and ``. _ + -``, at most 64 characters, starting
   with a letter or digit), ``suite`` `SUITE_PATTERN` and ``package_version`` `VERSION_PATTERN`;
 * free text (authors, description, hardware, task ids, op and device names) is length-limited
@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from placement_gym.untrusted import UntrustedFileError, parse_json, path_text, read_bytes, shown
+from placement_gym.common.untrusted import UntrustedFileError, parse_json, path_text, read_bytes, shown
 
 SCHEMA_VERSION = 1
 TRACKS = ("cost_model", "real", "generalisation")

@@ -40,9 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from placement_gym.cost_model import lower_bound, simulate, single_device
-from placement_gym.named_tasks import parse_task_id
-from placement_gym.task import Task
-from placement_gym.task_cache import TaskCache
+from placement_gym.task.cache import TaskCache
+from placement_gym.task.compiled import Task
+from placement_gym.task.named import parse_task_id
 
 CURRENT_SUITE = "v1"
 # The frozen suites, one JSON file per version (`suite_to_dict`), shipped in the package.
@@ -83,7 +83,7 @@ class SuiteTask:
     structure_sha256: str
 
     def task(self) -> Task:
-        """The compiled task (cached by `placement_gym.named_tasks`)."""
+        """The compiled task (cached by `placement_gym.task.named`)."""
         return parse_task_id(self.task_id)
 
 

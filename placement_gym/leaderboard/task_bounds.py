@@ -12,7 +12,8 @@ File format::
 
     {"suite": "v1", "tasks": {"<task id>": {"bound": 0.61, "source": "lp", "arguments": {"lp": 0.61, ...}}}}
 
-The file is read as untrusted input (`placement_gym.untrusted`): a regular file of the leaderboard folder,
+The file is read as untrusted input (`placement_gym.common.untrusted`): a regular file of the leaderboard
+folder,
 never through a symbolic link, of at most `MAX_FILE_BYTES` bytes of strict JSON nested at most
 `MAX_NESTING` levels; it is written atomically and never through a link (`write_inside`).
 """
@@ -25,8 +26,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from placement_gym.common.untrusted import inside, read_json, write_inside
 from placement_gym.leaderboard.suite import Suite
-from placement_gym.untrusted import inside, read_json, write_inside
 
 BOUNDS_NAME = "bounds.json"
 # About 600 bytes per task: room for suites of thousands of tasks.

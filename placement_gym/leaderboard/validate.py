@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from placement_gym.cost_model import simulate
+from placement_gym.evaluation.placements import placement_problems
 from placement_gym.leaderboard.generalisation import SPLITS, result_problems, trained_on_problems
 from placement_gym.leaderboard.submission import (
     SubmissionError,
@@ -38,7 +39,6 @@ from placement_gym.leaderboard.suite import (
     SuiteMismatchError,
     suite_mismatch,
 )
-from placement_gym.placements import placement_problems
 
 # A claimed runtime may differ from the re-evaluated one by float printing only; what is ranked is the
 # re-evaluated one (TaskCheck.runtime), so the tolerance cannot buy a place.

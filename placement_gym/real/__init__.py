@@ -42,7 +42,7 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         if _EXPORTS[name].startswith("placement_gym.real."):
-            from placement_gym.extras import require
+            from placement_gym.common.extras import require
 
             require("torch", f"placement_gym.real.{name}")
 

@@ -24,7 +24,7 @@ from placement_gym.cluster.machine import (  # noqa: F401 - re-exported for the 
     local_cluster,
     virtual_cpu_cluster,
 )
-from placement_gym.extras import require
+from placement_gym.common.extras import require
 
 
 def virtual_cpus(torch_devices: Iterable[Any]) -> bool:

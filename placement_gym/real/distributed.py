@@ -3,7 +3,8 @@
 Measuring placements is the expensive step of real-hardware work (hundreds to thousands of runs).
 `RayEvaluatorPool` starts a pool of measurement actors, one per machine or device set; each builds
 the task from a small picklable `TaskSpec` (names, not arrays) and its own evaluator with
-`placement_gym.evaluator.make_evaluator`. The pool is a `placement_gym.evaluator.Evaluator`
+`placement_gym.evaluation.evaluator.make_evaluator`. The pool is a
+`placement_gym.evaluation.evaluator.Evaluator`
 (``name`` is its reward mode), so the envs, the searches and the learned agents take it:
 
 * ``pool.simulate(placement, schedule=False) -> SimulationResult``: one evaluation on a free actor;
@@ -41,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cost_model import SimulationResult, simulate_batch
-from placement_gym.evaluator import evaluator_backend, make_evaluator
-from placement_gym.task import Task
+from placement_gym.evaluation.evaluator import evaluator_backend, make_evaluator
+from placement_gym.task.compiled import Task
 
 # How long `RayEvaluatorPool` waits for its actors to start before it says they cannot be placed
 # (a cluster without the resources the actors ask for would otherwise wait forever).
@@ -68,7 +69,7 @@ class TaskSpec:
     ``graph``: a bundled graph name or an ONNX path (the path must exist on every node);
     ``cluster``: a preset name, ``"cpu<N>"``/``"local"`` (the actor's machine) or a JSON path;
     ``objective``: ``"train_step"`` or ``"inference"`` (``"train"`` accepted); ``optimizer``: as in
-    `placement_gym.named_tasks.get_task`."""
+    `placement_gym.task.named.get_task`."""
 
     graph: str
     cluster: str
@@ -76,8 +77,8 @@ class TaskSpec:
     optimizer: str = "adam"
 
     def build(self) -> Task:
-        """The task, built (and cached) with `placement_gym.named_tasks.get_task`."""
-        from placement_gym.named_tasks import get_task
+        """The task, built (and cached) with `placement_gym.task.named.get_task`."""
+        from placement_gym.task.named import get_task
 
         return get_task(self.graph, self.cluster, self.objective, self.optimizer)
 
@@ -88,7 +89,7 @@ def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> Ta
     if isinstance(spec, TaskSpec):
         result = spec
     elif isinstance(spec, str):
-        from placement_gym.task_ids import DEFAULT_OPTIMIZER, split_task_id
+        from placement_gym.task.ids import DEFAULT_OPTIMIZER, split_task_id
 
         graph, cluster, objective, optimizer = split_task_id(spec)  # the id format's own clear errors
         result = TaskSpec(graph, cluster, objective, optimizer or DEFAULT_OPTIMIZER)
@@ -310,7 +311,8 @@ class RayEvaluatorPool:
         except self._ray.exceptions.RayError as error:
             raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
 
-    # --- the evaluator protocol (`placement_gym.evaluator.Evaluator`) -----------------------------
+    # --- the evaluator protocol (`placement_gym.evaluation.evaluator.Evaluator`)
+    # -----------------------------
 
     @property
     def name(self) -> str:

@@ -1,6 +1,6 @@
 """The evaluators behind the envs' ``reward_mode`` beyond the cost model: who turns a placement into a
 runtime. `profiled_evaluator` and `real_evaluator` are the factories of the backends ``"profiled"`` and
-``"real"`` of `placement_gym.evaluator.make_evaluator`.
+``"real"`` of `placement_gym.evaluation.evaluator.make_evaluator`.
 
 - ``"cost_model"``: the analytical cost model on the task itself (`CostModelEvaluator`).
 - ``"profiled"``: the same cost model on `profiled_task` (measured op times and links; for a
@@ -8,7 +8,7 @@ runtime. `profiled_evaluator` and `real_evaluator` are the factories of the back
 - ``"real"``: the torch executor of `placement_gym.real.executor` runs the placement (a train step
   updates the weights with the task's optimizer).
 
-Each implements `placement_gym.evaluator.Evaluator` (``name``, ``task``, ``simulate``,
+Each implements `placement_gym.evaluation.evaluator.Evaluator` (``name``, ``task``, ``simulate``,
 ``simulate_batch``, ``evaluations``), the interface the envs, the searches and the learned agents take.
 """
 
@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from placement_gym.cluster.load import REAL_CLUSTER_NAME, is_named_cluster
+from placement_gym.common.extras import require
 from placement_gym.cost_model import SimulationResult
-from placement_gym.evaluator import BatchResult, CostModelEvaluator, stacked_results
-from placement_gym.extras import require
+from placement_gym.evaluation.evaluator import BatchResult, CostModelEvaluator, stacked_results
 from placement_gym.graph.bundled import bundled_onnx_file
 from placement_gym.real.devices import cluster_device_map
 from placement_gym.real.profile import find_profile, load_profile
 from placement_gym.real.profiled import profiled_task
 from placement_gym.real.program import model_source
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 
 class ProfiledEvaluator(CostModelEvaluator):
@@ -79,7 +79,8 @@ class RealEvaluator:
 
         self.task = task
         self.executor = Executor(task, devices, seed, **options)
-        # What makes two real runs comparable (`placement_gym.evaluator.scoring_identity`): the same
+        # What makes two real runs comparable (`placement_gym.evaluation.evaluator.scoring_identity`): the
+        # same
         # torch devices and run options (batch, repeats...); objects such as a model are left out.
         self._identity = {
             "devices": dict(sorted(devices.items())),
@@ -92,7 +93,8 @@ class RealEvaluator:
         self.evaluations = 0
 
     def identity(self) -> dict[str, Any]:
-        """The devices and run options of this evaluator (`placement_gym.evaluator.scoring_identity`)."""
+        """The devices and run options of this evaluator
+        (`placement_gym.evaluation.evaluator.scoring_identity`)."""
         return dict(self._identity)
 
     def simulate(self, placement, schedule: bool = False) -> SimulationResult:

@@ -58,7 +58,7 @@ from placement_gym.real.program import (
     make_inputs,
     make_parameters,
 )
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 # Learning rate of the update of a real train step, every optimizer (the value only matters for the numbers).
 DEFAULT_LEARNING_RATE = 1e-3

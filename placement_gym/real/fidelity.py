@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.agents import AgentResult, lookup_agent
 from placement_gym.cluster.cluster import Cluster
+from placement_gym.common.extras import require
 from placement_gym.cost_model import simulate
-from placement_gym.extras import require
+from placement_gym.evaluation.agents import AgentResult, lookup_agent
 from placement_gym.real.devices import cluster_device_map, intra_op_threads, virtual_cpus
 from placement_gym.real.profiled import profiled_task
 from placement_gym.real.rebatch import rebatched_graph
-from placement_gym.task import Task, make_task
+from placement_gym.task.compiled import Task, make_task
 
 # Heuristic agents (of the `baselines` package, found through the entry-point group placement_gym.agents)
 # tried as fidelity placements (those installed and quick; the learned and searching agents are left

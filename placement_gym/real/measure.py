@@ -29,7 +29,7 @@ from placement_gym.real.profile import (
     profile_key,
 )
 from placement_gym.real.profiled import profiled_task
-from placement_gym.task import make_task
+from placement_gym.task.compiled import make_task
 
 # Sizes (bytes) of the copies a link is timed with: small ones pin the latency, large ones the bandwidth.
 LINK_SIZES: tuple[int, ...] = (1 << 10, 1 << 16, 1 << 20, 1 << 23)

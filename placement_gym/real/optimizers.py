@@ -1,6 +1,6 @@
 """The parameter update of a real train step: what the update op ``f.update`` of a `Task` runs.
 
-One optimizer per task (`placement_gym.task.OPTIMIZERS`: ``adam``, ``momentum``, ``sgd``), written
+One optimizer per task (`placement_gym.task.compiled.OPTIMIZERS`: ``adam``, ``momentum``, ``sgd``), written
 out with in-place torch ops on the parameter's own tensors, so that each parameter's state tensors
 are created on the parameter's device and the update's work (and time) is spent there, as the cost
 model charges it to the update op's device. The maths is that of ``torch.optim.Adam`` and
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from placement_gym.task import OPTIMIZERS
+from placement_gym.task.compiled import OPTIMIZERS
 
 # torch.optim.Adam's defaults.
 ADAM_BETAS: tuple[float, float] = (0.9, 0.999)
@@ -35,7 +35,7 @@ STATE_TENSORS: dict[str, tuple[str, ...]] = {
 
 
 def check_optimizer(optimizer: Any) -> str:
-    """``optimizer`` if it is one the cost model knows (`placement_gym.task.OPTIMIZERS`), else a
+    """``optimizer`` if it is one the cost model knows (`placement_gym.task.compiled.OPTIMIZERS`), else a
     ValueError naming them."""
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")

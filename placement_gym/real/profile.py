@@ -58,10 +58,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from placement_gym.common.untrusted import UntrustedFileError, read_json
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.real.optimizers import check_optimizer
-from placement_gym.task import OPTIMIZERS
-from placement_gym.untrusted import UntrustedFileError, read_json
+from placement_gym.task.compiled import OPTIMIZERS
 
 PROFILE_FORMAT = "placement-gym-profile/1"
 # Bumped whenever what is measured changes (2: per-job dispatch overhead, update ops, transfer latency;
@@ -183,7 +183,7 @@ MAX_PROFILE_NESTING = 8
 
 
 def load_profile(path: str | Path) -> dict[str, Any]:
-    """Read and check a profile file, as untrusted input (`placement_gym.untrusted.read_json`): a
+    """Read and check a profile file, as untrusted input (`placement_gym.common.untrusted.read_json`): a
     regular file of at most `MAX_PROFILE_BYTES` bytes of strict JSON nested at most
     `MAX_PROFILE_NESTING` levels."""
     path = Path(path)

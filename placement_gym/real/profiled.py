@@ -23,7 +23,7 @@ from placement_gym.real.profile import (
     load_profile,
     profile_optimizer,
 )
-from placement_gym.task import Task, make_task
+from placement_gym.task.compiled import Task, make_task
 
 
 def _device_names(profile: Mapping[str, Any]) -> list[str]:

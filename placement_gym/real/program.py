@@ -27,7 +27,7 @@ from onnx import numpy_helper
 from placement_gym.graph.bundled import bundled_onnx_file
 from placement_gym.graph.onnx_import import import_onnx, is_constant_node, node_attributes, onnx_ops
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 
 class UnsupportedOpError(NotImplementedError, ValueError):

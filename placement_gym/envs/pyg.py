@@ -35,7 +35,7 @@ instead. A random GCN policy playing one episode of the staged env (``pip instal
     import torch
     from torch_geometric.nn import GCNConv
 
-    from placement_gym.pyg import to_pyg
+    from placement_gym.envs.pyg import to_pyg
 
     env = gym.make("placement_gym:DevicePlacementStaged-v0", graph="cifar10_cnn", cluster="k80x2",
                    obs_mode="graph")
@@ -95,7 +95,8 @@ def _torch_geometric():
         from torch_geometric.data import Batch, Data
     except ImportError as error:
         raise ImportError(
-            f"placement_gym.pyg needs torch and torch_geometric ({error.name} is missing): {INSTALL_HINT}"
+            f"placement_gym.envs.pyg needs torch and torch_geometric ({error.name} is missing): "
+            f"{INSTALL_HINT}"
         ) from error
     return torch, Data, Batch
 

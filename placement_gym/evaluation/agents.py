@@ -55,9 +55,9 @@ from typing import Any
 
 import numpy as np
 
+from placement_gym.common.names import unknown_name
 from placement_gym.cost_model import lower_bound, simulate, single_device
-from placement_gym.graph.bundled import unknown_name
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 AGENT_GROUP = "placement_gym.agents"
 

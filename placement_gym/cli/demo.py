@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 
 from placement_gym.cost_model import lower_bound, simulate, simulate_batch, single_device
-from placement_gym.named_tasks import get_task
-from placement_gym.placements import best_single_placement, round_robin_placement
-from placement_gym.task import Task
+from placement_gym.evaluation.placements import best_single_placement, round_robin_placement
+from placement_gym.task.compiled import Task
+from placement_gym.task.named import get_task
 
 DEMO_GRAPHS = ("cifar10_cnn", "inception_v3", "bert_large")
 # The agent the demo shows winning. The core never imports an agent package: HEFT comes from an
-# installed provider (`placement_gym.agents`, the bundled baselines by default), and without one the
+# installed provider (`placement_gym.evaluation.agents`, the bundled baselines by default), and without one
+# the
 # demo falls back to the best of its random placements.
 WINNER_AGENT = "heft"
 
@@ -23,7 +24,7 @@ def winning_placement(task: Task, samples: int = 256, seed: int = 0) -> tuple[st
     """A placement that beats the best single device where one can: an installed provider's HEFT
     (``("HEFT", placement)``), else the best feasible of ``samples`` seeded random placements
     (``("best of N random", placement)``)."""
-    from placement_gym.agents import lookup_agent  # entry points are read on first use only
+    from placement_gym.evaluation.agents import lookup_agent  # entry points are read on first use only
 
     try:
         agent = lookup_agent(WINNER_AGENT)
@@ -105,7 +106,7 @@ def demo_timeline(
     """Draw two schedules of one training step, on one time axis, as a PNG file ``path`` (its folder
     created when missing; needs the viz extra): the best single device on top, and below it the
     placement that wins (`winning_placement`: HEFT, 1.46x on inception_v3 / k80x4)."""
-    from placement_gym.timeline import build_timeline_figure
+    from placement_gym.cost_model.timeline import build_timeline_figure
 
     task = get_task(graph, cluster, "train_step")
     best = single_device(task)

@@ -33,8 +33,8 @@ from placement_gym.cluster import load_cluster
 from placement_gym.cost_model import reference_simulate, simulate, simulate_batch
 from placement_gym.graph import bundled_graph_names
 from placement_gym.graph.synthetic import layered_graph
-from placement_gym.named_tasks import get_task
-from placement_gym.task import Task, make_task
+from placement_gym.task.compiled import Task, make_task
+from placement_gym.task.named import get_task
 
 BENCH_CLUSTER = "k80x4"  # the papers' usual machine: a CPU + 4 K80 dies
 BENCH_OBJECTIVE = "train_step"

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from placement_gym.common.names import unknown_name
+from placement_gym.common.untrusted import read_json
 from placement_gym.cost_model import single_device
-from placement_gym.graph.bundled import unknown_name
-from placement_gym.task import Task
-from placement_gym.untrusted import read_json
+from placement_gym.task.compiled import Task
 
 # The simple agents every comparison starts from, by name: the CLI runs them without an agent package,
 # and the baselines registry registers them (`simple_agent`), so both place and count alike.
@@ -145,7 +145,7 @@ MAX_PLACEMENT_NESTING = 4
 
 def load_placement(task: Task, path: str | Path) -> np.ndarray:
     """Read a placement file written by `save_placement` (or a bare {op name: device name} object), as
-    untrusted input (`placement_gym.untrusted.read_json`): a regular file of at most
+    untrusted input (`placement_gym.common.untrusted.read_json`): a regular file of at most
     `MAX_PLACEMENT_FILE_BYTES` bytes of strict JSON (no duplicate op, nested at most
     `MAX_PLACEMENT_NESTING` levels). Raises ValueError naming the problem."""
     data = read_json(path, MAX_PLACEMENT_FILE_BYTES, "placement file", max_depth=MAX_PLACEMENT_NESTING)

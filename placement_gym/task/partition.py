@@ -3,7 +3,7 @@ numpy and Python; no METIS dependency): the algorithm behind the ``groups=k`` gr
 
 `partition_labels` gives one part label per op, `contiguous_labels` the plain topological split it is
 never worse than, `op_weight` the work each op adds to its part's balance. Labels here are raw;
-`placement_gym.groups` checks ``k`` and the seed, renumbers the labels and wraps them in Groupings.
+`placement_gym.task.groups` checks ``k`` and the seed, renumbers the labels and wraps them in Groupings.
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ class _Hypergraph:
         )
 
     def volume(self, labels: np.ndarray) -> float:
-        """Communication bytes of ``labels`` (same value as `placement_gym.groups.communication_bytes`)."""
+        """Communication bytes of ``labels`` (same value as
+        `placement_gym.task.groups.communication_bytes`)."""
         group = labels.tolist()
         return float(
             sum(b * (len({group[p] for p in pins}) - 1) for pins, b in zip(self.net_pins, self.net_bytes))
@@ -299,7 +300,7 @@ def partition_labels(graph: OpGraph, k: int, seed: int) -> np.ndarray:
     """Labels (int64 ``(n_ops,)``, exactly ``k`` distinct values, not renumbered) of a balanced
     ``k``-way partition that keeps few bytes crossing parts; ``1 <= k <= n_ops``, ``seed`` an int.
 
-    Objective: the communication bytes (`placement_gym.groups.communication_bytes`), each op-produced
+    Objective: the communication bytes (`placement_gym.task.groups.communication_bytes`), each op-produced
     tensor counted once per other part that reads it: the transfers the cost model makes with every
     part on its own device (the hypergraph "connectivity - 1" cut). A plain edge cut, such as
     networkx's ``kernighan_lin_bisection`` minimises, overcounts a tensor with several readers in one

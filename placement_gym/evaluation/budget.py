@@ -2,7 +2,7 @@
 
 Agents are compared at equal cost in evaluations: one `simulate` call, or one row of a
 `simulate_batch` call, is one evaluation, whoever scores it (the task's cost model by default, or
-any `placement_gym.evaluator.Evaluator` given as ``evaluator=``). A budget counts them, keeps the
+any `placement_gym.evaluation.evaluator.Evaluator` given as ``evaluator=``). A budget counts them, keeps the
 best placement seen and the curve, and says `BudgetExhausted` when the limit is reached. It asks
 in one of two ways:
 
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cost_model import SimulationResult, simulate
-from placement_gym.evaluator import (
+from placement_gym.evaluation.evaluator import (
     BatchResult,
     CostModelEvaluator,
     Evaluator,
@@ -43,7 +43,7 @@ from placement_gym.evaluator import (
     best_single_runtime,
     scoring_identity,
 )
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 CurveRow = tuple[int, float, bool, float]
 # ``watcher(budget, new)``: told after each counted batch, ``new`` its number of rows (the last
@@ -135,7 +135,7 @@ class Budget:
     def best_single_runtime(self) -> float:
         """The task's reference runtime on the scale of the evaluations (not counted): the best single
         device of the cost model, or of the profiled task, or evaluated once through another
-        evaluator (`placement_gym.evaluator.best_single_runtime`). Computed once."""
+        evaluator (`placement_gym.evaluation.evaluator.best_single_runtime`). Computed once."""
         if self._best_single is None:
             self._best_single = float(best_single_runtime(self.scorer, self.task))
         return self._best_single

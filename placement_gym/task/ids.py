@@ -30,7 +30,7 @@ from placement_gym.graph.bundled import is_bundled_graph
 from placement_gym.graph.opgraph import OpGraph
 
 if TYPE_CHECKING:
-    from placement_gym.task import Task
+    from placement_gym.task.compiled import Task
 
 HASH_MARK = "@"
 OPTIMIZER_MARK = "+"

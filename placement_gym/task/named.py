@@ -7,8 +7,8 @@ from pathlib import Path
 
 from placement_gym.cluster import Cluster, load_cluster
 from placement_gym.graph import OpGraph, load_graph
-from placement_gym.task import OBJECTIVES, Task, make_task
-from placement_gym.task_ids import DEFAULT_OPTIMIZER, split_task_id
+from placement_gym.task.compiled import OBJECTIVES, Task, make_task
+from placement_gym.task.ids import DEFAULT_OPTIMIZER, split_task_id
 
 _OBJECTIVE_BY_SUFFIX = {suffix: name for name, suffix in OBJECTIVES.items()}
 
@@ -51,7 +51,7 @@ def get_task(
 
 def parse_task_id(task_id: str) -> Task:
     """The task of an id such as ``"inception_v3/k80x4/train"`` or ``"resnet50/v100x8/train+sgd"``
-    (format: `placement_gym.task_ids`). An id whose graph or cluster carries a content hash
+    (format: `placement_gym.task.ids`). An id whose graph or cluster carries a content hash
     (``my_model@3f2a9c1d0b7e``) is refused with a clear error: only its file rebuilds that task."""
     graph, cluster, suffix, optimizer = split_task_id(task_id)
     if optimizer is not None and _OBJECTIVE_BY_SUFFIX.get(suffix) != "train_step":

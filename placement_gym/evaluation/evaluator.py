@@ -35,7 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from placement_gym.cost_model import SimulationResult, simulate, simulate_batch, single_device
-from placement_gym.task import Task
+from placement_gym.task.compiled import Task
 
 COST_MODEL = "cost_model"
 

@@ -32,13 +32,13 @@ from functools import cached_property
 import numpy as np
 
 from placement_gym.cluster.cluster import Cluster
-from placement_gym.device_indices import check_device_indices
-from placement_gym.evaluation_count import EvaluationCounter
+from placement_gym.common.limits import check_allocation
 from placement_gym.graph.op_costs import batch_norm_in_training
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
-from placement_gym.limits import check_allocation
-from placement_gym.task_cache import copy_entries
-from placement_gym.task_ids import make_task_id
+from placement_gym.task.cache import copy_entries
+from placement_gym.task.counter import EvaluationCounter
+from placement_gym.task.device_indices import check_device_indices
+from placement_gym.task.ids import make_task_id
 
 OBJECTIVES: dict[str, str] = {"train_step": "train", "inference": "inference"}
 # optimizer -> (state copies of the parameters, FLOPs per parameter element, bytes moved per parameter byte)
@@ -78,7 +78,7 @@ class Task:
     ``evaluations``: placements of this task evaluated so far, through any of the project's ways to
     evaluate (`EvaluationCounter`; the leaderboard records an agent's from it). What is derived
     from the arrays once (simulator arrays, reference runtimes, observations) is kept by the module
-    that derives it, in a `placement_gym.task_cache.TaskCache`, not on the task.
+    that derives it, in a `placement_gym.task.cache.TaskCache`, not on the task.
     """
 
     graph: OpGraph
@@ -240,8 +240,8 @@ def make_task(
 ) -> Task:
     """Compile a task. ``objective``: ``"train_step"`` or ``"inference"``; ``optimizer`` (training
     only): ``"adam"``, ``"momentum"`` or ``"sgd"``. The task's ``id`` names graph, cluster, objective
-    and optimizer so that no other task shares it (format: `placement_gym.task_ids`). A task whose
-    per-op-and-device arrays (`task_bytes`) would pass the allocation limit (`placement_gym.limits`)
+    and optimizer so that no other task shares it (format: `placement_gym.task.ids`). A task whose
+    per-op-and-device arrays (`task_bytes`) would pass the allocation limit (`placement_gym.common.limits`)
     is refused before they are made."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
@@ -259,7 +259,7 @@ def make_task(
     edge_src = g.edge_src.astype(np.int64)
     edge_dst = g.edge_dst.astype(np.int64)
     edge_tensor = g.edge_tensor.astype(np.int64)
-    # Two different tasks never share an id (placement_gym/task_ids.py): resumed runs, caches and
+    # Two different tasks never share an id (placement_gym/task/ids.py): resumed runs, caches and
     # the leaderboard key on it.
     task_id = make_task_id(g, cluster, OBJECTIVES[objective], None if objective == "inference" else optimizer)
     if objective == "inference":

@@ -27,7 +27,7 @@ import numpy as np
 
 from placement_gym.graph.op_costs import METADATA_OPS, VIEW_OPS
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.partition import contiguous_labels, partition_labels
+from placement_gym.task.partition import contiguous_labels, partition_labels
 
 # The accepted values of ``groups=``, for error messages and docs.
 GROUP_MODES: tuple = (None, "colocate", "chains", "<int k>", "<array>")
@@ -296,7 +296,7 @@ def _labels_of(graph: OpGraph, grouping: Grouping | np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Partition (the algorithm is placement_gym/partition.py)
+# Partition (the algorithm is placement_gym/task/partition.py)
 
 
 def contiguous_grouping(graph: OpGraph, k: int) -> Grouping:
@@ -322,7 +322,7 @@ def partition_grouping(graph: OpGraph, k: int, seed: int = 0) -> Grouping:
     """A balanced ``k``-way partition that keeps few bytes crossing groups (`communication_bytes`),
     each group within about `partition.PARTITION_IMBALANCE` of the mean `partition.op_weight` where
     single heavy ops allow it; never worse than `contiguous_grouping`. The method: `partition_labels`
-    in `placement_gym/partition.py`. Deterministic for (graph, k, seed); exactly k non-empty groups."""
+    in `placement_gym/task/partition.py`. Deterministic for (graph, k, seed); exactly k non-empty groups."""
     _check_k(graph, k)
     _check_seed(seed)
     return Grouping(f"partition:{k}", _renumber(partition_labels(graph, k, seed)))

@@ -1,0 +1,44 @@
+"""The one-line error of a misspelled name (graph, cluster, agent...), with a guess at what was meant."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+def did_you_mean(name: object, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` that ``name`` was most likely meant to be, or None: the same letters
+    apart from case, ``_`` and ``-``, else difflib's closest match (ratio at least 0.6, 0.5 for a name
+    of at most three letters; ties go to the first in ``choices``)."""
+    if not isinstance(name, str) or not name:
+        return None
+    options = [choice for choice in dict.fromkeys(choices) if isinstance(choice, str) and choice != name]
+
+    # A typed name differs most often by separators or case (inceptionv3, Inception-V3): compare
+    # those folded away first, since difflib alone may rank another name with more shared letters first.
+    def fold(text: str) -> str:
+        return text.lower().replace("_", "").replace("-", "")
+
+    folded = [choice for choice in options if fold(choice) == fold(name)]
+    if folded:
+        return folded[0]
+    # One wrong letter of a two- or three-letter name (pq for pg) is a ratio of 0.5 to 0.67: a
+    # lower cutoff for those, difflib's 0.6 for the rest.
+    cutoff = 0.5 if len(name) <= 3 else 0.6
+    close = difflib.get_close_matches(name, options, n=max(len(options), 1), cutoff=cutoff)
+    if not close:
+        return None
+    # difflib breaks ties by the larger string (gnmt8 before gnmt2); the listed order reads better.
+    score = difflib.SequenceMatcher(None, name, close[0]).ratio()
+    tied = {c for c in close if difflib.SequenceMatcher(None, name, c).ratio() == score}
+    return next(choice for choice in options if choice in tied)
+
+
+def unknown_name(what: str, name: object, choices: Iterable[str], allowed: str | None = None) -> str:
+    """The one-line error of every misspelled graph, cluster or agent name:
+    ``unknown graph 'inceptionv3'; did you mean 'inception_v3'? allowed: ...``. ``allowed`` says what
+    is accepted (default: ``choices``, comma separated)."""
+    choices = list(choices)
+    guess = did_you_mean(name, choices)
+    hint = f"; did you mean {guess!r}?" if guess is not None else ";"
+    return f"unknown {what} {name!r}{hint} allowed: {', '.join(choices) if allowed is None else allowed}"
