@@ -142,3 +142,21 @@ def test_defaults_unchanged() -> None:
     assert defaults.mask_in_obs is False and defaults.evaluator is None
     for cls, _ in ENVS.values():
         assert cls(GRAPH, CLUSTER).config.objective == "train_step"
+
+
+def test_the_vector_env_takes_the_single_shot_configuration() -> None:
+    """The native vector env takes the same `EnvConfig` (keywords or ``config=``) and ``reward`` and
+    hands them to the single-shot env it steps, so both check and name a setting alike."""
+    from placement_gym.envs.vector import DevicePlacementVectorEnv
+
+    settings = {key: value for key, value in SHARED.items() if key != "render_mode"}
+    vector = DevicePlacementVectorEnv(num_envs=2, reward="neg_sqrt_runtime", **settings)
+    assert vector.env.config == EnvConfig(**settings) and vector.env.reward == "neg_sqrt_runtime"
+    given = EnvConfig(**settings)
+    assert DevicePlacementVectorEnv(num_envs=2, config=given, max_ops=None).env.config == (
+        dataclasses.replace(given, max_ops=None))
+    unexpected = r"DevicePlacementVectorEnv.__init__.. got an unexpected keyword argument 'grups'"
+    with pytest.raises(TypeError, match=unexpected):
+        DevicePlacementVectorEnv(num_envs=2, graph=GRAPH, cluster=CLUSTER, grups=3)
+    with pytest.raises(ValueError, match="oom_runtime_factor must be a finite number >= 1"):
+        DevicePlacementVectorEnv(num_envs=2, graph=GRAPH, cluster=CLUSTER, oom_runtime_factor=0.5)

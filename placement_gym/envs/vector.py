@@ -27,6 +27,8 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 from placement_gym.common.limits import check_allocation
 from placement_gym.cost_model.result import SimulationResult
 from placement_gym.envs.base import check_reset_options
+from placement_gym.envs.config import EnvConfig
+from placement_gym.envs.rewards import RewardFunction
 from placement_gym.envs.single_shot import DevicePlacementEnv
 
 # Batches of ``num_envs`` observations alive at once: the batched space's low and high bounds, the
@@ -35,7 +37,8 @@ _BATCH_COPIES = 5
 
 
 class DevicePlacementVectorEnv(VectorEnv):
-    """``num_envs`` copies of `DevicePlacementEnv` (same keyword arguments) stepped together.
+    """``num_envs`` copies of `DevicePlacementEnv` stepped together: ``reward`` and the shared settings
+    (`placement_gym.envs.config.EnvConfig`, as keywords or ``config=``) are the single-shot env's.
 
     ``autoreset_mode``: Gymnasium's `AutoresetMode` (or its name), as for ``SyncVectorEnv``:
     ``NEXT_STEP`` (default; the step after an episode's end resets that env, ignores its action and
@@ -46,8 +49,15 @@ class DevicePlacementVectorEnv(VectorEnv):
     ``evaluations``: the evaluations made for steps (all envs together); each also counts on
     ``self.env.task.evaluations``."""
 
-    def __init__(self, num_envs: int = 1, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        num_envs: int = 1,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        *,
+        reward: str | RewardFunction = "log_speedup",
+        config: EnvConfig | None = None,
+        **settings: Any,
+    ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
         try:
@@ -55,14 +65,15 @@ class DevicePlacementVectorEnv(VectorEnv):
         except ValueError:
             allowed = ", ".join(m.value for m in AutoresetMode)
             raise ValueError(f"unknown autoreset_mode {autoreset_mode!r}; allowed: {allowed}") from None
-        if "real" in (kwargs.get("reward_mode"), kwargs.get("evaluator")):
+        config = EnvConfig.of(config, settings, type(self).__name__)
+        if "real" in (config.reward_mode, config.evaluator):
             raise ValueError(
                 'DevicePlacementVectorEnv does not take reward_mode="real" (each measured run has its own '
                 'summary in info); use gym.make_vec(..., vectorization_mode="sync") for real runs'
             )
-        if kwargs.get("render_mode") is not None:
+        if config.render_mode is not None:
             raise ValueError('DevicePlacementVectorEnv does not render; use vectorization_mode="sync"')
-        self.env = DevicePlacementEnv(**kwargs)
+        self.env = DevicePlacementEnv(reward=reward, config=config)
         check_allocation(f"DevicePlacementVectorEnv of num_envs={int(num_envs)} on task {self.env.task.id}",
                          _BATCH_COPIES * int(num_envs) * self.env.observation_bytes)
         self.num_envs = int(num_envs)

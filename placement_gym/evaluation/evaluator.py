@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -248,9 +249,10 @@ def register_evaluator(backend: EvaluatorBackend) -> EvaluatorBackend:
     return backend
 
 
-def _backends() -> dict[str, EvaluatorBackend]:
-    """Every backend: the built-in ones, the entry points of `EVALUATOR_GROUP` (in name order; one
-    that fails to load is left out), then those registered in this process."""
+def _installed_backends(search_path: tuple[str, ...]) -> dict[str, EvaluatorBackend]:
+    """The built-in backends and those of the entry points of `EVALUATOR_GROUP` (in name order; one
+    that fails to load is left out), read once per ``search_path`` (``sys.path``): every env reads
+    them, and scanning the installed packages is a few milliseconds."""
     found = {backend.name: backend for backend in _BUILT_IN}
     for point in sorted(entry_points(group=EVALUATOR_GROUP), key=lambda point: point.name):
         try:
@@ -259,6 +261,20 @@ def _backends() -> dict[str, EvaluatorBackend]:
             continue
         if isinstance(backend, EvaluatorBackend) and backend.name not in found:
             found[backend.name] = backend
+    return found
+
+
+_INSTALLED: dict[tuple[str, ...], dict[str, EvaluatorBackend]] = {}
+
+
+def _backends() -> dict[str, EvaluatorBackend]:
+    """Every backend: the built-in ones, the installed ones (`_installed_backends`), then those
+    registered in this process."""
+    search_path = tuple(sys.path)
+    if search_path not in _INSTALLED:
+        _INSTALLED.clear()
+        _INSTALLED[search_path] = _installed_backends(search_path)
+    found = _INSTALLED[search_path]
     return found | {name: b for name, b in _REGISTERED.items() if name not in found}
 
 
