@@ -83,8 +83,7 @@ def register(
     that reloading a module in a session does not fail). ``in_all(task)`` says whether
     ``--agent all`` runs it on ``task`` (default: always; `exact` only on small graphs).
     ``takes_budget``: the agent's ``budget`` may be a `placement_gym.evaluation.budget.Budget`, through
-    which it
-    then makes every evaluation, so that ``placement-gym train`` reads its learning curve from the
+    which it then makes every evaluation, so that ``placement-gym train`` reads its learning curve from the
     budget (`budget_agents`)."""
     if not name or name == "all" or name.startswith(SINGLE_PREFIX):
         raise ValueError(f"agent name {name!r} is reserved or empty")
@@ -149,8 +148,7 @@ def registered_names() -> list[str]:
 
 def budget_agents() -> list[str]:
     """The registered agents that take a `placement_gym.evaluation.budget.Budget` as ``budget``
-    (``register(...,
-    takes_budget=True)``), in registration order."""
+    (``register(..., takes_budget=True)``), in registration order."""
     load_agents()
     return [name for name in _AGENTS if name in _TAKES_BUDGET]
 
@@ -234,8 +232,7 @@ def default_agent(name: str) -> Callable[[Task, int, int | None], AgentResult] |
 
 # ---------------------------------------------------------------------------------------------------
 # The simple agents of `placement_gym.evaluation.placements` (placement and evaluation count from there), so
-# that
-# one registry knows every name.
+# that one registry knows every name.
 
 
 def _simple(name: str) -> Agent:

@@ -16,17 +16,17 @@ runtime. An infeasible placement therefore never replaces a feasible best, and a
 infeasible is pulled towards feasibility first.
 
 Budget. Both spend a `placement_gym.evaluation.budget.Budget` through its clipping, memoised door
-(`Budget.scores`):
-a placement proposed a second time is not simulated (nor counted) again, which matters for hill climbing
-on small graphs, where the same rejected moves come back; the last evaluations that fit are spent.
+(`Budget.scores`): a placement proposed a second time is not simulated (nor counted) again, which matters
+for hill climbing on small graphs, where the same rejected moves come back; the last evaluations that fit
+are spent.
 
 Who scores. By default the cost model of the task; ``evaluator=`` (either search) takes any
 `placement_gym.evaluation.evaluator.Evaluator` instead
-(`placement_gym.evaluation.evaluator.make_evaluator`'s profiled
-or real one, a `placement_gym.real.distributed.RayEvaluatorPool` that spreads each batch over its
-actors...), each batch in one ``simulate_batch`` call: the search's own evaluations, the start
-placements' included, are then that evaluator's, counted and memoised the same way. The start agents still
-construct their placements with the cost model (their evaluations are counted as before).
+(`placement_gym.evaluation.evaluator.make_evaluator`'s profiled or real one, a
+`placement_gym.real.distributed.RayEvaluatorPool` that spreads each batch over its actors...), each batch in
+one ``simulate_batch`` call: the search's own evaluations, the start placements' included, are then that
+evaluator's, counted and memoised the same way. The start agents still construct their placements with the
+cost model (their evaluations are counted as before).
 
 `anneal`: simulated annealing over single-op moves (an op to another device: half of the time a device
 that one of its graph neighbours is on, since a random device mostly adds transfers) and group moves

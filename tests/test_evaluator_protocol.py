@@ -1,6 +1,5 @@
 """Every evaluator kind has the one `placement_gym.evaluation.evaluator.Evaluator` protocol: the cost model,
-the
-profiled model, the real executor (virtual CPUs), a Ray pool, and the agents' budget wrapper."""
+the profiled model, the real executor (virtual CPUs), a Ray pool, and the agents' budget wrapper."""
 
 from __future__ import annotations
 

@@ -153,10 +153,9 @@ def train(
     A checkpoint may be resumed with a larger ``budget`` to continue the run. ``threads``: torch's
     intra-op threads for this process (default 1: the policies are small, and one thread is faster
     and leaves the other cores to simulation or parallel runs; None leaves torch's setting).
-    ``evaluator``: what scores the placements (`Budget`'s ``evaluator``: None is the cost
-    model; or any `placement_gym.evaluation.evaluator.Evaluator`:
-    `placement_gym.evaluation.evaluator.make_evaluator`'s,
-    a `RayEvaluatorPool`...);
+    ``evaluator``: what scores the placements (`Budget`'s ``evaluator``: None is the cost model; or any
+    `placement_gym.evaluation.evaluator.Evaluator`: `placement_gym.evaluation.evaluator.make_evaluator`'s, a
+    `RayEvaluatorPool`...);
     a checkpoint resumes only with the same kind (``scored_by``). ``tensorboard``: a folder; the run
     logs its curve to ``<folder>/<agent>-<graph>-<cluster>-<objective>-s<seed>`` (`TensorBoardLog` lists the
     tags; needs torch and the tensorboard package). With ``out_dir`` or ``tensorboard`` the run

@@ -15,8 +15,7 @@ from placement_gym.task.named import get_task
 DEMO_GRAPHS = ("cifar10_cnn", "inception_v3", "bert_large")
 # The agent the demo shows winning. The core never imports an agent package: HEFT comes from an
 # installed provider (`placement_gym.evaluation.agents`, the bundled baselines by default), and without one
-# the
-# demo falls back to the best of its random placements.
+# the demo falls back to the best of its random placements.
 WINNER_AGENT = "heft"
 
 

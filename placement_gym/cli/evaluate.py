@@ -60,8 +60,8 @@ def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
 
 def all_agents_report(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Run every agent the providers choose for ``--agent all``
-    (`placement_gym.evaluation.agents.agents_for_all`)
-    and evaluate each placement; rows sorted by runtime, infeasible ones last."""
+    (`placement_gym.evaluation.agents.agents_for_all`) and evaluate each placement; rows sorted by runtime,
+    infeasible ones last."""
     task = task_from_args(args)
     chosen = agents.agents_for_all(task)
     if chosen is None:

@@ -2,8 +2,7 @@
 
 The agent comes from a provider of the entry-point group ``placement_gym.agents``
 (`placement_gym.evaluation.agents.find_trainer`): the `baselines` package's learned agents and its search
-agents
-(anneal, cem: one run, with the same curve), or another package's.
+agents (anneal, cem: one run, with the same curve), or another package's.
 
 Outputs go to ``--out`` (default ``<output root>/runs/<run name>``, the output root being
 ``$PLACEMENT_GYM_OUTPUT`` or ``~/placement-gym-output``: `placement_gym.cli.common.output_root`);
@@ -12,12 +11,11 @@ best single device.
 
 ``--reward-mode`` picks what scores the agent's placements, as the envs' ``reward_mode`` does
 (`placement_gym.evaluation.evaluator.make_evaluator`): ``cost_model`` (default), ``profiled`` (the cost
-model with measured op times: ``--profile FILE``, else the cached profile of the graph on
-``--devices`` or on the cluster's device names), ``real`` (every placement run on the torch
-devices of ``--devices``, or of an explicit ``--cluster`` such as ``cpu2``), or any backend a
-package registered (`placement_gym.evaluation.evaluator.evaluator_names`); which of ``--profile``,
-``--devices``
-and ``--batch`` a backend takes is what its `EvaluatorBackend` says. The device options are
+model with measured op times: ``--profile FILE``, else the cached profile of the graph on ``--devices`` or
+on the cluster's device names), ``real`` (every placement run on the torch devices of ``--devices``, or of
+an explicit ``--cluster`` such as ``cpu2``), or any backend a package registered
+(`placement_gym.evaluation.evaluator.evaluator_names`); which of ``--profile``, ``--devices`` and
+``--batch`` a backend takes is what its `EvaluatorBackend` says. The device options are
 read as ``placement-gym profile`` and ``fidelity`` read them (`placement_gym.real.fidelity.resolve_devices`).
 ``--optimizer`` is the task's optimizer (default adam): what the cost model costs, the update a real
 train step runs, and the optimizer a profile must have been measured with.

@@ -77,12 +77,11 @@ class PlacementEnvBase(gym.Env):
     other than the env's default given for one of them must agree with the task.
 
     ``evaluator`` says what scores a placement: a backend's name
-    (`placement_gym.evaluation.evaluator.make_evaluator`:
-    the built-in ones below, or one a package registered), or an evaluator object (the
-    `placement_gym.evaluation.evaluator.Evaluator` protocol, or anything with ``simulate``), which the env
-    scores
-    its steps and resets with as given; None (default) takes the name of ``reward_mode``, which
-    ``evaluator`` replaces (give one of the two). ``reward_mode`` says what a runtime is:
+    (`placement_gym.evaluation.evaluator.make_evaluator`: the built-in ones below, or one a package
+    registered), or an evaluator object (the `placement_gym.evaluation.evaluator.Evaluator` protocol, or
+    anything with ``simulate``), which the env scores its steps and resets with as given; None (default)
+    takes the name of ``reward_mode``, which ``evaluator`` replaces (give one of the two). ``reward_mode``
+    says what a runtime is:
 
     - ``"cost_model"`` (default): the analytical cost model.
     - ``"profiled"``: the cost model with measured op times and links (``profile=``: a profile dict

@@ -13,8 +13,7 @@ File format::
     {"suite": "v1", "tasks": {"<task id>": {"bound": 0.61, "source": "lp", "arguments": {"lp": 0.61, ...}}}}
 
 The file is read as untrusted input (`placement_gym.common.untrusted`): a regular file of the leaderboard
-folder,
-never through a symbolic link, of at most `MAX_FILE_BYTES` bytes of strict JSON nested at most
+folder, never through a symbolic link, of at most `MAX_FILE_BYTES` bytes of strict JSON nested at most
 `MAX_NESTING` levels; it is written atomically and never through a link (`write_inside`).
 """
 

@@ -4,8 +4,8 @@ Measuring placements is the expensive step of real-hardware work (hundreds to th
 `RayEvaluatorPool` starts a pool of measurement actors, one per machine or device set; each builds
 the task from a small picklable `TaskSpec` (names, not arrays) and its own evaluator with
 `placement_gym.evaluation.evaluator.make_evaluator`. The pool is a
-`placement_gym.evaluation.evaluator.Evaluator`
-(``name`` is its reward mode), so the envs, the searches and the learned agents take it:
+`placement_gym.evaluation.evaluator.Evaluator` (``name`` is its reward mode), so the envs, the searches and
+the learned agents take it:
 
 * ``pool.simulate(placement, schedule=False) -> SimulationResult``: one evaluation on a free actor;
   ``env.unwrapped.evaluator = pool`` makes an env use it.
@@ -311,8 +311,7 @@ class RayEvaluatorPool:
         except self._ray.exceptions.RayError as error:
             raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
 
-    # --- the evaluator protocol (`placement_gym.evaluation.evaluator.Evaluator`)
-    # -----------------------------
+    # --- the evaluator protocol (`placement_gym.evaluation.evaluator.Evaluator`) ------------------------
 
     @property
     def name(self) -> str:

@@ -80,8 +80,7 @@ class RealEvaluator:
         self.task = task
         self.executor = Executor(task, devices, seed, **options)
         # What makes two real runs comparable (`placement_gym.evaluation.evaluator.scoring_identity`): the
-        # same
-        # torch devices and run options (batch, repeats...); objects such as a model are left out.
+        # same torch devices and run options (batch, repeats...); objects such as a model are left out.
         self._identity = {
             "devices": dict(sorted(devices.items())),
             "seed": seed,
