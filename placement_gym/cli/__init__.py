@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "list the agents evaluate --agent runs: kind, default budget, the extra each needs"),
     "graphs": ("catalog", "list the bundled graphs, or describe one ONNX file"),
     "clusters": ("catalog", "list the cluster presets and this machine's clusters (cpu<N>, local)"),
+    "datasets": ("catalog", "list the graph datasets, their families and splits"),
     "evaluate": ("evaluate", "evaluate a placement with the cost model"),
     "show": ("evaluate", "draw the timeline (Gantt chart) of a placement"),
     "train": ("train_command", "train a learned agent (or run a search agent) on an evaluation budget"),
@@ -39,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("leaderboard_command", "validate, submit and render leaderboard submissions"),
 }
 # Commands that never run the cost model: no notice that it compiles (`first_run`).
-_NO_COST_MODEL = ("agents", "graphs", "clusters", "export-graphs")
+_NO_COST_MODEL = ("agents", "graphs", "clusters", "datasets", "export-graphs")
 
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -279,6 +280,32 @@ def run_agents(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_datasets(args: argparse.Namespace) -> int:
+    from placement_gym.datasets import DATASETS, get_dataset
+
+    if args.build is not None:
+        dataset = get_dataset(args.build)
+        started = time.perf_counter()
+        rows = dataset.manifest()
+        ops = [row.ops for row in rows]
+        print(f"{dataset.name}: {len(rows):,} graphs of {min(ops):,} to {max(ops):,} ops, manifest "
+              f"{dataset.manifest_path} ({time.perf_counter() - started:.1f} s)")
+        return 0
+    rows = [dataset.summary() for dataset in DATASETS.values()]
+    if args.json:
+        print_json(rows)
+        return 0
+    print_table(
+        ["dataset", "graphs", "families", "train", "valid", "test-sizes", "test-families", "built"],
+        [[r["name"], f"{r['graphs']:,}", ", ".join(r["families"]), *(f"{n:,}" for n in r["splits"].values()),
+          "yes" if r["built"] else "no"] for r in rows],
+        numeric=[False, True, False, True, True, True, True, False],
+        title=f"{len(rows)} datasets (held-out families are the test-families split; "
+              "placement-gym datasets --build NAME builds a manifest)",
+    )
+    return 0
+
+
 def add_parsers(subparsers: Subcommands) -> None:
     agents_parser = subparsers.add_parser(
         "agents", help="list the agents evaluate --agent runs: kind, default budget, the extra each needs",
@@ -305,3 +332,13 @@ def add_parsers(subparsers: Subcommands) -> None:
                     "every CUDA device). --json gives each row a kind: preset or machine.")
     clusters.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     clusters.set_defaults(run=run_clusters)
+    datasets = subparsers.add_parser(
+        "datasets", help="list the graph datasets, their families and splits",
+        description="List the datasets of graphs for placement that generalises (placement_gym.datasets): "
+                    "graphs, families and the size of each split (train, valid, test-sizes, "
+                    "test-families). --json gives each as an object with name, description, graphs, "
+                    "families, held_out_families, splits and built. --build NAME builds the dataset's "
+                    "manifest (every graph once; cached in the output folder) and says its op range.")
+    datasets.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    datasets.add_argument("--build", metavar="NAME", default=None, help="build this dataset's manifest")
+    datasets.set_defaults(run=run_datasets)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -18,20 +16,6 @@ from placement_gym.task.named import get_task
 
 DEFAULT_GRAPH = "inception_v3"
 DEFAULT_CLUSTER = "k80x4"
-# Where commands write the files a user did not place with --out: this variable, else
-# `DEFAULT_OUTPUT_ROOT`. Never the current folder, so that running a command somewhere leaves no
-# files behind there by surprise.
-OUTPUT_ENV = "PLACEMENT_GYM_OUTPUT"
-DEFAULT_OUTPUT_ROOT = "~/placement-gym-output"
-OUTPUT_ROOT_HELP = f"${OUTPUT_ENV}, else {DEFAULT_OUTPUT_ROOT}"
-
-
-def output_root() -> Path:
-    """The folder of the commands' default outputs (`OUTPUT_ENV`, else `DEFAULT_OUTPUT_ROOT`);
-    not created here: a command creates what it writes."""
-    return Path(os.environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT_ROOT).expanduser()
-
-
 def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     """--graph, --cluster, --objective."""
     parser.add_argument("--graph", default=DEFAULT_GRAPH,

@@ -6,9 +6,9 @@ import argparse
 import time
 from pathlib import Path
 
-from placement_gym.cli.common import OUTPUT_ROOT_HELP, output_root
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
+from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
 
 PICTURE_NAME = "placement-gym-demo.png"
 

@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from placement_gym.cli.common import output_root, positive_int
+from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import fmt_seconds, print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
+from placement_gym.common.paths import output_root
 from placement_gym.task.compiled import OPTIMIZERS
 
 # Default timed runs of each op, link and whole-graph step of a profile, and default fidelity rounds.

@@ -5,7 +5,7 @@ The agent comes from a provider of the entry-point group ``placement_gym.agents`
 agents (anneal, cem: one run, with the same curve), or another package's.
 
 Outputs go to ``--out`` (default ``<output root>/runs/<run name>``, the output root being
-``$PLACEMENT_GYM_OUTPUT`` or ``~/placement-gym-output``: `placement_gym.cli.common.output_root`);
+``$PLACEMENT_GYM_OUTPUT`` or ``~/placement-gym-output``: `placement_gym.common.paths.output_root`);
 ``--tensorboard DIR`` also logs the curve for TensorBoard. The run ends with its speedup over the
 best single device.
 
@@ -30,14 +30,13 @@ from typing import Any
 
 from placement_gym.cli.common import (
     DEFAULT_CLUSTER,
-    OUTPUT_ROOT_HELP,
     add_task_arguments,
-    output_root,
     positive_int,
 )
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import graph_and_model
 from placement_gym.cli.subcommands import Subcommands
+from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
 from placement_gym.cost_model import single_device
 from placement_gym.evaluation.agents import find_trainer
 from placement_gym.evaluation.evaluator import COST_MODEL, evaluator_backend, evaluator_names, make_evaluator

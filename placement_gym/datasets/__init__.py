@@ -1,0 +1,64 @@
+"""Datasets of graphs for placement that generalises: named, versioned, built from their definition
+(`placement_gym.datasets.dataset`), their graphs made by the families of
+`placement_gym.datasets.families`.
+
+``get_dataset("synthetic-v1")``; ``dataset_split("synthetic-v1:train")`` gives the dataset and the ids
+of a split. `DATASETS` lists them (``placement-gym datasets``).
+"""
+
+from __future__ import annotations
+
+from placement_gym.common.names import unknown_name
+from placement_gym.datasets.dataset import SPLIT_ALIASES, SPLITS, Dataset, FamilySpec
+
+_CONV_GRID = {"cells": (3, 6, 9, 12, 15), "nodes": (4, 5, 6, 7), "channels": (16, 24, 32, 48),
+              "batch": (32, 64, 128)}
+_RNN_GRID = {"nodes": (4, 6, 8, 10, 12), "hidden": (200, 400, 600, 800), "steps": (10, 20, 35),
+             "batch": (32, 64)}
+
+DATASETS: dict[str, Dataset] = {
+    dataset.name: dataset
+    for dataset in (
+        Dataset(
+            "synthetic-v1",
+            "10,000 synthetic graphs: REGAL-style random computation graphs (50 to 1,600 ops) and "
+            "ENAS-style convolutional and recurrent cell networks (Placeto's cifar10 and ptb families); "
+            "the recurrent family is held out",
+            (
+                FamilySpec("regal", 6000, {"ops": (50, 100, 200, 400, 800, 1600)}, "ops"),
+                FamilySpec("enas-conv", 2000, _CONV_GRID, "cells"),
+                FamilySpec("enas-rnn", 2000, _RNN_GRID, "steps"),
+            ),
+            held_out_families=("enas-rnn",),
+        ),
+        Dataset(
+            "synthetic-mini-v1",
+            "90 small graphs of synthetic-v1's three families, for tests and quick looks",
+            (
+                FamilySpec("regal", 40, {"ops": (30, 60, 90, 120)}, "ops"),
+                FamilySpec("enas-conv", 25, {"cells": (2, 3, 4), "nodes": (3, 4), "channels": (8, 16),
+                                             "batch": (8, 16)}, "cells"),
+                FamilySpec("enas-rnn", 25, {"nodes": (2, 3, 4), "hidden": (32, 64), "steps": (2, 3, 4),
+                                            "batch": (8,)}, "steps"),
+            ),
+            held_out_families=("enas-rnn",),
+            manifest_sha256="87362a600f44c769328045bc9016e4c0fa834fd9e894a02c3aa68af8f0e0ab8e",
+        ),
+    )
+}
+
+
+def get_dataset(name: str) -> Dataset:
+    """The dataset called ``name``, or a ValueError naming the known ones."""
+    if name not in DATASETS:
+        raise ValueError(unknown_name("dataset", name, DATASETS))
+    return DATASETS[name]
+
+
+def dataset_split(text: str) -> tuple[Dataset, list[str]]:
+    """``"<name>:<split>"`` (or a bare name: every graph) as the dataset and the ids of the split."""
+    name, _, split = str(text).partition(":")
+    return (dataset := get_dataset(name)), dataset.ids(split or "all")
+
+
+__all__ = ["DATASETS", "SPLITS", "SPLIT_ALIASES", "Dataset", "FamilySpec", "dataset_split", "get_dataset"]
