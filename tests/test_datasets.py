@@ -123,3 +123,38 @@ def test_the_command_lists_and_builds_the_datasets(capsys, tmp_path, monkeypatch
     assert f"90 graphs of {min(ops)} to {max(ops)} ops" in out
     assert main(["datasets", "--json"]) == 0
     assert {row["name"]: row["built"] for row in json.loads(capsys.readouterr().out)}["synthetic-mini-v1"]
+
+
+def test_random_clusters_are_seeded_varied_and_run():
+    from placement_gym.datasets.clusters import TEST_CLUSTERS, TRAIN_CLUSTERS, cluster_ids, family_cluster
+
+    clusters = [family_cluster(f"random-v1/{k}") for k in range(120)]
+    sizes = {c.n_devices for c in clusters}
+    assert min(sizes) == 2 and max(sizes) == 16
+    assert len({c.description.split(" topology")[0].rsplit(", ", 1)[-1] for c in clusters}) == 3
+    mixed = [c for c in clusters if "+" in c.description.split("GPU(s) (")[1].split(")")[0]]
+    assert 10 < len(mixed) < 110  # two generations in some, one in others
+    again = family_cluster("random-v1/17")
+    assert np.array_equal(again.link_bandwidth, clusters[17].link_bandwidth)
+    assert again.device_names == clusters[17].device_names and again.name == "random-v1/17"
+    for cluster in clusters[:12]:
+        bandwidth = cluster.link_bandwidth[~np.eye(cluster.n_devices, dtype=bool)]
+        assert np.all(bandwidth > 0) and np.array_equal(cluster.link_bandwidth, cluster.link_bandwidth.T)
+        task = make_task(MINI.graph("enas-conv/3"), cluster, "train_step")
+        placement = np.arange(task.n_forward) % task.n_devices
+        assert simulate(task, placement).runtime == pytest.approx(reference_simulate(task, placement).runtime,
+                                                                   rel=1e-9)
+    assert len(cluster_ids("train")) == TRAIN_CLUSTERS and len(cluster_ids("test")) == TEST_CLUSTERS
+    assert not set(cluster_ids("train")) & set(cluster_ids("test"))
+    for bad in ("random-v1/x", "random-v2/1", "random-v1/01", "random-v1/-1"):
+        with pytest.raises(ValueError, match="a family cluster's id is random-v1/<k>"):
+            family_cluster(bad)
+
+
+@pytest.mark.slow
+def test_the_full_dataset_builds_to_its_frozen_manifest(tmp_path, monkeypatch):
+    """Every one of synthetic-v1's 10,000 graphs built (about 90 s on the 2-core machine) matches the
+    frozen manifest digest, and the op counts span what the dataset says."""
+    monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(tmp_path))
+    rows = dataclasses.replace(FULL).manifest(progress=False)
+    assert len(rows) == 10_000 and min(r.ops for r in rows) == 50 and max(r.ops for r in rows) == 1600

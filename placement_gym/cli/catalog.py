@@ -281,7 +281,7 @@ def run_agents(args: argparse.Namespace) -> int:
 
 
 def run_datasets(args: argparse.Namespace) -> int:
-    from placement_gym.datasets import DATASETS, get_dataset
+    from placement_gym.datasets import DATASETS, clusters, get_dataset
 
     if args.build is not None:
         dataset = get_dataset(args.build)
@@ -303,6 +303,8 @@ def run_datasets(args: argparse.Namespace) -> int:
         title=f"{len(rows)} datasets (held-out families are the test-families split; "
               "placement-gym datasets --build NAME builds a manifest)",
     )
+    print(f"Cluster family {clusters.FAMILY}: {clusters.TRAIN_CLUSTERS:,} train and "
+          f"{clusters.TEST_CLUSTERS:,} test clusters of 2 to 16 devices (placement_gym.datasets.clusters)")
     return 0
 
 

@@ -30,6 +30,7 @@ DATASETS: dict[str, Dataset] = {
                 FamilySpec("enas-rnn", 2000, _RNN_GRID, "steps"),
             ),
             held_out_families=("enas-rnn",),
+            manifest_sha256="30aa105bc1b7acf5257054c915c9c7d4d1ae4a02f22e4b26a076c7dafc3504bb",
         ),
         Dataset(
             "synthetic-mini-v1",
