@@ -15,12 +15,12 @@ import pytest
 from placement_gym.cli import main
 from placement_gym.cluster import load_cluster
 from placement_gym.cost_model import reference_simulate, simulate
-from placement_gym.datasets import DATASETS, dataset_split, get_dataset
+from placement_gym.datasets import DATASETS, dataset_graph, dataset_split, get_dataset
 from placement_gym.datasets.families import VOCABULARY, enas_rnn_graph
 from placement_gym.task.compiled import make_task
 
 FULL, MINI = get_dataset("synthetic-v1"), get_dataset("synthetic-mini-v1")
-SAMPLE = ["regal/0", "regal/5", "regal/4321", "enas-conv/0", "enas-conv/1999", "enas-rnn/7", "enas-rnn/1500"]
+SAMPLE = ["regal-0", "regal-5", "regal-4321", "enas-conv-0", "enas-conv-1999", "enas-rnn-7", "enas-rnn-1500"]
 
 
 def test_a_graph_is_the_same_wherever_it_is_built():
@@ -55,7 +55,7 @@ def test_the_splits_hold_what_they_promise():
         every = [graph_id for ids in splits.values() for graph_id in ids]
         assert sorted(every) == sorted(dataset.ids("all")) and len(set(every)) == len(dataset)
         assert sorted(dataset.ids("test")) == sorted(splits["test-sizes"] + splits["test-families"])
-        family = {graph_id: graph_id.split("/")[0] for graph_id in every}
+        family = {graph_id: graph_id.rsplit("-", 1)[0] for graph_id in every}
         seen = {family[i] for i in splits["train"] + splits["valid"]}
         assert seen and not seen & set(dataset.held_out_families)
         assert {family[i] for i in splits["test-families"]} == set(dataset.held_out_families)
@@ -63,7 +63,7 @@ def test_the_splits_hold_what_they_promise():
             if spec.family in dataset.held_out_families:
                 continue
             largest = max(spec.grid[spec.size_key])
-            size = {f"{spec.family}/{k}": spec.params(k)[spec.size_key] for k in range(spec.count)}
+            size = {f"{spec.family}-{k}": spec.params(k)[spec.size_key] for k in range(spec.count)}
             assert {size[i] for i in splits["test-sizes"] if family[i] == spec.family} == {largest}
             seen_sizes = {size[i] for i in splits["train"] + splits["valid"] if family[i] == spec.family}
             assert largest not in seen_sizes
@@ -79,6 +79,7 @@ def test_every_family_compiles_into_tasks_the_cost_model_runs(graph_id):
     fast, reference = simulate(task, placement), reference_simulate(task, placement)
     assert fast.runtime == pytest.approx(reference.runtime, rel=1e-9) and fast.runtime > 0
     assert graph.name == f"synthetic-mini-v1:{graph_id}"
+    assert dataset_graph(graph.name).content_sha256 == graph.content_sha256
 
 
 def test_the_recurrent_cell_costs_what_its_definition_says():
@@ -100,7 +101,7 @@ def test_bad_names_and_ids_are_one_line_errors():
         get_dataset("synthetic-v2")
     with pytest.raises(ValueError, match="unknown split 'tran'; allowed: train, valid"):
         dataset_split("synthetic-mini-v1:tran")
-    for bad in ("regal/90", "regal/01", "regal/-1", "nope/1", "regal", 3):
+    for bad in ("regal-90", "regal-01", "regal--1", "nope-1", "regal", "regal/1", 3):
         with pytest.raises(ValueError, match="dataset synthetic-mini-v1 has no graph"):
             MINI.graph(bad)
     dataset, ids = dataset_split("synthetic-mini-v1:test")
@@ -128,26 +129,26 @@ def test_the_command_lists_and_builds_the_datasets(capsys, tmp_path, monkeypatch
 def test_random_clusters_are_seeded_varied_and_run():
     from placement_gym.datasets.clusters import TEST_CLUSTERS, TRAIN_CLUSTERS, cluster_ids, family_cluster
 
-    clusters = [family_cluster(f"random-v1/{k}") for k in range(120)]
+    clusters = [family_cluster(f"random-v1:{k}") for k in range(120)]
     sizes = {c.n_devices for c in clusters}
     assert min(sizes) == 2 and max(sizes) == 16
     assert len({c.description.split(" topology")[0].rsplit(", ", 1)[-1] for c in clusters}) == 3
     mixed = [c for c in clusters if "+" in c.description.split("GPU(s) (")[1].split(")")[0]]
     assert 10 < len(mixed) < 110  # two generations in some, one in others
-    again = family_cluster("random-v1/17")
+    again = family_cluster("random-v1:17")
     assert np.array_equal(again.link_bandwidth, clusters[17].link_bandwidth)
-    assert again.device_names == clusters[17].device_names and again.name == "random-v1/17"
+    assert again.device_names == clusters[17].device_names and again.name == "random-v1:17"
     for cluster in clusters[:12]:
         bandwidth = cluster.link_bandwidth[~np.eye(cluster.n_devices, dtype=bool)]
         assert np.all(bandwidth > 0) and np.array_equal(cluster.link_bandwidth, cluster.link_bandwidth.T)
-        task = make_task(MINI.graph("enas-conv/3"), cluster, "train_step")
+        task = make_task(MINI.graph("enas-conv-3"), cluster, "train_step")
         placement = np.arange(task.n_forward) % task.n_devices
         assert simulate(task, placement).runtime == pytest.approx(reference_simulate(task, placement).runtime,
                                                                    rel=1e-9)
     assert len(cluster_ids("train")) == TRAIN_CLUSTERS and len(cluster_ids("test")) == TEST_CLUSTERS
     assert not set(cluster_ids("train")) & set(cluster_ids("test"))
-    for bad in ("random-v1/x", "random-v2/1", "random-v1/01", "random-v1/-1"):
-        with pytest.raises(ValueError, match="a family cluster's id is random-v1/<k>"):
+    for bad in ("random-v1:x", "random-v2:1", "random-v1:01", "random-v1:-1", "random-v1/1"):
+        with pytest.raises(ValueError, match="a family cluster's name is random-v1:<k>"):
             family_cluster(bad)
 
 
@@ -158,3 +159,30 @@ def test_the_full_dataset_builds_to_its_frozen_manifest(tmp_path, monkeypatch):
     monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(tmp_path))
     rows = dataclasses.replace(FULL).manifest(progress=False)
     assert len(rows) == 10_000 and min(r.ops for r in rows) == 50 and max(r.ops for r in rows) == 1600
+
+
+def test_dataset_graphs_and_family_clusters_are_names_tasks_envs_and_the_cli_take(capsys):
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    import placement_gym as pg
+
+    task = pg.get_task("synthetic-mini-v1:enas-conv-7", "random-v1:3")
+    assert task.id == "synthetic-mini-v1:enas-conv-7/random-v1:3/train"  # names, not content hashes
+    assert pg.parse_task_id(task.id) is task
+    assert task.graph.content_sha256 == MINI.graph("enas-conv-7").content_sha256
+    # the same content under another name is not the dataset's graph: its id carries the hash
+    renamed = dataclasses.replace(MINI.graph("enas-conv-8"), name="synthetic-mini-v1:enas-conv-7")
+    assert "@" in make_task(renamed, task.cluster, "train_step").id
+    for env_id in ("DevicePlacement-v0", "DevicePlacementStaged-v0", "DevicePlacementRefine-v0"):
+        env = gym.make(env_id, graph="synthetic-mini-v1:regal-5", cluster="random-v1:8")
+        check_env(env.unwrapped, skip_render_check=True)
+        assert env.unwrapped.task.id == "synthetic-mini-v1:regal-5/random-v1:8/train"
+    assert main(["evaluate", "--graph", "synthetic-mini-v1:enas-rnn-4", "--cluster", "random-v1:2",
+                 "--agent", "heft", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    heft_task = pg.get_task("synthetic-mini-v1:enas-rnn-4", "random-v1:2")
+    placement = [heft_task.cluster.device_index(report["placement"][op]) for op in heft_task.graph.op_names]
+    assert report["runtime"] == simulate(heft_task, placement).runtime
+    with pytest.raises(ValueError, match="dataset synthetic-mini-v1 has no graph 'regal-999'"):
+        pg.get_task("synthetic-mini-v1:regal-999", "k80x2")

@@ -3,13 +3,15 @@
 `placement_gym.datasets.families`.
 
 ``get_dataset("synthetic-v1")``; ``dataset_split("synthetic-v1:train")`` gives the dataset and the ids
-of a split. `DATASETS` lists them (``placement-gym datasets``).
+of a split; ``dataset_graph("synthetic-v1:regal-17")`` one graph by its name. `DATASETS` lists them
+(``placement-gym datasets``).
 """
 
 from __future__ import annotations
 
 from placement_gym.common.names import unknown_name
 from placement_gym.datasets.dataset import SPLIT_ALIASES, SPLITS, Dataset, FamilySpec
+from placement_gym.graph.opgraph import OpGraph
 
 _CONV_GRID = {"cells": (3, 6, 9, 12, 15), "nodes": (4, 5, 6, 7), "channels": (16, 24, 32, 48),
               "batch": (32, 64, 128)}
@@ -30,7 +32,7 @@ DATASETS: dict[str, Dataset] = {
                 FamilySpec("enas-rnn", 2000, _RNN_GRID, "steps"),
             ),
             held_out_families=("enas-rnn",),
-            manifest_sha256="30aa105bc1b7acf5257054c915c9c7d4d1ae4a02f22e4b26a076c7dafc3504bb",
+            manifest_sha256="25825eb497bda531e26793d7618d530d153f74bed9580a192debeba0e9ac2d93",
         ),
         Dataset(
             "synthetic-mini-v1",
@@ -43,7 +45,7 @@ DATASETS: dict[str, Dataset] = {
                                             "batch": (8,)}, "steps"),
             ),
             held_out_families=("enas-rnn",),
-            manifest_sha256="87362a600f44c769328045bc9016e4c0fa834fd9e894a02c3aa68af8f0e0ab8e",
+            manifest_sha256="85b1ea48cc514311f2608dbfb46f5819b4f72c2913192c60bb273e7e60c53988",
         ),
     )
 }
@@ -56,10 +58,22 @@ def get_dataset(name: str) -> Dataset:
     return DATASETS[name]
 
 
+def is_dataset_graph_name(name: object) -> bool:
+    """Whether ``name`` reads as ``<dataset>:<graph id>`` of a known dataset."""
+    return isinstance(name, str) and name.partition(":")[0] in DATASETS and ":" in name
+
+
+def dataset_graph(name: str) -> OpGraph:
+    """The graph named ``<dataset>:<graph id>`` (``synthetic-v1:regal-17``), built in milliseconds."""
+    dataset_name, _, graph_id = str(name).partition(":")
+    return get_dataset(dataset_name).graph(graph_id)
+
+
 def dataset_split(text: str) -> tuple[Dataset, list[str]]:
     """``"<name>:<split>"`` (or a bare name: every graph) as the dataset and the ids of the split."""
     name, _, split = str(text).partition(":")
     return (dataset := get_dataset(name)), dataset.ids(split or "all")
 
 
-__all__ = ["DATASETS", "SPLITS", "SPLIT_ALIASES", "Dataset", "FamilySpec", "dataset_split", "get_dataset"]
+__all__ = ["DATASETS", "SPLITS", "SPLIT_ALIASES", "Dataset", "FamilySpec", "dataset_graph", "dataset_split",
+           "get_dataset", "is_dataset_graph_name"]

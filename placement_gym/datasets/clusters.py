@@ -1,7 +1,8 @@
 """Cluster families: seeded random machines beside the presets, for placement that generalises across
 machines (as GiPH trains over random device networks).
 
-``random-v1`` cluster ``k`` (id ``random-v1/<k>``) is drawn from a generator seeded with ``k``:
+``random-v1`` cluster ``k`` (named ``random-v1:<k>``, a cluster name `placement_gym.task.named.get_task`
+and the envs take) is drawn from a generator seeded with ``k``:
 
 * one host CPU (the 8- or 18-core Xeon of the K80 and K40 presets, or the DGX-1's two sockets);
 * 1 to 15 GPUs of one generation or, half of the time, of two (K80 die, K40, P100 SXM2, RTX 2080,
@@ -65,7 +66,7 @@ TOPOLOGIES: tuple[str, ...] = ("pcie", "nvlink", "two-islands")
 
 
 def random_cluster(k: int) -> Cluster:
-    """Cluster ``k`` of the family (see the module docstring); named ``random-v1/<k>``."""
+    """Cluster ``k`` of the family (see the module docstring); named ``random-v1:<k>``."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
         raise ValueError(f"a random cluster's number is an integer >= 0, got {k!r}")
     rng = np.random.default_rng([int(k), 0x636C7573])  # its own stream, apart from the graphs' seeds
@@ -97,7 +98,7 @@ def random_cluster(k: int) -> Cluster:
                   default=0.0)
     description = (f"Random cluster {k} of {FAMILY}: {host_name} host, {n_gpus} GPU(s) ({kinds}), "
                    f"{topology} topology (GPU pairs at up to {fastest / GB:g} GB/s).")
-    return build_cluster(f"{FAMILY}/{k}", devices, link, description, executor, gpu_ports(names))
+    return build_cluster(f"{FAMILY}:{k}", devices, link, description, executor, gpu_ports(names))
 
 
 def cluster_ids(split: str = "all") -> list[str]:
@@ -106,12 +107,17 @@ def cluster_ids(split: str = "all") -> list[str]:
               "all": range(TRAIN_CLUSTERS + TEST_CLUSTERS)}
     if split not in ranges:
         raise ValueError(unknown_name("cluster split", split, ranges))
-    return [f"{FAMILY}/{k}" for k in ranges[split]]
+    return [f"{FAMILY}:{k}" for k in ranges[split]]
 
 
-def family_cluster(cluster_id: str) -> Cluster:
-    """The cluster of id ``random-v1/<k>``, or a ValueError saying what ids are."""
-    family, _, index = str(cluster_id).partition("/")
+def is_family_cluster_name(name: object) -> bool:
+    """Whether ``name`` reads as a family cluster's name (``random-v1:<k>``)."""
+    return isinstance(name, str) and name.startswith(f"{FAMILY}:")
+
+
+def family_cluster(name: str) -> Cluster:
+    """The cluster named ``random-v1:<k>``, or a ValueError saying what the names are."""
+    family, _, index = str(name).partition(":")
     if family != FAMILY or not index.isdigit() or str(int(index)) != index:
-        raise ValueError(f"a family cluster's id is {FAMILY}/<k> (k an integer >= 0), got {cluster_id!r}")
+        raise ValueError(f"a family cluster's name is {FAMILY}:<k> (k an integer >= 0), got {name!r}")
     return random_cluster(int(index))

@@ -1,10 +1,11 @@
 """Named, versioned datasets of graphs, each graph with a stable id, a manifest row and a split.
 
-A dataset is a list of families, each with a grid of parameters and a number of graphs: graph ``k`` of
-a family takes the grid's point ``k mod len(grid)`` and seed ``k``, and its id is
-``<family>/<k>`` (``regal/17``). Building graph ``k`` again gives the same graph, bit for bit, so the
-dataset itself ships as this definition: nothing is downloaded, and loading one graph is building it
-(milliseconds; `Dataset.graph`).
+A dataset is a list of families, each with a grid of parameters and a number of graphs: graph ``k`` of a
+family takes the grid's point ``k mod len(grid)`` and seed ``k``, and its id is ``<family>-<k>``
+(``regal-17``); outside the dataset it is named ``<dataset>:<family>-<k>`` (``synthetic-v1:regal-17``: a
+graph name `placement_gym.task.named.get_task` and the envs take). Building graph ``k`` again gives the same
+graph, bit for bit, so the dataset itself ships as this definition: nothing is downloaded, and loading one
+graph is building it (milliseconds; `Dataset.graph`).
 
 The manifest (one row a graph: id, family, parameters, seed, ops, edges, parameters' elements, the
 bytes of its tensors, the content hash of its `OpGraph`, its split) needs every graph built once: the
@@ -102,16 +103,16 @@ class Dataset:
     def _graphs(self) -> Iterator[tuple[str, FamilySpec, int]]:
         for spec in self.families:
             for k in range(spec.count):
-                yield f"{spec.family}/{k}", spec, k
+                yield f"{spec.family}-{k}", spec, k
 
     def _spec(self, graph_id: str) -> tuple[FamilySpec, int]:
-        family, _, index = str(graph_id).partition("/")
+        family, _, index = str(graph_id).rpartition("-")
         for spec in self.families:
             if spec.family == family and index.isdigit() and str(int(index)) == index:
                 if int(index) < spec.count:
                     return spec, int(index)
         raise ValueError(
-            f"dataset {self.name} has no graph {graph_id!r}; ids are <family>/<k> with families "
+            f"dataset {self.name} has no graph {graph_id!r}; ids are <family>-<k> with families "
             + ", ".join(f"{s.family} (k < {s.count})" for s in self.families)
         )
 
@@ -120,20 +121,20 @@ class Dataset:
             return "test-families"
         if spec.params(k)[spec.size_key] == max(spec.grid[spec.size_key]):
             return "test-sizes"
-        digest = hashlib.sha256(f"{self.name}/{spec.family}/{k}".encode()).digest()
+        digest = hashlib.sha256(f"{self.name}/{spec.family}/{k}".encode()).digest()  # the split stays put
         return "valid" if int.from_bytes(digest[:8], "big") % VALID_SHARE == 0 else "train"
 
     def graph(self, graph_id: str) -> OpGraph:
         """Graph ``graph_id``, built from its family's parameters and seed (named ``<dataset>:<id>``)."""
         spec, k = self._spec(graph_id)
-        return FAMILIES[spec.family].build(spec.params(k), k, f"{self.name}:{spec.family}/{k}")
+        return FAMILIES[spec.family].build(spec.params(k), k, f"{self.name}:{spec.family}-{k}")
 
     def record(self, graph_id: str) -> GraphRecord:
         """The manifest row of ``graph_id``, made from the graph (not from the cached manifest)."""
         spec, k = self._spec(graph_id)
         graph = self.graph(graph_id)
         return GraphRecord(
-            id=f"{spec.family}/{k}", family=spec.family, params=spec.params(k), seed=k,
+            id=f"{spec.family}-{k}", family=spec.family, params=spec.params(k), seed=k,
             split=self.split_of(spec, k), ops=graph.n_ops, edges=len(graph.edge_dst),
             parameters=int(round(float(graph.param_bytes.sum()) / 4.0)),
             tensor_bytes=float(graph.tensor_bytes.sum()), content_sha256=graph.content_sha256,

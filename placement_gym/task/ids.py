@@ -1,11 +1,13 @@
 """Task ids, ``graph/cluster/objective``: names that two different tasks never share.
 
 * graph: a bundled graph's name (``bert_base``) when the graph is that bundled graph
-  (`placement_gym.graph.bundled.is_bundled_graph`: same file, same content). Any other graph, a
+  (`placement_gym.graph.bundled.is_bundled_graph`: same file, same content), or a dataset graph's
+  (``synthetic-v1:regal-17``) when it has that graph's content. Any other graph, a
   user's file or a graph built in Python, is its name, ``@`` and the first 12 hex digits of its
   content sha256 (`OpGraph.content_sha256`), such as ``bert_base@3f2a9c1d0b7e``.
-* cluster: a preset's name (``k80x4``) when the cluster has that preset's figures, or the machine's
-  own ``local`` / ``cpu<N>`` (`placement_gym.cluster.load.is_named_cluster`). Any other cluster
+* cluster: a preset's name (``k80x4``) when the cluster has that preset's figures, the machine's
+  own ``local`` / ``cpu<N>`` (`placement_gym.cluster.load.is_named_cluster`), or a family cluster's
+  (``random-v1:3``) with that cluster's figures. Any other cluster
   (a JSON file, a `Cluster` built in Python, a preset with a figure changed) is its name, ``@``
   and 12 hex digits of `Cluster.content_sha256`.
 * objective: ``train`` or ``inference``; a training step whose optimizer is not Adam, the default,
@@ -21,11 +23,14 @@ can rebuild: `split_task_id` says so rather than guessing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cluster.load import REAL_CLUSTER_NAME, is_named_cluster
+from placement_gym.datasets import dataset_graph, is_dataset_graph_name
+from placement_gym.datasets.clusters import family_cluster, is_family_cluster_name
 from placement_gym.graph.bundled import is_bundled_graph
 from placement_gym.graph.opgraph import OpGraph
 
@@ -42,14 +47,37 @@ def _hashed(name: str, sha256: str) -> str:
     return f"{name.replace('/', '_')}{HASH_MARK}{sha256[:HASH_DIGITS]}"
 
 
+@functools.lru_cache(maxsize=256)
+def _dataset_graph_sha256(name: str) -> str | None:
+    try:
+        return dataset_graph(name).content_sha256
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def _family_cluster_sha256(name: str) -> str | None:
+    try:
+        return family_cluster(name).content_sha256
+    except ValueError:
+        return None
+
+
 def graph_id(graph: OpGraph) -> str:
-    """The graph part of a task id: the bundled name, or ``name@<12 hex digits of its content>``."""
-    return graph.name if is_bundled_graph(graph) else _hashed(graph.name, graph.content_sha256)
+    """The graph part of a task id: the bundled or dataset graph's name, or ``name@<12 hex digits of
+    its content>``."""
+    named = is_bundled_graph(graph) or (
+        is_dataset_graph_name(graph.name) and _dataset_graph_sha256(graph.name) == graph.content_sha256)
+    return graph.name if named else _hashed(graph.name, graph.content_sha256)
 
 
 def cluster_id(cluster: Cluster) -> str:
-    """The cluster part of a task id: a preset's (or ``local``/``cpu<N>``'s) name, or ``name@<hash>``."""
-    return cluster.name if is_named_cluster(cluster) else _hashed(cluster.name, cluster.content_sha256)
+    """The cluster part of a task id: a preset's (or ``local``/``cpu<N>``'s, or a family cluster's)
+    name, or ``name@<hash>``."""
+    named = is_named_cluster(cluster) or (
+        is_family_cluster_name(cluster.name)
+        and _family_cluster_sha256(cluster.name) == cluster.content_sha256)
+    return cluster.name if named else _hashed(cluster.name, cluster.content_sha256)
 
 
 def objective_id(objective_suffix: str, optimizer: str | None) -> str:

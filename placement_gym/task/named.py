@@ -1,4 +1,7 @@
-"""Building tasks from names: ``get_task("inception_v3", "k80x4", "train_step")`` or a task id."""
+"""Building tasks from names: ``get_task("inception_v3", "k80x4", "train_step")`` or a task id.
+
+A graph name may also be a dataset graph's (``synthetic-v1:regal-17``, `placement_gym.datasets`) and a
+cluster name a family cluster's (``random-v1:3``, `placement_gym.datasets.clusters`)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,8 @@ import functools
 from pathlib import Path
 
 from placement_gym.cluster import Cluster, load_cluster
+from placement_gym.datasets import dataset_graph, is_dataset_graph_name
+from placement_gym.datasets.clusters import family_cluster, is_family_cluster_name
 from placement_gym.graph import OpGraph, load_graph
 from placement_gym.task.compiled import OBJECTIVES, Task, make_task
 from placement_gym.task.ids import DEFAULT_OPTIMIZER, split_task_id
@@ -24,9 +29,19 @@ def _source_key(name_or_path: str | Path) -> tuple:
     return (str(name_or_path),)
 
 
+def named_graph(name: str | Path) -> OpGraph:
+    """A bundled graph, an ONNX file or a dataset graph (``<dataset>:<family>-<k>``) by name."""
+    return dataset_graph(name) if is_dataset_graph_name(name) else load_graph(name)
+
+
+def named_cluster(name: str | Path) -> Cluster:
+    """A preset, ``local``/``cpu<N>``, a cluster JSON file or a family cluster (``random-v1:<k>``)."""
+    return family_cluster(name) if is_family_cluster_name(name) else load_cluster(name)
+
+
 @functools.lru_cache(maxsize=64)
 def _cached_task(graph_key: tuple, cluster_key: tuple, objective: str, optimizer: str) -> Task:
-    return make_task(load_graph(graph_key[0]), load_cluster(cluster_key[0]), objective, optimizer)
+    return make_task(named_graph(graph_key[0]), named_cluster(cluster_key[0]), objective, optimizer)
 
 
 def get_task(
@@ -35,17 +50,18 @@ def get_task(
     objective: str = "train_step",
     optimizer: str = DEFAULT_OPTIMIZER,
 ) -> Task:
-    """A compiled task from a graph (bundled name, ONNX path or `OpGraph`), a cluster (preset name,
-    JSON path or `Cluster`), an objective (``"train_step"`` or ``"inference"``; the id suffixes
-    ``"train"`` and ``"inference"`` are accepted too) and, for training, an optimizer (``"adam"``,
-    ``"momentum"``, ``"sgd"``). Tasks built from names or files are cached (a file until it changes)."""
+    """A compiled task from a graph (bundled name, ONNX path, dataset graph name or `OpGraph`), a cluster
+    (preset name, JSON path, family cluster name or `Cluster`), an objective (``"train_step"`` or
+    ``"inference"``; the id suffixes ``"train"`` and ``"inference"`` are accepted too) and, for training, an
+    optimizer (``"adam"``, ``"momentum"``, ``"sgd"``). Tasks built from names or files are cached (a file
+    until it changes)."""
     objective = _OBJECTIVE_BY_SUFFIX.get(objective, objective)
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if isinstance(graph, (str, Path)) and isinstance(cluster, (str, Path)):
         return _cached_task(_source_key(graph), _source_key(cluster), objective, optimizer)
-    graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
-    cluster = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+    graph = graph if isinstance(graph, OpGraph) else named_graph(graph)
+    cluster = cluster if isinstance(cluster, Cluster) else named_cluster(cluster)
     return make_task(graph, cluster, objective, optimizer)
 
 
