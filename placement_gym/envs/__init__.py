@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-# Entry points are functions that build the classes (`base.gym_entry_point`: so that gym.make refuses
+# Entry points are functions that build the classes (`entry_point.gym_entry_point`: so that gym.make refuses
 # render_mode="human" instead of wrapping the env in a pygame window).
 ENV_IDS: dict[str, str] = {
     "DevicePlacement-v0": "placement_gym.envs.single_shot:make_env",

@@ -3,7 +3,6 @@ memory masks and rendering. Each env subclasses `PlacementEnvBase` and adds its 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -39,22 +38,6 @@ def check_reset_options(options: Any) -> dict[str, Any]:
     if not isinstance(options, dict):
         raise ValueError(f"options must be a dict or None, got {options!r} ({type(options).__name__})")
     return options
-
-
-def gym_entry_point(env_class: type[gym.Env]) -> Callable[..., gym.Env]:
-    """The function that builds ``env_class`` from keyword arguments: the entry point its id is
-    registered with. A function, not the class, because `gym.make` reads a class's render modes
-    and answers ``render_mode="human"`` (which no env here has) by building the env in
-    ``"rgb_array"`` mode inside gymnasium's pygame window; given a function, it passes ``"human"`` on
-    and the env refuses it, naming the modes it has."""
-
-    def make_env(**kwargs: Any) -> gym.Env:
-        return env_class(**kwargs)
-
-    make_env.__module__ = env_class.__module__
-    make_env.__qualname__ = make_env.__name__ = "make_env"
-    make_env.__doc__ = f"A `{env_class.__name__}` of these keyword arguments (its id's entry point)."
-    return make_env
 
 
 class PlacementEnvBase(gym.Env):

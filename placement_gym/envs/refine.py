@@ -9,8 +9,9 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
-from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
+from placement_gym.envs.base import PlacementEnvBase
 from placement_gym.envs.config import FROM_CONFIG, EnvConfig
+from placement_gym.envs.entry_point import gym_entry_point
 from placement_gym.envs.rewards import improvement_reward
 from placement_gym.evaluation.placements import load_placement
 from placement_gym.graph.opgraph import OpGraph

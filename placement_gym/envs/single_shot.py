@@ -10,8 +10,9 @@ from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.cost_model.result import SimulationResult
-from placement_gym.envs.base import PlacementEnvBase, gym_entry_point
+from placement_gym.envs.base import PlacementEnvBase
 from placement_gym.envs.config import FROM_CONFIG, RENDER_MODES, EnvConfig
+from placement_gym.envs.entry_point import gym_entry_point
 from placement_gym.envs.rewards import RewardFunction, check_reward, shape_reward
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.task.compiled import Task

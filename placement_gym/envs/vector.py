@@ -65,6 +65,9 @@ class DevicePlacementVectorEnv(VectorEnv):
         except ValueError:
             allowed = ", ".join(m.value for m in AutoresetMode)
             raise ValueError(f"unknown autoreset_mode {autoreset_mode!r}; allowed: {allowed}") from None
+        if settings.pop("dataset", None) is not None:
+            raise ValueError('DevicePlacementVectorEnv holds one task: over a dataset, use '
+                             'gym.make_vec(..., vectorization_mode="sync"), whose envs draw their own graphs')
         config = EnvConfig.of(config, settings, type(self).__name__)
         if "real" in (config.reward_mode, config.evaluator):
             raise ValueError(

@@ -1,0 +1,30 @@
+"""The entry points the env ids are registered with (`placement_gym.envs.ENV_IDS`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+from placement_gym.envs.dataset import DatasetPlacementEnv
+
+
+def gym_entry_point(env_class: type[gym.Env]) -> Callable[..., gym.Env]:
+    """The function that builds ``env_class`` from keyword arguments: the entry point its id is
+    registered with. A function, not the class, because `gym.make` reads a class's render modes
+    and answers ``render_mode="human"`` (which no env here has) by building the env in
+    ``"rgb_array"`` mode inside gymnasium's pygame window; given a function, it passes ``"human"`` on
+    and the env refuses it, naming the modes it has. With ``dataset=``, a `DatasetPlacementEnv` of
+    ``env_class`` over that dataset split."""
+
+    def make_env(**kwargs: Any) -> gym.Env:
+        if kwargs.get("dataset") is not None:
+            return DatasetPlacementEnv(env_class, **kwargs)
+        kwargs.pop("dataset", None)
+        return env_class(**kwargs)
+
+    make_env.__module__ = env_class.__module__
+    make_env.__qualname__ = make_env.__name__ = "make_env"
+    make_env.__doc__ = f"A `{env_class.__name__}` of these keyword arguments (its id's entry point)."
+    return make_env
