@@ -24,7 +24,7 @@ can rebuild: `split_task_id` says so rather than guessing.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from placement_gym.cluster.cluster import Cluster
@@ -48,17 +48,11 @@ def _hashed(name: str, sha256: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _dataset_graph_sha256(name: str) -> str | None:
+def _rebuilt_sha256(name: str, build: Callable[[str], OpGraph | Cluster]) -> str | None:
+    """The content hash of what ``build`` makes of ``name`` (a dataset graph, a family cluster), or
+    None when the name is not one; once per name."""
     try:
-        return dataset_graph(name).content_sha256
-    except ValueError:
-        return None
-
-
-@functools.lru_cache(maxsize=256)
-def _family_cluster_sha256(name: str) -> str | None:
-    try:
-        return family_cluster(name).content_sha256
+        return build(name).content_sha256
     except ValueError:
         return None
 
@@ -67,7 +61,8 @@ def graph_id(graph: OpGraph) -> str:
     """The graph part of a task id: the bundled or dataset graph's name, or ``name@<12 hex digits of
     its content>``."""
     named = is_bundled_graph(graph) or (
-        is_dataset_graph_name(graph.name) and _dataset_graph_sha256(graph.name) == graph.content_sha256)
+        is_dataset_graph_name(graph.name)
+        and _rebuilt_sha256(graph.name, dataset_graph) == graph.content_sha256)
     return graph.name if named else _hashed(graph.name, graph.content_sha256)
 
 
@@ -76,7 +71,7 @@ def cluster_id(cluster: Cluster) -> str:
     name, or ``name@<hash>``."""
     named = is_named_cluster(cluster) or (
         is_family_cluster_name(cluster.name)
-        and _family_cluster_sha256(cluster.name) == cluster.content_sha256)
+        and _rebuilt_sha256(cluster.name, family_cluster) == cluster.content_sha256)
     return cluster.name if named else _hashed(cluster.name, cluster.content_sha256)
 
 
