@@ -88,7 +88,7 @@ class Dataset:
     families: tuple[FamilySpec, ...]
     held_out_families: tuple[str, ...]
     manifest_sha256: str = ""
-    _cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    _manifests: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     # ----------------------------------------------------------------------------- graphs by id
 
@@ -150,14 +150,14 @@ class Dataset:
         """Every graph's `GraphRecord`: read from the cache when it is there and its digest is the frozen
         one, else built (``progress``: a bar; None: on a terminal) and cached."""
         path = self.manifest_path
-        if path in self._cache:
-            return self._cache[path]
+        if path in self._manifests:
+            return self._manifests[path]
         rows = self._read_cached()
         if rows is None:
             rows = self.build_manifest(progress)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(manifest_text(rows), encoding="utf-8")
-        self._cache[path] = rows
+        self._manifests[path] = rows
         return rows
 
     def _read_cached(self) -> list[GraphRecord] | None:
