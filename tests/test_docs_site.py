@@ -20,6 +20,7 @@ import pytest
 
 import placement_gym
 from placement_gym.cluster import load
+from placement_gym.datasets import get_dataset
 from tests.random_search import assert_tutorial_learns, random_search_as_a_tutorial, random_search_control
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,6 +101,38 @@ def test_tutorial_runs_samples_every_device_and_beats_random_search(script, env_
     if env_id is not None:
         assert result["env_id"] == env_id
     assert_tutorial_learns(result, script)
+
+
+# Each library's file over a dataset split, as a user runs it with --dataset: short budgets (a dataset
+# env draws a graph at every reset: the question is that it runs and samples, not that it learns one graph).
+DATASET = "synthetic-mini-v1:train"
+DATASET_RUN = {"sb3_ppo.py": ["--timesteps", "512"], "sb3_contrib_maskable.py": ["--timesteps", "512"],
+               "torchrl_ppo.py": ["--iterations", "2"], "tianshou_ppo.py": ["--timesteps", "512"],
+               "skrl_ppo.py": ["--timesteps", "160"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("script", "env_id"), [pytest.param(script, env_id, id=f"{script[:-3]}-{env_id}")
+                                                for script in DATASET_RUN for env_id in ENV_IDS])
+def test_tutorial_runs_over_a_dataset_split(script, env_id):
+    """Each library's file trains on the three env ids over a dataset split: it runs as a user runs it,
+    its sampled placements use every device of its cluster, and its greedy episode is on a graph of the
+    split."""
+    _, needs, _ = TUTORIALS_RUN[script]
+    pytest.importorskip(needs)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    command = [sys.executable, str(TUTORIALS / script), *DATASET_RUN[script], "--env-id", env_id,
+               "--dataset", DATASET]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["env_id"] == env_id and result["dataset"] == DATASET
+    devices = load.load_cluster(result["cluster"]).n_devices
+    assert result["sampled_devices"] == list(range(devices))
+    assert 0 < result["best_single_runtime"] and 0 < result["runtime"] < float("inf")
+    if result["graph"] is not None:  # the files that build their greedy episode's env say its graph
+        name = result["graph"].split(":", 1)[1]
+        assert name in get_dataset("synthetic-mini-v1").ids("train")
 
 
 # A shell command that installs the checkout: `pip install [flags] .` or `'.[extras]'` (quoted or not).

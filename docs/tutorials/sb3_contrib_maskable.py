@@ -2,9 +2,10 @@
 devices that fit; then one greedy episode of the trained policy (on the refine env it refines one
 random placement).
 
-``python docs/tutorials/sb3_contrib_maskable.py [--env-id ID] [--timesteps N] [--seed S]``; the last
-line it prints is JSON: the final placement's runtime, the best single device's, the devices the
-sampled actions chose and the placements evaluated (``env.unwrapped.evaluations``)."""
+``python docs/tutorials/sb3_contrib_maskable.py [--env-id ID] [--timesteps N] [--seed S]
+[--dataset NAME:SPLIT]`` (a dataset split: a graph of it at every reset); the last line it prints is
+JSON: the final placement's runtime, the best single device's, the devices the sampled actions chose and
+the placements evaluated (``env.unwrapped.evaluations``)."""
 
 import argparse
 import json
@@ -32,10 +33,11 @@ class SampledDevices(BaseCallback):
 
 
 def main(timesteps: int = 4096, seed: int = 0, env_id: str = "DevicePlacementRefine-v0",
-         graph: str = "cifar10_cnn", cluster: str = "k80x4") -> float:
+         graph: str = "cifar10_cnn", cluster: str = "k80x4", dataset: str | None = None) -> float:
     # Refine (Placeto's MDP): start from a random placement, move one node per step, reward = improvement.
     # The masks are (n_devices,) for the staged and refine envs, (n_nodes, n_devices) for single-shot.
-    env = gym.make(env_id, graph=graph, cluster=cluster)
+    # dataset="synthetic-mini-v1:train": a graph of the split at every reset instead of one graph
+    env = gym.make(env_id, cluster=cluster, **({"dataset": dataset} if dataset else {"graph": graph}))
     if env_id == "DevicePlacement-v0":
         # one categorical over (nodes, devices) instead of stock SB3's Python loop of one per node
         model = MaskablePPO(MaskableFactorizedPlacementPolicy, env, n_steps=128, batch_size=64,
@@ -59,7 +61,8 @@ def main(timesteps: int = 4096, seed: int = 0, env_id: str = "DevicePlacementRef
     print(f"{env_id}: policy {runtime * 1e3:.2f} ms{refined}; "
           f"best single device {best_single * 1e3:.2f} ms; sampled actions used devices {devices}; "
           f"{evaluations} placements evaluated")
-    print(json.dumps({"env_id": env_id, "graph": graph, "cluster": cluster,
+    print(json.dumps({"env_id": env_id, "graph": env.unwrapped.task.graph.name, "dataset": dataset,
+                      "cluster": cluster,
                       "runtime": runtime, "best_single_runtime": best_single, "sampled_devices": devices,
                       "evaluations": evaluations, "torch_threads": torch.get_num_threads()}))
     return runtime
@@ -71,5 +74,6 @@ if __name__ == "__main__":
     parser.add_argument("--env-id", default="DevicePlacementRefine-v0")
     parser.add_argument("--timesteps", type=int, default=4096, help="env steps to train for")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dataset", default=None, help="a dataset split (synthetic-mini-v1:train)")
     args = parser.parse_args()
-    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id)
+    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id, dataset=args.dataset)

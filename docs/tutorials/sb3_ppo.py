@@ -1,9 +1,10 @@
 """stable-baselines3 PPO with its stock MultiInputPolicy on the dict observation of a placement env
 (the staged one by default), then one greedy episode.
 
-``python docs/tutorials/sb3_ppo.py [--env-id ID] [--timesteps N] [--seed S]``; the last line it
-prints is JSON: the greedy placement's runtime, the best single device's, the devices the sampled
-placements used and the placements evaluated (``env.unwrapped.evaluations``)."""
+``python docs/tutorials/sb3_ppo.py [--env-id ID] [--timesteps N] [--seed S] [--dataset NAME:SPLIT]`` (a
+dataset split: a graph of it at every reset); the last line it prints is JSON: the greedy placement's
+runtime, the best single device's, the devices the sampled placements used and the placements evaluated
+(``env.unwrapped.evaluations``)."""
 
 import argparse
 import json
@@ -31,10 +32,11 @@ class SampledDevices(BaseCallback):
 
 
 def main(timesteps: int = 4096, seed: int = 0, env_id: str = "DevicePlacementStaged-v0",
-         graph: str = "cifar10_cnn", cluster: str = "k80x2") -> float:
+         graph: str = "cifar10_cnn", cluster: str = "k80x2", dataset: str | None = None) -> float:
     # Staged (Spotlight): one node per step, Discrete(n_devices), reward at the last stage. Single-shot:
     # every node at once, MultiDiscrete, one step per episode. Refine (Placeto): one move per step.
-    env = gym.make(env_id, graph=graph, cluster=cluster)
+    # dataset="synthetic-mini-v1:train": a graph of the split at every reset instead of one graph
+    env = gym.make(env_id, cluster=cluster, **({"dataset": dataset} if dataset else {"graph": graph}))
     if env_id == "DevicePlacement-v0":
         # Stock SB3 samples a MultiDiscrete action with one Categorical per node, in Python; the
         # project's factorised policy is one categorical over (nodes, devices), and its one-step
@@ -57,7 +59,8 @@ def main(timesteps: int = 4096, seed: int = 0, env_id: str = "DevicePlacementSta
     print(f"policy: {runtime * 1e3:.2f} ms, feasible {bool(info['feasible'])}; "
           f"best single device {best_single * 1e3:.2f} ms; "
           f"sampled placements used devices {devices}; {evaluations} placements evaluated")
-    print(json.dumps({"env_id": env_id, "graph": graph, "cluster": cluster,
+    print(json.dumps({"env_id": env_id, "graph": env.unwrapped.task.graph.name, "dataset": dataset,
+                      "cluster": cluster,
                       "runtime": runtime, "best_single_runtime": best_single, "sampled_devices": devices,
                       "evaluations": evaluations, "torch_threads": torch.get_num_threads()}))
     return runtime
@@ -69,5 +72,6 @@ if __name__ == "__main__":
     parser.add_argument("--env-id", default="DevicePlacementStaged-v0")
     parser.add_argument("--timesteps", type=int, default=4096, help="env steps to train for")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dataset", default=None, help="a dataset split (synthetic-mini-v1:train)")
     args = parser.parse_args()
-    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id)
+    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id, dataset=args.dataset)

@@ -1,9 +1,10 @@
 """skrl PPO (torch) on 4 placement envs in a gymnasium vector env with the SAME_STEP autoreset mode,
 wrapped by skrl's ``wrap_env`` and trained by its ``SequentialTrainer``, then one greedy episode.
 
-``python docs/tutorials/skrl_ppo.py [--env-id ID] [--timesteps N] [--seed S]``; the last line it prints
-is JSON: the greedy placement's runtime, the best single device's, the devices the sampled placements
-used and the placements evaluated (``placement_gym.get_task(...).evaluations``)."""
+``python docs/tutorials/skrl_ppo.py [--env-id ID] [--timesteps N] [--seed S] [--dataset NAME:SPLIT]``
+(a dataset split: a graph of it at every reset); the last line it prints is JSON: the greedy placement's
+runtime, the best single device's, the devices the sampled placements used and the placements evaluated
+(``placement_gym.get_task(...).evaluations``; not summed over a dataset's tasks: null there)."""
 
 import argparse
 import json
@@ -29,7 +30,8 @@ def make_env(env_id="DevicePlacementStaged-v0", num_envs=4, seed=0,
     after an episode's end only resets (reward 0, action ignored), and skrl would store it as a real
     transition. SAME_STEP resets within the ending step, so every stored transition is real."""
     set_seed(seed)
-    env_kwargs = {"graph": "cifar10_cnn", "cluster": "k80x2"} | env_kwargs
+    graph = {} if env_kwargs.get("dataset") else {"graph": "cifar10_cnn"}  # a dataset env draws its graphs
+    env_kwargs = graph | {"cluster": "k80x2"} | {k: v for k, v in env_kwargs.items() if v}
     vector_env = gym.make_vec(f"placement_gym:{env_id}", num_envs=num_envs, vectorization_mode="sync",
                               vector_kwargs={"autoreset_mode": autoreset_mode}, **env_kwargs)
     return wrap_env(vector_env, wrapper="gymnasium", verbose=False)
@@ -144,20 +146,24 @@ def greedy_runtime(env_id, agent, **env_kwargs):
             return float(final["runtime"][0]), float(final["best_single_runtime"][0])
 
 
-def main(timesteps=640, seed=0, env_id="DevicePlacementStaged-v0", graph="cifar10_cnn", cluster="k80x2"):
-    env = make_env(env_id, seed=seed, graph=graph, cluster=cluster)
+def main(timesteps=640, seed=0, env_id="DevicePlacementStaged-v0", graph="cifar10_cnn", cluster="k80x2",
+         dataset=None):
+    source = {"dataset": dataset} if dataset else {"graph": graph}
+    env = make_env(env_id, seed=seed, cluster=cluster, **source)
     agent = make_agent(env)
     train(env, agent, timesteps)
     env.close()
     last = agent.runtimes[-20:]
     print(f"{env_id}: {timesteps * env.num_envs} steps, {len(agent.runtimes)} episodes; "
           f"mean runtime of the last {len(last)}: {sum(last) / len(last) * 1e3:.2f} ms")
-    runtime, best_single = greedy_runtime(env_id, agent, graph=graph, cluster=cluster)
+    runtime, best_single = greedy_runtime(env_id, agent, cluster=cluster, **source)
     sampled = sorted(agent.devices)
-    evaluations = placement_gym.get_task(graph, cluster).evaluations  # every env of the process shares it
+    # every env of the process shares its task's count (a dataset's graphs have one task each)
+    evaluations = None if dataset else placement_gym.get_task(graph, cluster).evaluations
     print(f"policy: {runtime * 1e3:.2f} ms; best single device {best_single * 1e3:.2f} ms; "
-          f"sampled placements used devices {sampled}; {evaluations} placements evaluated")
-    print(json.dumps({"env_id": env_id, "graph": graph, "cluster": cluster, "runtime": runtime,
+          f"sampled placements used devices {sampled}; {evaluations or 'uncounted'} placements evaluated")
+    print(json.dumps({"env_id": env_id, "graph": None if dataset else graph, "dataset": dataset,
+                      "cluster": cluster, "runtime": runtime,
                       "best_single_runtime": best_single, "sampled_devices": sampled,
                       "evaluations": evaluations, "torch_threads": torch.get_num_threads()}))
     return runtime
@@ -169,5 +175,6 @@ if __name__ == "__main__":
     parser.add_argument("--env-id", default="DevicePlacementStaged-v0")
     parser.add_argument("--timesteps", type=int, default=640, help="steps of each of the 4 envs")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dataset", default=None, help="a dataset split (synthetic-mini-v1:train)")
     args = parser.parse_args()
-    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id)
+    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id, dataset=args.dataset)

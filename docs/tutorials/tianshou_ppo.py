@@ -2,9 +2,10 @@
 on the flat observation of the three envs, then one greedy episode.
 
 ``python docs/tutorials/tianshou_ppo.py [--env-id ID] [--timesteps N] [--seed S] [--graph G]
-[--cluster C]``; it prints the training's steps per second, and its last line is JSON: the greedy
-placement's runtime, the best single device's, the devices the sampled placements used and the
-placements evaluated (``placement_gym.get_task(...).evaluations``)."""
+[--cluster C] [--dataset NAME:SPLIT]`` (a dataset split: a graph of it at every reset); it prints the
+training's steps per second, and its last line is JSON: the greedy placement's runtime, the best single
+device's, the devices the sampled placements used and the placements evaluated
+(``placement_gym.get_task(...).evaluations``; not summed over a dataset's tasks: null there)."""
 
 import argparse
 import json
@@ -28,7 +29,8 @@ import placement_gym  # registers the environments
 def make_env(env_id: str = "DevicePlacementStaged-v0", **kwargs) -> gym.Env:
     # The "placement_gym:" prefix makes gymnasium import the package, which registers the ids, also in
     # a SubprocVectorEnv worker started with "spawn" or "forkserver" (nothing is inherited there).
-    kwargs = {"graph": "cifar10_cnn", "cluster": "k80x2", "obs_mode": "flat"} | kwargs
+    graph = {} if kwargs.get("dataset") else {"graph": "cifar10_cnn"}  # a dataset env draws its graphs
+    kwargs = graph | {"cluster": "k80x2", "obs_mode": "flat"} | {k: v for k, v in kwargs.items() if v}
     return gym.make(f"placement_gym:{env_id}", **kwargs)
 
 
@@ -83,25 +85,28 @@ def train(env_id: str = "DevicePlacementStaged-v0", timesteps: int = 4096, seed:
 
 
 def main(timesteps: int = 4096, seed: int = 0, env_id: str = "DevicePlacementStaged-v0",
-         graph: str = "cifar10_cnn", cluster: str = "k80x2") -> float:
+         graph: str = "cifar10_cnn", cluster: str = "k80x2", dataset: str | None = None) -> float:
+    source = {"dataset": dataset} if dataset else {"graph": graph}
     algorithm, collector, sampled, seconds = train(env_id, timesteps, seed, vector_env=DummyVectorEnv,
-                                                   graph=graph, cluster=cluster)
+                                                   cluster=cluster, **source)
     collector.close()
-    print(f"{env_id} on {graph}/{cluster}: trained {timesteps} steps in {seconds:.1f} s "
+    print(f"{env_id} on {dataset or graph}/{cluster}: trained {timesteps} steps in {seconds:.1f} s "
           f"({timesteps / seconds:,.0f} steps/s)")
 
-    env = make_env(env_id, graph=graph, cluster=cluster)  # one greedy episode of the trained policy
+    env = make_env(env_id, cluster=cluster, **source)  # one greedy episode of the trained policy
     obs, info = env.reset(seed=seed)
     done = False
     while not done:
         obs, reward, terminated, truncated, info = env.step(algorithm.policy.compute_action(obs))
         done = terminated or truncated
     runtime, best_single = float(info["runtime"]), float(info["best_single_runtime"])
-    evaluations = placement_gym.get_task(graph, cluster).evaluations  # every env of the process shares it
+    # every env of the process shares its task's count (a dataset's graphs have one task each)
+    evaluations = None if dataset else placement_gym.get_task(graph, cluster).evaluations
     print(f"policy: {runtime * 1e3:.2f} ms, feasible {bool(info['feasible'])}; "
           f"best single device {best_single * 1e3:.2f} ms; "
-          f"sampled placements used devices {sampled}; {evaluations} placements evaluated")
-    print(json.dumps({"env_id": env_id, "graph": graph, "cluster": cluster, "runtime": runtime,
+          f"sampled placements used devices {sampled}; {evaluations or 'uncounted'} placements evaluated")
+    print(json.dumps({"env_id": env_id, "graph": env.unwrapped.task.graph.name, "dataset": dataset,
+                      "cluster": cluster, "runtime": runtime,
                       "best_single_runtime": best_single, "sampled_devices": sampled,
                       "evaluations": evaluations, "torch_threads": torch.get_num_threads()}))
     return runtime
@@ -115,5 +120,7 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--graph", default="cifar10_cnn")
     parser.add_argument("--cluster", default="k80x2")
+    parser.add_argument("--dataset", default=None, help="a dataset split (synthetic-mini-v1:train)")
     args = parser.parse_args()
-    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id, graph=args.graph, cluster=args.cluster)
+    main(timesteps=args.timesteps, seed=args.seed, env_id=args.env_id, graph=args.graph, cluster=args.cluster,
+         dataset=args.dataset)

@@ -1,9 +1,10 @@
 """torchrl PPO (ClipPPOLoss + GAE + the synchronous Collector) on the flat observation of 4 envs in
 a gymnasium vector env with the SAME_STEP autoreset mode, then one greedy episode.
 
-``python docs/tutorials/torchrl_ppo.py [--env-id ID] [--iterations N] [--seed S]``; the last line it
-prints is JSON: the greedy placement's runtime, the best single device's, the devices the sampled
-placements used and the placements evaluated (``placement_gym.get_task(...).evaluations``)."""
+``python docs/tutorials/torchrl_ppo.py [--env-id ID] [--iterations N] [--seed S] [--dataset NAME:SPLIT]``
+(a dataset split: a graph of it at every reset); the last line it prints is JSON: the greedy placement's
+runtime, the best single device's, the devices the sampled placements used and the placements evaluated
+(``placement_gym.get_task(...).evaluations``; not summed over a dataset's tasks: null there)."""
 
 import argparse
 import json
@@ -32,7 +33,8 @@ def make_env(env_id="DevicePlacementStaged-v0", num_envs=4, seed=0, vectorizatio
     ``episode_reward``. torchrl reads a vector env right only in the SAME_STEP autoreset mode: there
     the step that ends an episode carries its own info (``runtime``) and last observation in
     ``final_info`` / ``final_obs``, which torchrl puts back in the data."""
-    env_kwargs = {"graph": "cifar10_cnn", "cluster": "k80x2", "obs_mode": "flat"} | env_kwargs
+    graph = {} if env_kwargs.get("dataset") else {"graph": "cifar10_cnn"}  # a dataset env draws its graphs
+    env_kwargs = graph | {"cluster": "k80x2", "obs_mode": "flat"} | {k: v for k, v in env_kwargs.items() if v}
     vector_env = gym.make_vec(
         f"placement_gym:{env_id}", num_envs=num_envs, vectorization_mode=vectorization_mode,
         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}, **env_kwargs,
@@ -152,9 +154,11 @@ def greedy_runtime(env, actor):
     return rollout["next", "runtime"][0][ended][0].item(), rollout["next", "best_single_runtime"][0, 0].item()
 
 
-def main(iterations=10, seed=0, env_id="DevicePlacementStaged-v0", graph="cifar10_cnn", cluster="k80x2"):
+def main(iterations=10, seed=0, env_id="DevicePlacementStaged-v0", graph="cifar10_cnn", cluster="k80x2",
+         dataset=None):
     torch.manual_seed(seed)
-    env = make_env(env_id, seed=seed, graph=graph, cluster=cluster)
+    source = {"dataset": dataset} if dataset else {"graph": graph}
+    env = make_env(env_id, seed=seed, cluster=cluster, **source)
     try:
         actor, critic = make_agent(env)
         history = train(env, actor, critic, iterations=iterations)
@@ -166,10 +170,12 @@ def main(iterations=10, seed=0, env_id="DevicePlacementStaged-v0", graph="cifar1
     finally:
         env.close()
     sampled = sorted({device for record in history for device in record["devices"]})
-    evaluations = placement_gym.get_task(graph, cluster).evaluations  # every env of the process shares it
+    # every env of the process shares its task's count (a dataset's graphs have one task each)
+    evaluations = None if dataset else placement_gym.get_task(graph, cluster).evaluations
     print(f"policy: {runtime * 1e3:.2f} ms; best single device {best_single * 1e3:.2f} ms; "
-          f"sampled placements used devices {sampled}; {evaluations} placements evaluated")
-    print(json.dumps({"env_id": env_id, "graph": graph, "cluster": cluster, "runtime": runtime,
+          f"sampled placements used devices {sampled}; {evaluations or 'uncounted'} placements evaluated")
+    print(json.dumps({"env_id": env_id, "graph": None if dataset else graph, "dataset": dataset,
+                      "cluster": cluster, "runtime": runtime,
                       "best_single_runtime": best_single, "sampled_devices": sampled,
                       "evaluations": evaluations, "torch_threads": torch.get_num_threads()}))
     return runtime
@@ -187,5 +193,6 @@ if __name__ == "__main__":  # torchrl makes subprocesses start with "spawn": kee
     parser.add_argument("--env-id", default="DevicePlacementStaged-v0")
     parser.add_argument("--iterations", type=int, default=10, help="PPO iterations of 256 steps")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dataset", default=None, help="a dataset split (synthetic-mini-v1:train)")
     args = parser.parse_args()
-    main(iterations=args.iterations, seed=args.seed, env_id=args.env_id)
+    main(iterations=args.iterations, seed=args.seed, env_id=args.env_id, dataset=args.dataset)
