@@ -154,7 +154,7 @@ def test_random_clusters_are_seeded_varied_and_run():
 
 @pytest.mark.slow
 def test_the_full_dataset_builds_to_its_frozen_manifest(tmp_path, monkeypatch):
-    """Every one of synthetic-v1's 10,000 graphs built (about 90 s on the 2-core machine) matches the
+    """Every one of synthetic-v1's 10,000 graphs built (about 47 s on the 2-core machine) matches the
     frozen manifest digest, and the op counts span what the dataset says."""
     monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(tmp_path))
     rows = dataclasses.replace(FULL).manifest(progress=False)

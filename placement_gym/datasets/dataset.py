@@ -28,8 +28,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -42,6 +44,8 @@ from placement_gym.graph.opgraph import OpGraph
 SPLITS: tuple[str, ...] = ("train", "valid", "test-sizes", "test-families")
 SPLIT_ALIASES: dict[str, tuple[str, ...]] = {"test": ("test-sizes", "test-families"), "all": SPLITS}
 VALID_SHARE = 20  # one graph in this many of the seen families and sizes goes to valid
+MAX_WORKERS = 8
+CHUNK = 250  # graphs a worker builds per task: few enough tasks, a progress bar that moves
 
 
 @dataclass(frozen=True)
@@ -169,16 +173,21 @@ class Dataset:
             return None  # stale or edited: built again
         return [GraphRecord(**row) for row in json.loads(text)["graphs"]]
 
-    def build_manifest(self, progress: bool | None = None) -> list[GraphRecord]:
-        """Every graph built once for its row; a ValueError when the result's digest is not the frozen
-        one (the graphs would not be this dataset's)."""
+    def build_manifest(self, progress: bool | None = None, workers: int | None = None) -> list[GraphRecord]:
+        """Every graph built once for its row, in ``workers`` processes (default: one a core, at most
+        `MAX_WORKERS`; the rows come back in dataset order whatever the count); a ValueError when the
+        result's digest is not the frozen one (the graphs would not be this dataset's)."""
         ids = [graph_id for graph_id, _, _ in self._graphs()]
+        workers = min(os.cpu_count() or 1, MAX_WORKERS) if workers is None else max(1, int(workers))
+        chunks = [ids[i:i + CHUNK] for i in range(0, len(ids), CHUNK)]
         bar = _bar(len(ids), f"building dataset {self.name}", progress)
-        rows = []
-        for graph_id in ids:
-            rows.append(self.record(graph_id))
-            if bar is not None:
-                bar.update(1)
+        rows: list[GraphRecord] = []
+        if workers == 1 or len(chunks) == 1:
+            done = map(_records, itertools.repeat(self), chunks)
+            rows = self._collect(done, bar)
+        else:
+            with ProcessPoolExecutor(workers) as pool:
+                rows = self._collect(pool.map(_records, itertools.repeat(self), chunks), bar)
         if bar is not None:
             bar.close()
         digest = hashlib.sha256(manifest_text(rows).encode()).hexdigest()
@@ -187,6 +196,15 @@ class Dataset:
                 f"dataset {self.name}: the graphs built here (manifest sha256 {digest[:16]}) are not the "
                 f"dataset's ({self.manifest_sha256[:16]}): a family or numpy's generators changed"
             )
+        return rows
+
+    @staticmethod
+    def _collect(done: Iterator[list[GraphRecord]], bar) -> list[GraphRecord]:
+        rows: list[GraphRecord] = []
+        for chunk in done:
+            rows += chunk
+            if bar is not None:
+                bar.update(len(chunk))
         return rows
 
     def summary(self) -> dict[str, Any]:
@@ -200,6 +218,11 @@ class Dataset:
             "splits": {split: len(self.ids(split)) for split in SPLITS},
             "built": self._read_cached() is not None,
         }
+
+
+def _records(dataset: Dataset, ids: list[str]) -> list[GraphRecord]:
+    """The rows of ``ids`` (what one worker of `Dataset.build_manifest` builds)."""
+    return [dataset.record(graph_id) for graph_id in ids]
 
 
 def manifest_text(rows: list[GraphRecord]) -> str:
