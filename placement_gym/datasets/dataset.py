@@ -109,7 +109,8 @@ class Dataset:
             for k in range(spec.count):
                 yield f"{spec.family}-{k}", spec, k
 
-    def _spec(self, graph_id: str) -> tuple[FamilySpec, int]:
+    def locate(self, graph_id: str) -> tuple[FamilySpec, int]:
+        """The family spec and index of ``graph_id``, or a ValueError saying what the ids are."""
         family, _, index = str(graph_id).rpartition("-")
         for spec in self.families:
             if spec.family == family and index.isdigit() and str(int(index)) == index:
@@ -130,12 +131,12 @@ class Dataset:
 
     def graph(self, graph_id: str) -> OpGraph:
         """Graph ``graph_id``, built from its family's parameters and seed (named ``<dataset>:<id>``)."""
-        spec, k = self._spec(graph_id)
+        spec, k = self.locate(graph_id)
         return FAMILIES[spec.family].build(spec.params(k), k, f"{self.name}:{spec.family}-{k}")
 
     def record(self, graph_id: str) -> GraphRecord:
         """The manifest row of ``graph_id``, made from the graph (not from the cached manifest)."""
-        spec, k = self._spec(graph_id)
+        spec, k = self.locate(graph_id)
         graph = self.graph(graph_id)
         return GraphRecord(
             id=f"{spec.family}-{k}", family=spec.family, params=spec.params(k), seed=k,

@@ -48,6 +48,7 @@ class DatasetPlacementEnv(gym.Env):
             raise ValueError(f"{env_class.__name__} over dataset {dataset!r} draws its graphs: "
                              f"{', '.join(given)}= is not taken with dataset=")
         self.dataset, self.graph_ids = dataset_split(dataset)
+        self._in_split = frozenset(self.graph_ids)
         if not self.graph_ids:
             raise ValueError(f"dataset {dataset!r} has no graph in that split")
         self.env_class = env_class
@@ -102,8 +103,8 @@ class DatasetPlacementEnv(gym.Env):
         chosen = options.pop("graph", None)
         if chosen is None:
             chosen = self.graph_ids[int(self.np_random.integers(len(self.graph_ids)))]
-        elif chosen not in self.graph_ids:
-            self.dataset.graph(chosen)  # a clear error for an id the dataset lacks
+        elif chosen not in self._in_split:
+            self.dataset.locate(chosen)  # a clear error for an id the dataset lacks
             raise ValueError(f"graph {chosen!r} is not in this env's split of {self.dataset.name}")
         self.graph_id = chosen
         env = self.env

@@ -226,7 +226,6 @@ class Budget:
         overflow = memory_overflow(self.task, peaks)
         over = peaks > self.task.cluster.memory_capacity[None, :]
         first = len(self.curve)
-        best_feasible = self.best_runtime if self.best_feasible else float("nan")
         runtimes, feasible = np.asarray(runtimes).tolist(), np.asarray(feasible).tolist()
         for i, (row, runtime, ok) in enumerate(zip(rows, runtimes, feasible)):
             ok = bool(ok)
@@ -236,9 +235,9 @@ class Budget:
             if self.best_score is None or score.key < self.best_score.key:
                 self.best_placement, self.best_score = np.array(row, dtype=np.int64), score
             self.used += 1
-            if ok and not runtime >= best_feasible:  # `not >=`: the first feasible one replaces NaN
-                best_feasible = float(runtime)
-            self.curve.append((self.used, float(runtime), ok, best_feasible))
+            # feasible first in the ranking: the best is feasible once any is, and then the fastest
+            best = self.best_runtime if self.best_feasible else float("nan")
+            self.curve.append((self.used, float(runtime), ok, best))
         for watcher in self.watchers:
             watcher(self, len(self.curve) - first)
 
