@@ -50,6 +50,7 @@ from placement_gym.common.names import unknown_name
 
 FAMILY = "random-v1"
 TRAIN_CLUSTERS, TEST_CLUSTERS = 1000, 100
+MAX_GPUS = 15  # a cluster has 1 to MAX_GPUS GPUs and one host CPU: at most MAX_GPUS + 1 devices
 # GPU generation -> its figures and its NVLink pair bandwidth (None: no NVLink; RTX 2080's bridge is
 # left out: it joins two cards only)
 GENERATIONS: dict[str, tuple[DeviceSpec, float | None]] = {
@@ -72,7 +73,7 @@ def random_cluster(k: int) -> Cluster:
     rng = np.random.default_rng([int(k), 0x636C7573])  # its own stream, apart from the graphs' seeds
     host_name = list(HOSTS)[int(rng.integers(len(HOSTS)))]
     host, cores = HOSTS[host_name]
-    n_gpus = int(rng.integers(1, 16))
+    n_gpus = int(rng.integers(1, MAX_GPUS + 1))
     first, second = (list(GENERATIONS)[int(i)] for i in rng.integers(len(GENERATIONS), size=2))
     mixed = rng.random() < 0.5 and first != second
     generation = [second if mixed and g >= (n_gpus + 1) // 2 else first for g in range(n_gpus)]

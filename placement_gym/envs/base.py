@@ -26,7 +26,7 @@ INFO_KEYS: tuple[str, ...] = (
     "simulated",  # 0-d bool array: whether the result keys below describe a simulated placement
     "runtime",  # float64 simulated seconds (also for an out-of-memory placement); 0 if not simulated
     "feasible",  # 0-d bool array: the placement fits in memory; False if not simulated
-    "peak_memory",  # float64 (n_devices,) peak bytes per device; 0 if not simulated
+    "peak_memory",  # float64 (max_devices,) peak bytes per device (0 for padding); 0 if not simulated
     "speedup",  # float64 best_single_runtime / runtime; 0 if not simulated
     "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); 0 if not
 )
@@ -49,7 +49,9 @@ class PlacementEnvBase(gym.Env):
     (parameters, gradients and optimizer state per node), ``best_single_runtime`` and
     ``best_single_device``, ``lower_bound`` (the simple lower bound, `pg.lower_bound`),
     ``penalty_runtime`` (the runtime an out-of-memory placement is rewarded with),
-    ``device_features`` (also in the dict observation), ``reward_mode``,
+    ``device_features`` (also in the dict observation), ``max_devices`` (the padded device count,
+    `max_devices` below), ``action_device_names`` (the names of the action's device indices),
+    ``reward_mode``,
     ``obs_mode``, ``mask_in_obs``, and for ``obs_mode="flat"`` ``flat_layout`` (a
     `placement_gym.envs.flat.FlatLayout`: ``unflatten`` turns vectors back into dicts) and
     ``flat_slices`` (key -> slice of the vector; both None in the other modes).
@@ -84,6 +86,20 @@ class PlacementEnvBase(gym.Env):
       last train step's loss; 0 for inference). The run's error text, if any, is on
       ``env.evaluator.last_info["error"]``.
 
+    Padded devices. ``max_devices`` (default: the cluster's ``n_devices``) pads every per-device
+    axis, so that envs of clusters with different device counts share one observation and action
+    space (`placement_gym.envs.dataset`: envs that draw a cluster at each reset): the observation's
+    ``device_features`` (zero rows) and ``placement`` (zero columns), the action space (device
+    indices ``0 .. max_devices - 1``), `action_masks()` (padded devices always masked out) and
+    ``info["peak_memory"]`` (0 for padding). An action that names a padded device ``d >=
+    n_devices`` places on the real device ``d % n_devices``, deterministically, rather than being
+    refused: a library without action masks (stable-baselines3's plain PPO, tianshou's and RLlib's
+    default policies) samples every index of the padded space, and refusing would end its training
+    at the first such sample; the modulo spreads the padded indices over the real devices instead
+    of piling them on one, and the next observation shows the device actually used. Masked
+    sampling (sb3-contrib's MaskablePPO) never names a padded device. Padded device names read
+    ``padding:<d>`` in ``action_device_names`` and in error messages.
+
     ``mask_in_obs`` (default False) adds the action mask to the observation (see
     `placement_gym.envs.single_shot.DevicePlacementEnv`, Observation Space): key ``"action_mask"``
     in the dict mode, the last entries of the flat vector in the flat mode; the graph mode rejects
@@ -108,6 +124,7 @@ class PlacementEnvBase(gym.Env):
         render_mode, obs_mode = config.render_mode, config.obs_mode
         oom_runtime, oom_runtime_factor = config.oom_runtime, config.oom_runtime_factor
         max_ops, max_edges, mask_in_obs = config.max_ops, config.max_edges, config.mask_in_obs
+        max_devices = config.max_devices
         groups = config.groups
         task = self._task_of(config)
         mode_evaluator = self._evaluator_of(task, config)
@@ -128,7 +145,8 @@ class PlacementEnvBase(gym.Env):
             self.node_of_op, weights=task.static_bytes, minlength=self.n_nodes
         )
         if self._identity:
-            self._observation = NodeObservation(task, obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges)
+            self._observation = NodeObservation(task, obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges,
+                                                max_devices=max_devices)
         else:
             self._observation = NodeObservation(
                 task,
@@ -138,7 +156,12 @@ class PlacementEnvBase(gym.Env):
                 obs_mode=obs_mode,
                 max_ops=max_ops,
                 max_edges=max_edges,
+                max_devices=max_devices,
             )
+        self.max_devices = self._observation.max_devices
+        self._padded = self.max_devices > task.n_devices
+        self.action_device_names: tuple[str, ...] = tuple(task.cluster.device_names) + tuple(
+            f"padding:{d}" for d in range(task.n_devices, self.max_devices))
         self.mask_in_obs = bool(mask_in_obs)
         # Bytes of one observation, for code that holds many (the vector env checks its batch by it).
         self.observation_bytes = self._observation.nbytes
@@ -207,7 +230,14 @@ class PlacementEnvBase(gym.Env):
 
     def _action_mask_shape(self) -> tuple[int, ...]:
         """The shape of `action_masks()` (one row of devices; the single-shot env has one per node)."""
-        return (self.task.n_devices,)
+        return (self.max_devices,)
+
+    def _padded_mask(self, mask: np.ndarray) -> np.ndarray:
+        """``mask`` (last axis: the real devices) with the padded devices appended, masked out."""
+        if not self._padded:
+            return mask
+        padding = np.zeros((*mask.shape[:-1], self.max_devices - self.task.n_devices), dtype=bool)
+        return np.concatenate([mask, padding], axis=-1)
 
     def _observation_space(self, node_space: gym.Space) -> tuple[gym.Space, FlatLayout | None]:
         """The env's observation space from the graph observation's, and the flat layout (flat mode)."""
@@ -239,32 +269,43 @@ class PlacementEnvBase(gym.Env):
         return node_devices if self._identity else node_devices[..., self.node_of_op]
 
     def check_node_placement(self, action, batch: bool = False) -> np.ndarray:
-        """``action`` (one device per node; with ``batch``, rows of them) as an int64 array, or a clear
-        ValueError naming the op (or group) and the device. Public for code that scores actions outside
+        """``action`` (one device per node; with ``batch``, rows of them) as an int64 array of real
+        devices, or a clear ValueError naming the op (or group) and the device. A padded device ``d``
+        becomes ``d % n_devices`` (see Padded devices). Public for code that scores actions outside
         `step` (the vector env)."""
-        if self._identity:
+        if self._identity and not self._padded:
             return self.task.check_placement(action, batch=batch)  # its messages name the op
-        return check_device_indices(
-            action, self.task.cluster.device_names, self.n_nodes,
-            f"action for task {self.task.id} with {self.n_nodes} groups ({self.grouping.name})", "group",
-            lambda g: f"group {g} (first op {self.node_name(g)!r})", batch,
-        )
+        if self._identity:
+            names = self.task.graph.op_names
+            subject, unit = f"action for task {self.task.id}", "forward op"
+
+            def locate(i: int) -> str:
+                return f"op {i} ({names[i]!r})"
+        else:
+            subject, unit = f"action for task {self.task.id} with {self.n_nodes} groups ({self.grouping.name})", "group"
+
+            def locate(g: int) -> str:
+                return f"group {g} (first op {self.node_name(g)!r})"
+        array = check_device_indices(action, self.action_device_names, self.n_nodes, subject, unit, locate, batch)
+        return array % self.task.n_devices if self._padded else array
 
     _check_node_placement = check_node_placement  # the name the envs' own code uses
 
     def _check_device(self, action) -> int:
-        """A `Discrete` action as an int device index, or a clear ValueError. What passes for a device
-        index is what `check_device_indices` passes in a full placement (integers, and floats of
-        integral value), so that the three envs take the same actions."""
-        names = self.task.cluster.device_names
+        """A `Discrete` action as an int (real) device index, or a clear ValueError. What passes for a
+        device index is what `check_device_indices` passes in a full placement (integers, and floats
+        of integral value), so that the three envs take the same actions; a padded device ``d``
+        becomes ``d % n_devices`` (see Padded devices)."""
+        names = self.action_device_names
         try:
             single = isinstance(action, np.ndarray) and action.size == 1
             one = action.reshape(1) if single else np.asarray([action])
-            return int(check_device_indices(one, names, 1, "action", "step", lambda _: "this step")[0])
+            device = int(check_device_indices(one, names, 1, "action", "step", lambda _: "this step")[0])
         except ValueError:  # a ragged list, a wrong shape or dtype, an index out of range
             raise ValueError(
                 f"action must be one device index in 0..{len(names) - 1} ({', '.join(names)}), got {action!r}"
             ) from None
+        return device % self.task.n_devices
 
     def node_name(self, node: int) -> str:
         """The name of a node: its op's, or for a group its first op's."""
@@ -302,10 +343,16 @@ class PlacementEnvBase(gym.Env):
             "simulated": np.array(True),
             "runtime": np.float64(result.runtime),
             "feasible": np.array(bool(result.feasible)),
-            "peak_memory": np.array(result.peak_memory, dtype=np.float64),
+            "peak_memory": self._padded_peaks(result.peak_memory),
             "speedup": np.float64(self.best_single_runtime / result.runtime),
             "reward_runtime": np.float64(reward_runtime),
         } | self._real_info(measured=True)
+
+    def _padded_peaks(self, peaks) -> np.ndarray:
+        """Peak bytes per real device as float64 ``(max_devices,)``, 0 for the padded devices."""
+        padded = np.zeros(self.max_devices)
+        padded[: self.task.n_devices] = peaks
+        return padded
 
     def _no_result_info(self) -> dict[str, Any]:
         """The result keys where nothing was simulated: the same keys and dtypes, zero values."""
@@ -313,7 +360,7 @@ class PlacementEnvBase(gym.Env):
             "simulated": np.array(False),
             "runtime": np.float64(0.0),
             "feasible": np.array(False),
-            "peak_memory": np.zeros(self.task.n_devices),
+            "peak_memory": np.zeros(self.max_devices),
             "speedup": np.float64(0.0),
             "reward_runtime": np.float64(0.0),
         } | self._real_info(measured=False)

@@ -61,6 +61,11 @@ class EnvConfig:
     - ``obs_mode``: ``"dict"`` (default), ``"flat"`` or ``"graph"``.
     - ``max_ops``, ``max_edges``: pad the dict observation to these numbers of nodes and edges
       (default: the task's own), so that envs of different graphs share one observation space.
+    - ``max_devices``: pad everything per device to this number of devices (default: the cluster's
+      own), so that envs of different clusters share one observation and action space: the
+      observation's device rows and columns, the action space, `action_masks()` (padded devices
+      masked out) and ``info["peak_memory"]``. An action naming a padded device ``d`` places on the
+      real device ``d % n_devices`` (`placement_gym.envs.base.PlacementEnvBase`, Padded devices).
     - ``render_mode``: None, ``"ansi"`` (a text table of the placement per device) or
       ``"rgb_array"`` (the Gantt chart of the simulated schedule; needs matplotlib).
     - ``oom_runtime``: seconds an out-of-memory placement is rewarded with; None (default) uses
@@ -84,6 +89,7 @@ class EnvConfig:
     obs_mode: str = "dict"
     max_ops: int | None = None
     max_edges: int | None = None
+    max_devices: int | None = None
     render_mode: str | None = None
     oom_runtime: float | None = None
     oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR

@@ -15,9 +15,10 @@ stable-baselines3's ``MultiInputPolicy`` takes:
   point 0 -> 0.
 * ``edge_features`` ``(max_edges, len(EDGE_FEATURES))`` float32 in [0, 1]; 0 for padding.
 * ``edge_mask`` ``(max_edges,)`` float32: 1 for a real edge.
-* ``device_features`` ``(n_devices, len(DEVICE_FEATURES))`` float32 in [0, 1].
-* ``placement`` ``(max_nodes, n_devices)`` float32: one-hot of each node's device; a zero row for
-  a node not placed yet (and for padding).
+* ``device_features`` ``(max_devices, len(DEVICE_FEATURES))`` float32 in [0, 1]; zero rows for
+  padding (a real device's ``log_peak_flops`` is above 0).
+* ``placement`` ``(max_nodes, max_devices)`` float32: one-hot of each node's device; a zero row for
+  a node not placed yet (and for padding), a zero column for a padded device.
 * ``current`` ``(max_nodes,)`` float32: one-hot of the node the next action places (the staged and
   refine envs); all zero when there is none (single-shot, or after the last step).
 
@@ -25,12 +26,16 @@ stable-baselines3's ``MultiInputPolicy`` takes:
 `Box` (for libraries whose stock policies take nothing else); order, encodings and how to split it
 again: `placement_gym.envs.flat`. `NodeObservation` yields the dict in this mode; the env flattens it.
 
-``"graph"``: a `gymnasium.spaces.Graph` (for GNN users; no padding): ``nodes`` ``(n_nodes,
-len(NODE_FEATURES) + n_devices + 1)`` float32 = the node features, then the ``placement`` one-hot,
-then the ``current`` flag; ``edges`` ``(n_edges, len(EDGE_FEATURES))`` float32; ``edge_links``
+``"graph"``: a `gymnasium.spaces.Graph` (for GNN users; no padding of nodes and edges): ``nodes``
+``(n_nodes, len(NODE_FEATURES) + max_devices + 1)`` float32 = the node features, then the
+``placement`` one-hot, then the ``current`` flag; ``edges`` ``(n_edges, len(EDGE_FEATURES))`` float32; ``edge_links``
 ``(n_edges, 2)`` int64 (producer node, consumer node). The device features are not part of it:
 read them from the env's ``device_features`` attribute. Gymnasium cannot put a `Graph` in shared
 memory: an async vector env needs ``vector_kwargs={"shared_memory": False}`` in this mode.
+
+``max_devices`` (default: the cluster's number of devices) pads the device axis in every mode, so
+that envs of different clusters share one space; padded devices have zero features and are never
+anyone's device.
 
 Features of a group are computed from the summed raw quantities of its ops (FLOPs, bytes,
 parameter bytes, per-device time, ...), normalised after summing (not a sum of logs); see
@@ -224,7 +229,9 @@ class NodeObservation:
     (src node, dst node, bytes) of the node-to-node edges (default: `op_edges`). ``max_ops``
     (default: the number of nodes) and ``max_edges`` (default: the number of edges, at least 1) pad
     the dict mode (and the flat mode, made of it) so that tasks of different sizes share one
-    observation space; the graph mode is not padded and ignores them. In ``"flat"`` mode ``space``
+    observation space; the graph mode is not padded and ignores them. ``max_devices`` (default: the
+    task's number of devices) pads the device axis in every mode (``device_features`` rows,
+    ``placement`` columns, the graph mode's placement columns). In ``"flat"`` mode ``space``
     and `observation` are the dict mode's: the env flattens them (`placement_gym.envs.flat`).
     ``nbytes``: the bytes of one observation (`observation_bytes`); an observation whose arrays
     (`OBSERVATION_COPIES` of it) would pass the allocation limit (`placement_gym.common.limits`) is
@@ -239,6 +246,7 @@ class NodeObservation:
         obs_mode: str = "dict",
         max_ops: int | None = None,
         max_edges: int | None = None,
+        max_devices: int | None = None,
     ) -> None:
         self.mode = check_obs_mode(obs_mode)
         if node_of_op is None:
@@ -257,17 +265,19 @@ class NodeObservation:
         self.n_edges = len(src)
         self.max_nodes = _check_size("max_ops", max_ops, self.n_nodes, what)
         self.max_edges = _check_size("max_edges", max_edges, max(self.n_edges, 1), "number of edges")
+        self.max_devices = _check_size("max_devices", max_devices, self.n_devices, "number of devices")
         if self.mode == "graph":
-            self.nbytes = observation_bytes(self.n_nodes, self.n_edges, self.n_devices)
+            self.nbytes = observation_bytes(self.n_nodes, self.n_edges, self.max_devices)
             size = f"{self.n_nodes} nodes, {self.n_edges} edges"
         else:
-            self.nbytes = observation_bytes(self.max_nodes, self.max_edges, self.n_devices)
+            self.nbytes = observation_bytes(self.max_nodes, self.max_edges, self.max_devices)
             size = f"max_ops={self.max_nodes}, max_edges={self.max_edges}"
-        check_allocation(f"the {self.mode} observation of task {task.id} ({size}, {self.n_devices} devices)",
+        check_allocation(f"the {self.mode} observation of task {task.id} ({size}, {self.max_devices} devices)",
                          OBSERVATION_COPIES * self.nbytes)
-        self.device_features = device_features(task.cluster).astype(np.float32)
+        self.device_features = np.zeros((self.max_devices, len(DEVICE_FEATURES)), dtype=np.float32)
+        self.device_features[: self.n_devices] = device_features(task.cluster)
         self.device_features.setflags(write=False)
-        n_feat, n_dev = len(NODE_FEATURES), task.n_devices
+        n_feat, n_dev = len(NODE_FEATURES), self.max_devices
         edge_columns = _log_scaled(edge_bytes, BYTE_SCALE)[:, None].astype(np.float32)
         if self.mode != "graph":
             self._build_dict(nodes, src, dst, edge_columns)
@@ -286,7 +296,7 @@ class NodeObservation:
         self._current_node: int | None = None
 
     def _build_dict(self, nodes, src, dst, edge_columns) -> None:
-        n_feat, n_dev = len(NODE_FEATURES), self.n_devices
+        n_feat, n_dev = len(NODE_FEATURES), self.max_devices
 
         def unit_box(shape: tuple[int, ...]) -> spaces.Box:
             return spaces.Box(0.0, 1.0, shape=shape, dtype=np.float32)
@@ -331,10 +341,10 @@ class NodeObservation:
         self._placement[np.arange(self.n_nodes), node_devices] = 1.0
 
     def placement_batch(self, node_devices: np.ndarray) -> np.ndarray:
-        """The ``placement`` arrays of a batch of placements, float32 ``(k, max_nodes, n_devices)``:
+        """The ``placement`` arrays of a batch of placements, float32 ``(k, max_nodes, max_devices)``:
         row ``i`` is what `observation` shows after ``set_placement(node_devices[i])`` (dict and flat
         modes; ``node_devices`` is ``(k, n_nodes)``). Leaves this object's own placement as it was."""
-        one_hot = np.zeros((len(node_devices), self.max_nodes, self.n_devices), dtype=np.float32)
+        one_hot = np.zeros((len(node_devices), self.max_nodes, self.max_devices), dtype=np.float32)
         rows = np.arange(len(node_devices))[:, None]
         one_hot[rows, np.arange(self.n_nodes)[None, :], node_devices] = 1.0
         return one_hot

@@ -47,7 +47,9 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     out when the static memory (parameters, and for training their gradients and optimizer state) of
     the other nodes on it plus the current node's exceeds its capacity. Activation memory depends on
     the schedule, so an unmasked move can still run out of memory. When every device would
-    overflow, every device is allowed.
+    overflow, every device is allowed. With ``max_devices=`` the space is ``Discrete(max_devices)``,
+    padded devices are masked out, and an unmasked padded device ``d`` moves the node to device ``d %
+    n_devices`` (`placement_gym.envs.base.PlacementEnvBase`).
 
     ## Observation Space
     ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box` spaces (``MultiInputPolicy``) padded to
@@ -126,7 +128,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         self.episode_length = self.sweeps * self.n_nodes
         self._fixed_initial = self._resolve_initial(initial)  # None: random
         self.initial = initial if isinstance(initial, str) else "given"
-        self.action_space = spaces.Discrete(self.task.n_devices)
+        self.action_space = spaces.Discrete(self.max_devices)
         self._nodes = np.zeros(self.n_nodes, dtype=np.int64)
         self._steps = 0
         self._needs_reset = True
@@ -218,9 +220,9 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         device once the episode has ended or before the first reset."""
         node = self.current_node
         if node is None or self._needs_reset:
-            return np.ones(self.task.n_devices, dtype=bool)
+            return self._padded_mask(np.ones(self.task.n_devices, dtype=bool))
         others = np.arange(self.n_nodes) != node
-        return self._fit_mask(node, self._used_static(self._nodes, others))
+        return self._padded_mask(self._fit_mask(node, self._used_static(self._nodes, others)))
 
     def render(self):
         """The current placement as text (``"ansi"``) or as a timeline image (``"rgb_array"``);

@@ -39,7 +39,10 @@ class DevicePlacementEnv(PlacementEnvBase):
     device). `action_masks()` returns the ``(n_nodes, n_devices)`` bool array of allowed choices
     (for sb3-contrib's MaskablePPO): a device is masked out for a node whose static memory alone
     (parameters, and for training their gradients and optimizer state) exceeds the device's
-    capacity; a node that fits on no device keeps every device allowed.
+    capacity; a node that fits on no device keeps every device allowed. With ``max_devices=``
+    (padding, for envs whose cluster changes at reset) the space is ``MultiDiscrete([max_devices] *
+    n_nodes)``, padded devices are masked out, and an unmasked padded device ``d`` places on device
+    ``d % n_devices`` (`placement_gym.envs.base.PlacementEnvBase`, Padded devices).
 
     ## Observation Space
     ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box` spaces (stable-baselines3's
@@ -131,8 +134,8 @@ class DevicePlacementEnv(PlacementEnvBase):
         check_reward(reward)
         super().__init__(EnvConfig.of(config, settings, type(self).__name__, graph=graph, cluster=cluster))
         self.reward = reward
-        self.action_space = spaces.MultiDiscrete(np.full(self.n_nodes, self.task.n_devices, dtype=np.int64))
-        self._masks = self._static_masks()
+        self.action_space = spaces.MultiDiscrete(np.full(self.n_nodes, self.max_devices, dtype=np.int64))
+        self._masks = self._padded_mask(self._static_masks())
         self._masks.setflags(write=False)
         self._needs_reset = True
         self._placement: np.ndarray | None = None
@@ -225,10 +228,10 @@ class DevicePlacementEnv(PlacementEnvBase):
         return obs
 
     def _action_mask_shape(self) -> tuple[int, ...]:
-        return (self.n_nodes, self.task.n_devices)
+        return (self.n_nodes, self.max_devices)
 
     def action_masks(self) -> np.ndarray:
-        """Allowed devices per node, bool ``(n_nodes, n_devices)`` (see Action Space)."""
+        """Allowed devices per node, bool ``(n_nodes, max_devices)`` (see Action Space)."""
         return self._masks.copy()
 
     def render(self):

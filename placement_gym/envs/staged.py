@@ -38,7 +38,9 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     out when the static memory (parameters, and for training their gradients and optimizer state) of
     the nodes already placed on it plus the current node's exceeds its capacity. Activation memory
     depends on the schedule and is not known before the end, so an unmasked placement can still run
-    out of memory. When every device would overflow, every device is allowed.
+    out of memory. When every device would overflow, every device is allowed. With ``max_devices=``
+    the space is ``Discrete(max_devices)``, padded devices are masked out, and an unmasked padded
+    device ``d`` places on device ``d % n_devices`` (`placement_gym.envs.base.PlacementEnvBase`).
 
     ## Observation Space
     ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box` spaces (``MultiInputPolicy``) padded to
@@ -113,7 +115,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         self.reward = reward
         self.dense = bool(dense)
         self.completion_device = self.best_single_device
-        self.action_space = spaces.Discrete(self.task.n_devices)
+        self.action_space = spaces.Discrete(self.max_devices)
         # Unplaced nodes hold the completion device, so the array is always a full placement.
         self._nodes = np.full(self.n_nodes, self.completion_device, dtype=np.int64)
         self._stage = 0
@@ -183,9 +185,9 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         """Allowed devices for the current node, bool ``(n_devices,)`` (see Action Space); every
         device once the episode has ended."""
         if self._stage >= self.n_nodes:
-            return np.ones(self.task.n_devices, dtype=bool)
+            return self._padded_mask(np.ones(self.task.n_devices, dtype=bool))
         used = self._used_static(self._nodes, slice(0, self._stage))
-        return self._fit_mask(self._stage, used)
+        return self._padded_mask(self._fit_mask(self._stage, used))
 
     def render(self):
         """The placement so far (unplaced nodes on the completion device) as text (``"ansi"``) or as
