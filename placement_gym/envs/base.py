@@ -282,11 +282,13 @@ class PlacementEnvBase(gym.Env):
             def locate(i: int) -> str:
                 return f"op {i} ({names[i]!r})"
         else:
-            subject, unit = f"action for task {self.task.id} with {self.n_nodes} groups ({self.grouping.name})", "group"
+            subject = f"action for task {self.task.id} with {self.n_nodes} groups ({self.grouping.name})"
+            unit = "group"
 
             def locate(g: int) -> str:
                 return f"group {g} (first op {self.node_name(g)!r})"
-        array = check_device_indices(action, self.action_device_names, self.n_nodes, subject, unit, locate, batch)
+        array = check_device_indices(action, self.action_device_names, self.n_nodes, subject, unit, locate,
+                                     batch)
         return array % self.task.n_devices if self._padded else array
 
     _check_node_placement = check_node_placement  # the name the envs' own code uses

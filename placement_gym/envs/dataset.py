@@ -15,11 +15,13 @@ one ``graph=``:
 What varies at reset. Each `reset` draws, from the env's seeded generator, a graph of the split (when
 ``dataset=`` is given), then a cluster (when ``clusters=`` is given), then the seed of the inner env's
 reset; ``reset(options={"graph": "regal-17", "cluster": "random-v1:3"})`` picks either or both. The
-same seed gives the same sequence of (graph, cluster) draws, bit for bit. ``env.unwrapped.task`` is the
-current task, ``graph_id`` the current graph's id in the dataset (None with one graph) and
-``cluster_name`` the current cluster's name. Every other keyword is the inner env's
-(`placement_gym.envs.config.EnvConfig` and the env's own), the same for every task; ``cluster=``
-beside ``clusters=``, ``graph=`` beside ``dataset=``, and ``config=`` beside either are refused.
+same seed gives the same sequence of (graph, cluster) draws, bit for bit. ``env.unwrapped.task`` is
+the current task, ``graph_id`` the current graph's id in the dataset (None with one graph) and
+``cluster_name`` the current cluster's name (None with one cluster); the current inner env's other
+public attributes (``n_nodes``, ``device_features``, ``flat_layout``...) read through. Every other
+keyword is the inner env's (`placement_gym.envs.config.EnvConfig` and the env's own), the same for
+every task; ``cluster=`` beside ``clusters=``, ``graph=`` beside ``dataset=``, and ``config=`` beside
+either are refused.
 
 Spaces. The observation space is the inner envs' with ``max_ops`` and ``max_edges`` (unless given) at
 the split's largest graph, read from the dataset's manifest (built once on first use:
@@ -65,8 +67,9 @@ from placement_gym.task.named import named_cluster
 CACHED_ENVS = 32
 CLUSTER_SPLITS: tuple[str, ...] = ("train", "test", "all")
 CLUSTERS_ACCEPTS = (
-    f"a cluster family ({FAMILY!r}), a family and split ({', '.join(f'{FAMILY}:{s}' for s in CLUSTER_SPLITS)}) "
-    "or a list of cluster names (presets, family clusters, JSON paths) or Cluster objects"
+    f"a cluster family ({FAMILY!r}), a family and split "
+    f"({', '.join(f'{FAMILY}:{s}' for s in CLUSTER_SPLITS)}) or a list of cluster names (presets, family "
+    "clusters, JSON paths) or Cluster objects"
 )
 
 
@@ -118,8 +121,8 @@ class DatasetPlacementEnv(gym.Env):
         if dataset is None and clusters is None:
             raise ValueError(f"{env_class.__name__} over a set of tasks needs dataset= or clusters=")
         if settings.get("config") is not None:
-            raise ValueError(f"{env_class.__name__} with dataset= or clusters= draws its tasks: config= is not "
-                             "taken (give its settings as keywords)")
+            raise ValueError(f"{env_class.__name__} with dataset= or clusters= draws its tasks: config= is "
+                             "not taken (give its settings as keywords)")
         settings.pop("config", None)
         if dataset is not None and settings.get("graph") is not None:
             raise ValueError(f"{env_class.__name__} over dataset {dataset!r} draws its graphs: graph= is not "
@@ -141,12 +144,12 @@ class DatasetPlacementEnv(gym.Env):
         self.cluster_names: list[str | None] = [None]
         if clusters is not None:
             if settings.get("cluster") is not None:
-                raise ValueError(f"give cluster= (one cluster) or clusters= (one drawn at each reset), not both "
-                                 f"(cluster={settings['cluster']!r}, clusters={clusters!r})")
+                raise ValueError("give cluster= (one cluster) or clusters= (one drawn at each reset), not "
+                                 f"both (cluster={settings['cluster']!r}, clusters={clusters!r})")
             settings.pop("cluster", None)
             if isinstance(settings.get("graph"), Task):
-                raise ValueError("graph= is a compiled Task, whose cluster is its own: clusters= needs a graph "
-                                 "name, an ONNX path or an OpGraph")
+                raise ValueError("graph= is a compiled Task, whose cluster is its own: clusters= needs a "
+                                 "graph name, an ONNX path or an OpGraph")
             names, self._cluster_arguments, largest = cluster_pool(clusters)
             self.cluster_names = list(names)
             given = settings.get("max_devices")
@@ -168,7 +171,8 @@ class DatasetPlacementEnv(gym.Env):
         self.max_devices = int(first.max_devices)
         self.max_nodes = int(settings["max_ops"]) if self.dataset is not None else int(first.n_nodes)
         if multi:
-            self.action_space = spaces.MultiDiscrete(np.full(self.max_nodes, self.max_devices, dtype=np.int64))
+            devices = np.full(self.max_nodes, self.max_devices, dtype=np.int64)
+            self.action_space = spaces.MultiDiscrete(devices)
         else:
             self.action_space = first.action_space
         self.metadata = dict(first.metadata)
@@ -201,6 +205,14 @@ class DatasetPlacementEnv(gym.Env):
     def task(self) -> Task:
         """The current task."""
         return self.env.task
+
+    def __getattr__(self, name: str) -> Any:
+        """The current inner env's public attributes (``n_nodes``, ``device_features``, ``flat_layout``,
+        ``best_single_runtime``...) read through, so that code written for one env (such as
+        ``envs.get_attr("device_features")`` on a vector env) reads the current task's."""
+        if name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        return getattr(self.env, name)
 
     # --- the MDP ---------------------------------------------------------------------------------------
 

@@ -28,10 +28,11 @@ again: `placement_gym.envs.flat`. `NodeObservation` yields the dict in this mode
 
 ``"graph"``: a `gymnasium.spaces.Graph` (for GNN users; no padding of nodes and edges): ``nodes``
 ``(n_nodes, len(NODE_FEATURES) + max_devices + 1)`` float32 = the node features, then the
-``placement`` one-hot, then the ``current`` flag; ``edges`` ``(n_edges, len(EDGE_FEATURES))`` float32; ``edge_links``
-``(n_edges, 2)`` int64 (producer node, consumer node). The device features are not part of it:
-read them from the env's ``device_features`` attribute. Gymnasium cannot put a `Graph` in shared
-memory: an async vector env needs ``vector_kwargs={"shared_memory": False}`` in this mode.
+``placement`` one-hot, then the ``current`` flag; ``edges`` ``(n_edges, len(EDGE_FEATURES))``
+float32; ``edge_links`` ``(n_edges, 2)`` int64 (producer node, consumer node). The device features
+are not part of it: read them from the env's ``device_features`` attribute. Gymnasium cannot put a
+`Graph` in shared memory: an async vector env needs ``vector_kwargs={"shared_memory": False}`` in
+this mode.
 
 ``max_devices`` (default: the cluster's number of devices) pads the device axis in every mode, so
 that envs of different clusters share one space; padded devices have zero features and are never
@@ -272,8 +273,9 @@ class NodeObservation:
         else:
             self.nbytes = observation_bytes(self.max_nodes, self.max_edges, self.max_devices)
             size = f"max_ops={self.max_nodes}, max_edges={self.max_edges}"
-        check_allocation(f"the {self.mode} observation of task {task.id} ({size}, {self.max_devices} devices)",
-                         OBSERVATION_COPIES * self.nbytes)
+        check_allocation(
+            f"the {self.mode} observation of task {task.id} ({size}, {self.max_devices} devices)",
+            OBSERVATION_COPIES * self.nbytes)
         self.device_features = np.zeros((self.max_devices, len(DEVICE_FEATURES)), dtype=np.float32)
         self.device_features[: self.n_devices] = device_features(task.cluster)
         self.device_features.setflags(write=False)

@@ -69,8 +69,8 @@ class DevicePlacementVectorEnv(VectorEnv):
             raise ValueError('DevicePlacementVectorEnv holds one task: over a dataset, use '
                              'gym.make_vec(..., vectorization_mode="sync"), whose envs draw their own graphs')
         if settings.pop("clusters", None) is not None:
-            raise ValueError('DevicePlacementVectorEnv holds one task: over clusters=, use '
-                             'gym.make_vec(..., vectorization_mode="sync"), whose envs draw their own clusters')
+            raise ValueError('DevicePlacementVectorEnv holds one task: over clusters=, use gym.make_vec(..., '
+                             'vectorization_mode="sync"), whose envs draw their own clusters')
         config = EnvConfig.of(config, settings, type(self).__name__)
         if "real" in (config.reward_mode, config.evaluator):
             raise ValueError(
