@@ -14,7 +14,7 @@ one ``graph=``:
 
 What varies at reset. Each `reset` draws, from the env's seeded generator, a graph of the split (when
 ``dataset=`` is given), then a cluster (when ``clusters=`` is given), then the seed of the inner env's
-reset; ``reset(options={"graph": "regal-17", "cluster": "random-v1:3"})`` picks either or both. The
+reset; ``reset(options={"graph": "regal-2", "cluster": "random-v1:3"})`` picks either or both. The
 same seed gives the same sequence of (graph, cluster) draws, bit for bit. ``env.unwrapped.task`` is
 the current task, ``graph_id`` the current graph's id in the dataset (None with one graph) and
 ``cluster_name`` the current cluster's name (None with one cluster); the current inner env's other
