@@ -8,7 +8,12 @@
 Shared by all three (`base.PlacementEnvBase`): ``obs_mode`` ``"dict"`` (padded `Box` arrays),
 ``"flat"`` (those arrays in one 1-D float32 `Box`, layout in `flat`) or ``"graph"`` (a Gymnasium
 `Graph`, `observation`); ``mask_in_obs=True`` puts `action_masks()` in the observation; ``info`` has
-one key set of numpy values at reset and at every step (`base.INFO_KEYS`), so it batches.
+one key set of numpy values at reset and at every step (`base.INFO_KEYS`), so it batches;
+``max_devices`` pads every per-device axis (padded devices masked out, `base.PlacementEnvBase`).
+
+Each id also takes ``dataset="<name>:<split>"`` and/or ``clusters=`` (``"random-v1:train"`` or a list
+of cluster names): each reset then draws a graph and/or a cluster from the env's seeded generator
+(`dataset.DatasetPlacementEnv`).
 """
 
 from __future__ import annotations
