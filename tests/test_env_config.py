@@ -38,6 +38,7 @@ SHARED = {
     "obs_mode": "dict",
     "max_ops": 211,
     "max_edges": 307,
+    "max_devices": 5,
     "render_mode": "ansi",
     "oom_runtime": 123.0,
     "oom_runtime_factor": 7.0,
@@ -70,6 +71,7 @@ def test_every_keyword_reaches_its_setting(env_id: str, through_make: bool) -> N
     space = env.observation_space
     assert space["node_features"].shape[0] == settings["max_ops"]
     assert space["edge_index"].shape == (2, settings["max_edges"])
+    assert space["device_features"].shape[0] == env.max_devices == settings["max_devices"]
     if "reward" in own:
         assert env.reward == own["reward"]
     if "dense" in own:
