@@ -167,11 +167,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, help="with --ray: jobs at once")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+    if (args.address is not None or args.workers is not None) and not args.ray:
+        parser.error("--address and --workers say where Ray runs the tasks: add --ray")
     ids = [name.strip() for name in args.tasks.split(",") if name.strip()]
 
     def report(index: int, row: dict[str, Any]) -> None:
+        # a line per task as it ends: on stdout, or beside the JSON on stderr
         print(f"{row['task']}: {row['runtime'] * 1e3:.3f} ms{'' if row['feasible'] else ' (out of memory)'}, "
-              f"phase {row['info']['phase']}", file=sys.stderr, flush=True)
+              f"phase {row['info']['phase']}, {row['evaluations']} evaluations",
+              file=sys.stderr if args.json else sys.stdout, flush=True)
 
     try:
         rows = best_known_for_tasks(ids, args.budget, args.seed, backend="ray" if args.ray else "serial",
