@@ -82,6 +82,10 @@ def test_a_dataset_row_is_the_single_graph_evaluation(capsys):
     (["--dataset", "synthetic-mini-v1:valid", "--workers", "2"], "add --ray"),
     (["--dataset", "synthetic-mini-v1:valid", "--save", "x.json"], "take one graph"),
     (["--dataset", "no-such-set:train"], "no-such-set"),
+    (["--dataset", "synthetic-mini-v1:no-such-split"], "unknown split 'no-such-split'"),
+    # checked before Ray starts (this test would take seconds otherwise)
+    (["--dataset", "synthetic-mini-v1:valid", "--agent", "nope", "--ray"], "unknown agent 'nope'"),
+    (["--dataset", "synthetic-mini-v1:valid", "--cluster", "nope", "--ray"], "unknown cluster 'nope'"),
 ])
 def test_dataset_cli_errors_are_one_line(capsys, argv, message):
     assert main(["evaluate", "--agent", "random", "--cluster", "k80x4", *argv]) == 2

@@ -23,6 +23,7 @@ from placement_gym.cli.common import (
     add_optimizer_argument,
     add_placement_arguments,
     add_task_arguments,
+    check_agent,
     find_placement,
     place_with_agent,
     positive_int,
@@ -171,7 +172,9 @@ def evaluate_dataset(
         raise ValueError(f"dataset split {dataset!r} holds no graph")
     jobs = [GraphJob(f"{data.name}:{graph_id}", cluster, agent, seed, budget, objective, optimizer)
             for graph_id in ids]
-    get_task(jobs[0].graph, cluster, objective, optimizer)  # a bad cluster or objective: one error, here
+    # a bad agent, cluster or objective: one error here, before Ray starts
+    check_agent(agent)
+    get_task(jobs[0].graph, cluster, objective, optimizer)
     done = 0
 
     def report(_index: int, row: dict[str, Any]) -> None:
