@@ -105,6 +105,7 @@ def test_a_run_that_starts_ray_shuts_it_down_and_keeps_errors():
     assert run_jobs(abs, range(0, -6, -1), backend="ray", workers=2,
                     progress=lambda i, r: done.append(i)) == [0, 1, 2, 3, 4, 5]
     assert sorted(done) == list(range(6)) and not ray.is_initialized()
+    assert run_jobs(abs, [], backend="ray") == [] and not ray.is_initialized()  # nothing to run: no Ray
 
 
 @pytest.fixture(scope="module")

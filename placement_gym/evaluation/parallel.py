@@ -110,6 +110,8 @@ def run_jobs(
                 progress(index, results[-1])
         return results
     ray = import_ray("run_jobs(backend='ray')")
+    if not jobs:
+        return []
     started = connect_ray(ray, address, workers)
     try:
         return _run_on_ray(ray, fn, jobs, workers, progress)
@@ -126,8 +128,6 @@ def call_job(fn: Callable[[Job], Result], job: Job) -> Result:
 
 def _run_on_ray(ray: Any, fn: Callable, jobs: list, in_flight: int | None,
                 progress: Callable[[int, Any], None] | None) -> list:
-    if not jobs:
-        return []
     remote = ray.remote(num_cpus=1, max_retries=0)(call_job)
     function = ray.put(fn)  # stored once; each job's call reads it from the object store
     results: list[Any] = [None] * len(jobs)
