@@ -1,8 +1,10 @@
 """RLlib's stock PPO on the flat observation (``obs_mode="flat"``), no glue, then one greedy episode.
 
-``python examples/rllib_ppo_flat.py [--env ID] [--iterations N] [--batch B] [--seed S]``; the last line
-it prints is JSON, as the tutorials' files print it: the greedy placement's runtime, the best single
-device's, the devices the sampled placements used, the placements evaluated and torch's threads.
+``python examples/rllib_ppo_flat.py [--env ID] [--iterations N] [--batch B] [--seed S]
+[--dataset NAME:SPLIT]`` (a dataset split: a graph of it at every reset, on the same cluster); the last
+line it prints is JSON, as the tutorials' files print it: the greedy placement's runtime, the best
+single device's, its graph, the devices the sampled placements used, the placements evaluated and
+torch's threads.
 
 RLlib pins its own gymnasium (1.2.x for ray 2.60), so install it in a venv of its own beside the
 project (docs/tutorials/rllib.md)::
@@ -23,25 +25,29 @@ import argparse
 import json
 import time
 
+import gymnasium as gym
 import numpy as np
 
 ENV_IDS = ("DevicePlacementStaged-v0", "DevicePlacementRefine-v0", "DevicePlacement-v0")
 GRAPH, CLUSTER = "cifar10_cnn", "k80x2"
 
 
-def make_config(env_id: str, seed: int = 0, batch: int = 256, on_sample_end=None):
-    """A stock `PPOConfig` for ``placement_gym:<env_id>`` on cifar10_cnn over two K80s, sized for a
-    laptop: sampling and learning in this process (no remote env runners or learners).
+def env_config(dataset: str | None = None) -> dict:
+    """The env's keyword arguments: cifar10_cnn, or with ``dataset`` ("synthetic-mini-v1:train") a
+    graph of that split at every reset, over two K80s, flat observations."""
+    return {**({"dataset": dataset} if dataset else {"graph": GRAPH}), "cluster": CLUSTER, "obs_mode": "flat"}
+
+
+def make_config(env_id: str, seed: int = 0, batch: int = 256, on_sample_end=None, dataset: str | None = None):
+    """A stock `PPOConfig` for ``placement_gym:<env_id>`` (`env_config`), sized for a laptop: sampling
+    and learning in this process (no remote env runners or learners).
     ``on_sample_end``: RLlib's callback after each sampling round, given the sampled episodes."""
     from ray.rllib.algorithms.ppo import PPOConfig
 
     single_shot = env_id == "DevicePlacement-v0"
     config = (
         PPOConfig()
-        .environment(
-            f"placement_gym:{env_id}",
-            env_config={"graph": GRAPH, "cluster": CLUSTER, "obs_mode": "flat"},
-        )
+        .environment(f"placement_gym:{env_id}", env_config=env_config(dataset))
         .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
         .learners(num_learners=0)
         # gamma 1: the staged env rewards only the last stage; the episode return is the objective.
@@ -55,14 +61,14 @@ def make_config(env_id: str, seed: int = 0, batch: int = 256, on_sample_end=None
     return config.callbacks(on_sample_end=on_sample_end) if on_sample_end is not None else config
 
 
-def greedy_episode(algo, env_id: str, seed: int) -> dict:
-    """One episode of the trained module's most likely actions; the last step's info."""
-    import gymnasium as gym
+def greedy_episode(algo, env_id: str, seed: int, dataset: str | None = None) -> tuple[dict, gym.Env]:
+    """One episode of the trained module's most likely actions (on a graph of ``dataset``'s split when
+    given); the last step's info and the env."""
     import torch
 
     module = algo.get_module()
     distribution = module.get_inference_action_dist_cls()
-    env = gym.make(f"placement_gym:{env_id}", graph=GRAPH, cluster=CLUSTER, obs_mode="flat")
+    env = gym.make(f"placement_gym:{env_id}", **env_config(dataset))
     obs, info = env.reset(seed=seed)
     done = False
     while not done:
@@ -71,11 +77,12 @@ def greedy_episode(algo, env_id: str, seed: int) -> dict:
         action = distribution.from_logits(logits).to_deterministic().sample()[0].numpy()
         obs, _, terminated, truncated, info = env.step(action)
         done = terminated or truncated
-    return info
+    return info, env
 
 
 def main(
-    env_id: str = "DevicePlacementStaged-v0", iterations: int = 2, seed: int = 0, batch: int = 256
+    env_id: str = "DevicePlacementStaged-v0", iterations: int = 2, seed: int = 0, batch: int = 256,
+    dataset: str | None = None,
 ) -> dict:
     """Train ``iterations`` PPO iterations, then play one greedy episode; print and return the result."""
     import ray
@@ -90,7 +97,7 @@ def main(
             sampled.update(np.unique(episode.get_actions()).tolist())
 
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    algo = make_config(env_id, seed, batch, on_sample_end).build_algo()
+    algo = make_config(env_id, seed, batch, on_sample_end, dataset).build_algo()
     try:
         for i in range(iterations):
             start = time.perf_counter()
@@ -100,16 +107,22 @@ def main(
             steps = int(runners.get("num_env_steps_sampled", 0))
             print(f"{env_id} iteration {i + 1}: {steps} env steps in {time.perf_counter() - start:.1f} s, "
                   f"mean episode return {mean_return:.3f}")
-        info = greedy_episode(algo, env_id, seed)
+        info, greedy = greedy_episode(algo, env_id, seed, dataset)
+        if dataset:
+            # the envs RLlib's local env runner built (a vector env of them), and the greedy episode's
+            trained = algo.env_runner.env.unwrapped.envs
+            evaluations = sum(env.unwrapped.evaluations for env in [*trained, greedy])
+        else:
+            evaluations = placement_gym.get_task(GRAPH, CLUSTER).evaluations  # every env here shares it
     finally:
         algo.stop()
     runtime, best_single = float(info["runtime"]), float(info["best_single_runtime"])
     devices = sorted(sampled)
-    evaluations = placement_gym.get_task(GRAPH, CLUSTER).evaluations  # every env of the process shares it
-    print(f"policy: {runtime * 1e3:.2f} ms, feasible {bool(info['feasible'])}; "
+    graph = greedy.unwrapped.task.graph.name
+    print(f"policy on {graph}: {runtime * 1e3:.2f} ms, feasible {bool(info['feasible'])}; "
           f"best single device {best_single * 1e3:.2f} ms; "
           f"sampled placements used devices {devices}; {evaluations} placements evaluated")
-    outcome = {"env_id": env_id, "graph": GRAPH, "cluster": CLUSTER, "runtime": runtime,
+    outcome = {"env_id": env_id, "graph": graph, "dataset": dataset, "cluster": CLUSTER, "runtime": runtime,
                "best_single_runtime": best_single, "sampled_devices": devices,
                "evaluations": evaluations, "torch_threads": torch.get_num_threads(),
                "mean_return": mean_return}
@@ -126,5 +139,6 @@ if __name__ == "__main__":
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=256, help="env steps per iteration")
+    parser.add_argument("--dataset", default=None, help="a dataset split (synthetic-mini-v1:train)")
     args = parser.parse_args()
-    main(args.env, args.iterations, args.seed, args.batch)
+    main(args.env, args.iterations, args.seed, args.batch, args.dataset)

@@ -12,7 +12,10 @@ time, each task with its own budget), moves it to the held-out task with `set_ta
 
 Every evaluation goes through a `Budget`. The two halves are also usable on their own:
 `train_on_tasks` (one model trained on several tasks) and `place_held_out` (zero-shot, then optional
-fine-tuning, on one task); `baselines.leaderboard_fill.generalisation` uses them. Run it from the shell::
+fine-tuning, on one task); `baselines.leaderboard_fill.generalisation` uses them. `pretrain` trains the
+independent models of a pre-training (one per device count and per seed) as jobs of
+`placement_gym.evaluation.parallel.run_jobs`: serial, or on Ray with the serial run's models. Run it
+from the shell::
 
     python -m baselines.learning.generalize --agent hsdag --train cifar10_cnn,resnet50,bert_base \\
         --test inception_v3 --cluster k80x4 --budget 2000 --finetune 500
@@ -23,7 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,7 +35,9 @@ import torch
 
 from baselines.learning.agent import LearnedAgent, get_learned
 from placement_gym.evaluation.budget import Budget, BudgetExhausted, check_limit
+from placement_gym.evaluation.parallel import check_backend, run_jobs
 from placement_gym.task.compiled import Task
+from placement_gym.task.named import parse_task_id
 
 
 def _run(model: LearnedAgent, evaluator: Budget, until: int | None = None) -> None:
@@ -100,6 +106,72 @@ def train_on_tasks(
                 current = index
             _run(model, evaluator, evaluator.used + switch_every)
     return model, evaluators
+
+
+@dataclass(frozen=True)
+class PretrainJob:
+    """One model of a pre-training: `train_on_tasks` on the tasks named by ``task_ids`` (ids that
+    `parse_task_id` rebuilds on any node) with ``seed``; ``config`` the agent's hyper-parameters as
+    sorted (name, value) pairs. Names and numbers only, so that the job travels in a few hundred bytes."""
+
+    agent: str
+    task_ids: tuple[str, ...]
+    budget_per_task: int
+    seed: int
+    switch_every: int = 1000
+    threads: int | None = 1
+    config: tuple[tuple[str, Any], ...] = ()
+
+
+def pretrain_job(job: PretrainJob) -> tuple[LearnedAgent, list[Budget]]:
+    """`train_on_tasks` for ``job``: the trained model and the training tasks' evaluators. Everything
+    random is seeded by ``job.seed`` (`train_on_tasks` seeds torch before building the model) and torch
+    runs ``job.threads`` threads, so the result is the same in any process."""
+    tasks = [parse_task_id(task_id) for task_id in job.task_ids]
+    return train_on_tasks(job.agent, tasks, job.budget_per_task, job.seed, job.switch_every, job.threads,
+                          **dict(job.config))
+
+
+def pretrain(
+    agent: str,
+    train_tasks: Sequence[Task | str],
+    budget_per_task: int,
+    seeds: Sequence[int] = (0,),
+    switch_every: int = 1000,
+    threads: int | None = 1,
+    *,
+    backend: str = "serial",
+    address: str | None = None,
+    workers: int | None = None,
+    progress: Callable[[int, tuple[LearnedAgent, list[Budget]]], None] | None = None,
+    **config: Any,
+) -> dict[tuple[int, int], tuple[LearnedAgent, list[Budget]]]:
+    """The models of a pre-training: for every seed of ``seeds`` and every device count among
+    ``train_tasks`` (tasks or task ids), one ``agent`` trained by `train_on_tasks` on the tasks with that
+    count (a policy has one output per device, so a model moves only between tasks with as many).
+    Returns ``{(n_devices, seed): (model, evaluators)}``. The models are independent jobs of
+    `run_jobs` (``backend``, ``address``, ``workers``, ``progress``: as there), in (seed, device count)
+    order; on Ray each job rebuilds its tasks from their ids and sends back the pickled model and
+    evaluators, which are those of the serial run, the models' tasks being the worker's copies.
+    ``threads``: torch's threads per job (default 1: with one job per core, more only contend)."""
+    check_backend(backend, address, workers)
+    ids = [task if isinstance(task, str) else task.id for task in train_tasks]
+    if not ids:
+        raise ValueError("train_tasks is empty: give at least one task to train on")
+    seeds = list(seeds)
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
+        raise ValueError(f"seeds must be a non-empty sequence of integers, got {seeds!r}")
+    by_devices: dict[int, list[str]] = {}
+    for task_id in ids:
+        # rebuilt here first: a task its id does not name fails now, not on a worker
+        by_devices.setdefault(parse_task_id(task_id).n_devices, []).append(task_id)
+    items = tuple(sorted(config.items()))
+    keys = [(n_devices, seed) for seed in seeds for n_devices in sorted(by_devices)]
+    jobs = [PretrainJob(agent, tuple(by_devices[n]), budget_per_task, seed, switch_every, threads, items)
+            for n, seed in keys]
+    results = run_jobs(pretrain_job, jobs, backend=backend, address=address, workers=workers,
+                       progress=progress)
+    return dict(zip(keys, results))
 
 
 def train_generalize(

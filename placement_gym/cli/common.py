@@ -78,6 +78,13 @@ def _known_agents() -> list[str]:
     return list(dict.fromkeys([*SIMPLE_AGENTS, *agents.agent_names()]))
 
 
+def check_agent(agent: str) -> None:
+    """ValueError naming the known agents unless ``agent`` names a simple agent or a provider's."""
+    if is_simple_agent(agent) or (agent != "all" and agents.lookup_agent(agent) is not None):
+        return
+    raise agents.unknown_agent_error(agent, _known_agents(), agents.providers().note())
+
+
 def place_with_agent(task: Task, agent: str, seed: int, budget: int | None = None) -> Found:
     """Place ``task`` with a simple agent or an agent of a provider of the entry-point group
     ``placement_gym.agents`` (`placement_gym.evaluation.agents`: the baselines package, or any other)."""

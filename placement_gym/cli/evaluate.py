@@ -1,24 +1,42 @@
-"""`placement-gym evaluate` (score a placement) and `placement-gym show` (draw its timeline)."""
+"""`placement-gym evaluate` (score a placement, or an agent on every graph of a dataset split) and
+`placement-gym show` (draw its timeline).
+
+``evaluate --agent NAME --dataset NAME:SPLIT --cluster C`` runs the agent on every graph of the split
+(`evaluate_dataset`), one independent job per graph (`GraphJob`), serial or on Ray (``--ray``,
+``--address``, ``--workers``: `placement_gym.evaluation.parallel.run_jobs`), with the same results
+either way. Every graph gets ``--seed`` itself, as the leaderboard harness gives every task of a
+submission its one seed, so a row is reproduced by ``evaluate --graph <dataset>:<id>`` with the same
+seed, budget and cluster.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from placement_gym.cli.common import (
+    DEFAULT_GRAPH,
     add_optimizer_argument,
     add_placement_arguments,
     add_task_arguments,
+    check_agent,
     find_placement,
+    place_with_agent,
+    positive_int,
     task_from_args,
 )
 from placement_gym.cli.output import fmt_bytes, fmt_seconds, print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.evaluation import agents
+from placement_gym.evaluation.parallel import check_backend, run_jobs
 from placement_gym.evaluation.placements import placement_to_dict, save_placement
+from placement_gym.task.ids import DEFAULT_OPTIMIZER
+from placement_gym.task.named import get_task
 
 
 def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -100,7 +118,134 @@ def run_all(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class GraphJob:
+    """One graph of a dataset-wide evaluation: names and numbers only, so that it travels to a Ray
+    worker in a few hundred bytes and its result does not depend on where it runs. ``graph`` is
+    ``<dataset>:<id>``; ``cluster`` a preset, a family cluster or a JSON path (which must exist on
+    every node)."""
+
+    graph: str
+    cluster: str
+    agent: str
+    seed: int = 0
+    budget: int | None = None
+    objective: str = "train_step"
+    optimizer: str = DEFAULT_OPTIMIZER
+
+
+def evaluate_graph(job: GraphJob) -> dict[str, Any]:
+    """Run ``job``'s agent on its graph and report it: the keys of
+    `placement_gym.evaluation.agents.agent_report` and ``graph`` (the id in its dataset) and ``ops``
+    (forward ops). Only ``wall_s`` depends on the machine."""
+    task = get_task(job.graph, job.cluster, job.objective, job.optimizer)
+    found = place_with_agent(task, job.agent, job.seed, job.budget)
+    report = agents.agent_report(task, job.agent, job.seed, found, found.wall_s)
+    return {"graph": job.graph.partition(":")[2], "ops": task.n_forward, **report}
+
+
+def evaluate_dataset(
+    agent: str,
+    dataset: str,
+    cluster: str,
+    *,
+    seed: int = 0,
+    budget: int | None = None,
+    objective: str = "train_step",
+    optimizer: str = DEFAULT_OPTIMIZER,
+    backend: str = "serial",
+    address: str | None = None,
+    workers: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """``agent`` on every graph of ``dataset`` (``"<name>:<split>"``, or a name for every graph), each
+    with ``seed`` (see the module docstring). ``backend``, ``address``, ``workers``: as in
+    `run_jobs`. ``progress``: a line per graph on stderr as it ends. Returns ``{"summary": ...,
+    "graphs": [...]}``: per graph `evaluate_graph`'s report, in split order; the summary has dataset,
+    cluster, agent, seed, budget, graphs, feasible, geomean_speedup (over the feasible graphs),
+    evaluations, backend, workers and wall_s (the whole run's)."""
+    from placement_gym.datasets import dataset_split
+
+    check_backend(backend, address, workers)
+    data, ids = dataset_split(dataset)
+    if not ids:
+        raise ValueError(f"dataset split {dataset!r} holds no graph")
+    jobs = [GraphJob(f"{data.name}:{graph_id}", cluster, agent, seed, budget, objective, optimizer)
+            for graph_id in ids]
+    # a bad agent, cluster or objective: one error here, before Ray starts
+    check_agent(agent)
+    get_task(jobs[0].graph, cluster, objective, optimizer)
+    done = 0
+
+    def report(_index: int, row: dict[str, Any]) -> None:
+        nonlocal done
+        done += 1
+        print(f"  [{done}/{len(jobs)}] {row['graph']}: {fmt_seconds(row['runtime'])}"
+              f"{'' if row['feasible'] else ' (out of memory)'}, {row['wall_s']:.1f} s",
+              file=sys.stderr, flush=True)
+
+    if progress:
+        where = "serial" if backend == "serial" else f"on Ray ({address or 'local'}" + (
+            f", {workers} workers)" if workers else ")")
+        print(f"running {agent} on {len(jobs)} graphs of {dataset}, {where}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    rows = run_jobs(evaluate_graph, jobs, backend=backend, address=address, workers=workers,
+                    progress=report if progress else None)
+    wall_s = time.perf_counter() - start
+    speedups = [row["speedup"] for row in rows if row["feasible"]]
+    summary = {
+        "dataset": dataset, "cluster": cluster, "agent": agent, "seed": seed, "budget": budget,
+        "graphs": len(rows), "feasible": len(speedups),
+        "geomean_speedup": math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None,
+        "evaluations": sum(row["evaluations"] for row in rows),
+        "backend": backend, "workers": workers, "wall_s": wall_s,
+    }
+    return {"summary": summary, "graphs": rows}
+
+
+def run_dataset(args: argparse.Namespace) -> int:
+    if args.placement is not None or args.agent == "all" or args.save:
+        raise ValueError("--dataset runs one agent (--agent NAME) on every graph of the split; "
+                         "--placement, --save and --agent all take one graph")
+    report = evaluate_dataset(
+        args.agent, args.dataset, args.cluster, seed=args.seed, budget=args.budget, objective=args.objective,
+        optimizer=args.optimizer, backend="ray" if args.ray else "serial", address=args.address,
+        workers=args.workers, progress=True,
+    )
+    if args.json:
+        print_json(report)
+        return 0
+    summary = report["summary"]
+    print_table(
+        ["graph", "ops", "runtime", "speedup", "gap to simple bound", "feasible", "evaluations", "wall s"],
+        [[row["graph"], str(row["ops"]), fmt_seconds(row["runtime"]), f"{row['speedup']:.3f}x",
+          f"{row['gap'] * 100:.1f}%", "yes" if row["feasible"] else "NO (OOM)", str(row["evaluations"]),
+          f"{row['wall_s']:.2f}"] for row in report["graphs"]],
+        numeric=[False, True, True, True, True, False, True, True],
+        title=f"{args.agent} on {args.dataset} with {args.cluster} (seed {args.seed}"
+              + (f", budget {args.budget})" if args.budget else ")"),
+    )
+    mean = summary["geomean_speedup"]
+    print(f"{summary['graphs']} graphs, {summary['feasible']} feasible"
+          + (f", geometric mean speedup over the best single device {mean:.3f}x" if mean else "")
+          + f"; {summary['evaluations']} evaluations; {summary['wall_s']:.1f} s wall "
+          + ("(serial)" if summary["backend"] == "serial"
+             else f"(Ray{', ' + str(summary['workers']) + ' workers' if summary['workers'] else ''})"))
+    return 0
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
+    if (args.ray or args.address is not None or args.workers is not None) and args.dataset is None:
+        raise ValueError("--ray, --address and --workers spread the graphs of --dataset over Ray: "
+                         "give --dataset NAME:SPLIT")
+    if (args.address is not None or args.workers is not None) and not args.ray:
+        raise ValueError("--address and --workers say where Ray runs the graphs: add --ray")
+    if args.dataset is not None:
+        if args.graph is not None:
+            raise ValueError("--graph and --dataset both name what to place: give one")
+        return run_dataset(args)
+    if args.graph is None:
+        args.graph = DEFAULT_GRAPH
     if args.agent == "all":
         if args.save:
             raise ValueError("--save takes one placement; it cannot be used with --agent all")
@@ -170,7 +315,19 @@ def add_parsers(subparsers: Subcommands) -> None:
     add_placement_arguments(evaluate, required=True, allow_all=True)
     evaluate.add_argument("--save", metavar="FILE", help="write the placement to this JSON file")
     evaluate.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
-    evaluate.set_defaults(run=run_evaluate)
+    evaluate.add_argument("--dataset", metavar="NAME:SPLIT",
+                          help="run --agent on every graph of a dataset split (synthetic-mini-v1:test), "
+                               "each with --seed; one row per graph and a summary line")
+    evaluate.add_argument("--ray", action="store_true",
+                          help="with --dataset: run the graphs as Ray jobs (the distributed extra), same "
+                               "results as serial; a local Ray instance unless --address is given")
+    evaluate.add_argument("--address", metavar="ADDR",
+                          help="with --ray: the Ray cluster to use ('auto': the one this node joined; "
+                               "'ray://HEAD:10001': Ray Client)")
+    evaluate.add_argument("--workers", type=positive_int, metavar="K",
+                          help="with --ray: jobs at once (default: every core of a local instance)")
+    # --graph's default applies only without --dataset, so that giving both is an error
+    evaluate.set_defaults(run=run_evaluate, graph=None)
 
     show = subparsers.add_parser(
         "show", help="draw the timeline (Gantt chart) of a placement",

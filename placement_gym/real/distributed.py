@@ -43,23 +43,12 @@ import numpy as np
 
 from placement_gym.cost_model import SimulationResult, simulate_batch
 from placement_gym.evaluation.evaluator import evaluator_backend, make_evaluator
+from placement_gym.evaluation.parallel import connect_ray, import_ray, ray_error_message
 from placement_gym.task.compiled import Task
 
 # How long `RayEvaluatorPool` waits for its actors to start before it says they cannot be placed
 # (a cluster without the resources the actors ask for would otherwise wait forever).
 DEFAULT_START_TIMEOUT_S = 300.0
-
-
-def _import_ray():
-    """The ``ray`` module, or an ImportError that names the extra to install."""
-    try:
-        import ray
-    except ImportError:
-        raise ImportError(
-            "RayEvaluatorPool needs Ray: install the optional extra with "
-            "pip install 'placement-gym[distributed]' (or pip install 'ray>=2.40')"
-        ) from None
-    return ray
 
 
 @dataclass(frozen=True)
@@ -163,14 +152,6 @@ class MeasurementActor:
         return self.evaluator.simulate_batch(rows)
 
 
-def _ray_error_message(error: BaseException) -> str:
-    """The message of the exception a Ray task or actor raised, without Ray's wrapping."""
-    cause = getattr(error, "cause", None)
-    while cause is not None and getattr(cause, "cause", None) is not None:
-        cause = cause.cause
-    return f"{type(cause).__name__}: {cause}" if cause is not None else str(error).strip().splitlines()[-1]
-
-
 class RayEvaluatorPool:
     """A pool of Ray measurement actors with the evaluator interface (see the module docstring).
 
@@ -221,10 +202,6 @@ class RayEvaluatorPool:
             )
         if evaluator_options is not None and not isinstance(evaluator_options, Mapping):
             raise ValueError(f"evaluator_options must be a mapping, got {type(evaluator_options).__name__}")
-        if address is not None and not isinstance(address, str):
-            raise ValueError(
-                f"address must be None, 'auto' or a Ray address such as 'ray://head:10001', got {address!r}"
-            )
         if not (isinstance(start_timeout_s, (int, float)) and start_timeout_s > 0):
             raise ValueError(f"start_timeout_s must be a positive number of seconds, got {start_timeout_s!r}")
         self.task = self._driver_task(task)
@@ -233,18 +210,12 @@ class RayEvaluatorPool:
         self._actors: list[Any] = []
         self._owns_ray = False
 
-        ray = _import_ray()
+        ray = import_ray("RayEvaluatorPool")
         self._ray = ray
         options = dict(actor_options or {})
-        if address is None and not ray.is_initialized():
-            per_actor = options.get("num_cpus", 1)
-            needed = math.ceil(self.n_actors * per_actor)
-            cpus = num_cpus if num_cpus is not None else max(needed, os.cpu_count() or 1)
-            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
-            self._owns_ray = True
-        elif address is not None and not ray.is_initialized():
-            ray.init(address=address, log_to_driver=False)
-            self._owns_ray = True
+        needed = math.ceil(self.n_actors * options.get("num_cpus", 1))
+        cpus = num_cpus if num_cpus is not None else max(needed, os.cpu_count() or 1)
+        self._owns_ray = connect_ray(ray, address, cpus)
         try:
             self._start_actors(options, device_sets, profile, dict(evaluator_options or {}), start_timeout_s)
         except BaseException:
@@ -295,7 +266,7 @@ class RayEvaluatorPool:
             ) from None
         except ray.exceptions.RayError as error:
             raise ValueError(f"a measurement actor for {self.spec} failed to start: "
-                             f"{_ray_error_message(error)}") from None
+                             f"{ray_error_message(error)}") from None
         names = list(self.task.cluster.device_names)
         for info in described:
             if info["n_forward"] != self.task.n_forward or info["device_names"] != names:
@@ -309,7 +280,7 @@ class RayEvaluatorPool:
         try:
             return self._ray.get(refs)
         except self._ray.exceptions.RayError as error:
-            raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
+            raise RuntimeError(f"a measurement actor failed: {ray_error_message(error)}") from None
 
     # --- the evaluator protocol (`placement_gym.evaluation.evaluator.Evaluator`) ------------------------
 
@@ -327,7 +298,7 @@ class RayEvaluatorPool:
         try:
             result, info = self._pool.get_next()
         except self._ray.exceptions.RayError as error:
-            raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
+            raise RuntimeError(f"a measurement actor failed: {ray_error_message(error)}") from None
         self.task.count_evaluations(1)
         self.evaluations += 1
         self.last_info = info
@@ -347,7 +318,7 @@ class RayEvaluatorPool:
         try:
             parts = list(self._pool.map(lambda actor, chunk: actor.evaluate_rows.remote(chunk), chunks))
         except self._ray.exceptions.RayError as error:
-            raise RuntimeError(f"a measurement actor failed: {_ray_error_message(error)}") from None
+            raise RuntimeError(f"a measurement actor failed: {ray_error_message(error)}") from None
         runtimes, feasible, peaks = zip(*parts, strict=True)
         self.task.count_evaluations(len(rows))
         self.evaluations += len(rows)
