@@ -62,12 +62,13 @@ def test_the_splits_hold_what_they_promise():
         for spec in dataset.families:
             if spec.family in dataset.held_out_families:
                 continue
-            largest = max(spec.grid[spec.size_key])
-            size = {f"{spec.family}-{k}": spec.params(k)[spec.size_key] for k in range(spec.count)}
+            largest = spec.largest_size
+            size = {f"{spec.family}-{k}": spec.params(k)[spec.size_key] for k in range(spec.n_graphs)}
             assert {size[i] for i in splits["test-sizes"] if family[i] == spec.family} == {largest}
             seen_sizes = {size[i] for i in splits["train"] + splits["valid"] if family[i] == spec.family}
             assert largest not in seen_sizes
-        assert 0 < len(splits["valid"]) < len(splits["train"]) / 10
+        if len(dataset) >= 90:  # a handful of graphs may hold no valid graph
+            assert 0 < len(splits["valid"]) < len(splits["train"]) / 10
     assert len(FULL) == 10_000 and len(FULL.ids("test-families")) == 2000
 
 

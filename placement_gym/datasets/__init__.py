@@ -10,6 +10,7 @@ of a split; ``dataset_graph("synthetic-v1:regal-17")`` one graph by its name. `D
 from __future__ import annotations
 
 from placement_gym.common.names import unknown_name
+from placement_gym.datasets import architecture_grids
 from placement_gym.datasets.dataset import SPLIT_ALIASES, SPLITS, Dataset, FamilySpec
 from placement_gym.graph.opgraph import OpGraph
 
@@ -46,6 +47,26 @@ DATASETS: dict[str, Dataset] = {
             ),
             held_out_families=("enas-rnn",),
             manifest_sha256="85b1ea48cc514311f2608dbfb46f5819b4f72c2913192c60bb273e7e60c53988",
+        ),
+        Dataset(
+            "architectures-v1",
+            "1,033 graphs of 14 families of real architectures (ResNet and WRN, Inception, EfficientNet, "
+            "ConvNeXt, U-Net, ViT, BERT, GPT-2, Llama, mixture of experts, T5, RNNLM, GNMT, Whisper) swept "
+            "over depth, width, heads, batch and sequence length, exported from torch on first use; "
+            "T5 and Whisper are held out",
+            architecture_grids.FAMILIES,
+            held_out_families=architecture_grids.HELD_OUT,
+            manifest_sha256="1f1b0de693987a95c6f410595602ae8805deb0403611cd42eb1eb72fd1778bf0",
+            frozen_with="torch 2.13.0+cpu, onnxscript 0.7.2",
+        ),
+        Dataset(
+            "architectures-mini-v1",
+            "17 small graphs of architectures-v1's 14 families, for tests and quick looks (built on first "
+            "use)",
+            architecture_grids.MINI_FAMILIES,
+            held_out_families=architecture_grids.HELD_OUT,
+            manifest_sha256="c09e7b68e937fbc698cf7f8802d6be8374f6f2d04bb93920e975e54bdfccefff",
+            frozen_with="torch 2.13.0+cpu, onnxscript 0.7.2",
         ),
     )
 }

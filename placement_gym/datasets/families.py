@@ -20,6 +20,10 @@ Synthetic families (numpy only, milliseconds a graph):
 
 The choices inside a graph (edges, kinds, operations) come from a generator seeded with the graph's
 seed; the same parameters and seed give the same graph, bit for bit (`OpGraph.content_sha256`).
+
+Architecture families (`placement_gym.datasets.architectures`: ResNet, Inception, EfficientNet, ConvNeXt,
+U-Net, ViT, BERT, GPT-2, Llama, mixture of experts, T5, RNNLM, GNMT, Whisper) export a plain-torch model
+per graph: seconds a graph, so a dataset caches what they build; their seed plays no part.
 """
 
 from __future__ import annotations
@@ -30,18 +34,27 @@ from typing import Any
 
 import numpy as np
 
+from placement_gym.datasets.architectures import ARCHITECTURES, architecture_builder, worker_setup
 from placement_gym.datasets.builder import GraphBuilder
 from placement_gym.graph.opgraph import OpGraph
 
 
 @dataclass(frozen=True)
 class Family:
-    """A graph family: ``build(params, seed, name)`` and what it is."""
+    """A graph family: ``build(params, seed, name)`` and what it is; ``worker_setup``: what a process
+    that builds its graphs runs first."""
 
     name: str
     kind: str  # "synthetic" or "architecture"
     description: str
     build: Callable[[dict[str, Any], int, str], OpGraph]
+    worker_setup: Callable[[], None] | None = None
+
+    @property
+    def cached(self) -> bool:
+        """Whether a dataset keeps the graphs it built (an export takes seconds; a synthetic graph is
+        rebuilt faster than it is read)."""
+        return self.kind == "architecture"
 
 
 def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
@@ -225,5 +238,7 @@ FAMILIES: dict[str, Family] = {
                enas_conv_graph),
         Family("enas-rnn", "synthetic", "ENAS-style recurrent cells, a PTB language model (Placeto's ptb "
                "family)", enas_rnn_graph),
+        *(Family(name, "architecture", description, architecture_builder(name), worker_setup)
+          for name, (description, _) in ARCHITECTURES.items()),
     )
 }

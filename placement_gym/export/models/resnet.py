@@ -5,6 +5,10 @@
   pooling and a 10-way classifier. Shortcuts are option A of the paper (identity; when the shape
   changes, stride-2 subsampling and zero-padded channels), which is what gives the paper's 0.85M
   parameters for ResNet-56.
+- `ResNetCifar(depth, widen=k)`: the wide ResNets of Zagoruyko & Komodakis 2016 (WRN-depth-k): the same
+  network with k times the channels per stage (16k, 32k, 64k) and 1x1 projection shortcuts (convolution
+  and BatchNorm) where the shape changes; WRN-28-10 is depth 28, widen 10. The blocks stay
+  post-activation, as in the ResNet above (the WRN paper uses pre-activation blocks).
 - `ResNet50`: the ImageNet bottleneck network of Table 1 (stages of 3, 4, 6, 3 bottleneck blocks,
   widths 64-128-256-512, expansion 4), projection shortcuts (option B) where the shape changes.
   The stride of a downsampling block sits on its 3x3 convolution (the common "v1.5" variant); the
@@ -30,17 +34,21 @@ def _conv_bn(c_in: int, c_out: int, kernel: int, stride: int = 1) -> nn.Sequenti
 class CifarBasicBlock(nn.Module):
     """Two 3x3 conv-BN layers with an option-A shortcut (He et al. 2016, section 4.2)."""
 
-    def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+    def __init__(self, c_in: int, c_out: int, stride: int, projection: bool = False) -> None:
         super().__init__()
         self.branch1 = _conv_bn(c_in, c_out, 3, stride)
         self.branch2 = _conv_bn(c_out, c_out, 3)
         self.stride = stride
         self.pad_channels = c_out - c_in
+        changes_shape = stride != 1 or c_in != c_out
+        self.projection = _conv_bn(c_in, c_out, 1, stride) if projection and changes_shape else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.branch2(torch.relu(self.branch1(x)))
         shortcut = x
-        if self.stride != 1 or self.pad_channels:
+        if self.projection is not None:
+            shortcut = self.projection(x)
+        elif self.stride != 1 or self.pad_channels:
             # Option A: parameter-free shortcut, subsample then pad the new channels with zeros.
             shortcut = x[:, :, :: self.stride, :: self.stride]
             half = self.pad_channels // 2
@@ -49,9 +57,9 @@ class CifarBasicBlock(nn.Module):
 
 
 class ResNetCifar(nn.Module):
-    """ResNet-(6n+2) for 32x32 images: 16/32/64 channels, n basic blocks per stage."""
+    """ResNet-(6n+2) for 32x32 images: 16/32/64 channels (times ``widen``), n basic blocks per stage."""
 
-    def __init__(self, depth: int = 56, num_classes: int = 10) -> None:
+    def __init__(self, depth: int = 56, num_classes: int = 10, widen: int = 1) -> None:
         super().__init__()
         if (depth - 2) % 6:
             raise ValueError(f"CIFAR ResNet depth must be 6n+2 (20, 32, 44, 56, 110...), got {depth}")
@@ -59,13 +67,13 @@ class ResNetCifar(nn.Module):
         self.stem = _conv_bn(3, 16, 3)
         layers: list[nn.Module] = []
         c_in = 16
-        for stage, width in enumerate((16, 32, 64)):
+        for stage, width in enumerate((16 * widen, 32 * widen, 64 * widen)):
             for index in range(blocks):
                 stride = 2 if stage > 0 and index == 0 else 1
-                layers.append(CifarBasicBlock(c_in, width, stride))
+                layers.append(CifarBasicBlock(c_in, width, stride, projection=widen > 1))
                 c_in = width
         self.blocks = nn.Sequential(*layers)
-        self.fc = nn.Linear(64, num_classes)
+        self.fc = nn.Linear(c_in, num_classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.blocks(torch.relu(self.stem(images)))
