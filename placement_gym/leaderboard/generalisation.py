@@ -129,7 +129,7 @@ def gen_v2_task_ids() -> tuple[str, ...]:
     return tuple(f"{GEN_V2_DATASET}:{g}/{c}/train" for g in graphs for c in GEN_V2_CLUSTERS)
 
 
-def test_split_of(task_id: str) -> str:
+def split_of_task(task_id: str) -> str:
     """The dataset split (``test-sizes`` or ``test-families``) of a ``gen-v2`` task's graph."""
     name, _, graph_id = graph_of(task_id).partition(":")
     dataset = get_dataset(name)

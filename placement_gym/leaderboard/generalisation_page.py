@@ -7,7 +7,7 @@ several seeds are one entry shown by its median seed. The best known of a task i
 tracks) makes it for every task, and an entry that beats it raises it. Budget tracks of `GEN_V2_BUDGETS`
 evaluations per task (as the harness measured them); per algorithm a track shows its largest entry that
 fits. Scores are given over all tasks and apart for the unseen sizes and the unseen families
-(`generalisation.test_split_of`), with each entry's declared or counted pre-training compute.
+(`generalisation.split_of_task`), with each entry's declared or counted pre-training compute.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from placement_gym.leaderboard.generalisation import (
     GEN_V2_GRAPHS_PER_SPLIT,
     GEN_V2_TEST_SPLITS,
     get_split,
-    test_split_of,
+    split_of_task,
 )
 from placement_gym.leaderboard.markdown import file_list, markdown_table, markdown_text
 from placement_gym.leaderboard.ranking import (
@@ -59,7 +59,7 @@ def render_generalisation_v2(submissions: list[tuple[str, dict]]) -> str:
     suite = get_suite(GEN_V2)
     split = get_split(suite)
     task_ids = suite.task_ids
-    by_split = {name: tuple(t for t in task_ids if test_split_of(t) == name) for name in GEN_V2_TEST_SPLITS}
+    by_split = {name: tuple(t for t in task_ids if split_of_task(t) == name) for name in GEN_V2_TEST_SPLITS}
     graphs = len({t.split("/")[0] for t in task_ids})
     lines = [
         "# Generalisation track, version 2",
