@@ -27,9 +27,10 @@ SUITE_MISMATCH_EXIT = 3
 
 
 # The suite data the commands read, as the wheel packages it (pyproject's force-include): a copy of
-# the committed leaderboard/ folder's submissions/, bounds.json, reruns.json and README.md.
+# the committed leaderboard/ folder's submissions/, bounds.json, reruns.json, README.md and
+# generalisation-v2.md.
 PACKAGED_NAME = "_leaderboard"
-PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md")
+PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md", "generalisation-v2.md")
 CHECKOUT_ORIGIN = "the source checkout's leaderboard/ folder"
 PACKAGED_ORIGIN = "the read-only copy packaged with placement-gym"
 
@@ -381,8 +382,8 @@ def run_bounds(args: argparse.Namespace) -> int:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    """``init DIR``: copy the default folder's data (submissions/, bounds.json, reruns.json, README.md)
-    into the new folder DIR, for the commands that write (render, submit, bounds) to work on."""
+    """``init DIR``: copy the default folder's data (submissions/ and `PACKAGED_FILES`) into the new
+    folder DIR, for the commands that write (render, submit, bounds) to work on."""
     import shutil
 
     source, origin = default_directory_and_origin()
