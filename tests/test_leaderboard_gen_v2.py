@@ -145,7 +145,7 @@ def test_the_harness_counts_the_pretraining_it_runs():
     assert [t.evaluations for t in tasks] == before  # the given tasks were copied, not used
 
 
-# --- a whole submission through the harness, validation and the page ------------------------------------------
+# --- a whole submission through the harness, validation and the page ------------------------------------
 
 TASKS = ("synthetic-v1:regal-5/k80x4/train", "synthetic-v1:enas-rnn-0/k40x4/train")
 
