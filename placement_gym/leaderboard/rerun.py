@@ -146,7 +146,7 @@ def rerun_submission(
         return evaluate(agent, suite.subset([task_id]), run_budget, algorithm=data["algorithm"],
                         authors=data["authors"], description=data["description"], link=data.get("link"),
                         seed=data["seed"], trained_on=data.get("trained_on", ()), track=track,
-                        )["results"][task_id]
+                        pretraining=data.get("pretraining"))["results"][task_id]
 
     verdicts = []
     for task_id in chosen:
