@@ -27,9 +27,10 @@ SUITE_MISMATCH_EXIT = 3
 
 
 # The suite data the commands read, as the wheel packages it (pyproject's force-include): a copy of
-# the committed leaderboard/ folder's submissions/, bounds.json, reruns.json and README.md.
+# the committed leaderboard/ folder's submissions/, bounds.json, reruns.json, README.md and
+# generalisation-v2.md.
 PACKAGED_NAME = "_leaderboard"
-PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md")
+PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md", "generalisation-v2.md")
 CHECKOUT_ORIGIN = "the source checkout's leaderboard/ folder"
 PACKAGED_ORIGIN = "the read-only copy packaged with placement-gym"
 
@@ -329,7 +330,7 @@ def run_submit(args: argparse.Namespace) -> int:
 @_exits_on_suite_mismatch
 def run_render(args: argparse.Namespace) -> int:
     from placement_gym.common.untrusted import UntrustedFileError
-    from placement_gym.leaderboard.render import README_NAME, RenderRefused, render
+    from placement_gym.leaderboard.render import GEN_V2_PAGE, README_NAME, RenderRefused, render
 
     directory = _directory(args, writes=not args.check)
     try:
@@ -342,12 +343,13 @@ def run_render(args: argparse.Namespace) -> int:
         print(f"placement-gym: {error}", file=sys.stderr)
         return 1
     if not args.check:
-        print(f"wrote {directory / README_NAME}")
+        print(f"wrote {directory / README_NAME} and {directory / GEN_V2_PAGE}")
         return 0
     if fresh:
-        print(f"{directory / README_NAME} is up to date")
+        print(f"{directory / README_NAME} and {directory / GEN_V2_PAGE} are up to date")
         return 0
-    print(f"{directory / README_NAME} is stale; run 'placement-gym leaderboard render'", file=sys.stderr)
+    print(f"{directory / README_NAME} or {directory / GEN_V2_PAGE} is stale; run 'placement-gym leaderboard "
+          "render'", file=sys.stderr)
     return 1
 
 
@@ -381,8 +383,8 @@ def run_bounds(args: argparse.Namespace) -> int:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    """``init DIR``: copy the default folder's data (submissions/, bounds.json, reruns.json, README.md)
-    into the new folder DIR, for the commands that write (render, submit, bounds) to work on."""
+    """``init DIR``: copy the default folder's data (submissions/ and `PACKAGED_FILES`) into the new
+    folder DIR, for the commands that write (render, submit, bounds) to work on."""
     import shutil
 
     source, origin = default_directory_and_origin()
@@ -477,7 +479,8 @@ def add_parser(subparsers) -> None:
 
     render = commands.add_parser("render", help="validate every submission, then write README.md and the "
                                  "chart; exit 1 (writing nothing) if a submission fails validation")
-    render.add_argument("--check", action="store_true", help="exit 1 when the README is stale; write nothing")
+    render.add_argument("--check", action="store_true",
+                        help="exit 1 when the README or the generalisation-v2 page is stale; write nothing")
     render.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     common(render)
     render.set_defaults(run=run_render)

@@ -1,4 +1,10 @@
-"""Simple placements every comparison starts from, and placement files (JSON: op name -> device name)."""
+"""Simple placements every comparison starts from, and placement files (JSON: op name -> device name).
+
+A placement is written either as {op name: device name} or, compactly (the leaderboard's suites from
+``gen-v2`` on, whose graphs have thousands of ops), as text: one character per forward op in the
+graph's op order, the index of its device in the cluster's device list as a digit of `PLACEMENT_DIGITS`
+(``"0011"``: two ops on device 0, two on device 1), for clusters of at most 36 devices.
+"""
 
 from __future__ import annotations
 
@@ -84,16 +90,49 @@ def placement_to_dict(task: Task, placement) -> dict[str, str]:
     return {op: names[d] for op, d in zip(task.graph.op_names, array.tolist())}
 
 
+PLACEMENT_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def placement_to_text(task: Task, placement) -> str:
+    """A placement as text (module docstring): one `PLACEMENT_DIGITS` character per forward op."""
+    if task.n_devices > len(PLACEMENT_DIGITS):
+        raise ValueError(f"a placement as text holds at most {len(PLACEMENT_DIGITS)} devices; "
+                         f"cluster {task.cluster.name!r} has {task.n_devices}")
+    array = task.check_placement(placement)
+    return "".join(PLACEMENT_DIGITS[d] for d in array.tolist())
+
+
+def _text_problems(task: Task, text: str) -> tuple[np.ndarray | None, list[str]]:
+    """`placement_problems` of a placement as text."""
+    if len(text) != task.n_forward:
+        return None, [f"the placement as text has {len(text)} characters; the task has {task.n_forward} "
+                      "ops (one character each)"]
+    codes = np.frombuffer(text.encode("ascii", "replace"), dtype=np.uint8)
+    lookup = np.full(256, -1, dtype=np.int64)
+    digits = np.frombuffer(PLACEMENT_DIGITS[:task.n_devices].encode(), dtype=np.uint8)
+    lookup[digits] = np.arange(task.n_devices)
+    array = lookup[codes]
+    bad = np.flatnonzero(array < 0)
+    if len(bad):
+        return None, [f"the placement as text has {len(bad)} characters that name no device, the first at "
+                      f"op {int(bad[0])}; allowed: {PLACEMENT_DIGITS[:task.n_devices]!r} (the indices of "
+                      f"{', '.join(task.cluster.device_names)})"]
+    return array, []
+
+
 def _listed(names: list, quote: Callable[[Any], str]) -> str:
     return ", ".join(quote(name) for name in names[:3]) + (" ..." if len(names) > 3 else "")
 
 
 def placement_problems(
-    task: Task, mapping: dict[str, str], quote: Callable[[Any], str] = repr
+    task: Task, mapping: dict[str, str] | str, quote: Callable[[Any], str] = repr
 ) -> tuple[np.ndarray | None, list[str]]:
-    """The placement of an {op name: device name} mapping, or (None and) every reason it is not one of
-    ``task``: op names not in the graph, ops of the graph not named, devices not in the cluster.
-    ``quote`` shows a name in a reason (the leaderboard passes its `shown`, for untrusted names)."""
+    """The placement of an {op name: device name} mapping (or of a placement as text, module
+    docstring), or (None and) every reason it is not one of ``task``: op names not in the graph, ops
+    of the graph not named, devices not in the cluster. ``quote`` shows a name in a reason (the
+    leaderboard passes its `shown`, for untrusted names)."""
+    if isinstance(mapping, str):
+        return _text_problems(task, mapping)
     reasons = []
     ops = task.graph.op_names
     unknown = sorted(set(mapping) - set(ops))

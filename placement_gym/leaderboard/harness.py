@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +30,7 @@ import numpy as np
 
 from placement_gym.common.version import __version__
 from placement_gym.cost_model import lower_bound, simulate, single_device
-from placement_gym.evaluation.placements import placement_to_dict
+from placement_gym.evaluation.placements import placement_to_dict, placement_to_text
 from placement_gym.leaderboard.generalisation import get_split
 from placement_gym.leaderboard.submission import (
     SCHEMA_VERSION,
@@ -38,10 +40,13 @@ from placement_gym.leaderboard.submission import (
     save_submission,
     thin_trace,
 )
-from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite
+from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite, graph_digest
 from placement_gym.task.compiled import Task
 
 Agent = Callable[[Task, int, "int | None"], Any]
+# Suites whose submissions write placements as {op name: device name}; later ones write them as text
+# (`placement_gym.evaluation.placements`: one character per op), a tenth of the size.
+MAPPING_SUITES = ("v0", "v1")
 
 
 def task_digest(task: Task) -> str:
@@ -91,6 +96,7 @@ def evaluate(
     seed: int = 0,
     trained_on: list[str] | tuple[str, ...] = (),
     track: str = "cost_model",
+    pretraining: dict | None = None,
     out: str | Path | None = None,
 ) -> dict:
     """Run ``agent`` on every task of ``suite`` and return (and write to ``out`` when given) the
@@ -98,7 +104,8 @@ def evaluate(
     of the task (module docstring), and ``trained_on_task``: true when that count is above 0 or the
     task is in ``trained_on``, the task ids the agent says it trained on before. With
     ``track="generalisation"`` only the suite's held-out tasks run (`generalisation`) and
-    ``trained_on`` is required. Raises RuntimeError when the agent modifies the cached, shared task
+    ``trained_on`` is required; ``pretraining`` is the schema's object (`counted_pretraining` makes one),
+    required for suite ``gen-v2``. Raises RuntimeError when the agent modifies the cached, shared task
     (reached by name: the copy it is given is its own)."""
     if track not in TRACKS:
         raise ValueError(f"unknown track {track!r}; allowed: {', '.join(TRACKS)}")
@@ -126,6 +133,8 @@ def evaluate(
     }
     if trained_on:
         submission["trained_on"] = list(trained_on)
+    if pretraining is not None:
+        submission["pretraining"] = dict(pretraining)
     check_header(submission)
     for suite_task in suite.tasks:
         shared = suite_task.task()
@@ -145,8 +154,9 @@ def evaluate(
         placement = _placement(task, returned)
         simulated = simulate(task, placement)
         results[task.id] = {
-            "graph_sha256": task.graph.sha256,
-            "placement": placement_to_dict(task, placement),
+            "graph_sha256": graph_digest(task.graph),
+            "placement": (placement_to_dict(task, placement) if suite.version in MAPPING_SUITES
+                          else placement_to_text(task, placement)),
             "runtime": float(simulated.runtime),
             "feasible": bool(simulated.feasible),
             "evaluations": evaluations,
@@ -159,3 +169,29 @@ def evaluate(
     if out is not None:
         save_submission(submission, out)
     return submission
+
+
+def machine_description() -> str:
+    """This machine in one line: processor model, cores and system (what a pre-training figure states)."""
+    processor = platform.processor() or platform.machine()
+    try:  # Linux names the model here; platform.processor() often gives only the architecture
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            models = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
+        processor = models[0] if models else processor
+    except OSError:
+        pass
+    return f"{processor}, {os.cpu_count()} cores, {platform.system()}"[:200]
+
+
+def counted_pretraining(train: Callable[[list[Task]], Any], tasks: list[Task]) -> tuple[Any, dict]:
+    """Run ``train`` on independent copies of ``tasks`` (compiled training tasks) and count what it
+    spends: ``(what train returned, the submission's pretraining object)`` with the evaluations made of
+    those copies, the wall seconds and this machine, ``"counted": "harness"``. Evaluations of tasks
+    ``train`` compiles itself, or makes in other processes, are not seen (as in `evaluate`)."""
+    copies = [task.independent_copy() for task in tasks]
+    start = time.perf_counter()
+    trained = train(copies)
+    wall_s = time.perf_counter() - start
+    evaluations = sum(task.evaluations for task in copies)
+    return trained, {"evaluations": int(evaluations), "wall_s": round(wall_s, 3),
+                     "machine": machine_description(), "counted": "harness"}

@@ -35,6 +35,9 @@ from placement_gym.leaderboard.curves import (
     save_png,
 )
 from placement_gym.leaderboard.generalisation import SPLITS, get_split
+from placement_gym.leaderboard.generalisation_page import PAGE_NAME as GEN_V2_PAGE
+from placement_gym.leaderboard.generalisation_page import render_generalisation_v2
+from placement_gym.leaderboard.markdown import code_span, file_list, markdown_table, markdown_text
 from placement_gym.leaderboard.ranking import (
     TRACK_BUDGETS,
     AlgorithmRuns,
@@ -51,7 +54,7 @@ from placement_gym.leaderboard.ranking import (
 )
 from placement_gym.leaderboard.rerun_records import RECORDS_NAME, read_records, verified_files
 from placement_gym.leaderboard.submission import SubmissionError, load_submission, read_submission, shown
-from placement_gym.leaderboard.suite import CURRENT_SUITE, RETIRED_SUITES, Suite, get_suite
+from placement_gym.leaderboard.suite import CURRENT_SUITE, GEN_V2, RETIRED_SUITES, Suite, get_suite
 from placement_gym.leaderboard.task_bounds import TaskBound, frozen_bounds, load_bounds
 from placement_gym.leaderboard.validate import SubmissionCheck, validate_submission
 
@@ -76,10 +79,6 @@ SUBMISSIONS_DIR = "submissions"
 MAX_README_BYTES = 64 * 2**20
 # Submission file names appear in the README inside code spans: letters, digits and . _ - only.
 SAFE_FILE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.json"
-# Text that is safe inside a Markdown code span as it is (task ids, file names, suite versions).
-_CODE_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]*")
-# Characters that start Markdown markup inside a table cell: escaped with a backslash.
-_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")
 
 
 class RenderRefused(ValueError):
@@ -94,21 +93,6 @@ class RenderRefused(ValueError):
 def _first_reason(check: SubmissionCheck) -> str:
     reasons = check.problems + [f"{t.task_id}: {r}" for t in check.tasks for r in t.reasons]
     return reasons[0] + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else "")
-
-
-def markdown_text(value: object) -> str:
-    """``value`` as plain text inside a Markdown table cell: on one line, with HTML special characters
-    as entities and Markdown punctuation (links, emphasis, code, cell separators) backslash-escaped, so
-    that a submission's text shows as written and carries no markup into the README."""
-    text = " ".join(str(value).split())
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
-
-
-def _code(value: object) -> str:
-    """A name in a code span when its characters allow it, else as escaped plain text."""
-    text = str(value)
-    return f"`{text}`" if _CODE_SAFE.fullmatch(text) else markdown_text(text)
 
 
 def load_submissions(directory: str | Path) -> list[tuple[str, dict]]:
@@ -179,18 +163,8 @@ def _seconds(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _table(columns: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---:" if r else "---" for r in right) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
 def _ratio(value: float, suffix: str, scale: float = 1.0, digits: int = 3) -> str:
     return "-" if math.isnan(value) else f"{scale * value:.{digits}f}{suffix}"
-
-
-def _files(sources: tuple[str, ...]) -> str:
-    return ", ".join(_code(name) for name in sources)
 
 
 def _spread(entry: Entry) -> str:
@@ -284,8 +258,8 @@ def _overall_table(
         ]
         if trained_on:
             row.append(f"{len(r['trained_on'])} tasks")
-        cells.append([*row, _files(r["sources"])])
-    return _table([*columns, "files"], cells, [*right, False])
+        cells.append([*row, file_list(r["sources"])])
+    return markdown_table([*columns, "files"], cells, [*right, False])
 
 
 _ENTRY_COLUMNS = [
@@ -346,7 +320,7 @@ def _bounds_section(
             ratios.append(ratio)
         rows.append(
             [
-                _code(task_id),
+                code_span(task_id),
                 _seconds(suite_task.best_single_runtime),
                 _seconds(bound.value),
                 markdown_text(bound.source),
@@ -363,7 +337,7 @@ def _bounds_section(
         "that reached it. Best known / bound is how far the best known placement can at most be from "
         f"optimal; its geomean over the {len(ratios)} tasks is **{geomean(ratios):.3f}x**.",
         "",
-        *_table(
+        *markdown_table(
             [
                 "task",
                 "best single (s)",
@@ -437,6 +411,9 @@ def render_markdown(
         "`placement-gym leaderboard render` (which re-checks every submission first); do not edit by hand. "
         "Submit with `placement-gym leaderboard submit FILE` (it re-evaluates every placement first).",
         "",
+        f"The generalisation track, version 2 (suite {GEN_V2}: unseen graphs of a dataset), has its own "
+        f"page: [{GEN_V2_PAGE}]({GEN_V2_PAGE}).",
+        "",
         *[f"Suite {version} is retired: {why}" for version, why in RETIRED_SUITES.items()],
         "",
         *_meaning(suite, bounds),
@@ -487,7 +464,7 @@ def render_markdown(
             lines += ["No submissions yet.", ""]
             continue
         lines += [f"![learning curves of {task_id}]({CURVES_DIR}/{curve_file_name(task_id)})", ""]
-        lines += _table(
+        lines += markdown_table(
             ["rank", *_ENTRY_COLUMNS],
             [[str(i + 1), *_entry_cells(e)] for i, e in enumerate(task_entries)],
             [True, *_ENTRY_RIGHT],
@@ -533,7 +510,8 @@ def _generalisation_track(
         for task_id, task_entries in entries(submissions, suite, groups, held_out, lower_bounds).items()
         for i, e in enumerate(task_entries)
     ]
-    lines += _table(["held-out task", "rank", *_ENTRY_COLUMNS], table_rows, [False, True, *_ENTRY_RIGHT])
+    lines += markdown_table(["held-out task", "rank", *_ENTRY_COLUMNS], table_rows,
+                            [False, True, *_ENTRY_RIGHT])
     return [*lines, ""]
 
 
@@ -550,12 +528,12 @@ def _real_track(submissions: list[tuple[str, dict]], suite: Suite) -> list[str]:
             rows.append(
                 [
                     markdown_text(data["algorithm"]),
-                    _code(task_id),
+                    code_span(task_id),
                     _seconds(float(result["runtime"])),
                     "-" if measured is None else _seconds(float(measured)),
                     markdown_text(data.get("hardware") or "-"),
                     "yes" if result["trained_on_task"] else "no",
-                    _code(source),
+                    code_span(source),
                 ]
             )
     if not rows:
@@ -568,7 +546,7 @@ def _real_track(submissions: list[tuple[str, dict]], suite: Suite) -> list[str]:
         "are shown, never ranked; the cost-model runtime beside each is re-simulated.",
         "",
     ]
-    lines += _table(
+    lines += markdown_table(
         [
             "algorithm",
             "task",
@@ -645,28 +623,35 @@ def render(directory: str | Path, check: bool = False, chart: bool = True) -> bo
     """Validate every submission under ``directory/submissions`` (`checked_submissions`: raises
     `RenderRefused` naming each failing file, `SuiteMismatchError` when the cost model no longer
     reproduces the suite), then render the ``README.md`` of ``directory`` (with the bounds of
-    ``directory/bounds.json``, `task_bounds`) and, with ``chart``, the chart and the learning curves.
+    ``directory/bounds.json``, `task_bounds`), the page of the generalisation track v2
+    (``generalisation-v2.md``, `generalisation_page`) and, with ``chart``, the chart and the learning
+    curves.
 
-    With ``check=True`` nothing is written; returns whether the README is up to date. Otherwise writes
+    With ``check=True`` nothing is written; returns whether both pages are up to date. Otherwise writes
     and returns True. Nothing is read or written through a symbolic link (`placement_gym.common.untrusted`):
     a link among the files and folders it reads or writes is an `UntrustedFileError`."""
     directory = Path(directory)
-    for name in (SUBMISSIONS_DIR, README_NAME, CHART_NAME, CURVES_DIR, RECORDS_NAME):  # before validating
-        inside(directory, name)
+    for name in (SUBMISSIONS_DIR, README_NAME, GEN_V2_PAGE, CHART_NAME, CURVES_DIR, RECORDS_NAME):
+        inside(directory, name)  # before validating
     files = _checked_files(directory / SUBMISSIONS_DIR)
     submissions = [(name, data) for name, _, data in files]
     verified = verified_files(read_records(directory), {name: raw for name, raw, _ in files})
     suite = get_suite(CURRENT_SUITE)
     bounds = load_bounds(directory, suite)
-    text = render_markdown(submissions, suite, bounds, verified)
+    pages = {README_NAME: render_markdown(submissions, suite, bounds, verified),
+             GEN_V2_PAGE: render_generalisation_v2(submissions)}
     if check:
-        readme = inside(directory, README_NAME)
-        if not os.path.lexists(readme):
-            return False
-        committed = read_bytes(readme, MAX_README_BYTES, "README", follow_symlinks=False)
-        # A checkout may turn line ends into CRLF (git's autocrlf); that is not a stale table.
-        return committed.decode("utf-8", "replace").replace("\r\n", "\n") == text
-    write_inside(directory, README_NAME, text)
+        for name, text in pages.items():
+            page = inside(directory, name)
+            if not os.path.lexists(page):
+                return False
+            committed = read_bytes(page, MAX_README_BYTES, name, follow_symlinks=False)
+            # A checkout may turn line ends into CRLF (git's autocrlf); that is not a stale table.
+            if committed.decode("utf-8", "replace").replace("\r\n", "\n") != text:
+                return False
+        return True
+    for name, text in pages.items():
+        write_inside(directory, name, text)
     if chart:
         render_chart(submissions, directory / CHART_NAME, suite, verified)
         render_all_curves(submissions, directory, bounds, suite)

@@ -71,9 +71,11 @@ class Rerun:
         return next((task for task in self.tasks if not task.ok), None)
 
 
-def placement_differences(expected: dict, got: dict) -> list[str]:
-    """Why two placements (``{op name: device name}``) differ: the first op placed differently and
-    how many are, or ops only one of them places (empty: the same placement)."""
+def placement_differences(expected: dict | str, got: dict | str) -> list[str]:
+    """Why two placements (``{op name: device name}``, or both as text) differ: the first op placed
+    differently and how many are, or ops only one of them places (empty: the same placement)."""
+    if isinstance(expected, str) or isinstance(got, str):
+        expected, got = (dict(enumerate(p)) if isinstance(p, str) else p for p in (expected, got))
     reasons = []
     missing = [op for op in got if op not in expected]
     extra = [op for op in expected if op not in got]
@@ -144,7 +146,7 @@ def rerun_submission(
         return evaluate(agent, suite.subset([task_id]), run_budget, algorithm=data["algorithm"],
                         authors=data["authors"], description=data["description"], link=data.get("link"),
                         seed=data["seed"], trained_on=data.get("trained_on", ()), track=track,
-                        )["results"][task_id]
+                        pretraining=data.get("pretraining"))["results"][task_id]
 
     verdicts = []
     for task_id in chosen:

@@ -16,10 +16,18 @@ Schema (``schema`` = 1)::
       "hardware": null,                   # optional, track "real": the machine measured on
       "trained_on": [],                   # task ids trained on; required (non-empty) for track
                                           # "generalisation", whose results are held-out tasks only
+                                          # (suite gen-v2 also takes dataset splits: "synthetic-v1:train")
+      "pretraining": {                    # required for suite gen-v2: the compute spent before the
+        "evaluations": 0,                 # scored run (evaluations of training tasks, wall seconds,
+        "wall_s": 0.0,                    # the machine), "counted": "harness" when the leaderboard
+        "machine": "...",                 # harness ran the pre-training and counted it, "declared"
+        "counted": "declared"             # when the submitter states it
+      },
       "results": {
         "<task id>": {
           "graph_sha256": "...",          # of the graph the placement was made for
-          "placement": {"<op name>": "<device name>", ...},
+          "placement": {"<op name>": "<device name>", ...},  # or, from suite gen-v2 on, text: a
+                                          # device index (0-9a-z) per op in the graph's op order
           "runtime": 0.0123,              # claimed cost-model runtime (s); re-checked by validate
           "feasible": true,               # claimed feasibility (fits in every device's memory)
           "evaluations": 100,             # evaluations of this task the harness counted for the agent
@@ -67,9 +75,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from placement_gym.common.untrusted import UntrustedFileError, parse_json, path_text, read_bytes, shown
+from placement_gym.leaderboard.suite import GEN_V2
 
 SCHEMA_VERSION = 1
 TRACKS = ("cost_model", "real", "generalisation")
+PRETRAINING_COUNTED = ("harness", "declared")
 # The largest committed submission (every task of suite v0) is about 0.3 MB; 16 MiB leaves room for
 # suites of much larger graphs and still parses in well under a second.
 MAX_FILE_BYTES = 16 * 2**20
@@ -83,7 +93,7 @@ SUITE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}"
 VERSION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}"
 TEXT_LIMITS = {
     "description": 4000, "author": 200, "hardware": 200, "link": 500, "trained_on": 200,
-    "task id": 200, "op name": 1000, "device name": 200, "graph_sha256": 128,
+    "task id": 200, "op name": 1000, "device name": 200, "graph_sha256": 128, "machine": 200,
 }
 MAX_AUTHORS = 32
 MAX_LIST = 1000  # tasks in ``results`` or ``trained_on``
@@ -97,11 +107,12 @@ REQUIRED_FIELDS = {
     "description": str, "seed": int, "results": dict,
 }
 REQUIRED_RESULT_FIELDS = {
-    "graph_sha256": str, "placement": dict, "runtime": (int, float), "feasible": bool,
+    "graph_sha256": str, "placement": (dict, str), "runtime": (int, float), "feasible": bool,
     "evaluations": int, "wall_s": (int, float), "trained_on_task": bool,
 }
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
                bool: "true/false", type(None): "null"}
+_PLACEMENT_TEXT = re.compile(r"[0-9a-z]+")
 _LINK = re.compile(r"https?://[^\s<>\"'`\\]+", re.IGNORECASE)
 
 
@@ -252,6 +263,26 @@ def check_header(data: Any, where: str = "submission") -> None:
         raise SubmissionError(
             f"{where}: a generalisation submission must state 'trained_on' (the task ids it trained on)"
         )
+    if data.get("pretraining") is not None or data["suite"] == GEN_V2:
+        check_pretraining(data.get("pretraining"), where)
+
+
+def check_pretraining(value: Any, where: str = "submission") -> None:
+    """Raise `SubmissionError` unless ``value`` is the ``pretraining`` object of the schema: evaluations
+    (a count), wall_s (finite, >= 0), machine (one line of text) and counted (`PRETRAINING_COUNTED`)."""
+    fields = {"evaluations": int, "wall_s": (int, float), "machine": str, "counted": str}
+    if not isinstance(value, dict):
+        raise SubmissionError(f"{where}: field 'pretraining' must be an object with {', '.join(fields)} "
+                              f"(required for suite {GEN_V2}), got {_type_name(value)}")
+    if set(value) != set(fields):
+        raise SubmissionError(f"{where}: field 'pretraining' has {', '.join(map(shown, sorted(value)))}; "
+                              f"it needs exactly {', '.join(fields)}")
+    _check_count(value["evaluations"], where, "pretraining.evaluations")
+    _check_seconds(value["wall_s"], where, "pretraining.wall_s", positive=False)
+    check_text(value["machine"], where, "pretraining.machine", "machine")
+    if value["counted"] not in PRETRAINING_COUNTED:
+        raise SubmissionError(f"{where}: field 'pretraining.counted' is {shown(value['counted'])}; allowed: "
+                              f"{', '.join(PRETRAINING_COUNTED)}")
 
 
 def check_result(result: Any, where: str = "result") -> None:
@@ -269,6 +300,11 @@ def check_result(result: Any, where: str = "result") -> None:
     if result.get("trace") is not None:
         check_trace(result["trace"], result["evaluations"], where)
     placement = result["placement"]
+    if isinstance(placement, str):
+        if not _PLACEMENT_TEXT.fullmatch(placement):
+            raise SubmissionError(f"{where}: a placement as text holds one character per op, each a digit or "
+                                  "a lowercase letter (the device's index, 0-9a-z)")
+        return
     devices = list(placement.values())
     # One joined check for the thousands of ops of a placement; the loop below only names the culprit.
     if (all(type(device) is str for device in devices) and "".join(placement).isprintable()

@@ -2,7 +2,8 @@
 
 A suite version pins the tasks *and* the numbers the cost model gives them. Per task it freezes:
 
-* ``graph_sha256``: the sha256 of the graph's ONNX file;
+* ``graph_sha256``: the sha256 of the graph's ONNX file, or of its content for a graph made in memory
+  (a dataset's: `graph_digest`);
 * ``cluster_sha256``: a digest of every figure of the cluster (per device: name, kind, peak FLOP/s,
   memory bandwidth, memory capacity, launch overhead, efficiency per op category; per link: bandwidth
   and latency), compared exactly, since they are literal inputs;
@@ -45,6 +46,10 @@ from placement_gym.task.compiled import Task
 from placement_gym.task.named import parse_task_id
 
 CURRENT_SUITE = "v1"
+# The generalisation track, version 2: a suite of its own, of dataset graphs (`generalisation`), whose
+# submissions are all of the generalisation track.
+GEN_V2 = "gen-v2"
+ACCEPTED_SUITES: tuple[str, ...] = (CURRENT_SUITE, GEN_V2)
 # The frozen suites, one JSON file per version (`suite_to_dict`), shipped in the package.
 SUITE_FOLDER = Path(__file__).resolve().parent / "suites"
 # Relative tolerance on runtimes and peak memory: the simulator is deterministic bit for bit, so
@@ -156,6 +161,12 @@ def _digest(items: list[tuple[str, object]]) -> str:
     return digest.hexdigest()[:DIGEST_CHARS]
 
 
+def graph_digest(graph) -> str:
+    """The sha256 a suite freezes for a graph: its ONNX file's, else (a dataset graph, made in memory)
+    its content's."""
+    return graph.sha256 or graph.content_sha256
+
+
 def cluster_digest(task: Task) -> str:
     """Digest of every field of the task's cluster but its name and description (every figure)."""
     cluster = task.cluster
@@ -185,7 +196,7 @@ def _measure(task: Task) -> SuiteTask:
         peaks = tuple(int(round(p)) for p in result.peak_memory)  # whole bytes: sums of tensor sizes
         probes.append(Probe(name, float(result.runtime), peaks))
     return SuiteTask(
-        task.id, task.graph.sha256, single.runtime, lower_bound(task),
+        task.id, graph_digest(task.graph), single.runtime, lower_bound(task),
         tuple(float(r) for r in single.runtimes), tuple(probes),
         cluster_digest(task), structure_digest(task),
     )
@@ -212,10 +223,16 @@ def suite_from_dict(data: dict) -> Suite:
     return Suite(data["version"], tasks, data["description"])
 
 
+def _version_order(path: Path) -> tuple[int, str]:
+    """``v0``, ``v1``... in number order, then any other suite (``gen-v2``) by name."""
+    number = path.stem[1:]
+    return (int(number), "") if path.stem.startswith("v") and number.isdigit() else (1 << 30, path.stem)
+
+
 def load_suites(folder: Path = SUITE_FOLDER) -> dict[str, Suite]:
     """Every suite file of ``folder`` (``<version>.json``), by version, in version order."""
     suites = {}
-    for path in sorted(folder.glob("v*.json"), key=lambda p: int(p.stem[1:])):
+    for path in sorted(folder.glob("*.json"), key=_version_order):
         suite = suite_from_dict(json.loads(path.read_text(encoding="utf-8")))
         if suite.version != path.stem:
             raise ValueError(f"{path} holds suite {suite.version}, not {path.stem}")

@@ -33,7 +33,9 @@ from placement_gym.leaderboard.submission import (
     shown,
 )
 from placement_gym.leaderboard.suite import (
+    ACCEPTED_SUITES,
     CURRENT_SUITE,
+    GEN_V2,
     RETIRED_SUITES,
     SUITES,
     SuiteMismatchError,
@@ -165,8 +167,13 @@ def validate_submission(data: object, source: str = "submission") -> SubmissionC
                               f"{CURRENT_SUITE} is accepted, and retired files live in the leaderboard's "
                               f"{RETIRED_DIR}/ folder, never ranked")
         return check
-    if version != CURRENT_SUITE:
-        check.problems.append(f"unknown suite version {shown(version)}; accepted: {CURRENT_SUITE}")
+    if version not in ACCEPTED_SUITES:
+        check.problems.append(f"unknown suite version {shown(version)}; accepted: "
+                              f"{', '.join(ACCEPTED_SUITES)}")
+        return check
+    if version == GEN_V2 and data.get("track") != "generalisation":
+        check.problems.append(f"suite {GEN_V2} is the generalisation track's: its submissions state "
+                              "\"track\": \"generalisation\"")
         return check
     mismatch = suite_mismatch(version)
     if mismatch is not None:

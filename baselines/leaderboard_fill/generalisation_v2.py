@@ -1,0 +1,195 @@
+"""Fill the generalisation track v2 (suite ``gen-v2``): the baselines on 100 test graphs of
+``synthetic-v1`` x 3 clusters, at 1, 100 and 1,000 evaluations per task.
+
+Run from the repository root (``--dir``, default ``leaderboard``; submissions go to its ``submissions/``
+folder and ``generalisation-v2.md`` is rendered)::
+
+    python -m baselines.leaderboard_fill.generalisation_v2 [--agents heft,anneal,placeto] [--seeds 0,1,2]
+        [--budgets 1,100,1000] [--portfolio-budget 2000] [--tasks N] [--dir leaderboard] [--no-render]
+    python -m baselines.leaderboard_fill.generalisation_v2 --write-suite   # freeze suites/gen-v2.json
+
+The entries (`placement_gym.leaderboard.generalisation`: what the suite holds and what may be trained on):
+
+* the heuristics of `HEURISTICS`, at their default settings, once (seeded ones, `random`, per seed):
+  they evaluate at most once per task, so each is in every budget track;
+* `anneal` and `move-bandit` at each budget of ``--budgets`` from 100, per seed: no pre-training, the
+  budget spent on the task. At one evaluation they cannot run (their start alone, the best of the
+  constructive heuristics, takes 26 evaluations), so the zero-shot track has the heuristics only;
+* `placeto` and `hsdag` pre-trained on ``synthetic-v1:train``: per seed, `PRETRAIN_GRAPHS` training
+  graphs drawn from the split with the seed, each on the three clusters (the test clusters: the track
+  tests unseen graphs, not unseen machines), `PRETRAIN_BUDGET` evaluations per training task,
+  round-robin (`baselines.learning.generalize.train_on_tasks`), counted by the harness
+  (`counted_pretraining`). Then per budget B: ``<agent>-zero-shot`` (B = 1: the greedy placement of the
+  policy) and ``<agent>-finetuned`` (B = 100, 1,000: the greedy placement, then B - 1 evaluations of
+  training on the task; the best kept), each task from a copy of the pre-trained model;
+* ``best-known``: the best-known portfolio (`baselines.portfolio`) at ``--portfolio-budget``
+  evaluations per task, seed 0: it makes the track's best known runtimes (above the tracks, so it
+  ranks in none).
+
+Everything is seeded; torch runs one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from baselines.leaderboard_fill.generalisation import held_out_agent
+from baselines.registry import default_agent
+from placement_gym.datasets import get_dataset
+from placement_gym.leaderboard import evaluate, get_suite, render, save_submission, submission_filename
+from placement_gym.leaderboard.generalisation import GEN_V2_CLUSTERS, GEN_V2_DATASET, measure_gen_v2
+from placement_gym.leaderboard.harness import counted_pretraining
+from placement_gym.leaderboard.suite import GEN_V2, SUITE_FOLDER, suite_to_dict
+from placement_gym.task.named import get_task
+
+LEADERBOARD = Path("leaderboard")
+HEURISTICS = ("best-single", "round-robin", "random", "expert", "partition", "heft", "cpop", "m-topo",
+              "m-etf", "m-sct")
+SEEDED_HEURISTICS = ("random",)
+SEARCHES = ("anneal", "move-bandit")
+LEARNED = ("placeto", "hsdag")
+BUDGETS = (1, 100, 1_000)
+SEEDS = (0, 1, 2)
+SEARCH_MIN_BUDGET = 100  # anneal's start (the best of the constructive heuristics) takes 26 evaluations
+PORTFOLIO_BUDGET = 2_000
+PRETRAIN_GRAPHS = 30
+PRETRAIN_BUDGET = 300
+SWITCH_EVERY = 100
+AUTHORS = ["placement-gym baselines"]
+
+
+def _save(submission: dict, args: argparse.Namespace, started: float) -> None:
+    path = save_submission(submission, args.dir / "submissions" / submission_filename(submission))
+    print(f"  {path.name} ({time.perf_counter() - started:.0f} s)", flush=True)
+
+
+def _run(agent, args: argparse.Namespace, *, algorithm: str, seed: int, budget: int | None,
+         description: str, trained_on: list[str], pretraining: dict) -> None:
+    started = time.perf_counter()
+    suite = get_suite(GEN_V2)
+    if args.tasks:
+        suite = suite.subset(suite.task_ids[:args.tasks])
+    submission = evaluate(agent, suite, budget, algorithm=algorithm, authors=AUTHORS,
+                          description=description, seed=seed, trained_on=trained_on,
+                          track="generalisation", pretraining=pretraining)
+    _save(submission, args, started)
+
+
+NO_PRETRAINING = {"evaluations": 0, "wall_s": 0.0, "machine": "none", "counted": "harness"}
+# What an entry that learns nothing before the scored run "trained on": the split it may use (nothing of
+# it was used).
+UNTRAINED = [f"{GEN_V2_DATASET}:train"]
+
+
+def fill_heuristic(name: str, seed: int, args: argparse.Namespace) -> None:
+    print(f"{name} seed {seed}", flush=True)
+    _run(default_agent(name), args, algorithm=name, seed=seed, budget=None,
+         description=f"{name} at its default settings; no pre-training (trained_on names the split it "
+                     "was allowed, unused).", trained_on=UNTRAINED, pretraining=NO_PRETRAINING)
+
+
+def fill_search(name: str, seed: int, budget: int, args: argparse.Namespace) -> None:
+    print(f"{name} seed {seed} budget {budget}", flush=True)
+    _run(default_agent(name), args, algorithm=name, seed=seed, budget=budget,
+         description=f"{name} at its default settings with {budget} evaluations per task, from scratch on "
+                     "each task; no pre-training (trained_on names the split it was allowed, unused).",
+         trained_on=UNTRAINED, pretraining=NO_PRETRAINING)
+
+
+def pretraining_tasks(seed: int) -> list:
+    """`PRETRAIN_GRAPHS` graphs of the train split drawn with ``seed``, each on every gen-v2 cluster."""
+    ids = get_dataset(GEN_V2_DATASET).ids("train")
+    chosen = sorted(np.random.default_rng(seed).choice(len(ids), PRETRAIN_GRAPHS, replace=False).tolist())
+    return [get_task(f"{GEN_V2_DATASET}:{ids[i]}", cluster, "train_step")
+            for i in chosen for cluster in GEN_V2_CLUSTERS]
+
+
+def fill_learned(name: str, seed: int, budgets: list[int], args: argparse.Namespace) -> None:
+    from baselines.learning.generalize import train_on_tasks
+
+    tasks = pretraining_tasks(seed)
+    print(f"{name} seed {seed}: pre-training on {len(tasks)} tasks, {PRETRAIN_BUDGET} evaluations each",
+          flush=True)
+    def pretrain(copies: list) -> object:
+        return train_on_tasks(name, copies, PRETRAIN_BUDGET, seed=seed, switch_every=SWITCH_EVERY)[0]
+
+    model, pretraining = counted_pretraining(pretrain, tasks)
+    print(f"  pre-trained: {pretraining['evaluations']} evaluations, {pretraining['wall_s']:.0f} s",
+          flush=True)
+    trained = (f"{name} (default config) pre-trained on {PRETRAIN_GRAPHS} graphs of {GEN_V2_DATASET}:train "
+               f"drawn with the seed, each on {', '.join(GEN_V2_CLUSTERS)}, {PRETRAIN_BUDGET} evaluations "
+               f"per training task (round-robin, {SWITCH_EVERY} at a time); each test task is placed by a "
+               "copy of the pre-trained model")
+    models = {model.task.n_devices: model}
+    for budget in budgets:
+        kind = "zero-shot" if budget == 1 else "finetuned"
+        how = ("the greedy placement of the policy" if budget == 1 else
+               f"the greedy placement, then fine-tuned on the task for {budget - 1} evaluations; the best "
+               "kept")
+        agent = held_out_agent(models, seed, 1, budget - 1)
+        _run(agent, args, algorithm=f"{name}-{kind}", seed=seed,
+             budget=budget, description=f"{trained}: {how}.", trained_on=UNTRAINED,
+             pretraining=pretraining)
+
+
+def fill_portfolio(budget: int, args: argparse.Namespace) -> None:
+    print(f"best-known portfolio at {budget} evaluations per task", flush=True)
+    _run(default_agent("best-known"), args, algorithm="best-known", seed=0, budget=budget,
+         description=f"The best-known portfolio (baselines/portfolio.py) at {budget} evaluations per task: "
+                     "it makes the track's best known runtimes.",
+         trained_on=UNTRAINED, pretraining=NO_PRETRAINING)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    everything = (*HEURISTICS, *SEARCHES, *LEARNED, "best-known")
+    parser.add_argument("--agents", default=",".join(everything), help="comma-separated names: %(default)s")
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    parser.add_argument("--portfolio-budget", type=int, default=PORTFOLIO_BUDGET)
+    parser.add_argument("--tasks", type=int, default=0, help="only the first N tasks (a quick look)")
+    parser.add_argument("--dir", type=Path, default=LEADERBOARD)
+    parser.add_argument("--no-render", action="store_true")
+    parser.add_argument("--write-suite", action="store_true", help=f"write suites/{GEN_V2}.json and stop")
+    args = parser.parse_args()
+    if args.write_suite:
+        path = SUITE_FOLDER / f"{GEN_V2}.json"
+        path.write_text(json.dumps(suite_to_dict(measure_gen_v2()), indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
+        return
+    import torch
+
+    torch.set_num_threads(1)
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    unknown = sorted(set(agents) - set(everything))
+    if unknown:
+        parser.error(f"unknown agents {', '.join(unknown)}; known: {', '.join(everything)}")
+    seeds, budgets = _ints(args.seeds), _ints(args.budgets)
+    for name in agents:
+        if name in HEURISTICS:
+            for seed in seeds if name in SEEDED_HEURISTICS else [0]:
+                fill_heuristic(name, seed, args)
+        elif name in SEARCHES:
+            for seed in seeds:
+                for budget in [b for b in budgets if b >= SEARCH_MIN_BUDGET]:
+                    fill_search(name, seed, budget, args)
+        elif name in LEARNED:
+            for seed in seeds:
+                fill_learned(name, seed, budgets, args)
+        else:
+            fill_portfolio(args.portfolio_budget, args)
+    if not args.no_render:
+        render(args.dir)
+
+
+if __name__ == "__main__":
+    main()
