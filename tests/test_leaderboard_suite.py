@@ -157,9 +157,11 @@ def test_a_submission_of_a_superseded_suite_is_refused(perturb, monkeypatch):
     perturb(cluster=_scaled("link_latency", 3.0))
     with pytest.raises(RuntimeError, match=f"suite {CURRENT_SUITE} does not match"):
         validate_submission(data)
-    monkeypatch.setattr(validate_module, "CURRENT_SUITE", "v999")  # as if a later suite had superseded it
+    # As if a later suite had superseded it (the generalisation suite stays accepted beside it).
+    monkeypatch.setattr(validate_module, "CURRENT_SUITE", "v999")
+    monkeypatch.setattr(validate_module, "ACCEPTED_SUITES", ("v999", "gen-v2"))
     check = validate_submission(data)
-    assert not check.ok and check.tasks == [] and "accepted: v999" in check.problems[0]
+    assert not check.ok and check.tasks == [] and "accepted: v999, gen-v2" in check.problems[0]
 
 
 def test_a_submission_of_the_retired_suite_v0_is_refused_and_never_submitted(tmp_path, capsys):
