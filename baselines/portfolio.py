@@ -124,7 +124,9 @@ class PortfolioJob:
 def best_known_job(job: PortfolioJob) -> dict[str, Any]:
     """`best_known` on ``job``'s task: a JSON-able dict with task, seed, budget, runtime, feasible,
     evaluations (the portfolio's), placement (device index per forward op) and info (its phases)."""
-    task = parse_task_id(job.task_id)
+    # A copy without caches: the shared, cached task may hold figures an earlier run computed (and
+    # counted), which would change this run's phase counts; a Ray worker starts from none either.
+    task = parse_task_id(job.task_id).independent_copy(caches=False)
     result = best_known(task, seed=job.seed, budget=job.budget)
     simulated = simulate(task, result.placement)
     return {"task": task.id, "seed": job.seed, "budget": job.budget, "runtime": simulated.runtime,
