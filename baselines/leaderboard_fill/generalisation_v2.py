@@ -2,7 +2,7 @@
 ``synthetic-v1`` x 3 clusters, at 1, 100 and 1,000 evaluations per task.
 
 Run from the repository root (``--dir``, default ``leaderboard``; submissions go to its ``submissions/``
-folder and ``generalisation-v2.md`` is rendered)::
+folder and ``generalisation_v2.md`` is rendered)::
 
     python -m baselines.leaderboard_fill.generalisation_v2 [--agents heft,anneal,placeto] [--seeds 0,1,2]
         [--budgets 1,100,1000] [--portfolio-budget 2000] [--tasks N] [--dir leaderboard] [--no-render]

@@ -1,4 +1,4 @@
-"""The page of the generalisation track, version 2 (suite ``gen-v2``): ``generalisation-v2.md``.
+"""The page of the generalisation track, version 2 (suite ``gen-v2``): ``generalisation_v2.md``.
 
 Entries are ranked as on the main page (`ranking`): per task the score is the best runtime known for the
 task / the entry's runtime (0 when infeasible or not run), an entry's score is the mean over the tasks,
@@ -32,7 +32,7 @@ from placement_gym.leaderboard.ranking import (
 from placement_gym.leaderboard.submission import budget_label
 from placement_gym.leaderboard.suite import GEN_V2, get_suite
 
-PAGE_NAME = "generalisation-v2.md"
+PAGE_NAME = "generalisation_v2.md"
 GEN_V2_BUDGETS: tuple[int, ...] = (1, 100, 1_000)
 _SPLIT_TITLES = {"test-sizes": "unseen sizes", "test-families": "unseen families"}
 

@@ -624,7 +624,7 @@ def render(directory: str | Path, check: bool = False, chart: bool = True) -> bo
     `RenderRefused` naming each failing file, `SuiteMismatchError` when the cost model no longer
     reproduces the suite), then render the ``README.md`` of ``directory`` (with the bounds of
     ``directory/bounds.json``, `task_bounds`), the page of the generalisation track v2
-    (``generalisation-v2.md``, `generalisation_page`) and, with ``chart``, the chart and the learning
+    (``generalisation_v2.md``, `generalisation_page`) and, with ``chart``, the chart and the learning
     curves.
 
     With ``check=True`` nothing is written; returns whether both pages are up to date. Otherwise writes
