@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import time
 import zlib
 
@@ -13,6 +14,20 @@ from placement_gym.cluster.cluster import Cluster
 from placement_gym.graph.opgraph import CATEGORIES, CATEGORY_INDEX, OpGraph
 
 MS = 1e-3
+
+
+def check_cli_heft_runtime(graph: str, cluster: str, capsys) -> None:
+    """``placement-gym evaluate --agent heft --json`` on a named graph and cluster reports the runtime
+    that simulating its placement gives."""
+    import placement_gym as pg
+    from placement_gym.cli import main
+    from placement_gym.cost_model import simulate
+
+    assert main(["evaluate", "--graph", graph, "--cluster", cluster, "--agent", "heft", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    task = pg.get_task(graph, cluster)
+    placement = [task.cluster.device_index(report["placement"][op]) for op in task.graph.op_names]
+    assert report["runtime"] == simulate(task, placement).runtime
 
 
 def hand_graph(ops, edges, inputs=(), outputs=None, name="hand") -> OpGraph:

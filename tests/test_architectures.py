@@ -15,6 +15,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import check_cli_heft_runtime
 
 from placement_gym.datasets import DATASETS, FamilySpec, dataset_split, get_dataset
 from placement_gym.graph.opgraph import OpGraph
@@ -295,7 +296,6 @@ def test_architecture_graphs_are_names_tasks_envs_and_the_cli_take(built, capsys
     import gymnasium as gym
 
     import placement_gym as pg
-    from placement_gym.cli import main
     from placement_gym.cost_model import reference_simulate, simulate
 
     _, rows, graphs = built
@@ -310,12 +310,7 @@ def test_architecture_graphs_are_names_tasks_envs_and_the_cli_take(built, capsys
     env = gym.make("DevicePlacementStaged-v0", dataset="architectures-mini-v1:train", cluster="k80x2")
     env.reset(seed=0)
     assert env.unwrapped.task.graph.name.split(":")[1] in MINI.ids("train")
-    assert main(["evaluate", "--graph", "architectures-mini-v1:gpt2-0", "--cluster", "k80x2",
-                 "--agent", "heft", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    heft_task = pg.get_task("architectures-mini-v1:gpt2-0", "k80x2")
-    placement = [heft_task.cluster.device_index(report["placement"][op]) for op in heft_task.graph.op_names]
-    assert report["runtime"] == simulate(heft_task, placement).runtime
+    check_cli_heft_runtime("architectures-mini-v1:gpt2-0", "k80x2", capsys)
 
 
 @pytest.mark.slow

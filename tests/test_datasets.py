@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import check_cli_heft_runtime
 
 from placement_gym.cli import main
 from placement_gym.cluster import load_cluster
@@ -179,11 +180,6 @@ def test_dataset_graphs_and_family_clusters_are_names_tasks_envs_and_the_cli_tak
         env = gym.make(env_id, graph="synthetic-mini-v1:regal-5", cluster="random-v1:8")
         check_env(env.unwrapped, skip_render_check=True)
         assert env.unwrapped.task.id == "synthetic-mini-v1:regal-5/random-v1:8/train"
-    assert main(["evaluate", "--graph", "synthetic-mini-v1:enas-rnn-4", "--cluster", "random-v1:2",
-                 "--agent", "heft", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    heft_task = pg.get_task("synthetic-mini-v1:enas-rnn-4", "random-v1:2")
-    placement = [heft_task.cluster.device_index(report["placement"][op]) for op in heft_task.graph.op_names]
-    assert report["runtime"] == simulate(heft_task, placement).runtime
+    check_cli_heft_runtime("synthetic-mini-v1:enas-rnn-4", "random-v1:2", capsys)
     with pytest.raises(ValueError, match="dataset synthetic-mini-v1 has no graph 'regal-999'"):
         pg.get_task("synthetic-mini-v1:regal-999", "k80x2")
