@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from placement_gym.export.models.blocks import Projection, causal_mask
+from placement_gym.export.models.llama import RMSNorm
 
 
 @dataclass(frozen=True)
@@ -34,18 +35,6 @@ class T5Config:
     buckets: int = 32
     max_distance: int = 128
     eps: float = 1e-6
-
-
-class T5LayerNorm(nn.Module):
-    """Scale-only RMS normalisation: x / sqrt(mean(x^2) + eps) * weight."""
-
-    def __init__(self, hidden: int, eps: float) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.empty(hidden))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
 def relative_buckets(queries: int, keys: int, buckets: int, max_distance: int, bidirectional: bool,
@@ -117,12 +106,12 @@ class T5Layer(nn.Module):
 
     def __init__(self, config: T5Config, *, decoder: bool, first: bool) -> None:
         super().__init__()
-        self.self_norm = T5LayerNorm(config.hidden, config.eps)
+        self.self_norm = RMSNorm(config.hidden, config.eps)
         self.self_attention = T5Attention(config, relative_bias=first, bidirectional=not decoder)
-        self.cross_norm = T5LayerNorm(config.hidden, config.eps) if decoder else None
+        self.cross_norm = RMSNorm(config.hidden, config.eps) if decoder else None
         self.cross_attention = (T5Attention(config, relative_bias=False, bidirectional=True)
                                 if decoder else None)
-        self.ffn_norm = T5LayerNorm(config.hidden, config.eps)
+        self.ffn_norm = RMSNorm(config.hidden, config.eps)
         self.feed_forward = T5FeedForward(config)
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor,
@@ -142,10 +131,10 @@ class T5(nn.Module):
         self.embedding = nn.Embedding(config.vocab, config.hidden)
         self.encoder = nn.ModuleList(T5Layer(config, decoder=False, first=i == 0)
                                      for i in range(config.layers))
-        self.encoder_norm = T5LayerNorm(config.hidden, config.eps)
+        self.encoder_norm = RMSNorm(config.hidden, config.eps)
         self.decoder = nn.ModuleList(T5Layer(config, decoder=True, first=i == 0)
                                      for i in range(config.layers))
-        self.decoder_norm = T5LayerNorm(config.hidden, config.eps)
+        self.decoder_norm = RMSNorm(config.hidden, config.eps)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
         src, tgt = src_ids.shape[1], tgt_ids.shape[1]
