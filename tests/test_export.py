@@ -307,7 +307,8 @@ def test_llm_sequences_batches_and_layers_are_the_papers():
 def test_llama2_70b_shares_each_key_value_head_among_eight_query_heads():
     shapes = parameter_inputs(load("llama2_70b"))
     assert shapes["layers.0.attention.query.weight"] == [8192, 64 * 128]
-    assert shapes["layers.0.attention.key.weight"] == shapes["layers.0.attention.value.weight"] == [8192, 8 * 128]
+    for projection in ("key", "value"):
+        assert shapes[f"layers.0.attention.{projection}.weight"] == [8192, 8 * 128]
     seven = parameter_inputs(load("llama2_7b"))
     assert seven["layers.0.attention.key.weight"] == [4096, 4096]  # no GQA at 7B
 
@@ -450,3 +451,31 @@ def test_weight_free_graphs_compute_what_the_torch_models_compute():
         assert len(got) == len(expected), label
         for actual, reference in zip(got, expected):
             np.testing.assert_allclose(actual, reference.numpy(), rtol=1e-4, atol=1e-5, err_msg=label)
+
+
+@pytest.mark.slow
+def test_unfolded_rotary_tables_compute_what_the_torch_model_computes():
+    """A small Llama exported with a fold limit below its rotary table (so Range, Mul, Cos, Sin stay ops)
+    gives the torch outputs."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    from placement_gym.export.models.llama import Llama, LlamaConfig
+    from placement_gym.export.onnx_export import export_module
+
+    torch.manual_seed(0)
+    module = Llama(LlamaConfig(layers=2, hidden=16, heads=4, kv_heads=2, vocab=50, ffn=24))
+    with torch.no_grad():
+        for tensor in module.state_dict().values():
+            tensor.copy_(torch.randn_like(tensor) * 0.3)
+        module.eval()
+        ids = torch.randint(0, 50, (2, 6), generator=torch.Generator().manual_seed(0))
+        expected = module(ids)
+    model = export_module(module, (ids,), ["input_ids"], "test small llama", fold_limit=4)
+    assert {"Range", "Cos", "Sin"} <= {node.op_type for node in model.graph.node}
+    state = module.state_dict()
+    feeds = {name: state[name].numpy() for name in json.loads(metadata(model)[PARAMETERS_KEY])}
+    feeds["input_ids"] = ids.numpy()
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, feeds)
+    np.testing.assert_allclose(got, expected.numpy(), rtol=1e-4, atol=1e-5)
