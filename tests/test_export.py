@@ -289,6 +289,7 @@ def test_llm_parameters_by_hand(name, expected):
 
 
 def test_llm_sequences_batches_and_layers_are_the_papers():
+    assert sum((GRAPHS / f"{name}.onnx").stat().st_size for name in LLM_NAMES) < 3_000_000  # weight-free
     inputs = {name: manifest()["graphs"][name]["inputs"]["input_ids"] for name in LLM_NAMES}
     # Llama 2: 4,096-token context (Touvron et al. 2023, table 1); GPT-3: n_ctx 2,048 (table 2.1).
     assert inputs == {"llama2_7b": [1, 4096], "llama2_70b": [1, 4096], "mixtral_8x7b": [1, 4096],
@@ -302,6 +303,21 @@ def test_llm_sequences_batches_and_layers_are_the_papers():
                    and shapes[node.output[0]][-1] == inputs[name][1]]
         assert len(softmax) == layers  # one causal, dense attention per layer, at the full sequence
         assert shapes[softmax[0].output[0]] == [1, heads, inputs[name][1], inputs[name][1]]
+
+
+def test_llama2_7b_training_step_does_not_fit_one_h100():
+    """fp32 weights, gradients and Adam's two moments: 16 bytes per parameter, 108 GB before any
+    activation, over one 80 GB GPU; a placement there is infeasible, not an error."""
+    import placement_gym as pg
+
+    task = pg.get_task("llama2_7b", "h100x8", "train_step")
+    gpu = task.cluster.device_names.index("gpu:0")
+    placement = np.full(task.n_forward, gpu)
+    static = task.static_memory(placement)[gpu]
+    assert static == 16 * llama_parameters(32, 4096, 32, 32, 11_008)
+    assert static > task.cluster.memory_capacity[gpu]
+    result = pg.simulate(task, placement)
+    assert not result.feasible and result.peak_memory[gpu] > static
 
 
 def test_llama2_70b_shares_each_key_value_head_among_eight_query_heads():
