@@ -94,15 +94,16 @@ def _rnnlm() -> Any:
 
 def _llama2_7b() -> Any:
     from placement_gym.export.models.llama import Llama, LlamaConfig
-    # Touvron et al. 2023 (Llama 2), table 1 and section 2.2: 32 layers of 4,096, 32 heads (no GQA at
-    # 7B), FFN 11,008 (Llama's 8/3 rule), vocab 32,000; RMSNorm eps 1e-5, rotary base 10,000.
+    # Touvron et al. 2023 (Llama 2), section 2.2: LLaMA's architecture (LLaMA paper, table 2: 32 layers
+    # of 4,096, 32 heads; FFN 11,008 by the 8/3 rule; vocab 32,000), GQA only at 34B and 70B. RMSNorm
+    # eps 1e-5 and rotary base 10,000 are LlamaConfig's defaults, the released model's params.
     return Llama(LlamaConfig(layers=32, hidden=4096, heads=32, kv_heads=32))
 
 
 def _llama2_70b() -> Any:
     from placement_gym.export.models.llama import Llama, LlamaConfig
     # Llama 2 70B: 80 layers of 8,192, 64 query heads sharing 8 key/value heads (GQA, Llama 2 paper
-    # section 2.2 and appendix A.2.1), FFN 28,672 (the released model's width: 1.3 x the 8/3 rule,
+    # section 2.2 and appendix A.2.1), FFN 28,672 (the released model's params: 1.3 x the 8/3 rule,
     # rounded up to a multiple of 4,096), vocab 32,000.
     return Llama(LlamaConfig(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28_672))
 
