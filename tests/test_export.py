@@ -26,7 +26,9 @@ GRAPHS = REPO / "graphs"
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
                onnx.TensorProto.BFLOAT16}
 EXPECTED_NAMES = {"cifar10_cnn", "cifar10_resnet56", "resnet50", "resnet152", "inception_v3", "bert_base",
-                  "bert_large", "rnnlm", "gnmt2", "gnmt4", "gnmt8"}
+                  "bert_large", "rnnlm", "gnmt2", "gnmt4", "gnmt8",
+                  "llama2_7b", "llama2_70b", "mixtral_8x7b", "gpt3_175b"}
+LLM_NAMES = ("llama2_7b", "llama2_70b", "mixtral_8x7b", "gpt3_175b")
 
 # Published trainable-parameter figures (BatchNorm running statistics are not parameters there).
 PAPER_PARAMETERS = {
@@ -36,6 +38,10 @@ PAPER_PARAMETERS = {
     "bert_large": 340e6,         # Devlin et al. 2019, section 3: 340M
     "cifar10_resnet56": 0.85e6,  # He et al. 2016, Table 6: 0.85M
     "inception_v3": 23.8e6,      # Inception-V3 without the auxiliary head
+    "llama2_7b": 6.7e9,          # Touvron et al. 2023a (LLaMA), table 2: 6.7B at 32 x 4096, as Llama 2 7B
+    "llama2_70b": 70e9,          # Touvron et al. 2023b (Llama 2), table 1: 70B
+    "mixtral_8x7b": 47e9,        # Jiang et al. 2024 (Mixtral), section 2: 47B parameters, 13B active
+    "gpt3_175b": 175.0e9,        # Brown et al. 2020, table 2.1: 175.0B
 }
 
 
@@ -68,7 +74,7 @@ def consumers(model: onnx.ModelProto, value_name: str) -> list[onnx.NodeProto]:
     return [node for node in model.graph.node if value_name in node.input]
 
 
-def test_graph_names_and_manifest_list_the_eleven_graphs():
+def test_graph_names_and_manifest_list_the_fifteen_graphs():
     assert set(GRAPH_NAMES) == EXPECTED_NAMES
     assert list(manifest()["graphs"]) == sorted(EXPECTED_NAMES)
 
@@ -79,6 +85,8 @@ def test_bundled_file_matches_manifest(name):
     data = (GRAPHS / entry["file"]).read_bytes()
     assert hashlib.sha256(data).hexdigest() == entry["sha256"]
     assert len(data) < 2_000_000, "weight-free files are small"
+    if name in LLM_NAMES:  # 4,096 positions x 64 rotary frequencies would be a 1 MB constant
+        assert len(data) < 1_000_000
     model = load(name)
     assert entry["nodes"] == len(model.graph.node)
     assert entry["source"] == metadata(model)[SOURCE_KEY]
@@ -250,6 +258,129 @@ def test_bert_large_attention_scores_exceed_one_12gb_gpu():
     assert saved > 12e9
 
 
+def llama_parameters(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int = 32_000,
+                     experts: int = 1) -> int:
+    """Touvron et al. 2023: bias-free q and o (hidden x hidden), k and v (hidden x kv_heads * head
+    width), SwiGLU's gate, up and down (3 x hidden x ffn, once per expert), two RMSNorm scales per layer;
+    an embedding and an untied head (vocab x hidden each), a final RMSNorm. A mixture adds a router
+    (hidden x experts) per layer."""
+    head = hidden // heads
+    attention = 2 * hidden * hidden + 2 * hidden * kv_heads * head
+    feed_forward = experts * 3 * hidden * ffn + (hidden * experts if experts > 1 else 0)
+    return layers * (attention + feed_forward + 2 * hidden) + 2 * vocab * hidden + hidden
+
+
+def gpt_parameters(layers: int, hidden: int, vocab: int, positions: int) -> int:
+    """GPT-2/3 layers (Radford et al. 2019; Brown et al. 2020): q, k, v, o with biases (4 d^2 + 4 d), an
+    MLP of 4 d with biases (8 d^2 + 5 d), two LayerNorms (4 d); token and position tables, the head tied
+    to the token table, a final LayerNorm."""
+    return layers * (12 * hidden * hidden + 13 * hidden) + (vocab + positions) * hidden + 2 * hidden
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("llama2_7b", llama_parameters(32, 4096, 32, 32, 11_008)),
+    ("llama2_70b", llama_parameters(80, 8192, 64, 8, 28_672)),
+    ("mixtral_8x7b", llama_parameters(32, 4096, 32, 8, 14_336, experts=8)),
+    ("gpt3_175b", gpt_parameters(96, 12_288, 50_257, 2048)),
+])
+def test_llm_parameters_by_hand(name, expected):
+    assert trainable_count(load(name)) == expected
+    assert manifest()["graphs"][name]["parameters"] == expected
+
+
+def test_llm_sequences_batches_and_layers_are_the_papers():
+    assert sum((GRAPHS / f"{name}.onnx").stat().st_size for name in LLM_NAMES) < 3_000_000  # weight-free
+    inputs = {name: manifest()["graphs"][name]["inputs"]["input_ids"] for name in LLM_NAMES}
+    # Llama 2: 4,096-token context (Touvron et al. 2023, table 1); GPT-3: n_ctx 2,048 (table 2.1).
+    assert inputs == {"llama2_7b": [1, 4096], "llama2_70b": [1, 4096], "mixtral_8x7b": [1, 4096],
+                      "gpt3_175b": [1, 2048]}
+    for name, layers, heads in (("llama2_7b", 32, 32), ("llama2_70b", 80, 64), ("mixtral_8x7b", 32, 32),
+                                ("gpt3_175b", 96, 96)):
+        model = onnx.shape_inference.infer_shapes(load(name))
+        shapes = {value.name: [d.dim_value for d in value.type.tensor_type.shape.dim]
+                  for value in model.graph.value_info}
+        softmax = [node for node in model.graph.node if node.op_type == "Softmax"
+                   and shapes[node.output[0]][-1] == inputs[name][1]]
+        assert len(softmax) == layers  # one causal, dense attention per layer, at the full sequence
+        assert shapes[softmax[0].output[0]] == [1, heads, inputs[name][1], inputs[name][1]]
+
+
+def test_llama2_7b_training_step_does_not_fit_one_h100():
+    """fp32 weights, gradients and Adam's two moments: 16 bytes per parameter, 108 GB before any
+    activation, over one 80 GB GPU; a placement there is infeasible, not an error."""
+    import placement_gym as pg
+
+    task = pg.get_task("llama2_7b", "h100x8", "train_step")
+    gpu = task.cluster.device_names.index("gpu:0")
+    placement = np.full(task.n_forward, gpu)
+    static = task.static_memory(placement)[gpu]
+    assert static == 16 * llama_parameters(32, 4096, 32, 32, 11_008)
+    assert static > task.cluster.memory_capacity[gpu]
+    result = pg.simulate(task, placement)
+    assert not result.feasible and result.peak_memory[gpu] > static
+
+
+def test_llama2_70b_shares_each_key_value_head_among_eight_query_heads():
+    shapes = parameter_inputs(load("llama2_70b"))
+    assert shapes["layers.0.attention.query.weight"] == [8192, 64 * 128]
+    for projection in ("key", "value"):
+        assert shapes[f"layers.0.attention.{projection}.weight"] == [8192, 8 * 128]
+    seven = parameter_inputs(load("llama2_7b"))
+    assert seven["layers.0.attention.key.weight"] == [4096, 4096]  # no GQA at 7B
+
+
+def test_mixtral_experts_are_separate_ops_behind_a_top2_router():
+    model = load("mixtral_8x7b")
+    shapes = parameter_inputs(model)
+    initializers = {init.name: onnx.numpy_helper.to_array(init) for init in model.graph.initializer}
+    topk = [node for node in model.graph.node if node.op_type == "TopK"]
+    assert len(topk) == 32 and all(initializers[node.input[1]].tolist() == [2] for node in topk)
+    for layer in (0, 31):
+        prefix = f"layers.{layer}.feed_forward"
+        assert shapes[f"{prefix}.router.weight"] == [4096, 8]
+        readers = {}
+        for expert in range(8):
+            for part, shape in (("gate", [4096, 14_336]), ("up", [4096, 14_336]), ("down", [14_336, 4096])):
+                weight = f"{prefix}.experts.{expert}.{part}.weight"
+                assert shapes[weight] == shape
+                (node,) = consumers(model, weight)  # one MatMul, its own op
+                assert node.op_type == "MatMul"
+                readers[node.name] = expert
+        assert len(readers) == 8 * 3  # no op reads two experts' weights
+
+
+def test_gpt3_head_is_tied_and_positions_are_learned():
+    model = load("gpt3_175b")
+    shapes = parameter_inputs(model)
+    assert shapes["token_embedding.weight"] == [50_257, 12_288]
+    assert shapes["position_embedding.weight"] == [2048, 12_288]
+    assert len(consumers(model, "token_embedding.weight")) == 2  # the lookup and the logits
+    assert sum(node.op_type == "LayerNormalization" for node in model.graph.node) == 2 * 96 + 1
+    assert sum(node.op_type == "Gelu" for node in model.graph.node) == 96
+
+
+def test_llama_rotary_angles_stay_ops():
+    for name in ("llama2_7b", "llama2_70b", "mixtral_8x7b"):
+        model = load(name)
+        assert {"Range", "Cos", "Sin"} <= {node.op_type for node in model.graph.node}
+        constants = [node.attribute[0].t for node in model.graph.node if node.op_type == "Constant"]
+        assert max(int(np.prod(tensor.dims)) for tensor in constants) <= 1024
+
+
+def test_fold_limit_must_be_positive():
+    pytest.importorskip("onnxscript")
+    import onnx_ir
+
+    from placement_gym.export.weight_free import make_weight_free
+
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"])], "g", [x],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])])
+    model = onnx_ir.serde.deserialize_model(onnx.helper.make_model(graph))
+    with pytest.raises(ValueError, match="fold_limit must be a positive number of elements"):
+        make_weight_free(model, "test", fold_limit=0)
+
+
 def test_importing_export_package_does_not_import_torch():
     code = "import sys, placement_gym.export; assert 'torch' not in sys.modules, 'torch imported'"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -336,3 +467,31 @@ def test_weight_free_graphs_compute_what_the_torch_models_compute():
         assert len(got) == len(expected), label
         for actual, reference in zip(got, expected):
             np.testing.assert_allclose(actual, reference.numpy(), rtol=1e-4, atol=1e-5, err_msg=label)
+
+
+@pytest.mark.slow
+def test_unfolded_rotary_tables_compute_what_the_torch_model_computes():
+    """A small Llama exported with a fold limit below its rotary table (so Range, Mul, Cos, Sin stay ops)
+    gives the torch outputs."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    from placement_gym.export.models.llama import Llama, LlamaConfig
+    from placement_gym.export.onnx_export import export_module
+
+    torch.manual_seed(0)
+    module = Llama(LlamaConfig(layers=2, hidden=16, heads=4, kv_heads=2, vocab=50, ffn=24))
+    with torch.no_grad():
+        for tensor in module.state_dict().values():
+            tensor.copy_(torch.randn_like(tensor) * 0.3)
+        module.eval()
+        ids = torch.randint(0, 50, (2, 6), generator=torch.Generator().manual_seed(0))
+        expected = module(ids)
+    model = export_module(module, (ids,), ["input_ids"], "test small llama", fold_limit=4)
+    assert {"Range", "Cos", "Sin"} <= {node.op_type for node in model.graph.node}
+    state = module.state_dict()
+    feeds = {name: state[name].numpy() for name in json.loads(metadata(model)[PARAMETERS_KEY])}
+    feeds["input_ids"] = ids.numpy()
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, feeds)
+    np.testing.assert_allclose(got, expected.numpy(), rtol=1e-4, atol=1e-5)

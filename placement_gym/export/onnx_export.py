@@ -30,6 +30,9 @@ from placement_gym.export.weight_free import PARAMETERS_KEY, make_weight_free
 REPO_GRAPHS_DIR = Path(__file__).resolve().parents[2] / "graphs"
 MANIFEST_NAME = "manifest.json"
 OPSET = 20  # Gelu and LayerNormalization are plain ONNX ops at opset 20.
+# The largest constant (elements) folding may make in the long-sequence LLM graphs: their rotary angle
+# tables (4,096 positions x 64 frequencies) stay ops (Range, Mul, Cos, Sin) rather than 1 MB constants.
+LLM_FOLD_LIMIT = 1024
 MISSING_EXTRA_MESSAGE = "the export extra is needed: pip install 'placement-gym[export]'"
 
 
@@ -42,6 +45,7 @@ class GraphSpec:
     inputs: tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape, "float32" | "int64")
     source: str
     description: str
+    fold_limit: int | None = None  # see `make_weight_free`; None: onnxscript's default
 
     @property
     def batch(self) -> int:
@@ -86,6 +90,41 @@ def _bert_large() -> Any:
 def _rnnlm() -> Any:
     from placement_gym.export.models.lstm import RNNLM
     return RNNLM(vocab=40_000, hidden=2048, layers=2)
+
+
+def _llama2_7b() -> Any:
+    from placement_gym.export.models.llama import Llama, LlamaConfig
+    # Touvron et al. 2023 (Llama 2), section 2.2: LLaMA's architecture (LLaMA paper, table 2: 32 layers
+    # of 4,096, 32 heads; FFN 11,008 by the 8/3 rule; vocab 32,000), GQA only at 34B and 70B. RMSNorm
+    # eps 1e-5 and rotary base 10,000 are LlamaConfig's defaults, the released model's params.
+    return Llama(LlamaConfig(layers=32, hidden=4096, heads=32, kv_heads=32))
+
+
+def _llama2_70b() -> Any:
+    from placement_gym.export.models.llama import Llama, LlamaConfig
+    # Llama 2 70B: 80 layers of 8,192, 64 query heads sharing 8 key/value heads (GQA, Llama 2 paper
+    # section 2.2 and appendix A.2.1), FFN 28,672 (the released model's params: 1.3 x the 8/3 rule,
+    # rounded up to a multiple of 4,096), vocab 32,000.
+    return Llama(LlamaConfig(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28_672))
+
+
+def _mixtral_8x7b() -> Any:
+    from placement_gym.export.models.llama import LlamaConfig
+    from placement_gym.export.models.moe import MoEConfig, moe_decoder
+    # Jiang et al. 2024 (Mixtral of Experts), table 1: 32 layers, dim 4,096, 32 heads, 8 KV heads,
+    # hidden_dim 14,336, vocab 32,000, 8 experts, top-2; rope_theta 1e6 (the released model's params).
+    # Capacity factor 1.0: Mixtral routes without dropping tokens, and a static graph needs a fixed
+    # buffer per expert; at 1.0 each expert's buffer holds the balanced share, 2 x tokens / 8, so the
+    # experts do the FLOPs of the top-2 routing (1.25 would add a quarter of expert compute).
+    base = LlamaConfig(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14_336, rope_base=1e6)
+    return moe_decoder(MoEConfig(base, experts=8, top_k=2, capacity_factor=1.0))
+
+
+def _gpt3_175b() -> Any:
+    from placement_gym.export.models.gpt2 import GPT2, GPT2Config
+    # Brown et al. 2020 (GPT-3), table 2.1: 96 layers, d_model 12,288, 96 heads of 128, d_ff = 4 x
+    # d_model, n_ctx 2,048; GPT-2's architecture and vocabulary (50,257), its tied head included.
+    return GPT2(GPT2Config(layers=96, hidden=12_288, heads=96, max_positions=2048))
 
 
 def _gnmt(layers: int) -> Callable[[], Any]:
@@ -152,6 +191,40 @@ _SPECS: tuple[GraphSpec, ...] = (
         "ResNet-152 with projection shortcuts, BatchNorm unfused.",
     ),
     GraphSpec(
+        "gpt3_175b", _gpt3_175b, (("input_ids", (1, 2048), "int64"),),
+        "Brown et al. 2020 GPT-3 175B (table 2.1: 96x12288, 96 heads, FFN 4x, n_ctx 2048, vocab 50257, "
+        "learned positions, tied head; dense attention in every layer where the paper alternates dense and "
+        "locally banded sparse), batch 1 = one 2048-token sequence per micro-batch (the paper's 3.2M-token "
+        "batch is about 1,560 of them)",
+        "GPT-3 175B: token + learned position embeddings, 96 pre-LN layers (causal dense attention, GELU "
+        "MLP), final LayerNorm, tied head; its training step needs several 8-GPU nodes.",
+    ),
+    GraphSpec(
+        "llama2_70b", _llama2_70b, (("input_ids", (1, 4096), "int64"),),
+        "Touvron et al. 2023 Llama 2 70B (80x8192, 64 heads, 8 KV heads (GQA), FFN 28672, vocab 32000), "
+        "batch 1 = one 4096-token sequence per micro-batch (the paper's 4M-token batch is about 1,000 of "
+        "them)",
+        "Llama-2 70B: RMSNorm, grouped-query attention with rotary embeddings, SwiGLU, untied head; its "
+        "training step fits no single 8-GPU node.",
+        LLM_FOLD_LIMIT,
+    ),
+    GraphSpec(
+        "llama2_7b", _llama2_7b, (("input_ids", (1, 4096), "int64"),),
+        "Touvron et al. 2023 Llama 2 7B (32x4096, 32 heads, no GQA, FFN 11008, vocab 32000), batch 1 = one "
+        "4096-token sequence per micro-batch (the paper's 4M-token batch is about 1,000 of them)",
+        "Llama-2 7B: RMSNorm, multi-head attention with rotary embeddings, SwiGLU, untied head.",
+        LLM_FOLD_LIMIT,
+    ),
+    GraphSpec(
+        "mixtral_8x7b", _mixtral_8x7b, (("input_ids", (1, 4096), "int64"),),
+        "Jiang et al. 2024 Mixtral 8x7B (32x4096, 32 heads, 8 KV heads, 8 SwiGLU experts of 14336, top-2, "
+        "vocab 32000), sequence 4096 (of the paper's 32k context), capacity factor 1.0, batch 1 = one "
+        "sequence per micro-batch",
+        "Mixtral 8x7B: Llama-style layers whose feed-forward is a router, top-2 dispatch to 8 expert "
+        "SwiGLUs (each its own ops, placeable apart) and a weighted combine.",
+        LLM_FOLD_LIMIT,
+    ),
+    GraphSpec(
         "rnnlm", _rnnlm, (("token_ids", (64, 20), "int64"),),
         "RNN language model (Zaremba et al. 2014; Mirhoseini et al. 2017 benchmark): 2 LSTM layers of 2048, "
         "vocab 40k, batch 64, 20 unrolled steps",
@@ -189,15 +262,16 @@ def export_graph(name: str) -> onnx.ModelProto:
     with torch.device("meta"):
         model = spec.build()
     return export_module(model, _example_inputs(spec), [input_name for input_name, _, _ in spec.inputs],
-                         spec.source)
+                         spec.source, fold_limit=spec.fold_limit)
 
 
 def export_module(model: Any, example_inputs: tuple[Any, ...], input_names: Sequence[str],
-                  source: str) -> onnx.ModelProto:
+                  source: str, fold_limit: int | None = None) -> onnx.ModelProto:
     """Export a torch module (in eval mode) to weight-free ONNX; inputs may be `meta` tensors.
 
     Shapes are fixed to those of `example_inputs`. The module's parameters and buffers become graph
-    inputs named as in its `state_dict`.
+    inputs named as in its `state_dict`. `fold_limit`: the largest constant (elements) that folding may
+    make, as in `make_weight_free`.
     """
     _require_export_extra()
     import logging
@@ -217,7 +291,7 @@ def export_module(model: Any, example_inputs: tuple[Any, ...], input_names: Sequ
             )
     finally:
         exporter_logger.setLevel(previous_level)
-    return make_weight_free(program.model, source)
+    return make_weight_free(program.model, source, fold_limit)
 
 
 def parameter_count(model: onnx.ModelProto) -> int:

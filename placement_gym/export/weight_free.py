@@ -118,10 +118,13 @@ def _unique_node_names(model: onnx_ir.Model) -> None:
         seen.add(candidate)
 
 
-def make_weight_free(model: onnx_ir.Model, source: str) -> onnx.ModelProto:
+def make_weight_free(model: onnx_ir.Model, source: str, fold_limit: int | None = None) -> onnx.ModelProto:
     """Rewrite `model` (an onnx_ir model, modified in place) and return the weight-free ModelProto.
 
     The returned model carries the shapes that ONNX shape inference derives (`graph.value_info`).
+    `fold_limit`: the most elements a tensor folded into a constant may have (None: onnxscript's
+    default, 262,144). A long sequence's position tables (rotary angles at 4,096 tokens) are input-free
+    and would otherwise be folded into a megabyte of constant data; under a lower limit they stay ops.
     """
     import onnx_ir as ir
     import onnx_ir.passes.common as common
@@ -129,9 +132,14 @@ def make_weight_free(model: onnx_ir.Model, source: str) -> onnx.ModelProto:
 
     if "\n" in source:
         raise ValueError("source must be one line")
+    if fold_limit is not None and fold_limit < 1:
+        raise ValueError(f"fold_limit must be a positive number of elements or None, got {fold_limit}")
     parameter_names = _weights_to_inputs(model)
     common.InlinePass()(model)
-    fold_constants(model, onnx_shape_inference=True)  # onnxscript's default size limits
+    if fold_limit is None:
+        fold_constants(model, onnx_shape_inference=True)  # onnxscript's default size limits
+    else:
+        fold_constants(model, onnx_shape_inference=True, output_size_limit=fold_limit)
     ir.passes.Sequential(
         common.RemoveUnusedNodesPass(),
         common.CommonSubexpressionEliminationPass(),
