@@ -47,20 +47,24 @@ def both(task, placement):
     return fast
 
 
+@pytest.mark.parametrize("k", [1, 2])
 @pytest.mark.parametrize("p, m", [(2, 1), (2, 4), (3, 2), (3, 6), (4, 8), (5, 3)])
-def test_uniform_layer_stack_has_gpipes_bubble(p, m):
+def test_uniform_layer_stack_has_gpipes_bubble(p, m, k):
     # GPipe (Huang et al. 2019, section 2.3): with p equal stages and m micro-batches the fill-drain
     # step is (m + p - 1) stage times forward and backward, a bubble of (p - 1) / (m + p - 1).
+    # Stages of k chained layers each.
     activation, params = 1e5, 4e6
-    task = make_task(layer_stack(p, 1.0, activation, params), hand_cluster(p), "train_step", "adam", m)
-    result = both(task, np.arange(p))
-    t_f, t_b = op_time(1.0), op_time(2.0)  # a matmul's backward computes both operands' gradients
+    graph = layer_stack(p * k, 1.0, activation, params)
+    task = make_task(graph, hand_cluster(p), "train_step", "adam", m)
+    result = both(task, np.repeat(np.arange(p), k))
+    t_f, t_b = k * op_time(1.0), k * op_time(2.0)  # a matmul's backward computes both operands' gradients
     transfer = 1e-4 + activation / 1e9  # hand_cluster's latency + bytes / bandwidth, below t_f and t_b
     # Each of the p - 1 cuts is crossed once on the way in (activations) and once back (gradients);
-    # the first stage's update (it waits for all m gradients) ends the step.
-    hand = (m + p - 1) * (t_f + t_b) + 2 * (p - 1) * transfer + adam_update_time(params)
+    # the first stage's k updates (each waits for all m gradients) end the step.
+    updates = k * adam_update_time(params)
+    hand = (m + p - 1) * (t_f + t_b) + 2 * (p - 1) * transfer + updates
     assert result.runtime == pytest.approx(hand, rel=1e-12)
-    pipeline = result.runtime - 2 * (p - 1) * transfer - adam_update_time(params)
+    pipeline = result.runtime - 2 * (p - 1) * transfer - updates
     busy = m * (t_f + t_b)  # each stage's own work
     assert (pipeline - busy) / pipeline == pytest.approx((p - 1) / (m + p - 1), rel=1e-9)
 
@@ -258,3 +262,14 @@ def test_envs_run_a_pipelined_step(env_id):
     env.close()
     with pytest.raises(ValueError, match="microbatches=2 is not the task's"):
         gym.make(env_id, graph=task, microbatches=2)
+
+
+def test_cli_takes_microbatches(capsys):
+    from placement_gym.cli import main
+
+    argv = ["evaluate", "--graph", "cifar10_cnn", "--cluster", "k80x2", "--agent", "round-robin"]
+    assert main([*argv, "--microbatches", "2", "--json"]) == 0
+    assert '"cifar10_cnn/k80x2/train+mb2"' in capsys.readouterr().out
+    assert main([*argv, "--microbatches", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--microbatches" in err and "from 1 to 1024" in err and "\n" not in err
