@@ -218,12 +218,12 @@ class Task:
 
     @cached_property
     def op_microbatch(self) -> np.ndarray:
-        """Micro-batch (int32) of every task op: 0 for every op when ``microbatches`` is 1, -1 for an
-        update op (one per step)."""
+        """Micro-batch (int32) of every task op (0 to ``microbatches - 1``), -1 for an update op (one per
+        step, after the gradients of every micro-batch)."""
         n, m = self.n_forward, self.microbatches
         copies = np.repeat(np.arange(m, dtype=np.int32), n)
-        kinds = (1 if self.objective == "inference" else 2)
-        update = np.full(self.n_ops - kinds * n * m, -1 if m > 1 else 0, dtype=np.int32)
+        kinds = 1 if self.objective == "inference" else 2
+        update = np.full(self.n_ops - kinds * n * m, -1, dtype=np.int32)
         result = np.concatenate([copies] * kinds + [update])
         result.setflags(write=False)
         return result
