@@ -15,7 +15,7 @@ from placement_gym.cost_model import reference_simulate, simulate
 from placement_gym.envs.config import EnvConfig
 from placement_gym.graph.synthetic import random_graph
 from placement_gym.task.compiled import MAX_MICROBATCHES, make_task
-from placement_gym.task.ids import split_task_id
+from placement_gym.task.ids import split_task_id, task_identity
 
 OVERHEAD = 1e-6  # hand_cluster's launch overhead per op
 
@@ -209,6 +209,7 @@ def test_bundled_graph_with_four_microbatches_builds_evaluates_and_round_trips()
     result = both(task, placement)
     check_fill_drain(task, result.schedule)
     assert result.runtime > simulate(one, placement).runtime
+    assert task_identity(task)["microbatches"] == 4 and "microbatches" not in task_identity(one)
     sgd = pg.get_task("cifar10_cnn", "k80x4", "train_step", "sgd", microbatches=2)
     assert sgd.id == "cifar10_cnn/k80x4/train+sgd+mb2" and pg.parse_task_id(sgd.id) is sgd
     inference = pg.get_task("cifar10_cnn", "k80x4", "inference", microbatches=3)
