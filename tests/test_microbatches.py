@@ -55,7 +55,7 @@ def test_uniform_layer_stack_has_gpipes_bubble(p, m, k):
     # Stages of k chained layers each.
     activation, params = 1e5, 4e6
     graph = layer_stack(p * k, 1.0, activation, params)
-    task = make_task(graph, hand_cluster(p), "train_step", "adam", m)
+    task = make_task(graph, hand_cluster(p), "train_step", "adam", microbatches=m)
     result = both(task, np.repeat(np.arange(p), k))
     t_f, t_b = k * op_time(1.0), k * op_time(2.0)  # a matmul's backward computes both operands' gradients
     transfer = 1e-4 + activation / 1e9  # hand_cluster's latency + bytes / bandwidth, below t_f and t_b
@@ -72,7 +72,7 @@ def test_uniform_layer_stack_has_gpipes_bubble(p, m, k):
 def test_fast_links_leave_the_bubble_alone():
     p, m = 4, 6
     cluster = hand_cluster(p, bandwidth=1e17, latency=1e-12)
-    task = make_task(layer_stack(p, 1.0, 1e5, 0.0), cluster, "train_step", "adam", m)
+    task = make_task(layer_stack(p, 1.0, 1e5, 0.0), cluster, "train_step", "adam", microbatches=m)
     result = both(task, np.arange(p))
     assert result.runtime == pytest.approx((m + p - 1) * (op_time(1.0) + op_time(2.0)), rel=1e-6)
 
@@ -185,7 +185,7 @@ def test_activation_memory_grows_with_microbatches_and_static_memory_does_not():
     placement = np.array([0, 1])
     static, live = [], []
     for m in (1, 2, 4, 8):
-        task = make_task(graph, hand_cluster(2), "train_step", "adam", m)
+        task = make_task(graph, hand_cluster(2), "train_step", "adam", microbatches=m)
         static.append(task.static_memory(placement))
         peak = both(task, placement).peak_memory
         live.append(peak - static[-1])
