@@ -109,6 +109,13 @@ def test_two_ops_two_devices_two_microbatches_by_hand():
     assert result.runtime == pytest.approx(expected["a.update"] + adam_update_time(4e6), rel=1e-12)
     # transfers: two activations forward, two gradients back, each once
     assert sorted(zip(s.transfer_src.tolist(), s.transfer_dst.tolist())) == [(0, 1), (0, 1), (1, 0), (1, 0)]
+    producer = task.tensor_producer[s.transfer_tensor]
+    sent = {task.op_names[op]: (begin, end)
+            for op, begin, end in zip(producer, s.transfer_start, s.transfer_finish)}
+    assert sent["a[mb0]"] == pytest.approx((fa, fa + c), rel=1e-12)
+    assert sent["a[mb1]"] == pytest.approx((fa + c, fa + 2 * c), rel=1e-12)  # the link was busy until fa + c
+    assert sent["b.grad[mb0]"] == pytest.approx((barrier + bb, barrier + bb + c), rel=1e-12)
+    assert sent["b.grad[mb1]"] == pytest.approx((barrier + 2 * bb, barrier + 2 * bb + c), rel=1e-12)
 
 
 def check_fill_drain(task, schedule):
