@@ -78,44 +78,47 @@ def test_fast_links_leave_the_bubble_alone():
 
 
 def test_two_ops_two_devices_two_microbatches_by_hand():
-    # a (1 GFLOP, 4 MB of parameters) on gpu:0 -> b (2 GFLOP) on gpu:1; a 1 MB activation, so a transfer
-    # takes 0.1 ms latency + 1 ms; micro-batch 1's activation waits for the link.
-    graph = hand_graph([("a", 1e9, 1e6, 4e6), ("b", 2e9, 1e6, 0)], [("x", "a"), ("a", "b")],
+    # a (3 GFLOP, 4 MB of parameters) on gpu:0 -> b (1 GFLOP) on gpu:1. A 3 MB activation (and its
+    # gradient) takes 0.1 ms latency + 3 ms on a link, longer than a or b.grad: the second transfer each
+    # way waits for the link. b[mb0] ends long before b[mb1] starts; the fill-drain barrier keeps b's
+    # backward waiting for b[mb1] (without it, b.grad[mb0] would start when b[mb0] ends).
+    graph = hand_graph([("a", 3e9, 3e6, 4e6), ("b", 1e9, 1e6, 0)], [("x", "a"), ("a", "b")],
                        inputs=[("x", 1e5)])
     task = make_task(graph, hand_cluster(2), "train_step", "adam", microbatches=2)
     result = both(task, [0, 1])
     s = result.schedule
-    fa, fb, ba, bb = op_time(1), op_time(2), op_time(2), op_time(4)  # backward: 2x a matmul's FLOPs
-    c = 1e-4 + 1e6 / 1e9
-    at = {name: i for i, name in enumerate(task.op_names)}
+    fa, fb, ba, bb = op_time(3), op_time(1), op_time(6), op_time(2)  # backward: 2x a matmul's FLOPs
+    c = 1e-4 + 3e6 / 1e9
+    assert c > fa and c > bb and fa + c + fb < fa + 2 * c and ba > c  # the premises of the times below
     expected = {}
     expected["a[mb0]"] = 0.0
     expected["a[mb1]"] = fa  # after a[mb0]: one op takes micro-batches in order
     expected["b[mb0]"] = fa + c
-    # a[mb1]'s activation leaves at 2 fa but the link is busy until fa + c; b[mb0] ends later still
-    expected["b[mb1]"] = fa + c + fb
-    barrier = fa + c + 2 * fb  # every forward done: the backward of the sink starts
+    expected["b[mb1]"] = fa + 2 * c  # a[mb1]'s activation ends at 2 fa, is sent at fa + c
+    barrier = fa + 2 * c + fb  # every forward done: the backward of the sink starts
     expected["b.grad[mb0]"] = barrier
     expected["b.grad[mb1]"] = barrier + bb
     expected["a.grad[mb0]"] = barrier + bb + c
-    expected["a.grad[mb1]"] = barrier + 2 * bb + c  # its gradient arrives after a.grad[mb0] ends
+    # its gradient arrives at barrier + bb + 2c, before a.grad[mb0] ends
+    expected["a.grad[mb1]"] = barrier + bb + c + ba
     expected["a.update"] = expected["a.grad[mb1]"] + ba  # one update, after both gradients
     duration = {"a": fa, "b": fb, "a.grad": ba, "b.grad": bb, "a.update": adam_update_time(4e6)}
     assert set(expected) == set(task.op_names)
+    at = {name: i for i, name in enumerate(task.op_names)}
     for name, start in expected.items():
         op = at[name]
         assert s.op_start[op] == pytest.approx(start, rel=1e-12), name
         assert s.op_finish[op] == pytest.approx(start + duration[name.split("[")[0]], rel=1e-12), name
     assert result.runtime == pytest.approx(expected["a.update"] + adam_update_time(4e6), rel=1e-12)
-    # transfers: two activations forward, two gradients back, each once
+    # transfers: two activations forward, two gradients back, each once, each link one at a time
     assert sorted(zip(s.transfer_src.tolist(), s.transfer_dst.tolist())) == [(0, 1), (0, 1), (1, 0), (1, 0)]
     producer = task.tensor_producer[s.transfer_tensor]
     sent = {task.op_names[op]: (begin, end)
             for op, begin, end in zip(producer, s.transfer_start, s.transfer_finish)}
     assert sent["a[mb0]"] == pytest.approx((fa, fa + c), rel=1e-12)
-    assert sent["a[mb1]"] == pytest.approx((fa + c, fa + 2 * c), rel=1e-12)  # the link was busy until fa + c
+    assert sent["a[mb1]"] == pytest.approx((fa + c, fa + 2 * c), rel=1e-12)
     assert sent["b.grad[mb0]"] == pytest.approx((barrier + bb, barrier + bb + c), rel=1e-12)
-    assert sent["b.grad[mb1]"] == pytest.approx((barrier + 2 * bb, barrier + 2 * bb + c), rel=1e-12)
+    assert sent["b.grad[mb1]"] == pytest.approx((barrier + bb + c, barrier + bb + 2 * c), rel=1e-12)
 
 
 def check_fill_drain(task, schedule):
