@@ -94,10 +94,11 @@ class Task:
     """A compiled placement problem. Build it with `make_task`.
 
     Ops (length ``n_ops``): forward ops ``0..n_forward-1`` (the graph's), then for ``train_step``
-    their backward ops and the update ops; with ``microbatches`` M > 1, the forward (and backward) ops
-    of every micro-batch (layout: the module docstring), task op ``f < n_forward`` still being forward
-    op ``f``. ``op_kind`` (0 forward, 1 backward, 2 update),
-    ``op_forward`` (the forward op whose device the op follows), ``duration[op, device]`` (seconds).
+    their backward ops and the update ops; with ``microbatches`` M > 1 (a pipelined step), the
+    forward (and backward) ops of every micro-batch (layout: the module docstring), task op
+    ``f < n_forward`` still being forward op ``f``; ``op_microbatch`` gives each op's micro-batch.
+    ``op_kind`` (0 forward, 1 backward, 2 update), ``op_forward`` (the forward op whose device the
+    op follows), ``duration[op, device]`` (seconds).
     Tensors: ``tensor_producer`` (-1: a graph data input, present on every device at time 0),
     ``tensor_bytes``, ``tensor_static`` (its producer-side memory is already counted in the static
     memory: a parameter read or a parameter gradient), ``tensor_persistent`` (a graph output: alive
