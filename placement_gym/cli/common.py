@@ -10,7 +10,7 @@ import numpy as np
 
 from placement_gym.evaluation import agents
 from placement_gym.evaluation.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
-from placement_gym.task.compiled import OBJECTIVES, OPTIMIZERS, Task
+from placement_gym.task.compiled import MAX_MICROBATCHES, OBJECTIVES, OPTIMIZERS, Task, check_microbatches
 from placement_gym.task.ids import DEFAULT_OPTIMIZER
 from placement_gym.task.named import get_task
 
@@ -51,15 +51,31 @@ def positive_int(text: str) -> int:
 
 def add_optimizer_argument(parser: argparse.ArgumentParser) -> None:
     """--optimizer: the optimizer of a train step, which sets its update ops and optimizer state (a
-    GNMT-8 step fits one K40 with SGD and not with Adam, so it can change the answer)."""
+    GNMT-8 step fits one K40 with SGD and not with Adam, so it can change the answer); --microbatches:
+    the micro-batches of a pipelined step."""
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
                         help=f"optimizer of a train step: its update ops and state memory (default: "
                         f"{DEFAULT_OPTIMIZER}; the task id ends in '+<optimizer>' for any other)")
+    parser.add_argument("--microbatches", type=microbatches_int, default=1, metavar="M",
+                        help=f"micro-batches of a pipelined step, 1 to {MAX_MICROBATCHES}: M copies of the "
+                        "graph at its own batch in GPipe's fill-drain order, so that a placement across "
+                        "devices is a pipeline (default: 1; the task id ends in '+mb<M>' for M > 1)")
+
+
+def microbatches_int(text: str) -> int:
+    """argparse type of --microbatches (argparse names the option in its message)."""
+    try:
+        return check_microbatches(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from 1 to {MAX_MICROBATCHES}, got {text!r}") from None
 
 
 def task_from_args(args: argparse.Namespace) -> Task:
-    """The task of --graph, --cluster, --objective and (where the command has it) --optimizer."""
-    return get_task(args.graph, args.cluster, args.objective, getattr(args, "optimizer", DEFAULT_OPTIMIZER))
+    """The task of --graph, --cluster, --objective and (where the command has them) --optimizer and
+    --microbatches."""
+    return get_task(args.graph, args.cluster, args.objective, getattr(args, "optimizer", DEFAULT_OPTIMIZER),
+                    microbatches=getattr(args, "microbatches", 1))
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import Any
 from placement_gym.cli.common import (
     DEFAULT_CLUSTER,
     add_task_arguments,
+    microbatches_int,
     positive_int,
 )
 from placement_gym.cli.output import print_json, print_table
@@ -74,7 +75,10 @@ def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
     _check_mode_options(args)
     optimizer = args.optimizer
     if args.reward_mode == COST_MODEL:
-        return get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective, optimizer), None
+        return get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective, optimizer,
+                        microbatches=args.microbatches), None
+    if args.microbatches != 1:
+        raise ValueError(f"--microbatches is for the cost model, not --reward-mode {args.reward_mode}")
     devices = None
     if args.devices is not None or args.reward_mode == "real":
         from placement_gym.real.fidelity import resolve_devices
@@ -213,6 +217,11 @@ def add_parser(subparsers: Subcommands) -> None:
         help="optimizer of a train step (default: adam): its update ops and memory in the cost model, the "
         "update a --reward-mode real step runs, and the optimizer a --reward-mode profiled profile was "
         "measured with",
+    )
+    parser.add_argument(
+        "--microbatches", type=microbatches_int, default=1, metavar="M",
+        help="micro-batches of a pipelined step (cost model only), 1 to 1024 (default: 1; "
+        "placement_gym.task.compiled)",
     )
     parser.add_argument(
         "--budget",

@@ -570,6 +570,8 @@ def _pack(task) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """The task packed for `_run`: ``(ints, floats, work_i, work_f, n_devices)``, the workspaces
     being those of `simulate` (its calls hold the GIL, so one per task suffices)."""
     cluster = task.cluster
+    # Task ops 0..n_forward-1 are the graph's forward ops (micro-batch 0 of a pipelined step), so the
+    # static bytes are counted once per forward op, on its device, however many micro-batches run.
     static_per_op = np.zeros(task.n_ops)
     static_per_op[: task.n_forward] = task.static_bytes
     # Consumer edges in reader order: a scheduled op reads the buffers of its inputs from one

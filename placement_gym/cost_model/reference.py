@@ -158,8 +158,9 @@ def _peak_memory(task, device, start, finish, transfers) -> np.ndarray:
         for _, _, change in sorted(events[d]):
             live += change
             peak[d] = max(peak[d], live)
+    # Static bytes once per forward op of the graph, task ops 0..n_forward-1 (the micro-batches of a
+    # pipelined step share their parameters).
     static = np.zeros(n_devices)
-    for op in range(task.n_ops):
-        if task.op_kind[op] == 0:
-            static[device[op]] += task.static_bytes[task.op_forward[op]]
+    for op in range(task.n_forward):
+        static[device[op]] += task.static_bytes[op]
     return static + peak

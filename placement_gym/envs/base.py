@@ -58,8 +58,8 @@ class PlacementEnvBase(gym.Env):
 
     ``graph`` may also be a compiled `Task`: the env then places that very task, so its
     evaluations add to that task's counter (`Task.evaluations`, what the leaderboard records of an
-    agent handed a task); ``cluster``, ``objective`` and ``optimizer`` are the task's, and a value
-    other than the env's default given for one of them must agree with the task.
+    agent handed a task); ``cluster``, ``objective``, ``optimizer`` and ``microbatches`` are the task's,
+    and a value other than the env's default given for one of them must agree with the task.
 
     ``evaluator`` says what scores a placement: a backend's name
     (`placement_gym.evaluation.evaluator.make_evaluator`: the built-in ones below, or one a package
@@ -204,15 +204,17 @@ class PlacementEnvBase(gym.Env):
         """``config.graph`` when it is a `Task` (after checking the other settings against it), else the
         task `get_task` builds."""
         graph, cluster = config.graph, config.cluster
-        objective, optimizer = config.objective, config.optimizer
+        objective, optimizer, microbatches = config.objective, config.optimizer, config.microbatches
         if not isinstance(graph, Task):
-            return get_task(graph, cluster, objective, optimizer)
+            return get_task(graph, cluster, objective, optimizer, microbatches=microbatches)
         agrees = {
             "cluster": cluster is graph.cluster or cluster == graph.cluster.name,
             "objective": objective in (graph.objective, OBJECTIVES[graph.objective]),
             "optimizer": optimizer == graph.optimizer,
+            "microbatches": microbatches == graph.microbatches,
         }
-        for name, value in (("cluster", cluster), ("objective", objective), ("optimizer", optimizer)):
+        for name, value in (("cluster", cluster), ("objective", objective), ("optimizer", optimizer),
+                            ("microbatches", microbatches)):
             if not agrees[name] and not config.is_default(name):
                 raise ValueError(
                     f"graph is the compiled task {graph.id}; {name}={value!r} is not the task's "

@@ -44,7 +44,7 @@ import numpy as np
 from placement_gym.cost_model import SimulationResult, simulate_batch
 from placement_gym.evaluation.evaluator import evaluator_backend, make_evaluator
 from placement_gym.evaluation.parallel import connect_ray, import_ray, ray_error_message
-from placement_gym.task.compiled import Task
+from placement_gym.task.compiled import Task, check_microbatches
 
 # How long `RayEvaluatorPool` waits for its actors to start before it says they cannot be placed
 # (a cluster without the resources the actors ask for would otherwise wait forever).
@@ -57,19 +57,22 @@ class TaskSpec:
 
     ``graph``: a bundled graph name or an ONNX path (the path must exist on every node);
     ``cluster``: a preset name, ``"cpu<N>"``/``"local"`` (the actor's machine) or a JSON path;
-    ``objective``: ``"train_step"`` or ``"inference"`` (``"train"`` accepted); ``optimizer``: as in
-    `placement_gym.task.named.get_task`."""
+    ``objective``: ``"train_step"`` or ``"inference"`` (``"train"`` accepted); ``optimizer`` and
+    ``microbatches``: as in `placement_gym.task.named.get_task`."""
 
     graph: str
     cluster: str
     objective: str = "train_step"
     optimizer: str = "adam"
+    microbatches: int = 1
 
     def build(self) -> Task:
         """The task, built (and cached) with `placement_gym.task.named.get_task`."""
         from placement_gym.task.named import get_task
 
-        return get_task(self.graph, self.cluster, self.objective, self.optimizer)
+        return get_task(
+            self.graph, self.cluster, self.objective, self.optimizer, microbatches=self.microbatches
+        )
 
 
 def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> TaskSpec:
@@ -80,14 +83,14 @@ def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> Ta
     elif isinstance(spec, str):
         from placement_gym.task.ids import DEFAULT_OPTIMIZER, split_task_id
 
-        graph, cluster, objective, optimizer = split_task_id(spec)  # the id format's own clear errors
-        result = TaskSpec(graph, cluster, objective, optimizer or DEFAULT_OPTIMIZER)
+        graph, cluster, objective, optimizer, _, microbatches = split_task_id(spec)  # its own clear errors
+        result = TaskSpec(graph, cluster, objective, optimizer or DEFAULT_OPTIMIZER, microbatches)
     elif isinstance(spec, Mapping):
-        unknown = sorted(set(spec) - {"graph", "cluster", "objective", "optimizer"})
+        unknown = sorted(set(spec) - {"graph", "cluster", "objective", "optimizer", "microbatches"})
         if unknown or "graph" not in spec or "cluster" not in spec:
             raise ValueError(
-                f"a task spec mapping needs graph and cluster (optional: objective, optimizer); got keys "
-                f"{sorted(spec)}"
+                "a task spec mapping needs graph and cluster (optional: objective, optimizer, "
+                f"microbatches); got keys {sorted(spec)}"
             )
         result = TaskSpec(**spec)
     elif isinstance(spec, Sequence) and 2 <= len(spec) <= 4:
@@ -109,7 +112,7 @@ def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> Ta
             raise ValueError(
                 f"task spec field {name} must be a name or path string, got {type(value).__name__}"
             )
-    return TaskSpec(**fields)
+    return TaskSpec(**fields, microbatches=check_microbatches(result.microbatches))
 
 
 class MeasurementActor:

@@ -121,6 +121,11 @@ class Executor:
                  lr: float = DEFAULT_LEARNING_RATE) -> None:
         import torch
 
+        if task.microbatches != 1:
+            raise ValueError(
+                f"task {task.id}: the real executor runs one batch per step, not {task.microbatches} "
+                "micro-batches; evaluate a pipelined step with the cost model (or profiled durations)"
+            )
         self.task = task
         self.seed = int(seed)
         self.lr = float(lr)

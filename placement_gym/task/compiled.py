@@ -21,6 +21,31 @@ forward bytes. An update op reads and writes parameters, gradients and optimizer
 Adam 12 FLOPs and 7 x 4 bytes per parameter element (read p, g, m, v; write p, m, v), SGD 2 FLOPs
 and 3 x 4 bytes. Static memory of an op with parameters P bytes: P for inference; for training
 P (weights) + P (gradients) + the optimizer's state (Adam 2P, momentum P, SGD 0).
+
+Pipelined steps (``microbatches=M > 1``, docs/cost_model.md, "Pipelined steps"): the step runs ``M``
+micro-batches, each a copy of the graph at its own batch (an export at batch 32 with M = 4 is a step
+of 128 samples), so that a placement across devices is a pipeline. Layout (every index topological):
+
+* forward op ``f`` of micro-batch ``k`` at ``k n + f`` (ops ``0..n-1`` are the graph's forward ops
+  themselves, micro-batch 0); its backward op at ``M n + k n + (n - 1 - f)``; the update ops, one per
+  op with parameters as for M = 1, at ``2 M n ...``; each update waits for the parameter gradients of
+  all M backward copies (gradients accumulated, one update);
+* tensors: micro-batch 0's are the tensors of the M = 1 task, with the same ids; then the tensors of
+  micro-batches 1..M-1 in the same order, except the parameter tensors, which all copies share (one
+  tensor, sent at most once per device; parameters, gradients and optimizer state are counted once in
+  ``static_bytes``); a graph data input is a new micro-batch per copy; each copy's activations stay
+  alive until that copy's backward ops read them, so memory grows with M as GPipe's does;
+* the schedule is GPipe's fill-drain (Huang et al., NeurIPS 2019, figure 2c: every micro-batch's
+  forward before any backward), stated as zero-byte dependency tokens (ids after all other tensors),
+  which both simulators read like any tensor: each forward op of micro-batch ``k + 1`` waits for the
+  same op of micro-batch ``k``, each backward op likewise (one op takes micro-batches in order; both
+  on one device, so the token is never sent), and the backward ops of micro-batch 0 at the graph's
+  sinks (ops none of whose outputs other than parameters is read by an op) wait for every sink of the
+  last micro-batch. Every backward op follows a sink's backward and every forward op precedes a sink,
+  so no backward op starts before every forward op has finished. Which op a device runs among the
+  ready ones stays the cost model's rule (earliest ready, ties by index).
+
+``M = 1`` is the step described above, array for array.
 """
 
 from __future__ import annotations
@@ -48,6 +73,9 @@ OPTIMIZERS: dict[str, tuple[int, float, float]] = {
     "sgd": (0, 2.0, 3.0),
 }
 OP_KINDS: tuple[str, ...] = ("forward", "backward", "update")
+# The most micro-batches of a pipelined step: GPipe's and Megatron-LM's runs use tens to hundreds; the cap
+# keeps a mistyped count from compiling a task a thousand times too large before the allocation check.
+MAX_MICROBATCHES = 1024
 _DOUBLE_BACKWARD = np.array(
     [name in ("matmul", "conv") for name in sorted(CATEGORY_INDEX, key=CATEGORY_INDEX.get)]
 )
@@ -66,8 +94,11 @@ class Task:
     """A compiled placement problem. Build it with `make_task`.
 
     Ops (length ``n_ops``): forward ops ``0..n_forward-1`` (the graph's), then for ``train_step``
-    their backward ops and the update ops. ``op_kind`` (0 forward, 1 backward, 2 update),
-    ``op_forward`` (the forward op whose device the op follows), ``duration[op, device]`` (seconds).
+    their backward ops and the update ops; with ``microbatches`` M > 1 (a pipelined step), the
+    forward (and backward) ops of every micro-batch (layout: the module docstring), task op
+    ``f < n_forward`` still being forward op ``f``; ``op_microbatch`` gives each op's micro-batch.
+    ``op_kind`` (0 forward, 1 backward, 2 update), ``op_forward`` (the forward op whose device the
+    op follows), ``duration[op, device]`` (seconds).
     Tensors: ``tensor_producer`` (-1: a graph data input, present on every device at time 0),
     ``tensor_bytes``, ``tensor_static`` (its producer-side memory is already counted in the static
     memory: a parameter read or a parameter gradient), ``tensor_persistent`` (a graph output: alive
@@ -85,6 +116,7 @@ class Task:
     cluster: Cluster
     objective: str
     optimizer: str
+    microbatches: int
     id: str
     op_kind: np.ndarray
     op_forward: np.ndarray
@@ -182,13 +214,32 @@ class Task:
         if self.n_ops != self.n_forward:
             ops += f" ({self.n_forward} forward)"
         training = f", optimizer={self.optimizer!r}" if self.objective == "train_step" else ""
-        return f"Task({self.id!r}, {ops}, {self.n_devices} devices{training})"
+        pipelined = f", microbatches={self.microbatches}" if self.microbatches > 1 else ""
+        return f"Task({self.id!r}, {ops}, {self.n_devices} devices{training}{pipelined})"
+
+    @cached_property
+    def op_microbatch(self) -> np.ndarray:
+        """Micro-batch (int32) of every task op (0 to ``microbatches - 1``), -1 for an update op (one per
+        step, after the gradients of every micro-batch)."""
+        n, m = self.n_forward, self.microbatches
+        copies = np.repeat(np.arange(m, dtype=np.int32), n)
+        kinds = 1 if self.objective == "inference" else 2
+        update = np.full(self.n_ops - kinds * n * m, -1, dtype=np.int32)
+        result = np.concatenate([copies] * kinds + [update])
+        result.setflags(write=False)
+        return result
 
     @cached_property
     def op_names(self) -> tuple[str, ...]:
         suffix = ("", ".grad", ".update")
         names = self.graph.op_names
-        return tuple(names[f] + suffix[k] for f, k in zip(self.op_forward.tolist(), self.op_kind.tolist()))
+        forward, kinds = self.op_forward.tolist(), self.op_kind.tolist()
+        if self.microbatches == 1:
+            return tuple(names[f] + suffix[k] for f, k in zip(forward, kinds))
+        return tuple(
+            names[f] + suffix[k] + (f"[mb{b}]" if b >= 0 else "")
+            for f, k, b in zip(forward, kinds, self.op_microbatch.tolist())
+        )
 
     def check_placement(self, placement, batch: bool = False) -> np.ndarray:
         """Return ``placement`` as an int64 array of device indices, or raise a clear ValueError.
@@ -235,21 +286,41 @@ def _op_durations(flops, bytes_moved, category, cluster: Cluster) -> np.ndarray:
     return np.ascontiguousarray(np.maximum(compute, memory) + cluster.launch_overhead[None, :])
 
 
+def check_microbatches(microbatches) -> int:
+    """``microbatches`` as an int from 1 to `MAX_MICROBATCHES`, or a one-line ValueError."""
+    if isinstance(microbatches, (bool, np.bool_)) or not isinstance(microbatches, (int, np.integer)) or not (
+        1 <= microbatches <= MAX_MICROBATCHES
+    ):
+        raise ValueError(
+            f"microbatches must be an integer from 1 to {MAX_MICROBATCHES} (1: no pipelining), got "
+            f"{microbatches!r}"
+        )
+    return int(microbatches)
+
+
 def make_task(
-    graph: OpGraph, cluster: Cluster, objective: str = "train_step", optimizer: str = "adam"
+    graph: OpGraph,
+    cluster: Cluster,
+    objective: str = "train_step",
+    optimizer: str = "adam",
+    microbatches: int = 1,
 ) -> Task:
     """Compile a task. ``objective``: ``"train_step"`` or ``"inference"``; ``optimizer`` (training
-    only): ``"adam"``, ``"momentum"`` or ``"sgd"``. The task's ``id`` names graph, cluster, objective
-    and optimizer so that no other task shares it (format: `placement_gym.task.ids`). A task whose
-    per-op-and-device arrays (`task_bytes`) would pass the allocation limit (`placement_gym.common.limits`)
-    is refused before they are made."""
+    only): ``"adam"``, ``"momentum"`` or ``"sgd"``; ``microbatches``: the micro-batches of a pipelined
+    step, 1 (default: none) to `MAX_MICROBATCHES`, each a copy of the graph at its own batch, run in
+    GPipe's fill-drain order (module docstring). The task's ``id`` names graph, cluster, objective,
+    optimizer and micro-batches so that no other task shares it (format: `placement_gym.task.ids`). A
+    task whose per-op-and-device arrays (`task_bytes`) would pass the allocation limit
+    (`placement_gym.common.limits`) is refused before they are made."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    m = check_microbatches(microbatches)
     g = graph
     n = g.n_ops
-    n_task_ops = n if objective == "inference" else 2 * n + int(np.count_nonzero(g.param_bytes > 0))
+    n_update = int(np.count_nonzero(g.param_bytes > 0))
+    n_task_ops = m * n if objective == "inference" else 2 * m * n + n_update
     check_allocation(
         f"the task of graph {g.name!r} ({n_task_ops} ops) on cluster {cluster.name!r} "
         f"({cluster.n_devices} devices)",
@@ -261,7 +332,9 @@ def make_task(
     edge_tensor = g.edge_tensor.astype(np.int64)
     # Two different tasks never share an id (placement_gym/task/ids.py): resumed runs, caches and
     # the leaderboard key on it.
-    task_id = make_task_id(g, cluster, OBJECTIVES[objective], None if objective == "inference" else optimizer)
+    task_id = make_task_id(
+        g, cluster, OBJECTIVES[objective], None if objective == "inference" else optimizer, m
+    )
     if objective == "inference":
         op_kind = np.zeros(n, dtype=np.int8)
         op_forward = np.arange(n, dtype=np.int32)
@@ -344,6 +417,14 @@ def make_task(
         consumer_tensor, consumer_op = pairs // n_total, pairs % n_total
         static_bytes = g.param_bytes * (2 + states)
         n = n_total
+    if m > 1:
+        copies = _micro_batch_copies(
+            g, m, objective == "train_step", op_kind, op_forward, flops, bytes_moved, op_category,
+            tensor_producer, tensor_bytes, tensor_static, tensor_persistent, consumer_tensor, consumer_op,
+        )
+        (op_kind, op_forward, flops, bytes_moved, op_category, tensor_producer, tensor_bytes, tensor_static,
+         tensor_persistent, consumer_tensor, consumer_op) = copies
+        n = len(op_kind)
     n_tensors = len(tensor_bytes)
     produced = np.flatnonzero(tensor_producer >= 0)
     op_output_pointer, op_outputs = _csr(tensor_producer[produced], produced, n)
@@ -374,4 +455,91 @@ def make_task(
     )
     for value in arrays.values():
         value.setflags(write=False)
-    return Task(graph=g, cluster=cluster, objective=objective, optimizer=optimizer, id=task_id, **arrays)
+    return Task(
+        graph=g, cluster=cluster, objective=objective, optimizer=optimizer, microbatches=m, id=task_id,
+        **arrays,
+    )
+
+
+def _micro_batch_copies(
+    g: OpGraph, m: int, training: bool, op_kind, op_forward, flops, bytes_moved, op_category,
+    tensor_producer, tensor_bytes, tensor_static, tensor_persistent, consumer_tensor, consumer_op,
+) -> tuple[np.ndarray, ...]:
+    """The arrays of the one-micro-batch task (ops, tensors, consumer pairs) copied for ``m``
+    micro-batches, with the fill-drain tokens (layout: the module docstring)."""
+    n = g.n_ops
+    n_one = len(op_kind)  # ops of one copy: n forward (+ n backward + the update ops)
+    copy = np.arange(m, dtype=np.int64)
+
+    def op_of(op: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Index of one-copy op ``op`` in micro-batch ``k`` (update ops: the same for every k)."""
+        backward_or_update = np.where(op < 2 * n, m * n + k * n + (op - n), 2 * (m - 1) * n + op)
+        return np.where(op < n, k * n + op, backward_or_update)
+
+    # Each new op's one-copy op: forward copies, backward copies, then the update ops once.
+    one = np.arange(n_one)
+    source = np.concatenate(
+        [np.tile(one[:n], m), np.tile(one[n : 2 * n], m if training else 0), one[2 * n :]]
+    )
+    # Tensors: micro-batch 0's keep their ids; the others' copies follow, the parameter tensors
+    # (read by every copy, produced by micro-batch 0's owner) excepted.
+    n_tensors = len(tensor_bytes)
+    shared = np.zeros(n_tensors, dtype=bool)
+    shared[: g.n_tensors] = g.tensor_is_parameter
+    per_copy = np.flatnonzero(~shared)
+    rank = np.full(n_tensors, -1, dtype=np.int64)
+    rank[per_copy] = np.arange(len(per_copy))
+    tensor_of = lambda t, k: np.where(  # noqa: E731 - id of one-copy tensor t in micro-batch k
+        (k == 0) | shared[t], t, n_tensors + (k - 1) * len(per_copy) + rank[t]
+    )
+    k_tensor = np.repeat(copy[1:], len(per_copy))
+    t_copy = np.tile(per_copy, m - 1)
+    producer_one = np.concatenate([tensor_producer, tensor_producer[t_copy]]).astype(np.int64)
+    k_all = np.concatenate([np.zeros(n_tensors, dtype=np.int64), k_tensor])
+    producer = np.where(producer_one >= 0, op_of(np.maximum(producer_one, 0), k_all), -1)
+    nbytes = [np.asarray(tensor_bytes, np.float64), np.asarray(tensor_bytes, np.float64)[t_copy]]
+    static = [np.asarray(tensor_static, bool), np.asarray(tensor_static, bool)[t_copy]]
+    persistent = [np.asarray(tensor_persistent, bool), np.asarray(tensor_persistent, bool)[t_copy]]
+    # Every consumer pair, in every micro-batch.
+    k_pair = np.repeat(copy, len(consumer_tensor))
+    t_pair = np.tile(consumer_tensor, m)
+    readers = [op_of(np.tile(consumer_op, m), k_pair)]
+    tensors = [tensor_of(t_pair, k_pair)]
+    # Fill-drain tokens (zero bytes): op f of micro-batch k -> op f of micro-batch k + 1, forward and
+    # backward; every sink of the last micro-batch -> the backward op of every sink of micro-batch 0.
+    token_producer, token_reader = [], []
+    kinds = 2 if training else 1
+    for kind in range(kinds):
+        ops = np.arange(kind * n, (kind + 1) * n)
+        token_producer.append(op_of(np.tile(ops, m - 1), np.repeat(copy[:-1], n)))
+        token_reader.append(op_of(np.tile(ops, m - 1), np.repeat(copy[1:], n)))
+    if training:
+        src, tensor = g.edge_src.astype(np.int64), g.edge_tensor
+        sinks = np.setdiff1d(np.arange(n), src[(src >= 0) & ~g.tensor_is_parameter[tensor]])
+        token_producer.append(np.repeat(op_of(sinks, m - 1), len(sinks)))
+        token_reader.append(np.tile(op_of(2 * n - 1 - sinks, 0), len(sinks)))
+    token_producer, token_reader = np.concatenate(token_producer), np.concatenate(token_reader)
+    n_before = len(producer)
+    # One token tensor per producing op: a sink of the last micro-batch sends one to every reader.
+    token_ops, token_index = np.unique(token_producer, return_inverse=True)
+    producer = np.concatenate([producer, token_ops])
+    nbytes.append(np.zeros(len(token_ops)))
+    static.append(np.zeros(len(token_ops), dtype=bool))
+    persistent.append(np.zeros(len(token_ops), dtype=bool))
+    tensors.append(n_before + token_index.ravel())
+    readers.append(token_reader)
+    n_total = len(source)
+    pairs = np.unique(np.concatenate(tensors) * n_total + np.concatenate(readers))
+    return (
+        np.asarray(op_kind)[source],
+        np.asarray(op_forward)[source],
+        np.asarray(flops, dtype=np.float64)[source],
+        np.asarray(bytes_moved, dtype=np.float64)[source],
+        np.asarray(op_category, dtype=np.int64)[source],
+        producer,
+        np.concatenate(nbytes),
+        np.concatenate(static),
+        np.concatenate(persistent),
+        pairs // n_total,
+        pairs % n_total,
+    )

@@ -12,7 +12,10 @@
   and 12 hex digits of `Cluster.content_sha256`.
 * objective: ``train`` or ``inference``; a training step whose optimizer is not Adam, the default,
   adds ``+`` and the optimizer (``train+sgd``, ``train+momentum``): the optimizer changes the update
-  ops and the memory. Inference has no optimizer.
+  ops and the memory. Inference has no optimizer. A pipelined step of M > 1 micro-batches
+  (`placement_gym.task.compiled.make_task`'s ``microbatches``) ends in ``+mb<M>`` (``train+mb4``,
+  ``train+sgd+mb8``, ``inference+mb2``). The parts come in that order; a default (``+adam``,
+  ``+mb1``) is never written, so an id names its task one way only.
 
 Bundled graph names, preset names and objectives hold no ``@`` or ``+``, so a hashed part never
 equals a plain one, and the ids of bundled graphs on presets with Adam (the leaderboard suite's)
@@ -41,6 +44,7 @@ HASH_MARK = "@"
 OPTIMIZER_MARK = "+"
 HASH_DIGITS = 12
 DEFAULT_OPTIMIZER = "adam"
+MICROBATCH_MARK = "mb"
 
 
 def _hashed(name: str, sha256: str) -> str:
@@ -75,17 +79,24 @@ def cluster_id(cluster: Cluster) -> str:
     return cluster.name if named else _hashed(cluster.name, cluster.content_sha256)
 
 
-def objective_id(objective_suffix: str, optimizer: str | None) -> str:
+def objective_id(objective_suffix: str, optimizer: str | None, microbatches: int = 1) -> str:
     """``train``/``inference``, with ``+<optimizer>`` for a training step that does not use Adam
-    (``optimizer`` None: inference, which has none)."""
-    if optimizer is None or optimizer == DEFAULT_OPTIMIZER:
-        return objective_suffix
-    return f"{objective_suffix}{OPTIMIZER_MARK}{optimizer}"
+    (``optimizer`` None: inference, which has none) and ``+mb<M>`` for a pipelined step of M > 1
+    micro-batches."""
+    parts = [objective_suffix]
+    if optimizer is not None and optimizer != DEFAULT_OPTIMIZER:
+        parts.append(optimizer)
+    if microbatches != 1:
+        parts.append(f"{MICROBATCH_MARK}{microbatches}")
+    return OPTIMIZER_MARK.join(parts)
 
 
-def make_task_id(graph: OpGraph, cluster: Cluster, objective_suffix: str, optimizer: str | None) -> str:
+def make_task_id(
+    graph: OpGraph, cluster: Cluster, objective_suffix: str, optimizer: str | None, microbatches: int = 1
+) -> str:
     """``graph/cluster/objective`` (module docstring)."""
-    return f"{graph_id(graph)}/{cluster_id(cluster)}/{objective_id(objective_suffix, optimizer)}"
+    objective = objective_id(objective_suffix, optimizer, microbatches)
+    return f"{graph_id(graph)}/{cluster_id(cluster)}/{objective}"
 
 
 def task_id_parts(task_id: str) -> tuple[str, str, str]:
@@ -101,13 +112,25 @@ def task_id_parts(task_id: str) -> tuple[str, str, str]:
     return graph, cluster, objective
 
 
-def split_task_id(task_id: str) -> tuple[str, str, str, str | None]:
-    """``(graph name, cluster name, objective suffix, optimizer)`` of an id that names can rebuild
-    (optimizer None where the id names none: Adam for a training step).
+def _microbatches_of(token: str) -> int | None:
+    """M of a ``mb<M>`` token written as an id writes it (M > 1, no leading zero); 0 for any other
+    token starting with ``mb`` (no optimizer's name does); None for a token that is not one."""
+    if not token.startswith(MICROBATCH_MARK):
+        return None
+    digits = token[len(MICROBATCH_MARK):]
+    canonical = digits.isascii() and digits.isdigit() and digits[0] != "0" and int(digits) > 1
+    return int(digits) if canonical else 0
 
-    Raises ValueError for an id that is not ``graph/cluster/objective[+optimizer]``, and for a part
-    with a content hash (``name@hash``): such a graph or cluster is not bundled (not a preset), so
-    no name rebuilds it; the task is built from its file."""
+
+def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str | None, int]:
+    """``(graph name, cluster name, objective suffix, optimizer, precision, microbatches)`` of an id that
+    names can rebuild (optimizer None where the id names none: Adam for a training step; precision None:
+    the ids read here name none; microbatches 1 where the id names none).
+
+    Raises ValueError for an id that is not ``graph/cluster/objective[+optimizer][+mb<M>]`` (an unknown
+    part, parts repeated or out of order, a default written out), and for a part with a content hash
+    (``name@hash``): such a graph or cluster is not bundled (not a preset), so no name rebuilds it; the
+    task is built from its file."""
     graph, cluster, objective = task_id_parts(task_id)
     for what, part, known, example in (
         ("graph", graph, "a graph bundled with placement-gym", "get_task('path/to/{}.onnx', ...)"),
@@ -120,14 +143,23 @@ def split_task_id(task_id: str) -> tuple[str, str, str, str | None]:
                 f"of its content), so no name rebuilds it: such a task is built from its {what}'s file, "
                 f"{example.format(name)} or --{what} FILE on the command line"
             )
-    suffix, mark, optimizer = objective.partition(OPTIMIZER_MARK)
-    if mark and optimizer in ("", DEFAULT_OPTIMIZER):
+    suffix, *tokens = objective.split(OPTIMIZER_MARK)
+    optimizer, microbatches = None, 1
+    wrong = False
+    if tokens and _microbatches_of(tokens[-1]) is not None:
+        microbatches = _microbatches_of(tokens.pop())
+        wrong = microbatches == 0
+    if tokens:
+        optimizer = tokens.pop(0)
+        wrong = wrong or optimizer in ("", DEFAULT_OPTIMIZER) or _microbatches_of(optimizer) is not None
+    if wrong or tokens:
         raise ValueError(
-            f"task {task_id}: {objective!r} is not the objective of a task id: {suffix} alone means "
-            f"{DEFAULT_OPTIMIZER}; another optimizer is {suffix}{OPTIMIZER_MARK}<optimizer>, such as "
-            f"train{OPTIMIZER_MARK}sgd"
+            f"task {task_id}: {objective!r} is not the objective of a task id: that is {suffix}, then "
+            f"optionally {OPTIMIZER_MARK}<optimizer> (any but {DEFAULT_OPTIMIZER}, the default), then "
+            f"optionally {OPTIMIZER_MARK}{MICROBATCH_MARK}<M> for M > 1 micro-batches, such as "
+            f"train{OPTIMIZER_MARK}sgd{OPTIMIZER_MARK}{MICROBATCH_MARK}4"
         )
-    return graph, cluster, suffix, optimizer or None
+    return graph, cluster, suffix, optimizer, None, microbatches
 
 
 def task_identity(task: Task) -> dict[str, Any]:
@@ -148,6 +180,8 @@ def task_identity(task: Task) -> dict[str, Any]:
         "cluster": cluster_content,
         "objective": task.objective,
         "optimizer": task.optimizer if task.objective == "train_step" else None,
+        # Recorded only where it is not the default, so that what was recorded before it existed matches.
+        **({"microbatches": task.microbatches} if task.microbatches != 1 else {}),
     }
 
 
