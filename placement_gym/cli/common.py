@@ -10,8 +10,8 @@ import numpy as np
 
 from placement_gym.evaluation import agents
 from placement_gym.evaluation.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
-from placement_gym.task.compiled import OBJECTIVES, OPTIMIZERS, Task
-from placement_gym.task.ids import DEFAULT_OPTIMIZER
+from placement_gym.task.compiled import OBJECTIVES, OPTIMIZERS, PRECISIONS, Task
+from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from placement_gym.task.named import get_task
 
 DEFAULT_GRAPH = "inception_v3"
@@ -55,11 +55,17 @@ def add_optimizer_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
                         help=f"optimizer of a train step: its update ops and state memory (default: "
                         f"{DEFAULT_OPTIMIZER}; the task id ends in '+<optimizer>' for any other)")
+    parser.add_argument("--precision", choices=tuple(PRECISIONS), default=DEFAULT_PRECISION,
+                        help=f"precision of the step (default: {DEFAULT_PRECISION}); bf16 and fp16 are mixed "
+                        "precision: matrix products on the tensor cores, 2-byte activations, fp32 master "
+                        "weights (the task id ends in '+bf16' or '+fp16')")
 
 
 def task_from_args(args: argparse.Namespace) -> Task:
-    """The task of --graph, --cluster, --objective and (where the command has it) --optimizer."""
-    return get_task(args.graph, args.cluster, args.objective, getattr(args, "optimizer", DEFAULT_OPTIMIZER))
+    """The task of --graph, --cluster, --objective and (where the command has them) --optimizer and
+    --precision."""
+    return get_task(args.graph, args.cluster, args.objective, getattr(args, "optimizer", DEFAULT_OPTIMIZER),
+                    getattr(args, "precision", DEFAULT_PRECISION))
 
 
 @dataclass(frozen=True)

@@ -204,15 +204,17 @@ class PlacementEnvBase(gym.Env):
         """``config.graph`` when it is a `Task` (after checking the other settings against it), else the
         task `get_task` builds."""
         graph, cluster = config.graph, config.cluster
-        objective, optimizer = config.objective, config.optimizer
+        objective, optimizer, precision = config.objective, config.optimizer, config.precision
         if not isinstance(graph, Task):
-            return get_task(graph, cluster, objective, optimizer)
+            return get_task(graph, cluster, objective, optimizer, precision)
         agrees = {
             "cluster": cluster is graph.cluster or cluster == graph.cluster.name,
             "objective": objective in (graph.objective, OBJECTIVES[graph.objective]),
             "optimizer": optimizer == graph.optimizer,
+            "precision": precision == graph.precision,
         }
-        for name, value in (("cluster", cluster), ("objective", objective), ("optimizer", optimizer)):
+        for name, value in (("cluster", cluster), ("objective", objective), ("optimizer", optimizer),
+                            ("precision", precision)):
             if not agrees[name] and not config.is_default(name):
                 raise ValueError(
                     f"graph is the compiled task {graph.id}; {name}={value!r} is not the task's "

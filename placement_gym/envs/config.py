@@ -20,7 +20,7 @@ from placement_gym.envs.observation import check_obs_mode
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_oom_settings
 from placement_gym.evaluation.evaluator import COST_MODEL
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.task.compiled import Task
+from placement_gym.task.compiled import PRECISIONS, Task
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 
@@ -50,12 +50,14 @@ class EnvConfig:
 
     - ``graph``: a bundled graph name (``placement_gym.bundled_graph_names()``), an ONNX file path,
       an `OpGraph`, or a compiled `Task` (the env then places that very task, so its evaluations add
-      to its counter; ``cluster``, ``objective`` and ``optimizer`` are then the task's, and a value
+      to its counter; ``cluster``, ``objective``, ``optimizer`` and ``precision`` are then the task's, and a value
       other than the default given for one of them must agree with it). Default ``"inception_v3"``.
     - ``cluster``: a preset name (``placement_gym.cluster.PRESETS``), ``"local"``, ``"cpu<N>"``, a JSON
       file path, or a `Cluster`. Default ``"k80x4"``.
     - ``objective``: ``"train_step"`` (default) or ``"inference"``.
     - ``optimizer``: ``"adam"`` (default), ``"momentum"`` or ``"sgd"`` (training only).
+    - ``precision``: ``"fp32"`` (default), ``"bf16"`` or ``"fp16"`` (mixed precision: matrix products
+      on the tensor cores, 2-byte activations; `placement_gym.task.compiled`).
     - ``groups``: None (default: one node per op), ``"colocate"``, ``"chains"``, an int k (a k-way
       partition) or an array of one group label per op (`placement_gym.task.groups.make_grouping`).
     - ``obs_mode``: ``"dict"`` (default), ``"flat"`` or ``"graph"``.
@@ -85,6 +87,7 @@ class EnvConfig:
     cluster: str | Path | Cluster = "k80x4"
     objective: str = "train_step"
     optimizer: str = "adam"
+    precision: str = "fp32"
     groups: Any = None
     obs_mode: str = "dict"
     max_ops: int | None = None
@@ -108,6 +111,8 @@ class EnvConfig:
             raise ValueError(
                 f"cluster must be {CLUSTER_ACCEPTS}; got {self.cluster!r} ({type(self.cluster).__name__})"
             )
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r}; allowed: {', '.join(PRECISIONS)}")
         check_oom_settings(self.oom_runtime, self.oom_runtime_factor)
         check_obs_mode(self.obs_mode)
         if not isinstance(self.mask_in_obs, (bool, np.bool_)):

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from placement_gym.cluster.cluster import HALF_PRECISION_FIGURES
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.task.cache import TaskCache
 from placement_gym.task.compiled import Task
@@ -63,6 +64,9 @@ _CLUSTER_UNCOSTED = ("name", "description")
 # The task's graph and cluster have digests of their own; ``duration`` is compared through runtimes;
 # private fields (caches, counters) are bookkeeping, not part of the problem.
 _TASK_UNDIGESTED = ("graph", "cluster", "id", "duration")
+# Task options added after suite v1, with the value every v1 task has: digested only when a task
+# departs from it, so that v1's frozen digests stand.
+_TASK_OPTION_DEFAULTS = {"precision": "fp32"}
 
 
 @dataclass(frozen=True)
@@ -168,10 +172,14 @@ def graph_digest(graph) -> str:
 
 
 def cluster_digest(task: Task) -> str:
-    """Digest of every field of the task's cluster but its name and description (every figure)."""
+    """Digest of every field of the task's cluster but its name and description (every figure). The
+    half-precision figures (`HALF_PRECISION_FIGURES`) count only for a half-precision task whose
+    cluster gives them: an fp32 task's costs never read them."""
     cluster = task.cluster
+    unread = () if task.precision != "fp32" else HALF_PRECISION_FIGURES
     return _digest([(f.name, getattr(cluster, f.name)) for f in dataclasses.fields(cluster)
-                    if f.name not in _CLUSTER_UNCOSTED])
+                    if f.name not in _CLUSTER_UNCOSTED and f.name not in unread
+                    and not (f.name in HALF_PRECISION_FIGURES and getattr(cluster, f.name) is None)])
 
 
 def structure_digest(task: Task) -> str:
@@ -179,7 +187,8 @@ def structure_digest(task: Task) -> str:
     op and tensor array (kinds, producers, consumers, bytes, persistence, static memory)."""
     items: list[tuple[str, object]] = [("op_names", task.graph.op_names)]
     items += [(f.name, getattr(task, f.name)) for f in dataclasses.fields(task)
-              if f.name not in _TASK_UNDIGESTED and not f.name.startswith("_")]
+              if f.name not in _TASK_UNDIGESTED and not f.name.startswith("_")
+              and not (f.name in _TASK_OPTION_DEFAULTS and getattr(task, f.name) == _TASK_OPTION_DEFAULTS[f.name])]
     return _digest(items)
 
 

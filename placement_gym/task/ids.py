@@ -12,7 +12,9 @@
   and 12 hex digits of `Cluster.content_sha256`.
 * objective: ``train`` or ``inference``; a training step whose optimizer is not Adam, the default,
   adds ``+`` and the optimizer (``train+sgd``, ``train+momentum``): the optimizer changes the update
-  ops and the memory. Inference has no optimizer.
+  ops and the memory. Inference has no optimizer. Then a precision other than ``fp32``, the
+  default, adds ``+bf16`` or ``+fp16`` (``train+bf16``, ``train+sgd+fp16``, ``inference+bf16``).
+  Defaults are never written, and the parts come in that order, so one task has one id.
 
 Bundled graph names, preset names and objectives hold no ``@`` or ``+``, so a hashed part never
 equals a plain one, and the ids of bundled graphs on presets with Adam (the leaderboard suite's)
@@ -41,6 +43,8 @@ HASH_MARK = "@"
 OPTIMIZER_MARK = "+"
 HASH_DIGITS = 12
 DEFAULT_OPTIMIZER = "adam"
+DEFAULT_PRECISION = "fp32"
+HALF_PRECISIONS: tuple[str, ...] = ("bf16", "fp16")
 
 
 def _hashed(name: str, sha256: str) -> str:
@@ -75,17 +79,26 @@ def cluster_id(cluster: Cluster) -> str:
     return cluster.name if named else _hashed(cluster.name, cluster.content_sha256)
 
 
-def objective_id(objective_suffix: str, optimizer: str | None) -> str:
+def objective_id(objective_suffix: str, optimizer: str | None, precision: str = DEFAULT_PRECISION) -> str:
     """``train``/``inference``, with ``+<optimizer>`` for a training step that does not use Adam
-    (``optimizer`` None: inference, which has none)."""
-    if optimizer is None or optimizer == DEFAULT_OPTIMIZER:
-        return objective_suffix
-    return f"{objective_suffix}{OPTIMIZER_MARK}{optimizer}"
+    (``optimizer`` None: inference, which has none), then ``+<precision>`` for one that is not fp32."""
+    parts = [objective_suffix]
+    if optimizer is not None and optimizer != DEFAULT_OPTIMIZER:
+        parts.append(optimizer)
+    if precision != DEFAULT_PRECISION:
+        parts.append(precision)
+    return OPTIMIZER_MARK.join(parts)
 
 
-def make_task_id(graph: OpGraph, cluster: Cluster, objective_suffix: str, optimizer: str | None) -> str:
+def make_task_id(
+    graph: OpGraph,
+    cluster: Cluster,
+    objective_suffix: str,
+    optimizer: str | None,
+    precision: str = DEFAULT_PRECISION,
+) -> str:
     """``graph/cluster/objective`` (module docstring)."""
-    return f"{graph_id(graph)}/{cluster_id(cluster)}/{objective_id(objective_suffix, optimizer)}"
+    return f"{graph_id(graph)}/{cluster_id(cluster)}/{objective_id(objective_suffix, optimizer, precision)}"
 
 
 def task_id_parts(task_id: str) -> tuple[str, str, str]:
@@ -101,11 +114,13 @@ def task_id_parts(task_id: str) -> tuple[str, str, str]:
     return graph, cluster, objective
 
 
-def split_task_id(task_id: str) -> tuple[str, str, str, str | None]:
-    """``(graph name, cluster name, objective suffix, optimizer)`` of an id that names can rebuild
-    (optimizer None where the id names none: Adam for a training step).
+def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str, int]:
+    """``(graph name, cluster name, objective suffix, optimizer, precision, microbatches)`` of an id
+    that names can rebuild (optimizer None where the id names none: Adam for a training step;
+    precision ``fp32`` where it names none; microbatches 1: the format names no micro-batching).
 
-    Raises ValueError for an id that is not ``graph/cluster/objective[+optimizer]``, and for a part
+    Raises ValueError for an id that is not ``graph/cluster/objective[+optimizer][+precision]`` (a
+    part written twice, out of that order, or a default written out), and for a part
     with a content hash (``name@hash``): such a graph or cluster is not bundled (not a preset), so
     no name rebuilds it; the task is built from its file."""
     graph, cluster, objective = task_id_parts(task_id)
@@ -120,19 +135,39 @@ def split_task_id(task_id: str) -> tuple[str, str, str, str | None]:
                 f"of its content), so no name rebuilds it: such a task is built from its {what}'s file, "
                 f"{example.format(name)} or --{what} FILE on the command line"
             )
-    suffix, mark, optimizer = objective.partition(OPTIMIZER_MARK)
-    if mark and optimizer in ("", DEFAULT_OPTIMIZER):
-        raise ValueError(
-            f"task {task_id}: {objective!r} is not the objective of a task id: {suffix} alone means "
-            f"{DEFAULT_OPTIMIZER}; another optimizer is {suffix}{OPTIMIZER_MARK}<optimizer>, such as "
-            f"train{OPTIMIZER_MARK}sgd"
-        )
-    return graph, cluster, suffix, optimizer or None
+    suffix, *extras = objective.split(OPTIMIZER_MARK)
+    optimizer: str | None = None
+    precision = DEFAULT_PRECISION
+    form = (
+        f"{suffix}[{OPTIMIZER_MARK}<optimizer>][{OPTIMIZER_MARK}<precision>], such as "
+        f"train{OPTIMIZER_MARK}sgd or train{OPTIMIZER_MARK}bf16, defaults ({DEFAULT_OPTIMIZER}, "
+        f"{DEFAULT_PRECISION}) left out"
+    )
+    for token in extras:
+        if token in HALF_PRECISIONS:
+            if precision != DEFAULT_PRECISION:
+                raise ValueError(f"task {task_id}: {objective!r} names a precision twice; the objective is {form}")
+            precision = token
+        elif token in ("", DEFAULT_OPTIMIZER, DEFAULT_PRECISION):
+            raise ValueError(
+                f"task {task_id}: {objective!r} is not the objective of a task id: {token!r} is "
+                f"{'empty' if not token else 'a default, never written'}; the objective is {form}"
+            )
+        elif optimizer is not None or precision != DEFAULT_PRECISION:
+            raise ValueError(
+                f"task {task_id}: {objective!r} is not the objective of a task id ({token!r} "
+                f"{'after the precision' if precision != DEFAULT_PRECISION else 'after the optimizer'}); "
+                f"the objective is {form}"
+            )
+        else:
+            optimizer = token
+    return graph, cluster, suffix, optimizer, precision, 1
 
 
 def task_identity(task: Task) -> dict[str, Any]:
     """What a task is, in full, for files that must only be used with the same task (checkpoints):
-    its id, the full content sha256 of its graph and cluster, its objective and optimizer. The
+    its id, the full content sha256 of its graph and cluster, its objective, optimizer and
+    precision. The
     machine's own clusters (``local``, ``cpu<N>``) are recorded by their device names and kinds:
     their figures are measured anew in each process."""
     cluster = task.cluster
@@ -148,15 +183,20 @@ def task_identity(task: Task) -> dict[str, Any]:
         "cluster": cluster_content,
         "objective": task.objective,
         "optimizer": task.optimizer if task.objective == "train_step" else None,
+        "precision": task.precision,
     }
+
+
+# What an identity recorded before a key existed stands for: the default it had then.
+_IDENTITY_DEFAULTS: dict[str, Any] = {"precision": DEFAULT_PRECISION}
 
 
 def identity_mismatch(recorded: Mapping[str, Any], task: Task) -> str | None:
     """None when ``recorded`` (a `task_identity`) is ``task``'s; else what differs, both sides named."""
     current = task_identity(task)
     differences = [
-        f"{key} {recorded.get(key)!r} there, {value!r} here"
+        f"{key} {recorded.get(key, _IDENTITY_DEFAULTS.get(key))!r} there, {value!r} here"
         for key, value in current.items()
-        if recorded.get(key) != value
+        if recorded.get(key, _IDENTITY_DEFAULTS.get(key)) != value
     ]
     return "; ".join(differences) or None
