@@ -21,7 +21,6 @@ from placement_gym.cost_model import simulate
 from placement_gym.graph.opgraph import CATEGORIES
 from placement_gym.task.compiled import make_task
 
-
 HELD = [row for row in PUBLISHED if not row.beyond_model]
 BEYOND = [row for row in PUBLISHED if row.beyond_model]
 

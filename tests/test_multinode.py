@@ -67,7 +67,8 @@ def test_gpus_carry_their_datasheet_figures(name):
         # the host CPU has no tensor peak of its own: half precision runs at its FP32 rate
         cpu = 9 * k
         assert cluster.tensor_peak_flops[cpu] == cluster.peak_flops[cpu]
-        assert cluster.tensor_rate[cpu, 0] == cluster.peak_flops[cpu] * cluster.efficiency[cpu, CATEGORIES.index("matmul")]
+        matmul = CATEGORIES.index("matmul")
+        assert cluster.tensor_rate[cpu, 0] == cluster.peak_flops[cpu] * cluster.efficiency[cpu, matmul]
     assert "InfiniBand" in cluster.description and "datasheet" in cluster.description
 
 
@@ -111,7 +112,8 @@ def test_two_copies_through_one_nic_take_turns_by_hand():
     # leave through node 0's NIC 0, one after the other; without the NIC segments they overlap.
     cluster = _bare(PRESETS["dgx-h100x2"]())
     gpu0, gpu8, gpu9 = (cluster.device_index(f"gpu:{k}") for k in (0, 8, 9))
-    graph = hand_graph([("a", 1e12, 1e9, 0), ("c", 1e12, 1e3, 0), ("d", 1e12, 1e3, 0)], [("a", "c"), ("a", "d")])
+    graph = hand_graph([("a", 1e12, 1e9, 0), ("c", 1e12, 1e3, 0), ("d", 1e12, 1e3, 0)],
+                       [("a", "c"), ("a", "d")])
     task = make_task(graph, cluster, "inference")
     # op time: 1e12 FLOPs at H100's FP32 peak x its matmul efficiency, + 5.7 us launch overhead
     # (hand_graph's ops move no bytes)

@@ -68,14 +68,16 @@ def test_one_matmul_on_one_h100_trains_as_by_hand():
     assert forward == pytest.approx(1e12 / (H100_TENSOR_PEAK * efficiency) + overhead, rel=1e-12)
     assert backward == pytest.approx(2e12 / (H100_TENSOR_PEAK * efficiency) + overhead, rel=1e-12)
     elements = 1e6
-    update_compute = 12 * elements / (H100_FP32_PEAK * cluster.efficiency[gpu, CATEGORIES.index("elementwise")])
+    elementwise = cluster.efficiency[gpu, CATEGORIES.index("elementwise")]
+    update_compute = 12 * elements / (H100_FP32_PEAK * elementwise)
     update_memory = 28 * elements / cluster.memory_bandwidth[gpu]
     assert update == pytest.approx(max(update_compute, update_memory) + overhead, rel=1e-12)
     # Mixed-precision Adam: 2 (bf16 weights) + 2 (bf16 grads) + 4 (fp32 master) + 8 (moments) bytes
     assert task.static_memory(np.array([gpu]))[gpu] == 16 * elements
     # the whole step on gpu:0: one dispatch (launches run ahead) and the three ops back to back
     result = simulate(task, np.array([gpu]))
-    assert result.runtime == pytest.approx(cluster.dispatch_time[gpu] + forward + backward + update, rel=1e-12)
+    expected = cluster.dispatch_time[gpu] + forward + backward + update
+    assert result.runtime == pytest.approx(expected, rel=1e-12)
     assert result.runtime == reference_simulate(task, np.array([gpu])).runtime
 
 
@@ -178,8 +180,10 @@ def test_bf16_is_faster_than_fp32_on_an_h100_and_the_same_on_a_k80():
 
 def test_precision_is_in_the_task_id_after_the_optimizer():
     assert get_task("cifar10_cnn", "k80x2", precision="bf16").id == "cifar10_cnn/k80x2/train+bf16"
-    assert get_task("cifar10_cnn", "k80x2", "train_step", "sgd", "fp16").id == "cifar10_cnn/k80x2/train+sgd+fp16"
-    assert get_task("cifar10_cnn", "k80x2", "inference", precision="bf16").id == "cifar10_cnn/k80x2/inference+bf16"
+    sgd = get_task("cifar10_cnn", "k80x2", "train_step", "sgd", "fp16")
+    assert sgd.id == "cifar10_cnn/k80x2/train+sgd+fp16"
+    inference = get_task("cifar10_cnn", "k80x2", "inference", precision="bf16")
+    assert inference.id == "cifar10_cnn/k80x2/inference+bf16"
     assert get_task("cifar10_cnn", "k80x2").id == "cifar10_cnn/k80x2/train"  # the default is not written
     assert get_task("cifar10_cnn", "k80x2", precision="bf16") is not get_task("cifar10_cnn", "k80x2")
     for task_id in ("cifar10_cnn/k80x2/train+bf16", "cifar10_cnn/k80x2/train+sgd+fp16",
@@ -259,7 +263,8 @@ def test_half_precision_figures_change_the_hash_only_when_given():
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("tensor_peak_flops", "fast", r"tensor_peak_flops must be a positive finite number from 1e\+06 to 1e\+18 FLOP/s, got .fast."),
+    ("tensor_peak_flops", "fast",
+     r"tensor_peak_flops must be a positive finite number from 1e\+06 to 1e\+18 FLOP/s, got .fast."),
     ("tensor_peak_flops", -1.0, "tensor_peak_flops must be a positive finite number"),
     ("tensor_peak_flops", 1e300, "tensor_peak_flops must be"),
     ("tensor_peak_flops", True, "tensor_peak_flops must be"),

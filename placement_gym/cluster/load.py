@@ -90,8 +90,8 @@ class ClusterError(ValueError):
 
 _TOP_FIELDS = ("name", "description", "devices", "hosts", "links", "default_link")
 _DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory", "launch_overhead")
-_DEVICE_FIELDS = (*_DEVICE_REQUIRED, "efficiency", "dispatch_time", "transfer_sync", "host", "tensor_peak_flops",
-                  "tensor_efficiency")
+_DEVICE_FIELDS = (*_DEVICE_REQUIRED, "efficiency", "dispatch_time", "transfer_sync", "host",
+                  "tensor_peak_flops", "tensor_efficiency")
 _DEVICE_FIGURES = ("peak_flops", "memory_bandwidth", "memory", "launch_overhead")
 _LINK_REQUIRED = ("src", "dst", "bandwidth", "latency")
 _LINK_FIELDS = (*_LINK_REQUIRED, "both_ways", "segments")

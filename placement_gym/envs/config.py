@@ -50,8 +50,9 @@ class EnvConfig:
 
     - ``graph``: a bundled graph name (``placement_gym.bundled_graph_names()``), an ONNX file path,
       an `OpGraph`, or a compiled `Task` (the env then places that very task, so its evaluations add
-      to its counter; ``cluster``, ``objective``, ``optimizer`` and ``precision`` are then the task's, and a value
-      other than the default given for one of them must agree with it). Default ``"inception_v3"``.
+      to its counter; ``cluster``, ``objective``, ``optimizer`` and ``precision`` are then the
+      task's, and a value other than the default given for one of them must agree with it).
+      Default ``"inception_v3"``.
     - ``cluster``: a preset name (``placement_gym.cluster.PRESETS``), ``"local"``, ``"cpu<N>"``, a JSON
       file path, or a `Cluster`. Default ``"k80x4"``.
     - ``objective``: ``"train_step"`` (default) or ``"inference"``.

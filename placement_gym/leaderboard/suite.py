@@ -188,7 +188,8 @@ def structure_digest(task: Task) -> str:
     items: list[tuple[str, object]] = [("op_names", task.graph.op_names)]
     items += [(f.name, getattr(task, f.name)) for f in dataclasses.fields(task)
               if f.name not in _TASK_UNDIGESTED and not f.name.startswith("_")
-              and not (f.name in _TASK_OPTION_DEFAULTS and getattr(task, f.name) == _TASK_OPTION_DEFAULTS[f.name])]
+              and not (f.name in _TASK_OPTION_DEFAULTS
+                       and getattr(task, f.name) == _TASK_OPTION_DEFAULTS[f.name])]
     return _digest(items)
 
 

@@ -88,8 +88,8 @@ def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> Ta
         unknown = sorted(set(spec) - {"graph", "cluster", "objective", "optimizer", "precision"})
         if unknown or "graph" not in spec or "cluster" not in spec:
             raise ValueError(
-                "a task spec mapping needs graph and cluster (optional: objective, optimizer, precision); got keys "
-                f"{sorted(spec)}"
+                "a task spec mapping needs graph and cluster (optional: objective, optimizer, precision); "
+                f"got keys {sorted(spec)}"
             )
         result = TaskSpec(**spec)
     elif isinstance(spec, Sequence) and 2 <= len(spec) <= 5:

@@ -146,7 +146,9 @@ def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str, int]:
     for token in extras:
         if token in HALF_PRECISIONS:
             if precision != DEFAULT_PRECISION:
-                raise ValueError(f"task {task_id}: {objective!r} names a precision twice; the objective is {form}")
+                raise ValueError(
+                    f"task {task_id}: {objective!r} names a precision twice; the objective is {form}"
+                )
             precision = token
         elif token in ("", DEFAULT_OPTIMIZER, DEFAULT_PRECISION):
             raise ValueError(

@@ -42,8 +42,12 @@ def named_cluster(name: str | Path) -> Cluster:
 # Room for every task of the largest suite (gen-v2: 300 tasks, about 100 MB compiled), so that validating
 # file after file of it compiles each task once.
 @functools.lru_cache(maxsize=512)
-def _cached_task(graph_key: tuple, cluster_key: tuple, objective: str, optimizer: str, precision: str) -> Task:
-    return make_task(named_graph(graph_key[0]), named_cluster(cluster_key[0]), objective, optimizer, precision)
+def _cached_task(
+    graph_key: tuple, cluster_key: tuple, objective: str, optimizer: str, precision: str
+) -> Task:
+    return make_task(
+        named_graph(graph_key[0]), named_cluster(cluster_key[0]), objective, optimizer, precision
+    )
 
 
 def get_task(
