@@ -341,7 +341,7 @@ def build_cluster(
         link_latency=latency,
         description=description
         + (f" Executor costs ({executor.describe()})." if executor else "")
-        + (f" Shared segments: {', '.join(segment_names)}." if segment_names else ""),
+        + _segments_text(segment_names),
         dispatch_time=np.full(n, executor.dispatch_time if executor else 0.0),
         device_host=np.array([host_of(i) if host_of else 0 for i in range(n)], dtype=np.int64),
         host_names=hosts,
@@ -352,6 +352,20 @@ def build_cluster(
         tensor_peak_flops=tensor_peak,
         tensor_efficiency=tensor_efficiency,
     )
+
+
+# A description lists its shared segments up to this many (a single 8-GPU server has 16 ports and a
+# few uplinks); beyond, it counts them.
+LISTED_SEGMENTS = 32
+
+
+def _segments_text(segment_names: tuple[str, ...]) -> str:
+    if not segment_names:
+        return ""
+    if len(segment_names) > LISTED_SEGMENTS:
+        return (f" Shared segments: {len(segment_names)} ({segment_names[0]}, ..., {segment_names[-1]}; "
+                "Cluster.segment_names lists them).")
+    return f" Shared segments: {', '.join(segment_names)}."
 
 
 def gpu_ports(names: tuple[str, ...] | list[str]) -> Callable[[int, int], tuple[str, ...]]:
