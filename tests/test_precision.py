@@ -285,3 +285,12 @@ def test_cluster_checks_the_half_precision_shapes_and_ranges():
         dataclasses.replace(hand_cluster(2), tensor_peak_flops=np.ones(3) * 1e12)
     with pytest.raises(ValueError, match="tensor_efficiency of device 'gpu:1', category 'conv' must be"):
         dataclasses.replace(hand_cluster(2), tensor_efficiency=np.array([[0.5, 0.5], [0.5, 0.0]]))
+
+
+@pytest.mark.parametrize("backend", ["real", "profiled"])
+def test_measured_backends_refuse_a_half_precision_task(backend):
+    from placement_gym.evaluation.evaluator import make_evaluator
+
+    task = get_task("cifar10_cnn", "cpu2", precision="bf16")
+    with pytest.raises(ValueError, match=f"reward_mode '{backend}' runs and measures the graph in fp32"):
+        make_evaluator(task, backend)
