@@ -11,6 +11,10 @@ Sources (see docs/references.md, "Hardware figures" and "Papers"):
   over NVLink / NVSwitch.
 - Per-op launch overhead 5.7 us (the gap between ops in Addanki's / Park's simulator: kernel launch
   plus TensorFlow executor dispatch); the CPU pays a similar executor dispatch cost.
+- Tensor cores (V100, A100, H100): the datasheets' dense fp16/bf16 peaks (125, 312, 989 TFLOP/s),
+  for half-precision tasks; multi-node DGX presets (`multi_node_cluster`): the DGX A100 and DGX H100
+  datasheets (CPUs, NVSwitch bandwidth per GPU, one InfiniBand NIC per GPU: 200 Gb/s HDR and
+  400 Gb/s NDR).
 
 Beyond op and link figures each preset states what its framework's executor pays (`Executor`: host
 dispatch, per-copy synchronisation) and which links share a path (`gpu_ports`, `grouped_route`: a
