@@ -294,3 +294,17 @@ def test_measured_backends_refuse_a_half_precision_task(backend):
     task = get_task("cifar10_cnn", "cpu2", precision="bf16")
     with pytest.raises(ValueError, match=f"reward_mode '{backend}' runs and measures the graph in fp32"):
         make_evaluator(task, backend)
+
+
+def test_suite_digests_read_the_half_precision_figures_only_for_half_precision_tasks():
+    from placement_gym.leaderboard.suite import cluster_digest, structure_digest
+
+    graph = get_task("cifar10_cnn", "h100x8").graph
+    cluster = PRESETS["h100x8"]()
+    plain = dataclasses.replace(cluster, tensor_peak_flops=None, tensor_efficiency=None)
+    fp32 = make_task(graph, cluster), make_task(graph, plain)
+    assert cluster_digest(fp32[0]) == cluster_digest(fp32[1])  # suite v1's h100x8 tasks stand
+    assert structure_digest(fp32[0]) == structure_digest(fp32[1])
+    bf16 = make_task(graph, cluster, precision="bf16"), make_task(graph, plain, precision="bf16")
+    assert cluster_digest(bf16[0]) != cluster_digest(bf16[1])
+    assert structure_digest(bf16[0]) != structure_digest(fp32[0])
