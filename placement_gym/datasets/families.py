@@ -251,8 +251,9 @@ FAMILIES: dict[str, Family] = {
                "family)", enas_rnn_graph),
         *(Family(name, "architecture", description, architecture_builder(name), worker_setup)
           for name, (description, _) in ARCHITECTURES.items()),
-        Family("gnmt-tf", "unrolled", "GNMT unrolled at TensorFlow's granularity: 15 element-wise ops an LSTM "
-               "cell, attention at every target step (placement_gym.datasets.unrolled)", unrolled_builder("gnmt")),
+        Family("gnmt-tf", "unrolled", "GNMT unrolled at TensorFlow's granularity: 15 element-wise ops an "
+               "LSTM cell, attention at every target step (placement_gym.datasets.unrolled)",
+               unrolled_builder("gnmt")),
         Family("rnnlm-tf", "unrolled", "RNN language model unrolled at TensorFlow's granularity "
                "(placement_gym.datasets.unrolled)", unrolled_builder("rnnlm")),
     )

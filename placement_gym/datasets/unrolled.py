@@ -79,7 +79,8 @@ class _Writer:
             self.initializers,
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-        model.metadata_props.add(key=PARAMETERS_METADATA_KEY, value=json.dumps([w.name for w in self.weights]))
+        names = json.dumps([w.name for w in self.weights])
+        model.metadata_props.add(key=PARAMETERS_METADATA_KEY, value=names)
         return model
 
 
@@ -110,7 +111,8 @@ class _Cells:
         new = w.one("Mul", [w.one("Sigmoid", [i], f"{p}/sigmoid_i"), w.one("Tanh", [j], f"{p}/tanh_j")],
                     f"{p}/mul_ij")
         c = w.one("Add", [kept, new], f"{p}/new_c")
-        h = w.one("Mul", [w.one("Tanh", [c], f"{p}/tanh_c"), w.one("Sigmoid", [o], f"{p}/sigmoid_o")], f"{p}/new_h")
+        squashed = w.one("Tanh", [c], f"{p}/tanh_c")
+        h = w.one("Mul", [squashed, w.one("Sigmoid", [o], f"{p}/sigmoid_o")], f"{p}/new_h")
         return h, c
 
 
@@ -155,7 +157,8 @@ def gnmt_model(layers: int, hidden: int, steps: int, batch: int, vocab: int = 32
             states[k] = (h, c)
             x = w.one("Add", [x, h], f"encoder/l{k}/t{t}/residual") if k >= 2 else h
         tops.append(w.one("Unsqueeze", [x, axes], f"encoder/top_t{t}"))
-    memory = w.one("Concat", tops, "encoder/memory", axis=1) if steps > 1 else tops[0]  # (batch, steps, hidden)
+    # (batch, steps, hidden)
+    memory = w.one("Concat", tops, "encoder/memory", axis=1) if steps > 1 else tops[0]
     keys = w.one("MatMul", [memory, memory_w], "attention/keys")
     outputs: list[tuple[str, tuple[int, ...]]] = []
     for t in range(steps):  # the decoder starts from the encoder's final states
