@@ -82,7 +82,7 @@ DATASETS: dict[str, Dataset] = {
         ),
         Dataset(
             "unrolled-v1",
-            "7 fine-grained unrolled LSTM graphs as TensorFlow would see them (15 element-wise ops an LSTM "
+            "7 fine-grained unrolled LSTM graphs as TensorFlow would see them (14 element-wise ops an LSTM "
             "cell): GNMT of 2, 4 and 8 layers at 50 steps, GNMT-8 at 80 and 400 steps (103,000 ops), RNNLM "
             "of 2 layers at 35 and 70 steps; written with onnx.helper (no torch) and cached on first use",
             UNROLLED_FAMILIES,

@@ -1,13 +1,13 @@
 """Fine-grained unrolled LSTM graphs "as TensorFlow would see them": GNMT and RNNLM with every LSTM cell
 of every layer and time step spelled out as the element-wise ops of a TensorFlow 1.x ``BasicLSTMCell``
 (Concat of input and state, MatMul, bias Add, Split into four gates, the forget bias Add, three Sigmoid,
-two Tanh, three Mul and the state Add: 15 ops a cell), written directly with ``onnx.helper`` (no torch:
+two Tanh, three Mul and the state Add: 14 ops a cell), written directly with ``onnx.helper`` (no torch:
 an export of 100,000 ops would take many minutes) and imported with `placement_gym.graph.onnx_import`.
 
-Mirhoseini et al. (ICLR 2018) placed TensorFlow graphs of NMT with 2, 4 and 8 layers, "graphs of over
-80,000 ops" (training graphs: forward, backward and update); GDP (Zhou et al. 2019) held out an 8-layer
-GNMT of over 50,000 nodes (docs/references, /work/shared REFERENCE.md rows of both papers). A forward
-graph here becomes a training task of about three times its ops (`placement_gym.task.compiled`).
+Mirhoseini et al. (ICLR 2018) placed TensorFlow graphs of NMT with 2, 4 and 8 layers, graphs of over
+80,000 ops; GDP (Zhou et al. 2019) held out an 8-layer GNMT of over 50,000 nodes (docs/references.md).
+A forward graph here becomes a training task of about twice its ops and one more per weight-owning op
+(`placement_gym.task.compiled`).
 
 Structure (the same construction as `placement_gym.export.models.lstm`, cell by cell, at TensorFlow's
 granularity): ``gnmt`` has an encoder and a decoder of ``layers`` LSTM layers of ``hidden`` units over
@@ -17,7 +17,7 @@ over all encoder outputs and fed with the layer's input to every upper decoder l
 step a projection to the vocabulary and a log-softmax. ``rnnlm`` is a stack of ``layers`` LSTM layers
 over ``steps`` tokens with a projection and log-softmax at every step (Zaremba et al. 2014). States start
 at zero, as in `placement_gym.export.models.lstm`: the first step of a layer reads a zero state (its
-Concat takes a zero constant), so every step has the same 15 ops.
+Concat takes a zero constant), so every step has the same 14 ops.
 
 Weights are graph inputs without values (weight-free, as the bundled graphs are), listed as parameters
 in the file's metadata (`placement_gym.graph.parameters.PARAMETERS_METADATA_KEY`) and shared by every
