@@ -786,19 +786,37 @@ _TEXT, _MESSAGE = FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE
 _UNREAD = onnx.TypeProto.DESCRIPTOR
 
 
+_FIELD_KINDS: dict[Any, tuple[bool, bool] | None] = {}
+
+
+def _field_kind(descriptor: Any) -> tuple[bool, bool] | None:
+    """(is text, is repeated) of a field the check walks, None for one it skips; cached per field."""
+    try:
+        return _FIELD_KINDS[descriptor]
+    except KeyError:
+        walked = descriptor.type in (_TEXT, _MESSAGE) and descriptor.message_type is not _UNREAD
+        kind = (descriptor.type == _TEXT, descriptor.is_repeated) if walked else None
+        _FIELD_KINDS[descriptor] = kind
+        return kind
+
+
 def _first_non_text(message: Any, path: str) -> tuple[str, bytes] | None:
     """The path and value of the first string field, in ``message`` or the messages it holds (value
     types aside), that is not valid UTF-8: protobuf hands such a (proto2) string back as bytes. The
     path is written only for what is found: a 100,000-node file has a million clean fields."""
     for descriptor, value in message.ListFields():
-        if descriptor.type not in (_TEXT, _MESSAGE) or descriptor.message_type is _UNREAD:
+        kind = _field_kind(descriptor)
+        if kind is None:
             continue
-        repeated = descriptor.is_repeated
-        text = descriptor.type == _TEXT
+        text, repeated = kind
+        if text and not repeated:
+            if isinstance(value, bytes):
+                return f"{path}.{descriptor.name}", value
+            continue
         for k, item in enumerate(value if repeated else (value,)):
             if text:
                 if isinstance(item, bytes):
-                    return f"{path}.{descriptor.name}" + (f"[{k}]" if repeated else ""), item
+                    return f"{path}.{descriptor.name}[{k}]", item
             else:
                 found = _first_non_text(item, "")
                 if found is not None:
@@ -831,6 +849,7 @@ def _check_dimensions(wiring: _Wiring, shapes: _Shapes) -> None:
     ValueError naming the op and the tensor."""
     infos = shapes.infos
     checked: set[str] = set()  # a tensor's first reader or writer (in this walk) is the one named
+    valid: set[tuple[tuple[int, ...], float]] = set()  # shapes and element sizes found within bounds
     for p in wiring.order:
         for role, tensors in (("input", wiring.op_inputs[p]), ("output", wiring.op_outputs[p])):
             for tensor in tensors:
@@ -838,11 +857,13 @@ def _check_dimensions(wiring: _Wiring, shapes: _Shapes) -> None:
                     continue
                 checked.add(tensor)
                 info = infos.get(tensor) if tensor else None
-                if info is None:
+                if info is None or (info.shape, info.itemsize) in valid:
                     continue
-                where = (f"op {wiring.op_names[p]!r} ({wiring.op_types[p]}) {role} tensor {tensor!r} "
-                         f"has shape {list(info.shape)}")
-                if any(d < 0 for d in info.shape):
-                    raise ValueError(f"{where}: every dimension must be an integer >= 0")
-                if info.numel * info.itemsize > MAX_TENSOR_BYTES:
+                negative = any(d < 0 for d in info.shape)
+                if negative or info.numel * info.itemsize > MAX_TENSOR_BYTES:
+                    where = (f"op {wiring.op_names[p]!r} ({wiring.op_types[p]}) {role} tensor {tensor!r} "
+                             f"has shape {list(info.shape)}")
+                    if negative:
+                        raise ValueError(f"{where}: every dimension must be an integer >= 0")
                     raise ValueError(f"{where}: more than {MAX_TENSOR_BYTES:g} bytes (the most allowed)")
+                valid.add((info.shape, info.itemsize))

@@ -367,24 +367,16 @@ class _Analysis:
         return reached, sources
 
     def evidence(self, reached: set[str], sources: dict[str, frozenset[str]]) -> tuple[
-            dict[str, list[tuple[str, str]]], dict[str, list[str]], dict[str, set[str]], int | None]:
-        """Per candidate: weight roles (kind, label) and activation roles; per tensor, the kinds of
-        slots that read it directly; and the first node (in order) whose first operand is undecided
-        while no operand is reached by data (the tie-break)."""
+            dict[str, list[tuple[str, str]]], dict[str, list[str]], int | None]:
+        """Per candidate: weight roles (kind, label) and activation roles; and the first node (in order)
+        whose first operand is undecided while no operand is reached by data (the tie-break)."""
         weights: dict[str, list[tuple[str, str]]] = {}
         activations: dict[str, list[str]] = {}
-        direct: dict[str, set[str]] = {}
         tie: int | None = None
         for i in self.order:
             node, reads = self.nodes[i], self.reads[i]
             op_reached = any(name in reached for name in self.flowing[i])
             for r in reads:
-                kind = r.kind if r.kind != _OPERAND or op_reached else "neutral"
-                kinds = direct.get(r.name)
-                if kinds is None:
-                    direct[r.name] = {kind}
-                else:
-                    kinds.add(kind)
                 if r.name in reached:
                     continue
                 origin = sources.get(r.name, _NO_SOURCES)
@@ -401,7 +393,22 @@ class _Analysis:
                 if r.kind == _FIRST_OPERAND and not op_reached and tie is None and any(
                         sources.get(other.name, frozenset()) & self.candidates for other in reads):
                     tie = i
-        return weights, activations, direct, tie
+        return weights, activations, tie
+
+    def direct_kinds(self, reached: set[str]) -> dict[str, set[str]]:
+        """Per tensor, the kinds of slots that read it directly (an operand of an op no data reaches
+        is "neutral")."""
+        direct: dict[str, set[str]] = {}
+        for i in self.order:
+            op_reached = any(name in reached for name in self.flowing[i])
+            for r in self.reads[i]:
+                kind = r.kind if r.kind != _OPERAND or op_reached else "neutral"
+                kinds = direct.get(r.name)
+                if kinds is None:
+                    direct[r.name] = {kind}
+                else:
+                    kinds.add(kind)
+        return direct
 
 
 def classify_inputs(model: onnx.ModelProto) -> InputRoles:
@@ -431,7 +438,7 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
     evidence_of_data: dict[str, str] = {}
     while True:
         reached, sources = analysis.propagate(data)
-        weights, activations, direct, tie = analysis.evidence(reached, sources)
+        weights, activations, tie = analysis.evidence(reached, sources)
         found = {n for n in activations if n in analysis.candidates} - data
         if found:
             evidence_of_data.update({n: activations[n][0] for n in found})
@@ -448,6 +455,7 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
         evidence_of_data.update({n: f"activation operand of {node.op_type} {node.name or '(unnamed)'!r}"
                                  for n in chosen})
         data |= chosen
+    direct = analysis.direct_kinds(reached)  # of the final reach, as the rules below read it
 
     why_data: dict[str, str] = {}
     parameters: dict[str, str] = {}
