@@ -9,6 +9,7 @@ never worse than, `op_weight` the work each op adds to its part's balance. Label
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numba
 import numpy as np
@@ -72,6 +73,18 @@ class _Hypergraph:
     net_pins: list[list[int]]
     net_bytes: list[float]
     node_nets: list[list[int]]
+
+    @cached_property
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The nets' pins and each node's nets as flat arrays with start offsets (``pins[pin_start[j]:
+        pin_start[j + 1]]``), and the nets' bytes: what `_fm_bisect` restricts to its ops with numpy."""
+        pin_start = np.zeros(len(self.net_pins) + 1, dtype=np.int64)
+        pin_start[1:] = np.cumsum([len(pins) for pins in self.net_pins])
+        net_start = np.zeros(len(self.node_nets) + 1, dtype=np.int64)
+        net_start[1:] = np.cumsum([len(nets) for nets in self.node_nets])
+        return (np.array([p for pins in self.net_pins for p in pins], dtype=np.int64), pin_start,
+                np.array([j for nets in self.node_nets for j in nets], dtype=np.int64), net_start,
+                np.array(self.net_bytes, dtype=np.float64))
 
     @staticmethod
     def of(graph: OpGraph) -> _Hypergraph:
@@ -279,7 +292,8 @@ def _fm_passes(side, net_pins, net_start, my_nets, my_start, costs, weight, tie,
 
 
 def _fm_bisect(
-    h: _Hypergraph, ops: list[int], k_left: int, k_right: int, imbalance: float, tiebreak: list[float]
+    h: _Hypergraph, ops: list[int], k_left: int, k_right: int, imbalance: float,
+    tiebreak: np.ndarray | list[float],
 ) -> tuple[list[int], list[int]]:
     """Split ``ops`` (increasing) into a left side for ``k_left`` groups and a right one for
     ``k_right``: the contiguous split at the weight fraction ``k_left / (k_left + k_right)``, refined
@@ -290,47 +304,53 @@ def _fm_bisect(
     sides may drift by one more op. Each side keeps at least as many ops as groups it must hold.
     Passes stop when one gains nothing."""
     m = len(ops)
-    local = {op: i for i, op in enumerate(ops)}
-    w = h.weight[ops]
+    ops_array = np.asarray(ops, dtype=np.int64)
+    w = h.weight[ops_array]
     total = float(w.sum())
     target = total * k_left / (k_left + k_right)
     cumulative = np.cumsum(w)
     cut = min(max(int(_contiguous_cuts(cumulative, np.array([target]), 2)[0]), k_left), m - k_right)
-    side = [0] * cut + [1] * (m - cut)
-    nets: list[list[int]] = []
-    costs: list[float] = []
-    seen: set[int] = set()
-    for op in ops:
-        for j in h.node_nets[op]:
-            if j not in seen:
-                seen.add(j)
-                pins = [local[p] for p in h.net_pins[j] if p in local]
-                if len(pins) >= 2:
-                    nets.append(pins)
-                    costs.append(h.net_bytes[j])
-    my_nets: list[list[int]] = [[] for _ in range(m)]
-    for j, pins in enumerate(nets):
-        for p in pins:
-            my_nets[p].append(j)
+    side = np.zeros(m, dtype=np.int64)
+    side[cut:] = 1
+    # The nets restricted to ``ops``: in order of first use (ops in order, each op's nets in order),
+    # each with its pins among ``ops`` (local indices, in the net's order), kept when it has two.
+    all_pins, pin_start, all_nets, net_start, all_bytes = h.flat
+    local = np.full(len(h.weight), -1, dtype=np.int64)
+    local[ops_array] = np.arange(m)
+    touched = all_nets[_ranges(net_start[ops_array], net_start[ops_array + 1])]
+    first_nets, first_at = np.unique(touched, return_index=True)
+    nets = first_nets[np.argsort(first_at, kind="stable")]
+    pins = local[all_pins[_ranges(pin_start[nets], pin_start[nets + 1])]]
+    which = np.repeat(np.arange(len(nets)), pin_start[nets + 1] - pin_start[nets])
+    inside = pins >= 0
+    n_inside = np.bincount(which[inside], minlength=len(nets))
+    kept = n_inside >= 2
+    pins = pins[inside & kept[which]]
+    costs = all_bytes[nets[kept]]
+    starts = np.zeros(int(kept.sum()) + 1, dtype=np.int64)
+    starts[1:] = np.cumsum(n_inside[kept])
+    net_of_pin = np.repeat(np.arange(len(costs)), n_inside[kept])
+    by_op = np.argsort(pins, kind="stable")  # each op's nets in net order
+    my_start = np.zeros(m + 1, dtype=np.int64)
+    my_start[1:] = np.cumsum(np.bincount(pins, minlength=m))
     left = float(cumulative[cut - 1])
     # A prefix of moves may end (and be kept) only within ``allowed``; during a pass the sides may
     # drift by one op more, as in Fiduccia and Mattheyses' rule, so that ops can swap sides even when
     # a single op is heavier than the tolerance.
     allowed = max(imbalance * min(target, total - target), abs(left - target))
     slack = allowed + float(w.max())
-    if nets:
-        net_start = np.zeros(len(nets) + 1, dtype=np.int64)
-        net_start[1:] = np.cumsum([len(pins) for pins in nets])
-        my_start = np.zeros(m + 1, dtype=np.int64)
-        my_start[1:] = np.cumsum([len(js) for js in my_nets])
-        sides = np.array(side, dtype=np.int64)
-        _fm_passes(sides, np.array([p for pins in nets for p in pins], dtype=np.int64), net_start,
-                   np.array([j for js in my_nets for j in js], dtype=np.int64), my_start,
-                   np.array(costs, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64),
-                   np.array([tiebreak[op] for op in ops], dtype=np.float64), left, target, allowed, slack,
+    if len(costs):
+        _fm_passes(side, pins, starts, net_of_pin[by_op], my_start, costs, np.ascontiguousarray(w),
+                   np.asarray(tiebreak, dtype=np.float64)[ops_array], left, target, allowed, slack,
                    k_left, k_right, _FM_MAX_PASSES, _FM_BLOCKED_SCAN)
-        side = sides.tolist()
-    return [op for op, s in zip(ops, side) if s == 0], [op for op, s in zip(ops, side) if s == 1]
+    return ops_array[side == 0].tolist(), ops_array[side == 1].tolist()
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The indices ``starts[0]..ends[0]-1``, then ``starts[1]..ends[1]-1``, ... in one array."""
+    lengths = ends - starts
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
 
 
 def _recursive_bisection(h: _Hypergraph, k: int, tiebreak: list[float]) -> np.ndarray:
@@ -340,6 +360,7 @@ def _recursive_bisection(h: _Hypergraph, k: int, tiebreak: list[float]) -> np.nd
     levels = max(1, int(np.ceil(np.log2(k))))
     imbalance = (1.0 + PARTITION_IMBALANCE) ** (1.0 / levels) - 1.0
     labels = np.zeros(n, dtype=np.int64)
+    keys = np.asarray(tiebreak, dtype=np.float64)  # once, not per bisection
     stack: list[tuple[list[int], int, int]] = [(list(range(n)), k, 0)]
     while stack:
         ops, parts, first_label = stack.pop()
@@ -347,7 +368,7 @@ def _recursive_bisection(h: _Hypergraph, k: int, tiebreak: list[float]) -> np.nd
             labels[ops] = first_label
             continue
         k_left = parts // 2
-        left, right = _fm_bisect(h, ops, k_left, parts - k_left, imbalance, tiebreak)
+        left, right = _fm_bisect(h, ops, k_left, parts - k_left, imbalance, keys)
         stack.append((right, parts - k_left, first_label + k_left))
         stack.append((left, k_left, first_label))
     return labels
