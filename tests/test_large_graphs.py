@@ -3,12 +3,15 @@ sizes, the import of 200,000 nodes (slow), and the unrolled LSTM family at Tenso
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
 import onnx
 import pytest
 
+from placement_gym.cli import main
+from placement_gym.datasets import dataset_graph, get_dataset
 from placement_gym.datasets.unrolled import gnmt_model, rnnlm_model, unrolled_builder
 from placement_gym.graph.onnx_import import graph_from_onnx, import_onnx
 from placement_gym.graph.synthetic import onnx_chain_model
@@ -98,3 +101,28 @@ def test_the_unrolled_gnmt_grows_with_its_steps_and_layers():
     onnx.checker.check_model(gnmt_model(3, 8, 2, 2, vocab=20))  # residuals from the third layer
     with pytest.raises(ValueError, match="gnmt needs"):
         gnmt_model(0, 8, 2, 2)
+
+
+def test_the_unrolled_dataset_names_its_graphs_and_caches_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(tmp_path))
+    dataset = get_dataset("unrolled-v1")
+    assert dataset.ids("test-sizes") == ["gnmt-tf-4", "rnnlm-tf-1"]
+    graph = dataset_graph("unrolled-v1:rnnlm-tf-0")  # 2 layers x 35 steps x (2 + 2 x 14 + 2) ops
+    assert graph.n_ops == 35 * (2 + 2 * 14 + 2) and graph.name == "unrolled-v1:rnnlm-tf-0"
+    assert dataset.graph_path("rnnlm-tf-0").is_file()
+    assert dataset_graph("unrolled-v1:rnnlm-tf-0").content_sha256 == graph.content_sha256
+
+
+@pytest.mark.slow
+def test_the_unrolled_dataset_builds_to_its_frozen_manifest(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(tmp_path))
+    rows = get_dataset("unrolled-v1").build_manifest(progress=False, workers=1)
+    assert max(row.ops for row in rows) > 100_000  # gnmt-tf-4, the 100,000-op graph by name
+
+
+def test_bench_import_scaling_reports_each_size(capsys):
+    assert main(["bench", "--import-scaling", "40,80", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["nodes"] for row in rows] == [40, 80] and [row["ops"] for row in rows] == [40, 80]
+    assert all(row["ratio"] > 0 and row["edges"] == row["nodes"] + row["nodes"] // 4 + (row["nodes"] // 4 - 1)
+               for row in rows)

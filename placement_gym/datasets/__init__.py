@@ -17,8 +17,8 @@ from placement_gym.graph.opgraph import OpGraph
 _CONV_GRID = {"cells": (3, 6, 9, 12, 15), "nodes": (4, 5, 6, 7), "channels": (16, 24, 32, 48),
               "batch": (32, 64, 128)}
 # GNMT: 1,024 units, batch 128, 32k wordpieces (Wu et al. 2016; the tensorflow/nmt GNMT setup in
-# REFERENCE.md); 50 and 80 tokens are sentence lengths, 400 a document's, the length that makes GNMT-8's
-# forward graph pass 100,000 ops. RNNLM: Zaremba et al. 2014's large model (2 layers of 1,500 units,
+# docs/calibration.md); 50 and 80 tokens are sentence lengths, 400 a document's, the length that makes
+# GNMT-8's forward graph pass 100,000 ops. RNNLM: Zaremba et al. 2014's large model (2 layers of 1,500 units,
 # 35 unrolled steps, batch 20, PTB's 10,000 words) and twice its unrolling.
 UNROLLED_FAMILIES = (
     FamilySpec("gnmt-tf", None, (
