@@ -9,14 +9,17 @@ import time
 from placement_gym.cli.bench import (
     BENCH_CLUSTER,
     DEFAULT_BATCH,
+    DEFAULT_IMPORT_SIZES,
     DEFAULT_SIZES,
     BenchRow,
+    ImportRow,
     bench_targets,
     describe_load,
     describe_machine,
     load_average,
     machine_description,
     run_bench,
+    run_import_bench,
 )
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
@@ -58,7 +61,7 @@ class _Progress:
     def __init__(self) -> None:
         self.start = 0.0
 
-    def __call__(self, i: int, total: int, label: str, row: BenchRow | None) -> None:
+    def __call__(self, i: int, total: int, label: str, row: BenchRow | ImportRow | None) -> None:
         if row is None:
             self.start = time.perf_counter()
             print(f"[{i + 1}/{total}] {label} ...", file=sys.stderr, flush=True)
@@ -79,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     stream = sys.stderr if args.json else sys.stdout
     print(describe_machine(machine), file=stream)
     print(f"at the start: {describe_load(machine['load_average'], cores)}", file=stream, flush=True)
+    if args.import_scaling is not None:
+        return _run_import(args, stream, cores)
     rows = run_bench(_names(args.graphs), args.sizes, repeats=args.repeats, seconds=args.seconds,
                      batch=args.batch, seed=args.seed, progress=_Progress())
     end_load = f"at the end: {describe_load(load_average(), cores)}"
@@ -99,6 +104,26 @@ def run(args: argparse.Namespace) -> int:
     if not all(row.agree for row in rows):
         print("warning: the fast simulator and the reference disagree on a row marked NO", file=sys.stderr)
     return _check(rows) if args.check else 0
+
+
+def _run_import(args: argparse.Namespace, stream, cores: int) -> int:
+    rows = run_import_bench(args.import_scaling, progress=_Progress())
+    end_load = f"at the end: {describe_load(load_average(), cores)}"
+    if args.json:
+        print(end_load, file=stream)
+        print_json([row.to_dict() for row in rows])
+        return 0
+    print_table(
+        ["nodes", "file MB", "ops", "edges", "load+infer cpu s", "import cpu s", "import/(load+infer)",
+         "load+infer wall s", "import wall s"],
+        [[f"{r.nodes:,}", f"{r.file_mb:.1f}", f"{r.ops:,}", f"{r.edges:,}", f"{r.baseline_cpu_s:.2f}",
+          f"{r.import_cpu_s:.2f}", f"{r.ratio:.1f}x", f"{r.baseline_wall_s:.2f}", f"{r.import_wall_s:.2f}"]
+         for r in rows],
+        numeric=[True] * 9,
+        title="ONNX import (graph_from_onnx) against onnx.load + infer_shapes of the same chain file",
+    )
+    print(end_load)
+    return 0
 
 
 def _check(rows: list[BenchRow]) -> int:
@@ -138,6 +163,11 @@ def add_parser(subparsers: Subcommands) -> None:
     parser.add_argument("--batch", type=positive_int, default=DEFAULT_BATCH,
                         help=f"placements per batched call (default: {DEFAULT_BATCH})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random placements (default: 0)")
+    parser.add_argument("--import-scaling", type=_sizes, nargs="?", const=list(DEFAULT_IMPORT_SIZES),
+                        default=None, metavar="NODES",
+                        help="instead of the simulators, time the ONNX import of synthetic chains of these "
+                             "node counts (comma-separated; default 25000,50000,100000,200000) against "
+                             "onnx.load + shape inference of the same file, in CPU and wall seconds")
     parser.add_argument("--json", action="store_true", help="print a JSON list of rows instead of a table "
                         "(the machine and load lines go to stderr)")
     parser.add_argument("--check", action="store_true",

@@ -16,6 +16,18 @@ from placement_gym.graph.opgraph import OpGraph
 
 _CONV_GRID = {"cells": (3, 6, 9, 12, 15), "nodes": (4, 5, 6, 7), "channels": (16, 24, 32, 48),
               "batch": (32, 64, 128)}
+# GNMT: 1,024 units, batch 128, 32k wordpieces (Wu et al. 2016; the tensorflow/nmt GNMT setup in
+# docs/calibration.md); 50 and 80 tokens are sentence lengths, 400 a document's, the length that makes
+# GNMT-8's forward graph pass 100,000 ops. RNNLM: Zaremba et al. 2014's large model (2 layers of 1,500 units,
+# 35 unrolled steps, batch 20, PTB's 10,000 words) and twice its unrolling.
+UNROLLED_FAMILIES = (
+    FamilySpec("gnmt-tf", None, (
+        {"layers": (2, 4, 8), "hidden": (1024,), "steps": (50,), "batch": (128,)},
+        {"layers": (8,), "hidden": (1024,), "steps": (80, 400), "batch": (128,)},
+    ), "steps"),
+    FamilySpec("rnnlm-tf", None, {"layers": (2,), "hidden": (1500,), "steps": (35, 70), "batch": (20,)},
+               "steps"),
+)
 _RNN_GRID = {"nodes": (4, 6, 8, 10, 12), "hidden": (200, 400, 600, 800), "steps": (10, 20, 35),
              "batch": (32, 64)}
 
@@ -67,6 +79,15 @@ DATASETS: dict[str, Dataset] = {
             held_out_families=architecture_grids.HELD_OUT,
             manifest_sha256="c09e7b68e937fbc698cf7f8802d6be8374f6f2d04bb93920e975e54bdfccefff",
             frozen_with="torch 2.13.0+cpu, onnxscript 0.7.2",
+        ),
+        Dataset(
+            "unrolled-v1",
+            "7 fine-grained unrolled LSTM graphs as TensorFlow would see them (14 element-wise ops an LSTM "
+            "cell): GNMT of 2, 4 and 8 layers at 50 steps, GNMT-8 at 80 and 400 steps (103,000 ops), RNNLM "
+            "of 2 layers at 35 and 70 steps; written with onnx.helper (no torch) and cached on first use",
+            UNROLLED_FAMILIES,
+            held_out_families=(),
+            manifest_sha256="8141e87b931eea8d2f9e0a3be279c768b9b33fa1727631aae51fffff37d344b4",
         ),
     )
 }

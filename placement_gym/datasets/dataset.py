@@ -232,7 +232,7 @@ class Dataset:
         if exported:
             to_export = [i for i in ids if FAMILIES[self.locate(i)[0].family].cached
                          and not self.graph_path(i).is_file()]
-            if to_export:
+            if any(FAMILIES[self.locate(i)[0].family].needs_torch for i in to_export):
                 require_export_extra(f"building dataset {self.name} ({len(to_export)} graphs to export)")
             else:
                 workers = 1  # every graph is cached: reading them is quicker than starting workers

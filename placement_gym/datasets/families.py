@@ -24,6 +24,11 @@ seed; the same parameters and seed give the same graph, bit for bit (`OpGraph.co
 Architecture families (`placement_gym.datasets.architectures`: ResNet, Inception, EfficientNet, ConvNeXt,
 U-Net, ViT, BERT, GPT-2, Llama, mixture of experts, T5, RNNLM, GNMT, Whisper) export a plain-torch model
 per graph: seconds a graph, so a dataset caches what they build; their seed plays no part.
+
+Unrolled families (`placement_gym.datasets.unrolled`: ``gnmt-tf``, ``rnnlm-tf``) write GNMT and RNNLM at
+TensorFlow's granularity, 14 element-wise ops an LSTM cell, with ``onnx.helper`` (no torch) and import
+them: up to 100,000 ops and more a graph, cached as the architectures are. Parameters: ``layers``,
+``hidden``, ``steps``, ``batch``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import numpy as np
 
 from placement_gym.datasets.architectures import ARCHITECTURES, architecture_builder, worker_setup
 from placement_gym.datasets.builder import GraphBuilder
+from placement_gym.datasets.unrolled import unrolled_builder
 from placement_gym.graph.opgraph import OpGraph
 
 
@@ -45,7 +51,7 @@ class Family:
     that builds its graphs runs first."""
 
     name: str
-    kind: str  # "synthetic" or "architecture"
+    kind: str  # "synthetic", "architecture" (exported from torch) or "unrolled" (written with onnx.helper)
     description: str
     build: Callable[[dict[str, Any], int, str], OpGraph]
     worker_setup: Callable[[], None] | None = None
@@ -54,6 +60,11 @@ class Family:
     def cached(self) -> bool:
         """Whether a dataset keeps the graphs it built (an export takes seconds; a synthetic graph is
         rebuilt faster than it is read)."""
+        return self.kind in ("architecture", "unrolled")
+
+    @property
+    def needs_torch(self) -> bool:
+        """Whether building a graph exports a torch model (the export extra)."""
         return self.kind == "architecture"
 
 
@@ -240,5 +251,10 @@ FAMILIES: dict[str, Family] = {
                "family)", enas_rnn_graph),
         *(Family(name, "architecture", description, architecture_builder(name), worker_setup)
           for name, (description, _) in ARCHITECTURES.items()),
+        Family("gnmt-tf", "unrolled", "GNMT unrolled at TensorFlow's granularity: 14 element-wise ops an "
+               "LSTM cell, attention at every target step (placement_gym.datasets.unrolled)",
+               unrolled_builder("gnmt")),
+        Family("rnnlm-tf", "unrolled", "RNN language model unrolled at TensorFlow's granularity "
+               "(placement_gym.datasets.unrolled)", unrolled_builder("rnnlm")),
     )
 }

@@ -22,12 +22,14 @@ having its output's shape, as an element-wise op.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import math
 import re
 import warnings
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -241,8 +243,10 @@ def _fold_constant_nodes(nodes: list[onnx.NodeProto], initializers: Iterable[onn
     return folded, n_folded
 
 
-def _run_inference(model: onnx.ModelProto) -> tuple[dict[str, onnx.TypeProto], str]:
-    """Value types after ONNX shape inference, and the strict-mode error if strict mode failed."""
+def _run_inference(model: onnx.ModelProto,
+                   ) -> tuple[dict[str, onnx.TypeProto], dict[str, TensorInfo | None], str]:
+    """Value types after ONNX shape inference, the static shape of each (`_static_info`, None when
+    it has none), and the strict-mode error if strict mode failed."""
     strict_error = ""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
@@ -253,12 +257,20 @@ def _run_inference(model: onnx.ModelProto) -> tuple[dict[str, onnx.TypeProto], s
         except Exception:
             inferred = model
     types: dict[str, onnx.TypeProto] = {}
+    static: dict[str, TensorInfo | None] = {}
     graph = inferred.graph
-    for value in list(graph.input) + list(graph.value_info) + list(graph.output):
-        # Keep the first statically shaped declaration of each value (inputs first: they are given).
-        if value.name not in types or (_static_info(types[value.name]) is None and _static_info(value.type)):
-            types[value.name] = value.type
-    return types, strict_error
+    for values in (graph.input, graph.value_info, graph.output):
+        for value in values:
+            # Keep the first statically shaped declaration of each value (inputs first: they are given).
+            name = value.name
+            if name not in types:
+                types[name] = value.type
+                static[name] = _static_info(value.type)
+            elif static[name] is None:
+                info = _static_info(value.type)
+                if info is not None:
+                    types[name], static[name] = value.type, info
+    return types, static, strict_error
 
 
 def _with_nodes(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> onnx.ModelProto:
@@ -270,25 +282,26 @@ def _with_nodes(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> onnx.Mod
 
 
 def _infer_shapes(model: onnx.ModelProto, sorted_nodes: list[onnx.NodeProto], needed: Iterable[str],
-                  file_sorted: bool) -> tuple[dict[str, onnx.TypeProto], str]:
-    """Value types of the model (nodes given in topological order), and a strict-mode error if any.
+                  file_sorted: bool) -> tuple[dict[str, onnx.TypeProto], dict[str, TensorInfo | None], str]:
+    """Value types of the model (nodes given in topological order), their static shapes, and a
+    strict-mode error if any.
 
     Shape inference walks nodes in file order, so it is given a sorted copy when the file is not
     sorted. When a value in `needed` is left without a static shape, constant-valued nodes are
     folded (see `_fold_constant_nodes`) and inference runs once more.
     """
     base = model if file_sorted else _with_nodes(model, sorted_nodes)
-    types, strict_error = _run_inference(base)
-    if all(_static_info(types.get(n)) is not None for n in needed):
-        return types, strict_error
+    types, static, strict_error = _run_inference(base)
+    if all(static.get(n) is not None for n in needed):
+        return types, static, strict_error
     nodes, n_folded = _fold_constant_nodes(sorted_nodes, model.graph.initializer)
     if n_folded == 0:
-        return types, strict_error
-    folded_types, folded_error = _run_inference(_with_nodes(model, nodes))
+        return types, static, strict_error
+    folded_types, folded_static, folded_error = _run_inference(_with_nodes(model, nodes))
     for name, value_type in folded_types.items():
-        if _static_info(types.get(name)) is None:
-            types[name] = value_type
-    return types, strict_error or folded_error
+        if static.get(name) is None:
+            types[name], static[name] = value_type, folded_static[name]
+    return types, static, strict_error or folded_error
 
 
 def _describe_type(value_type: onnx.TypeProto | None) -> str:
@@ -307,12 +320,17 @@ def _static_info(value_type: onnx.TypeProto | None) -> TensorInfo | None:
     if value_type is None or not value_type.HasField("tensor_type"):
         return None
     tensor_type = value_type.tensor_type
-    if not tensor_type.HasField("shape") or not all(d.HasField("dim_value") for d in tensor_type.shape.dim):
+    if not tensor_type.HasField("shape"):
         return None
+    dims: list[int] = []
+    for d in tensor_type.shape.dim:
+        if not d.HasField("dim_value"):
+            return None
+        dims.append(int(d.dim_value))
     size = _ITEMSIZE.get(tensor_type.elem_type)
     if size is None:
         return None
-    return TensorInfo(tuple(int(d.dim_value) for d in tensor_type.shape.dim), size)
+    return TensorInfo(tuple(dims), size)
 
 
 # --- import -----------------------------------------------------------------------------------
@@ -401,6 +419,29 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     constants); wire and order the ops (`_wire_ops`); infer shapes (`_tensor_shapes`); number the
     tensors and edges and cost every op (`_assemble`).
     """
+    with _no_cycle_collection():
+        result, issued = _import(model_or_path, name)
+    for message, category in issued:
+        warnings.warn(message, category, stacklevel=_stacklevel)
+    return result
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused: an import builds millions of small tuples, lists and sets
+    (none in a reference cycle), and the collector's passes over them cost a third of a large import."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _import(model_or_path: onnx.ModelProto | str | Path, name: str | None,
+            ) -> tuple[OnnxImport, list[tuple[str, type[Warning]]]]:
+    """`import_onnx`'s work: the import and the warnings it is to issue."""
     model, name, sha256 = _load(model_or_path, name)
     _check_text(model, name)
     graph = model.graph
@@ -415,8 +456,6 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     _check_dimensions(wiring, shapes)
     opgraph, parameter_info, no_formula, guessed = _assemble(name, sha256, roles, wiring, shapes)
     issued = _cost_warnings(name, no_formula, guessed) + role_warnings(roles, name)
-    for message, category in issued:
-        warnings.warn(message, category, stacklevel=_stacklevel)
     # In order of first use: by the owner's topological position, then the owner's input order.
     first_use = dict.fromkeys(t for p in wiring.order for t in wiring.op_inputs[p] if t in parameter_info)
     return OnnxImport(
@@ -431,7 +470,7 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
             for tensor, info in ((t, parameter_info[t]) for t in first_use)
         ),
         warnings=tuple(message for message, _ in issued),
-    )
+    ), issued
 
 
 # --- the steps of import_onnx -------------------------------------------------------------------
@@ -472,6 +511,11 @@ class _Wiring:
 
     ops: list[onnx.NodeProto]
     op_names: list[str]
+    # Each op's fields read once from the protobuf (a protobuf field read builds new objects every
+    # time; at 100,000 ops the repeated reads cost more than shape inference).
+    op_types: list[str]
+    op_raw_inputs: list[tuple[str, ...]]  # node.input as the file has it ("" for an absent input)
+    op_outputs: list[tuple[str, ...]]
     producer: dict[str, int]  # tensor -> the op (file index) that produces it
     op_inputs: list[list[str]]  # distinct inputs per op (explicit, then read by subgraphs)
     order: list[int]  # file indices in topological order
@@ -484,9 +528,12 @@ def _wire_ops(graph: onnx.GraphProto, ops: list[onnx.NodeProto], op_names: list[
     """Producers and readers of every tensor, checked (one producer each, every read and graph output
     produced or given), and the stable topological order (`_topological_order`)."""
     parameters = roles.parameter_names
+    op_types = [node.op_type for node in ops]
+    op_raw_inputs = [tuple(node.input) for node in ops]
+    op_outputs = [tuple(node.output) for node in ops]
     producer: dict[str, int] = {}
-    for i, node in enumerate(ops):
-        for out in node.output:
+    for i, outputs in enumerate(op_outputs):
+        for out in outputs:
             if not out:
                 continue
             if out in producer or out in constants or out in parameters:
@@ -496,47 +543,67 @@ def _wire_ops(graph: onnx.GraphProto, ops: list[onnx.NodeProto], op_names: list[
     op_inputs: list[list[str]] = []
     deps: list[list[int]] = []
     for i, node in enumerate(ops):
-        reads = list(node.input)
-        for attr in node.attribute:
-            for sub in subgraphs(attr):
-                reads += outer_scope_inputs(sub)
+        reads = list(op_raw_inputs[i])
+        if node.attribute:
+            for attr in node.attribute:
+                for sub in subgraphs(attr):
+                    reads += outer_scope_inputs(sub)
         distinct = [n for n in dict.fromkeys(reads) if n]
         for n in distinct:
             if n not in producer and n not in known_sources:
                 raise ValueError(
-                    f"op {op_names[i]!r} ({node.op_type}) reads tensor {n!r}, which no node produces and "
+                    f"op {op_names[i]!r} ({op_types[i]}) reads tensor {n!r}, which no node produces and "
                     "which is not a graph input or initializer"
                 )
         op_inputs.append(distinct)
         deps.append(sorted({producer[n] for n in distinct if n in producer}))
     order = _topological_order(deps, op_names)
-    position = np.empty(len(ops), dtype=np.int64)
-    position[order] = np.arange(len(ops))
+    position = [0] * len(ops)
+    for k, p in enumerate(order):
+        position[p] = k
 
     output_names = [v.name for v in graph.output]
     for out in output_names:
         if out not in producer and out not in known_sources:
             raise ValueError(f"graph output {out!r} is produced by no node and is not a graph input")
     consumers: dict[str, list[int]] = {}
-    for p in order:
+    for k, p in enumerate(order):
         for n in op_inputs[p]:
-            consumers.setdefault(n, []).append(int(position[p]))
-    return _Wiring(ops, op_names, producer, op_inputs, order, consumers, output_names)
+            users = consumers.get(n)
+            if users is None:
+                consumers[n] = [k]
+            else:
+                users.append(k)
+    return _Wiring(ops, op_names, op_types, op_raw_inputs, op_outputs, producer, op_inputs, order, consumers,
+                   output_names)
 
 
 @dataclass(frozen=True)
 class _Shapes:
     """Where the shape of each tensor comes from: initializers, constants, shapes derived for
-    undeclared weights, and shape inference (with its strict-mode error, for messages)."""
+    undeclared weights, and shape inference (its types, their static shapes, and its strict-mode
+    error, for messages). ``infos`` is what `value_info` answers, merged once: an import asks for
+    every tensor several times."""
 
     initializers: dict[str, TensorInfo]
     constants: dict[str, TensorInfo | None]
     derived: dict[str, TensorInfo]
     types: dict[str, onnx.TypeProto]
+    static: dict[str, TensorInfo | None]
     strict_error: str
+    infos: dict[str, TensorInfo | None] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Initializers first, then derived shapes, constants' own shapes, then inference.
+        infos = dict(self.static)
+        for tensor, info in self.constants.items():
+            infos[tensor] = info or self.static.get(tensor)
+        infos.update(self.derived)
+        infos.update(self.initializers)
+        object.__setattr__(self, "infos", infos)
 
     def require_static(self, tensor: str, role: str) -> TensorInfo:
-        info = _static_info(self.types.get(tensor))
+        info = self.static.get(tensor)
         if info is None:
             reason = f" (strict shape inference failed: {self.strict_error})" if self.strict_error else ""
             shape = _describe_type(self.types.get(tensor))
@@ -546,13 +613,7 @@ class _Shapes:
         return info
 
     def value_info(self, tensor: str) -> TensorInfo | None:
-        if tensor in self.initializers:
-            return self.initializers[tensor]
-        if tensor in self.derived:
-            return self.derived[tensor]
-        if tensor in self.constants:
-            return self.constants[tensor] or _static_info(self.types.get(tensor))
-        return _static_info(self.types.get(tensor))
+        return self.infos.get(tensor)
 
 
 def _tensor_shapes(model: onnx.ModelProto, roles: InputRoles, wiring: _Wiring,
@@ -562,20 +623,20 @@ def _tensor_shapes(model: onnx.ModelProto, roles: InputRoles, wiring: _Wiring,
     graph = model.graph
     ops, order = wiring.ops, wiring.order
     file_sorted = order == list(range(len(ops)))
-    constant_nodes = [n for n in graph.node if is_constant_node(n)]
-    sorted_nodes = list(graph.node) if file_sorted else constant_nodes + [ops[i] for i in order]
+    sorted_nodes = (list(graph.node) if file_sorted
+                    else [n for n in graph.node if is_constant_node(n)] + [ops[i] for i in order])
     output_set = set(wiring.output_names)
     needed = list(roles.data_inputs) + [
         out for out in wiring.producer if out in wiring.consumers or out in output_set
     ]
-    types, strict_error = _infer_shapes(model, sorted_nodes, needed, file_sorted)
+    types, static, strict_error = _infer_shapes(model, sorted_nodes, needed, file_sorted)
     undeclared = [n for n, source in roles.parameters.items() if source == "undeclared"]  # by first read
     derived: dict[str, TensorInfo] = {}
     if undeclared:
         opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 1)
         derived = derive_shapes(list(graph.node), {n: roles.undeclared_uses[n] for n in undeclared}, opset,
-                                lambda tensor: initializers.get(tensor) or _static_info(types.get(tensor)))
-    return _Shapes(initializers, constants, derived, types, strict_error)
+                                lambda tensor: initializers.get(tensor) or static.get(tensor))
+    return _Shapes(initializers, constants, derived, types, static, strict_error)
 
 
 class _TensorTable:
@@ -619,33 +680,39 @@ def _assemble(name: str, sha256: str, roles: InputRoles, wiring: _Wiring, shapes
                                   or shapes.require_static(tensor, "parameter"))
 
     n = len(ops)
-    param_bytes = np.zeros(n)
-    flops = np.zeros(n)
-    bytes_accessed = np.zeros(n)
-    category = np.zeros(n, dtype=np.int8)
+    param_bytes = [0.0] * n
+    flops = [0.0] * n
+    bytes_accessed = [0.0] * n
+    category = [0] * n
     edge_tensor: list[int] = []
     edge_dst: list[int] = []
     no_formula: set[str] = set()
     guessed: set[str] = set()
+    index = tensors.index
+    static = shapes.static
     for k, p in enumerate(order):
         node = ops[p]
-        for tensor in wiring.op_inputs[p]:
+        inputs = wiring.op_inputs[p]
+        for tensor in inputs:
             if tensor in parameter_info:
                 users = consumers[tensor]
                 if users[0] == k:  # the owner: first consumer in topological order
                     param_bytes[k] += parameter_info[tensor].nbytes
                     continue
-            if tensor in tensors.index:
-                edge_tensor.append(tensors.index[tensor])
+            t = index.get(tensor)
+            if t is not None:
+                edge_tensor.append(t)
                 edge_dst.append(k)
-        for out in node.output:
+        for out in wiring.op_outputs[p]:
             if out and (out in consumers or out in output_set):
-                info = shapes.require_static(out, f"op {op_names[p]!r} ({node.op_type}) output")
+                info = static.get(out) or shapes.require_static(
+                    out, f"op {op_names[p]!r} ({wiring.op_types[p]}) output")
                 tensors.add(out, k, info.nbytes, False)
-        for tensor in wiring.op_inputs[p]:
+        for tensor in inputs:
             if tensor in parameter_info and consumers[tensor][0] == k and len(consumers[tensor]) > 1:
                 tensors.add(tensor, k, parameter_info[tensor].nbytes, True)
-        flops[k], bytes_accessed[k], category[k], missing, elementwise = _op_cost(node, op_names[p], shapes)
+        flops[k], bytes_accessed[k], category[k], missing, elementwise = _op_cost(
+            node, wiring.op_types[p], wiring.op_raw_inputs[p], wiring.op_outputs[p], op_names[p], shapes)
         if missing:
             no_formula.add(missing)
         if elementwise:
@@ -654,11 +721,11 @@ def _assemble(name: str, sha256: str, roles: InputRoles, wiring: _Wiring, shapes
     opgraph = OpGraph(
         name=name,
         op_names=tuple(op_names[p] for p in order),
-        op_types=tuple(ops[p].op_type for p in order),
-        category=category,
-        flops=flops,
-        bytes_accessed=bytes_accessed,
-        param_bytes=param_bytes,
+        op_types=tuple(wiring.op_types[p] for p in order),
+        category=np.asarray(category, dtype=np.int8),
+        flops=np.asarray(flops, dtype=np.float64),
+        bytes_accessed=np.asarray(bytes_accessed, dtype=np.float64),
+        param_bytes=np.asarray(param_bytes, dtype=np.float64),
         tensor_names=tuple(tensors.names),
         tensor_producer=np.asarray(tensors.producer, dtype=np.int32),
         tensor_bytes=np.asarray(tensors.nbytes, dtype=np.float64),
@@ -672,24 +739,27 @@ def _assemble(name: str, sha256: str, roles: InputRoles, wiring: _Wiring, shapes
     return opgraph, parameter_info, no_formula, guessed
 
 
-def _op_cost(node: onnx.NodeProto, op_name: str, shapes: _Shapes,
-             ) -> tuple[float, float, int, str | None, str | None]:
-    """FLOPs, bytes accessed and category index of one op (`op_costs.op_cost`), then its qualified op
-    type when there is no formula for it: in the first place when it is costed by its bytes only (0
-    FLOPs, category other), in the second when it is costed as an element-wise op."""
-    inputs = [shapes.value_info(t) if t else None for t in node.input]
-    outputs = [shapes.value_info(t) if t else None for t in node.output]
+def _op_cost(node: onnx.NodeProto, op_type: str, node_inputs: tuple[str, ...], node_outputs: tuple[str, ...],
+             op_name: str, shapes: _Shapes) -> tuple[float, float, int, str | None, str | None]:
+    """FLOPs, bytes accessed and category index of one op (`op_costs.op_cost`; its op type, inputs and
+    outputs as read from ``node``), then its qualified op type when there is no formula for it: in the
+    first place when it is costed by its bytes only (0 FLOPs, category other), in the second when it
+    is costed as an element-wise op."""
+    infos = shapes.infos
+    inputs = [infos.get(t) if t else None for t in node_inputs]
+    outputs = [infos.get(t) if t else None for t in node_outputs]
+    domain = node.domain
     try:
-        cost = op_cost(node.op_type, inputs, outputs, node_attributes(node), node.domain)
+        cost = op_cost(op_type, inputs, outputs, node_attributes(node) if node.attribute else {}, domain)
     except Exception as error:
         raise ValueError(
-            f"cannot cost op {op_name!r} ({node.op_type}) with input shapes "
+            f"cannot cost op {op_name!r} ({op_type}) with input shapes "
             f"{[None if i is None else i.shape for i in inputs]}: {error}"
         ) from None
-    qualified = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+    qualified = op_type if domain in DEFAULT_DOMAINS else f"{domain}.{op_type}"
     if cost is None:
         return 0.0, all_bytes(inputs, outputs, {}), CATEGORY_INDEX["other"], qualified, None
-    guessed = None if node.op_type in COST_RULES else qualified
+    guessed = None if op_type in COST_RULES else qualified
     return cost.flops, cost.bytes_accessed, CATEGORY_INDEX[cost.category], None, guessed
 
 
@@ -716,22 +786,41 @@ _TEXT, _MESSAGE = FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE
 _UNREAD = onnx.TypeProto.DESCRIPTOR
 
 
+_FIELD_KINDS: dict[Any, tuple[bool, bool] | None] = {}
+
+
+def _field_kind(descriptor: Any) -> tuple[bool, bool] | None:
+    """(is text, is repeated) of a field the check walks, None for one it skips; cached per field."""
+    try:
+        return _FIELD_KINDS[descriptor]
+    except KeyError:
+        walked = descriptor.type in (_TEXT, _MESSAGE) and descriptor.message_type is not _UNREAD
+        kind = (descriptor.type == _TEXT, descriptor.is_repeated) if walked else None
+        _FIELD_KINDS[descriptor] = kind
+        return kind
+
+
 def _first_non_text(message: Any, path: str) -> tuple[str, bytes] | None:
     """The path and value of the first string field, in ``message`` or the messages it holds (value
-    types aside), that is not valid UTF-8: protobuf hands such a (proto2) string back as bytes."""
-    for field, value in message.ListFields():
-        if field.type not in (_TEXT, _MESSAGE) or field.message_type is _UNREAD:
+    types aside), that is not valid UTF-8: protobuf hands such a (proto2) string back as bytes. The
+    path is written only for what is found: a 100,000-node file has a million clean fields."""
+    for descriptor, value in message.ListFields():
+        kind = _field_kind(descriptor)
+        if kind is None:
             continue
-        items = enumerate(value) if field.is_repeated else [(None, value)]
-        for k, item in items:
-            where = f"{path}.{field.name}" + ("" if k is None else f"[{k}]")
-            if field.type == _TEXT:
+        text, repeated = kind
+        if text and not repeated:
+            if isinstance(value, bytes):
+                return f"{path}.{descriptor.name}", value
+            continue
+        for k, item in enumerate(value if repeated else (value,)):
+            if text:
                 if isinstance(item, bytes):
-                    return where, item
+                    return f"{path}.{descriptor.name}[{k}]", item
             else:
-                found = _first_non_text(item, where)
+                found = _first_non_text(item, "")
                 if found is not None:
-                    return found
+                    return f"{path}.{descriptor.name}" + (f"[{k}]" if repeated else "") + found[0], found[1]
     return None
 
 
@@ -758,16 +847,23 @@ def _check_text(model: onnx.ModelProto, name: str) -> None:
 def _check_dimensions(wiring: _Wiring, shapes: _Shapes) -> None:
     """Every tensor an op reads or writes with dimensions >= 0 and at most `MAX_TENSOR_BYTES`, or a
     ValueError naming the op and the tensor."""
+    infos = shapes.infos
+    checked: set[str] = set()  # a tensor's first reader or writer (in this walk) is the one named
+    valid: set[tuple[tuple[int, ...], float]] = set()  # shapes and element sizes found within bounds
     for p in wiring.order:
-        node = wiring.ops[p]
-        for role, tensors in (("input", wiring.op_inputs[p]), ("output", node.output)):
+        for role, tensors in (("input", wiring.op_inputs[p]), ("output", wiring.op_outputs[p])):
             for tensor in tensors:
-                info = shapes.value_info(tensor) if tensor else None
-                if info is None:
+                if tensor in checked:
                     continue
-                where = (f"op {wiring.op_names[p]!r} ({node.op_type}) {role} tensor {tensor!r} has shape "
-                         f"{list(info.shape)}")
-                if any(d < 0 for d in info.shape):
-                    raise ValueError(f"{where}: every dimension must be an integer >= 0")
-                if info.numel * info.itemsize > MAX_TENSOR_BYTES:
+                checked.add(tensor)
+                info = infos.get(tensor) if tensor else None
+                if info is None or (info.shape, info.itemsize) in valid:
+                    continue
+                negative = any(d < 0 for d in info.shape)
+                if negative or info.numel * info.itemsize > MAX_TENSOR_BYTES:
+                    where = (f"op {wiring.op_names[p]!r} ({wiring.op_types[p]}) {role} tensor {tensor!r} "
+                             f"has shape {list(info.shape)}")
+                    if negative:
+                        raise ValueError(f"{where}: every dimension must be an integer >= 0")
                     raise ValueError(f"{where}: more than {MAX_TENSOR_BYTES:g} bytes (the most allowed)")
+                valid.add((info.shape, info.itemsize))

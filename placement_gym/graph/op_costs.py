@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -41,11 +42,13 @@ class TensorInfo:
     shape: tuple[int, ...]
     itemsize: float
 
-    @property
+    # Cached: an import asks for each tensor's size several times (a frozen dataclass keeps no other
+    # state, so the cache cannot go stale).
+    @cached_property
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    @property
+    @cached_property
     def nbytes(self) -> float:
         return self.numel * self.itemsize
 

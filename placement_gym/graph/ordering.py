@@ -12,6 +12,10 @@ def stable_topological_order(deps: Sequence[Iterable[int]]) -> list[int]:
     ``deps[i]``): among ready nodes, the lowest index goes first. Nodes on or behind a cycle are left
     out, so a result shorter than ``n`` means the graph has a cycle."""
     deps = [set(d) for d in deps]
+    if all(j < i for i, d in enumerate(deps) for j in d):
+        # Already in order (as exporters write files): Kahn's walk, lowest ready index first, finds
+        # node i ready when nodes 0..i-1 are placed, so the result is file order.
+        return list(range(len(deps)))
     users: list[list[int]] = [[] for _ in deps]
     for i, d in enumerate(deps):
         for j in d:

@@ -61,6 +61,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import onnx
 from onnx import TensorProto
@@ -190,8 +191,7 @@ def outer_scope_inputs(graph: onnx.GraphProto) -> list[str]:
     return list(dict.fromkeys(used))
 
 
-@dataclass(frozen=True)
-class _Read:
+class _Read(NamedTuple):
     """One input of one node: the tensor's name and the role of its slot."""
 
     name: str
@@ -206,9 +206,10 @@ def _node_reads(node: onnx.NodeProto) -> list[_Read]:
         if name:
             kind, label = slots.get(i, (_OPERAND, "operand"))
             reads.append(_Read(name, kind, label))
-    for attr in node.attribute:  # what a control-flow body reads is an operand of the node
-        for sub in subgraphs(attr):
-            reads += [_Read(name, _OPERAND, "operand") for name in outer_scope_inputs(sub)]
+    if node.attribute:
+        for attr in node.attribute:  # what a control-flow body reads is an operand of the node
+            for sub in subgraphs(attr):
+                reads += [_Read(name, _OPERAND, "operand") for name in outer_scope_inputs(sub)]
     return reads
 
 
@@ -314,14 +315,19 @@ def _from_metadata(model: onnx.ModelProto, names: list[str]) -> InputRoles:
     )
 
 
-def _node_order(nodes: list[onnx.NodeProto], reads: list[list[_Read]]) -> list[int]:
-    """Nodes in a topological order (file order breaks ties); nodes on a cycle go last, in file order
-    (the importer reports the cycle)."""
-    producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+def _node_order(outputs: list[tuple[str, ...]], reads: list[list[_Read]]) -> list[int]:
+    """Nodes (given by their outputs and reads) in a topological order (file order breaks ties);
+    nodes on a cycle go last, in file order (the importer reports the cycle)."""
+    producer = {out: i for i, outs in enumerate(outputs) for out in outs}
     deps = [{producer[r.name] for r in rs if r.name in producer} - {i} for i, rs in enumerate(reads)]
     order = stable_topological_order(deps)
+    if len(order) == len(outputs):
+        return order
     placed = set(order)
-    return order + [i for i in range(len(nodes)) if i not in placed]
+    return order + [i for i in range(len(outputs)) if i not in placed]
+
+
+_NO_SOURCES: frozenset[str] = frozenset()
 
 
 class _Analysis:
@@ -330,7 +336,13 @@ class _Analysis:
     def __init__(self, nodes: list[onnx.NodeProto], candidates: Iterable[str], fixed: Iterable[str]) -> None:
         self.nodes = nodes
         self.reads = [_node_reads(node) for node in nodes]
-        self.order = _node_order(nodes, self.reads)
+        self.outputs = [tuple(out for out in node.output if out) for node in nodes]
+        self.order = _node_order(self.outputs, self.reads)
+        # Per node: the reads values flow through (all but shape operands), and those of them that
+        # pass their sources on (weights and state do not).
+        self.flowing = [tuple(r.name for r in reads if r.kind != _SHAPE) for reads in self.reads]
+        self.passing = [tuple(r.name for r in reads if r.kind not in (_SHAPE, _WEIGHT, _STATE))
+                        for reads in self.reads]
         self.candidates = set(candidates)  # undecided: data, parameter or constant
         self.fixed = set(fixed)  # parameters already (initializers): sources of weight values only
 
@@ -339,39 +351,35 @@ class _Analysis:
         reached = set(data)
         sources = {n: frozenset({n}) for n in (self.candidates | self.fixed) - data}
         for i in self.order:
-            node, reads = self.nodes[i], self.reads[i]
-            flowing = [r for r in reads if r.kind != _SHAPE]
-            if any(r.name in reached for r in flowing):
-                reached.update(out for out in node.output if out)
+            if any(name in reached for name in self.flowing[i]):
+                reached.update(self.outputs[i])
                 continue
             # A weight in a weight slot has done its part: the output is a function of the op's
             # activations, so only they pass their sources on (a Conv's output comes from its input).
-            origin = frozenset().union(*(sources.get(r.name, frozenset()) for r in flowing
-                                         if r.kind not in (_WEIGHT, _STATE)))
+            passing = self.passing[i]
+            if len(passing) == 1:
+                origin = sources.get(passing[0], _NO_SOURCES)
+            else:
+                origin = frozenset().union(*(sources.get(name, _NO_SOURCES) for name in passing))
             if origin:
-                for out in node.output:
-                    if out:
-                        sources[out] = origin
+                for out in self.outputs[i]:
+                    sources[out] = origin
         return reached, sources
 
     def evidence(self, reached: set[str], sources: dict[str, frozenset[str]]) -> tuple[
-            dict[str, list[tuple[str, str]]], dict[str, list[str]], dict[str, set[str]], int | None]:
-        """Per candidate: weight roles (kind, label) and activation roles; per tensor, the kinds of
-        slots that read it directly; and the first node (in order) whose first operand is undecided
-        while no operand is reached by data (the tie-break)."""
+            dict[str, list[tuple[str, str]]], dict[str, list[str]], int | None]:
+        """Per candidate: weight roles (kind, label) and activation roles; and the first node (in order)
+        whose first operand is undecided while no operand is reached by data (the tie-break)."""
         weights: dict[str, list[tuple[str, str]]] = {}
         activations: dict[str, list[str]] = {}
-        direct: dict[str, set[str]] = {}
         tie: int | None = None
         for i in self.order:
             node, reads = self.nodes[i], self.reads[i]
-            op_reached = any(r.name in reached for r in reads if r.kind != _SHAPE)
+            op_reached = any(name in reached for name in self.flowing[i])
             for r in reads:
-                kind = r.kind if r.kind != _OPERAND or op_reached else "neutral"
-                direct.setdefault(r.name, set()).add(kind)
                 if r.name in reached:
                     continue
-                origin = sources.get(r.name, frozenset())
+                origin = sources.get(r.name, _NO_SOURCES)
                 label = f"{node.op_type} {r.label}"
                 for name in origin:
                     if r.kind in (_WEIGHT, _STATE):
@@ -385,7 +393,22 @@ class _Analysis:
                 if r.kind == _FIRST_OPERAND and not op_reached and tie is None and any(
                         sources.get(other.name, frozenset()) & self.candidates for other in reads):
                     tie = i
-        return weights, activations, direct, tie
+        return weights, activations, tie
+
+    def direct_kinds(self, reached: set[str]) -> dict[str, set[str]]:
+        """Per tensor, the kinds of slots that read it directly (an operand of an op no data reaches
+        is "neutral")."""
+        direct: dict[str, set[str]] = {}
+        for i in self.order:
+            op_reached = any(name in reached for name in self.flowing[i])
+            for r in self.reads[i]:
+                kind = r.kind if r.kind != _OPERAND or op_reached else "neutral"
+                kinds = direct.get(r.name)
+                if kinds is None:
+                    direct[r.name] = {kind}
+                else:
+                    kinds.add(kind)
+        return direct
 
 
 def classify_inputs(model: onnx.ModelProto) -> InputRoles:
@@ -403,8 +426,8 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
         initializer_types[sparse.values.name] = (sparse.values.data_type, math.prod(sparse.dims))
     fixed = {n for n, (dtype, numel) in initializer_types.items() if dtype in _FLOAT_TYPES and numel > 1}
     inputs = {v.name: v for v in graph.input if v.name not in initializer_types}
-    produced = {out for node in nodes for out in node.output if out}
     analysis = _Analysis(nodes, [], fixed)
+    produced = {out for outs in analysis.outputs for out in outs}
     read_names = list(dict.fromkeys(r.name for reads in analysis.reads for r in reads))
     undeclared = [n for n in read_names
                   if n not in produced and n not in initializer_types and n not in inputs]
@@ -415,7 +438,7 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
     evidence_of_data: dict[str, str] = {}
     while True:
         reached, sources = analysis.propagate(data)
-        weights, activations, direct, tie = analysis.evidence(reached, sources)
+        weights, activations, tie = analysis.evidence(reached, sources)
         found = {n for n in activations if n in analysis.candidates} - data
         if found:
             evidence_of_data.update({n: activations[n][0] for n in found})
@@ -432,6 +455,7 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
         evidence_of_data.update({n: f"activation operand of {node.op_type} {node.name or '(unnamed)'!r}"
                                  for n in chosen})
         data |= chosen
+    direct = analysis.direct_kinds(reached)  # of the final reach, as the rules below read it
 
     why_data: dict[str, str] = {}
     parameters: dict[str, str] = {}

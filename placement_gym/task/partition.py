@@ -8,9 +8,10 @@ never worse than, `op_weight` the work each op adds to its part's balance. Label
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
+from functools import cached_property
 
+import numba
 import numpy as np
 
 from placement_gym.graph.opgraph import OpGraph
@@ -73,6 +74,18 @@ class _Hypergraph:
     net_bytes: list[float]
     node_nets: list[list[int]]
 
+    @cached_property
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The nets' pins and each node's nets as flat arrays with start offsets (``pins[pin_start[j]:
+        pin_start[j + 1]]``), and the nets' bytes: what `_fm_bisect` restricts to its ops with numpy."""
+        pin_start = np.zeros(len(self.net_pins) + 1, dtype=np.int64)
+        pin_start[1:] = np.cumsum([len(pins) for pins in self.net_pins])
+        net_start = np.zeros(len(self.node_nets) + 1, dtype=np.int64)
+        net_start[1:] = np.cumsum([len(nets) for nets in self.node_nets])
+        return (np.array([p for pins in self.net_pins for p in pins], dtype=np.int64), pin_start,
+                np.array([j for nets in self.node_nets for j in nets], dtype=np.int64), net_start,
+                np.array(self.net_bytes, dtype=np.float64))
+
     @staticmethod
     def of(graph: OpGraph) -> _Hypergraph:
         pins: dict[int, list[int]] = {}
@@ -99,8 +112,188 @@ class _Hypergraph:
         )
 
 
+@numba.njit(cache=True)
+def _before(a: float, b: float, v: int, c: float, d: float, u: int) -> bool:
+    """(a, b, v) < (c, d, u), as Python orders tuples."""
+    return a < c or (a == c and (b < d or (b == d and v < u)))
+
+
+@numba.njit(cache=True)
+def _heap_push(keys, items, size, a, b, v):
+    """Push (a, b, v) on the binary min-heap ``keys[:size]`` (columns a, b) / ``items[:size]`` (v),
+    growing the arrays when full; the arrays and the new size."""
+    if size == len(items):
+        grown_keys = np.empty((2 * len(items), 2))
+        grown_items = np.empty(2 * len(items), dtype=np.int64)
+        grown_keys[:size] = keys[:size]
+        grown_items[:size] = items[:size]
+        keys, items = grown_keys, grown_items
+    i = size
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _before(a, b, v, keys[parent, 0], keys[parent, 1], items[parent]):
+            break
+        keys[i, 0], keys[i, 1], items[i] = keys[parent, 0], keys[parent, 1], items[parent]
+        i = parent
+    keys[i, 0], keys[i, 1], items[i] = a, b, v
+    return keys, items, size + 1
+
+
+@numba.njit(cache=True)
+def _heap_pop(keys, items, size):
+    """Remove the least entry of the heap (its entry is ``keys[0]``, ``items[0]`` before the call); the
+    new size."""
+    size -= 1
+    a, b, v = keys[size, 0], keys[size, 1], items[size]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and _before(keys[child + 1, 0], keys[child + 1, 1], items[child + 1],
+                                        keys[child, 0], keys[child, 1], items[child]):
+            child += 1
+        if not _before(keys[child, 0], keys[child, 1], items[child], a, b, v):
+            break
+        keys[i, 0], keys[i, 1], items[i] = keys[child, 0], keys[child, 1], items[child]
+        i = child
+    if size > 0:
+        keys[i, 0], keys[i, 1], items[i] = a, b, v
+    return size
+
+
+@numba.njit(cache=True)
+def _fm_passes(side, net_pins, net_start, my_nets, my_start, costs, weight, tie, left, target, allowed,
+               slack, min_left, min_right, max_passes, blocked_scan):
+    """The Fiduccia-Mattheyses passes of `_fm_bisect` on ``side`` (0 or 1 per op, changed in place),
+    with nets and each op's nets as flat arrays (``net_pins[net_start[j]:net_start[j + 1]]``). Each
+    side's heap orders ops by (-gain, tie-break, op), the order in which any heap of those tuples pops
+    them, so the moves do not depend on how the heap is built."""
+    m = len(side)
+    n_nets = len(costs)
+    count = np.zeros((n_nets, 2), dtype=np.int64)
+    gain = np.zeros(m)
+    locked = np.zeros(m, dtype=np.bool_)
+    stamp = np.zeros(m, dtype=np.int64)
+    changed = np.empty(m, dtype=np.int64)
+    moves = np.empty(m, dtype=np.int64)
+    capacity = max(16, m)
+    keys0, items0 = np.empty((capacity, 2)), np.empty(capacity, dtype=np.int64)
+    keys1, items1 = np.empty((capacity, 2)), np.empty(capacity, dtype=np.int64)
+    held_keys = np.empty((blocked_scan, 2))
+    held_items = np.empty(blocked_scan, dtype=np.int64)
+    tick = 0
+    for _ in range(max_passes):
+        count[:] = 0
+        for j in range(n_nets):
+            for q in range(net_start[j], net_start[j + 1]):
+                count[j, side[net_pins[q]]] += 1
+        size0 = 0
+        size1 = 0
+        n_left = 0
+        for v in range(m):
+            s = side[v]
+            g = 0.0
+            for q in range(my_start[v], my_start[v + 1]):
+                j = my_nets[q]
+                g += costs[j] * ((1 if count[j, s] == 1 else 0) - (1 if count[j, 1 - s] == 0 else 0))
+            gain[v] = g
+            if s == 0:
+                n_left += 1
+                keys0, items0, size0 = _heap_push(keys0, items0, size0, -g, tie[v], v)
+            else:
+                keys1, items1, size1 = _heap_push(keys1, items1, size1, -g, tie[v], v)
+        locked[:] = False
+        sizes = np.array([n_left, m - n_left])
+        minimum = np.array([min_left, min_right])
+        n_moves = 0
+        running, best, best_at, best_left = 0.0, 0.0, 0, left
+        while True:
+            have = False
+            chosen_g, chosen_t, chosen = 0.0, 0.0, -1
+            for s in range(2):
+                if sizes[s] <= minimum[s]:
+                    continue
+                keys, items, size = (keys0, items0, size0) if s == 0 else (keys1, items1, size1)
+                n_held = 0
+                while size > 0:
+                    g, t, v = keys[0, 0], keys[0, 1], items[0]
+                    if locked[v] or -g != gain[v]:
+                        size = _heap_pop(keys, items, size)  # stale entry
+                        continue
+                    moved = left - weight[v] if s == 0 else left + weight[v]
+                    if abs(moved - target) <= slack:
+                        if not have or g < chosen_g or (g == chosen_g and t < chosen_t):
+                            have, chosen_g, chosen_t, chosen = True, g, t, v
+                        break
+                    held_keys[n_held, 0], held_keys[n_held, 1], held_items[n_held] = g, t, v
+                    n_held += 1
+                    size = _heap_pop(keys, items, size)
+                    if n_held >= blocked_scan:
+                        break
+                for i in range(n_held):
+                    keys, items, size = _heap_push(keys, items, size, held_keys[i, 0], held_keys[i, 1],
+                                                   held_items[i])
+                if s == 0:
+                    keys0, items0, size0 = keys, items, size
+                else:
+                    keys1, items1, size1 = keys, items, size
+            if not have:
+                break
+            v = chosen
+            s = side[v]
+            to = 1 - s
+            running += gain[v]
+            locked[v] = True
+            tick += 1
+            n_changed = 0
+            for q in range(my_start[v], my_start[v + 1]):  # the classic FM gain updates
+                j = my_nets[q]
+                cost = costs[j]
+                if count[j, to] <= 1:
+                    for r in range(net_start[j], net_start[j + 1]):
+                        p = net_pins[r]
+                        if not locked[p] and (count[j, to] == 0 or side[p] == to):
+                            gain[p] += cost if count[j, to] == 0 else -cost
+                            if stamp[p] != tick:
+                                stamp[p] = tick
+                                changed[n_changed] = p
+                                n_changed += 1
+                count[j, s] -= 1
+                count[j, to] += 1
+                if count[j, s] <= 1:
+                    for r in range(net_start[j], net_start[j + 1]):
+                        p = net_pins[r]
+                        if not locked[p] and (count[j, s] == 0 or side[p] == s):
+                            gain[p] += -cost if count[j, s] == 0 else cost
+                            if stamp[p] != tick:
+                                stamp[p] = tick
+                                changed[n_changed] = p
+                                n_changed += 1
+            side[v] = to
+            sizes[s] -= 1
+            sizes[to] += 1
+            left = left - weight[v] if s == 0 else left + weight[v]
+            moves[n_moves] = v
+            n_moves += 1
+            for i in range(n_changed):
+                p = changed[i]
+                if side[p] == 0:
+                    keys0, items0, size0 = _heap_push(keys0, items0, size0, -gain[p], tie[p], p)
+                else:
+                    keys1, items1, size1 = _heap_push(keys1, items1, size1, -gain[p], tie[p], p)
+            if running > best and abs(left - target) <= allowed:
+                best, best_at, best_left = running, n_moves, left
+        for i in range(best_at, n_moves):  # undo the moves after the best prefix
+            side[moves[i]] = 1 - side[moves[i]]
+        left = best_left
+        if best <= 0:
+            break
+
+
 def _fm_bisect(
-    h: _Hypergraph, ops: list[int], k_left: int, k_right: int, imbalance: float, tiebreak: list[float]
+    h: _Hypergraph, ops: list[int], k_left: int, k_right: int, imbalance: float,
+    tiebreak: np.ndarray | list[float],
 ) -> tuple[list[int], list[int]]:
     """Split ``ops`` (increasing) into a left side for ``k_left`` groups and a right one for
     ``k_right``: the contiguous split at the weight fraction ``k_left / (k_left + k_right)``, refined
@@ -111,112 +304,53 @@ def _fm_bisect(
     sides may drift by one more op. Each side keeps at least as many ops as groups it must hold.
     Passes stop when one gains nothing."""
     m = len(ops)
-    local = {op: i for i, op in enumerate(ops)}
-    w = h.weight[ops]
+    ops_array = np.asarray(ops, dtype=np.int64)
+    w = h.weight[ops_array]
     total = float(w.sum())
     target = total * k_left / (k_left + k_right)
     cumulative = np.cumsum(w)
     cut = min(max(int(_contiguous_cuts(cumulative, np.array([target]), 2)[0]), k_left), m - k_right)
-    side = [0] * cut + [1] * (m - cut)
-    nets: list[list[int]] = []
-    costs: list[float] = []
-    seen: set[int] = set()
-    for op in ops:
-        for j in h.node_nets[op]:
-            if j not in seen:
-                seen.add(j)
-                pins = [local[p] for p in h.net_pins[j] if p in local]
-                if len(pins) >= 2:
-                    nets.append(pins)
-                    costs.append(h.net_bytes[j])
-    my_nets: list[list[int]] = [[] for _ in range(m)]
-    for j, pins in enumerate(nets):
-        for p in pins:
-            my_nets[p].append(j)
-    wl = w.tolist()
-    tie = [tiebreak[op] for op in ops]
+    side = np.zeros(m, dtype=np.int64)
+    side[cut:] = 1
+    # The nets restricted to ``ops``: in order of first use (ops in order, each op's nets in order),
+    # each with its pins among ``ops`` (local indices, in the net's order), kept when it has two.
+    all_pins, pin_start, all_nets, net_start, all_bytes = h.flat
+    local = np.full(len(h.weight), -1, dtype=np.int64)
+    local[ops_array] = np.arange(m)
+    touched = all_nets[_ranges(net_start[ops_array], net_start[ops_array + 1])]
+    first_nets, first_at = np.unique(touched, return_index=True)
+    nets = first_nets[np.argsort(first_at, kind="stable")]
+    pins = local[all_pins[_ranges(pin_start[nets], pin_start[nets + 1])]]
+    which = np.repeat(np.arange(len(nets)), pin_start[nets + 1] - pin_start[nets])
+    inside = pins >= 0
+    n_inside = np.bincount(which[inside], minlength=len(nets))
+    kept = n_inside >= 2
+    pins = pins[inside & kept[which]]
+    costs = all_bytes[nets[kept]]
+    starts = np.zeros(int(kept.sum()) + 1, dtype=np.int64)
+    starts[1:] = np.cumsum(n_inside[kept])
+    net_of_pin = np.repeat(np.arange(len(costs)), n_inside[kept])
+    by_op = np.argsort(pins, kind="stable")  # each op's nets in net order
+    my_start = np.zeros(m + 1, dtype=np.int64)
+    my_start[1:] = np.cumsum(np.bincount(pins, minlength=m))
     left = float(cumulative[cut - 1])
     # A prefix of moves may end (and be kept) only within ``allowed``; during a pass the sides may
     # drift by one op more, as in Fiduccia and Mattheyses' rule, so that ops can swap sides even when
     # a single op is heavier than the tolerance.
     allowed = max(imbalance * min(target, total - target), abs(left - target))
     slack = allowed + float(w.max())
-    minimum = (k_left, k_right)
-    for _ in range(_FM_MAX_PASSES if nets else 0):
-        count = [[0, 0] for _ in nets]
-        for j, pins in enumerate(nets):
-            for p in pins:
-                count[j][side[p]] += 1
-        gain = [0.0] * m
-        for v in range(m):
-            s = side[v]
-            gain[v] = sum(costs[j] * ((count[j][s] == 1) - (count[j][1 - s] == 0)) for j in my_nets[v])
-        heaps: list[list[tuple[float, float, int]]] = [[], []]
-        for v in range(m):
-            heaps[side[v]].append((-gain[v], tie[v], v))
-        for heap in heaps:
-            heapq.heapify(heap)
-        locked = [False] * m
-        n_left = side.count(0)
-        sizes = [n_left, m - n_left]
-        moves: list[int] = []
-        running, best, best_at, best_left = 0.0, 0.0, 0, left
-        while True:
-            choice = None
-            for s in (0, 1):
-                if sizes[s] <= minimum[s]:
-                    continue
-                heap, held = heaps[s], []
-                while heap:
-                    g, t, v = heap[0]
-                    if locked[v] or -g != gain[v]:
-                        heapq.heappop(heap)  # stale entry
-                        continue
-                    if abs((left - wl[v] if s == 0 else left + wl[v]) - target) <= slack:
-                        if choice is None or (g, t) < choice[:2]:
-                            choice = (g, t, v)
-                        break
-                    held.append(heapq.heappop(heap))
-                    if len(held) >= _FM_BLOCKED_SCAN:
-                        break
-                for entry in held:
-                    heapq.heappush(heap, entry)
-            if choice is None:
-                break
-            v = choice[2]
-            s, to = side[v], 1 - side[v]
-            running += gain[v]
-            locked[v] = True
-            changed: set[int] = set()
-            for j in my_nets[v]:  # the classic FM gain updates, before and after the move
-                c, cost = count[j], costs[j]
-                if c[to] <= 1:
-                    for p in nets[j]:
-                        if not locked[p] and (c[to] == 0 or side[p] == to):
-                            gain[p] += cost if c[to] == 0 else -cost
-                            changed.add(p)
-                c[s] -= 1
-                c[to] += 1
-                if c[s] <= 1:
-                    for p in nets[j]:
-                        if not locked[p] and (c[s] == 0 or side[p] == s):
-                            gain[p] += -cost if c[s] == 0 else cost
-                            changed.add(p)
-            side[v] = to
-            sizes[s] -= 1
-            sizes[to] += 1
-            left = left - wl[v] if s == 0 else left + wl[v]
-            moves.append(v)
-            for p in changed:
-                heapq.heappush(heaps[side[p]], (-gain[p], tie[p], p))
-            if running > best and abs(left - target) <= allowed:
-                best, best_at, best_left = running, len(moves), left
-        for v in moves[best_at:]:  # undo the moves after the best prefix
-            side[v] = 1 - side[v]
-        left = best_left
-        if best <= 0:
-            break
-    return [op for op, s in zip(ops, side) if s == 0], [op for op, s in zip(ops, side) if s == 1]
+    if len(costs):
+        _fm_passes(side, pins, starts, net_of_pin[by_op], my_start, costs, np.ascontiguousarray(w),
+                   np.asarray(tiebreak, dtype=np.float64)[ops_array], left, target, allowed, slack,
+                   k_left, k_right, _FM_MAX_PASSES, _FM_BLOCKED_SCAN)
+    return ops_array[side == 0].tolist(), ops_array[side == 1].tolist()
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The indices ``starts[0]..ends[0]-1``, then ``starts[1]..ends[1]-1``, ... in one array."""
+    lengths = ends - starts
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
 
 
 def _recursive_bisection(h: _Hypergraph, k: int, tiebreak: list[float]) -> np.ndarray:
@@ -226,6 +360,7 @@ def _recursive_bisection(h: _Hypergraph, k: int, tiebreak: list[float]) -> np.nd
     levels = max(1, int(np.ceil(np.log2(k))))
     imbalance = (1.0 + PARTITION_IMBALANCE) ** (1.0 / levels) - 1.0
     labels = np.zeros(n, dtype=np.int64)
+    keys = np.asarray(tiebreak, dtype=np.float64)  # once, not per bisection
     stack: list[tuple[list[int], int, int]] = [(list(range(n)), k, 0)]
     while stack:
         ops, parts, first_label = stack.pop()
@@ -233,7 +368,7 @@ def _recursive_bisection(h: _Hypergraph, k: int, tiebreak: list[float]) -> np.nd
             labels[ops] = first_label
             continue
         k_left = parts // 2
-        left, right = _fm_bisect(h, ops, k_left, parts - k_left, imbalance, tiebreak)
+        left, right = _fm_bisect(h, ops, k_left, parts - k_left, imbalance, keys)
         stack.append((right, parts - k_left, first_label + k_left))
         stack.append((left, k_left, first_label))
     return labels
