@@ -1,11 +1,11 @@
 """A pipelined step's modelled runtime against a stage-by-stage GPipe estimate.
 
-Each graph is cut into contiguous stages of equal op counts, one per GPU of the cluster (in order), and run as a
-``train_step`` of M micro-batches. A stage's time T_s is the sum of its forward and backward ops'
-durations for one micro-batch on its GPU (transfers, syncs and updates left out); the GPipe estimate
-is sum(T_s) + (M - 1) max(T_s), a fill-drain pipeline whose stages each run one micro-batch at a
-time; "no overlap" is M sum(T_s). Run: ``python experiments/pipeline_stages/run.py`` (results in
-docs/cost_model.md, "Pipelined steps").
+Each graph is cut into contiguous stages of equal op counts, one per GPU of the cluster (in order),
+and run as a ``train_step`` of M micro-batches. A stage's time T_s is the sum of its forward and
+backward ops' durations for one micro-batch on its GPU (transfers, syncs and updates left out); the
+GPipe estimate is sum(T_s) + (M - 1) max(T_s), a fill-drain pipeline whose stages each run one
+micro-batch at a time; "no overlap" is M sum(T_s). Run: ``python experiments/pipeline_stages/run.py``
+(results in docs/cost_model.md, "Pipelined steps").
 """
 
 from __future__ import annotations
