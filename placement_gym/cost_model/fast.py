@@ -438,44 +438,48 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         if best < 0:
             return _STALLED, device, start, finish, transfer_tensor, transfer_dst, start, finish
         d = best
-        # Take entry ``best_at`` (the root unless pipelined) out of device d's heap: the last entry
-        # fills its place, moving up if it is below that place's parent, else down.
+        # Pop device d's op off its heap. A pipelined step's op may lie below the root: it is brought
+        # up first, each entry on its path moving down one slot (where all below it are still no
+        # smaller, so the heap order holds under the root), then popped as the root.
         root = base[d]
-        op = heap_op[root + best_at]
-        size[d] -= 1
-        n = size[d]
-        chosen[d] = -1
-        if best_at < n:
-            key = heap_key[root + n]
-            last = heap_op[root + n]
+        if best_at > 0:
+            key = heap_key[root + best_at]
+            last = heap_op[root + best_at]
             i = best_at
             while i > 0:
                 parent = (i - 1) // 2
-                parent_key = heap_key[root + parent]
-                if parent_key < key or (parent_key == key and heap_op[root + parent] < last):
-                    break
-                heap_key[root + i] = parent_key
+                heap_key[root + i] = heap_key[root + parent]
                 heap_op[root + i] = heap_op[root + parent]
                 i = parent
-            if i == best_at:
-                while True:
-                    child = 2 * i + 1
-                    if child >= n:
-                        break
-                    child_key = heap_key[root + child]
-                    child_op = heap_op[root + child]
-                    if child + 1 < n:
-                        right_key = heap_key[root + child + 1]
-                        right_op = heap_op[root + child + 1]
-                        if right_key < child_key or (right_key == child_key and right_op < child_op):
-                            child += 1
-                            child_key = right_key
-                            child_op = right_op
-                    if key < child_key or (key == child_key and last < child_op):
-                        break
-                    heap_key[root + i] = child_key
-                    heap_op[root + i] = child_op
-                    i = child
+            heap_key[root] = key
+            heap_op[root] = last
+        chosen[d] = -1
+        # Pop the top of device d's heap: move the last entry down from the root.
+        op = heap_op[root]
+        size[d] -= 1
+        n = size[d]
+        if n > 0:
+            key = heap_key[root + n]
+            last = heap_op[root + n]
+            i = 0
+            while True:
+                child = 2 * i + 1
+                if child >= n:
+                    break
+                child_key = heap_key[root + child]
+                child_op = heap_op[root + child]
+                if child + 1 < n:
+                    right_key = heap_key[root + child + 1]
+                    right_op = heap_op[root + child + 1]
+                    if right_key < child_key or (right_key == child_key and right_op < child_op):
+                        child += 1
+                        child_key = right_key
+                        child_op = right_op
+                if key < child_key or (key == child_key and last < child_op):
+                    break
+                heap_key[root + i] = child_key
+                heap_op[root + i] = child_op
+                i = child
             heap_key[root + i] = key
             heap_op[root + i] = last
         s = best_start
