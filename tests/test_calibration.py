@@ -21,13 +21,53 @@ from placement_gym.cost_model import simulate
 from placement_gym.graph.opgraph import CATEGORIES
 from placement_gym.task.compiled import make_task
 
+HELD = [row for row in PUBLISHED if not row.beyond_model]
+BEYOND = [row for row in PUBLISHED if row.beyond_model]
 
-@pytest.mark.parametrize("row", PUBLISHED, ids=[row.id for row in PUBLISHED])
+
+@pytest.mark.parametrize("row", HELD, ids=[row.id for row in HELD])
 def test_every_published_row_is_within_its_tolerance(row):
     result = model_row(row)
     assert result.within, (
         f"{row.id}: model {result.model:.4g}, published {row.published:.4g} ({result.error:+.1%})"
     )
+
+
+@pytest.mark.parametrize("row", BEYOND, ids=[row.id for row in BEYOND])
+def test_a_row_beyond_the_model_says_why_and_is_beyond_it(row):
+    # Shown but not held: only a row the model misses may be set aside, and never silently.
+    assert len(row.beyond_model) > 40 and row.beyond_model in page_block(compare_published(), None)
+    assert not model_row(row).within
+
+
+def test_hopper_and_ampere_rows_are_held_to_the_tolerance():
+    # Half-precision rows held to the tolerance, by the tensor peak of their device (NVIDIA
+    # datasheets: H100 SXM 989, A100 SXM 312 dense TFLOP/s).
+    generations = []
+    for row in HELD:
+        if row.precision == "fp32":
+            continue
+        cluster = row_task(row.graph, row.batch, row.cluster, row.optimizer, row.precision).cluster
+        peak = cluster.tensor_peak_flops[cluster.device_index(row.device)]
+        generations.append({989e12: "hopper", 312e12: "ampere"}.get(float(peak), "other"))
+    assert generations.count("ampere") >= 2 and generations.count("hopper") >= 1, generations
+
+
+def test_matmul_utilisation_of_one_matmul_by_hand():
+    # One 1e12-FLOP matmul on a device of 8e12 tensor FLOP/s at efficiency 0.5 with 1 us overhead:
+    # utilisation = 1e12 / ((0.25 s + 1 us) x 8e12); training adds its backward op (2e12 FLOPs).
+    from conftest import hand_cluster, hand_graph
+
+    from placement_gym.calibration.compare import matmul_utilisation
+
+    graph = hand_graph([("mm", 1e12, 1e3, 4e6)], [])
+    cluster = dataclasses.replace(
+        hand_cluster(1), tensor_peak_flops=np.array([8e12]), tensor_efficiency=np.array([[0.5, 0.5]])
+    )
+    task = make_task(graph, cluster, "train_step", precision="bf16")
+    utilisation, seconds = matmul_utilisation(task, 0)
+    assert seconds == pytest.approx(0.25 + 1e-6 + 0.5 + 1e-6, rel=1e-12)
+    assert utilisation == pytest.approx(3e12 / (seconds * 8e12), rel=1e-12)
 
 
 def test_the_multi_device_ratios_of_the_issue_are_reproduced():
@@ -59,7 +99,7 @@ def test_the_tolerance_fails_without_the_calibration(row_id):
     # The same Kepler rows with the defaults of the device kind (and no executor costs) are far too
     # fast: the test above can fail, and the calibration is what makes it pass.
     row = next(r for r in PUBLISHED if r.id == row_id)
-    task = row_task(row.graph, row.batch, row.cluster, row.optimizer)
+    task = row_task(row.graph, row.batch, row.cluster, row.optimizer, row.precision)
     plain = make_task(task.graph, _uncalibrated(task.cluster), "train_step", row.optimizer)
     device = plain.cluster.device_index(row.device)
     runtime = simulate(plain, np.full(plain.n_forward, device, dtype=np.int64)).runtime

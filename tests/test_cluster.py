@@ -49,8 +49,14 @@ N_GPUS = {
 }
 
 
+# Presets of several nodes (tests/test_multinode.py): nodes, GPUs and CPUs.
+MULTI_NODE = {"dgx-a100": (1, 8), "dgx-h100x2": (2, 16), "dgx-h100x4": (4, 32), "dgx-h100x8": (8, 64),
+              "h100-a100": (2, 16)}
+
+
 def test_preset_names_are_the_documented_ones():
-    assert set(PRESETS) == set(N_GPUS)
+    assert set(PRESETS) == set(N_GPUS) | set(MULTI_NODE)
+    assert not set(N_GPUS) & set(MULTI_NODE)
 
 
 @pytest.mark.parametrize("name, n_gpus", sorted(N_GPUS.items()))
@@ -118,7 +124,7 @@ def test_gpu_figures_match_the_datasheets(name):
     np.testing.assert_allclose(cluster.memory_bandwidth[gpus], bandwidth * fraction)
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(N_GPUS))
 def test_preset_efficiencies_are_their_architectures(name):
     # GPUs: the defaults of their kind with their architecture's calibrated figures on top; CPUs (x86,
     # not calibrated): the defaults of their kind.
@@ -180,9 +186,12 @@ def test_cpu_igpu_shares_memory():
 def test_presets_state_their_executor_costs(name):
     cluster = PRESETS[name]()
     gpus = np.array(cluster.device_kinds) == "gpu"
-    assert cluster.host_names == ("host:0",)
-    np.testing.assert_array_equal(cluster.device_host, 0)
-    assert cluster.host_dispatch_threads[0] >= 1
+    if name in MULTI_NODE:  # one host per node (tests/test_multinode.py)
+        assert cluster.host_names == tuple(f"node:{k}" for k in range(MULTI_NODE[name][0]))
+    else:
+        assert cluster.host_names == ("host:0",)
+        np.testing.assert_array_equal(cluster.device_host, 0)
+    assert min(cluster.host_dispatch_threads) >= 1
     assert np.all(cluster.dispatch_time >= 0) and np.all(cluster.transfer_sync >= 0)
     # CPUs pay no per-copy synchronisation: their copies are the GPU's DMA.
     np.testing.assert_array_equal(cluster.transfer_sync[~gpus], 0.0)

@@ -134,6 +134,8 @@ def test_every_preset_lies_within_the_documented_figure_ranges():
         cluster = load_cluster(name)
         for key, allowed in FIGURE_RANGES.items():
             figures = getattr(cluster, key)
+            if figures is None:  # a half-precision figure a cluster does not give (no tensor cores)
+                continue
             if key.startswith("link_"):
                 figures = figures[~np.eye(cluster.n_devices, dtype=bool)]
             assert np.all(allowed.admits(figures)), (name, key)

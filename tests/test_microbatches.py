@@ -272,8 +272,10 @@ def test_malformed_microbatch_ids_are_refused(objective):
 
 
 def test_split_task_id_reads_microbatches():
-    assert split_task_id("gnmt8/k40x8/train+sgd+mb16") == ("gnmt8", "k40x8", "train", "sgd", None, 16)
-    assert split_task_id("gnmt8/k40x8/train") == ("gnmt8", "k40x8", "train", None, None, 1)
+    assert split_task_id("gnmt8/k40x8/train+sgd+mb16") == ("gnmt8", "k40x8", "train", "sgd", "fp32", 16)
+    assert split_task_id("gnmt8/k40x8/train") == ("gnmt8", "k40x8", "train", None, "fp32", 1)
+    assert split_task_id("a/b/train+sgd+bf16+mb8") == ("a", "b", "train", "sgd", "bf16", 8)
+    assert split_task_id("a/b/inference+fp16+mb2") == ("a", "b", "inference", None, "fp16", 2)
 
 
 @pytest.mark.parametrize("bad", [0, -1, MAX_MICROBATCHES + 1, 2.0, True, "4"])
@@ -320,3 +322,19 @@ def test_cli_takes_microbatches(capsys):
     assert main([*argv, "--microbatches", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--microbatches" in err and "from 1 to 1024" in err and "\n" not in err
+
+
+def test_half_precision_and_micro_batches_compose():
+    """A bf16 pipelined step: every micro-batch copy costs what the one-copy bf16 step's op costs, the
+    static memory is the bf16 step's (16 bytes per parameter with Adam, once), and both simulators agree."""
+    task = pg.get_task("cifar10_cnn", "v100x8", precision="bf16", microbatches=2)
+    assert task.id == "cifar10_cnn/v100x8/train+bf16+mb2" and pg.parse_task_id(task.id) is task
+    half = pg.get_task("cifar10_cnn", "v100x8", precision="bf16")
+    n = task.n_forward
+    for k in range(2):
+        assert np.array_equal(task.duration[k * n:(k + 1) * n], half.duration[:n])
+    assert np.array_equal(task.static_bytes, half.static_bytes)
+    assert task.static_bytes.sum() == 16 * task.graph.param_bytes.sum() / 4
+    placement = np.arange(n) * task.n_devices // n
+    fast, slow = simulate(task, placement), reference_simulate(task, placement)
+    assert fast.runtime == slow.runtime and np.array_equal(fast.peak_memory, slow.peak_memory)

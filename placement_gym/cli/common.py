@@ -10,8 +10,15 @@ import numpy as np
 
 from placement_gym.evaluation import agents
 from placement_gym.evaluation.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
-from placement_gym.task.compiled import MAX_MICROBATCHES, OBJECTIVES, OPTIMIZERS, Task, check_microbatches
-from placement_gym.task.ids import DEFAULT_OPTIMIZER
+from placement_gym.task.compiled import (
+    MAX_MICROBATCHES,
+    OBJECTIVES,
+    OPTIMIZERS,
+    PRECISIONS,
+    Task,
+    check_microbatches,
+)
+from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from placement_gym.task.named import get_task
 
 DEFAULT_GRAPH = "inception_v3"
@@ -51,11 +58,15 @@ def positive_int(text: str) -> int:
 
 def add_optimizer_argument(parser: argparse.ArgumentParser) -> None:
     """--optimizer: the optimizer of a train step, which sets its update ops and optimizer state (a
-    GNMT-8 step fits one K40 with SGD and not with Adam, so it can change the answer); --microbatches:
-    the micro-batches of a pipelined step."""
+    GNMT-8 step fits one K40 with SGD and not with Adam, so it can change the answer); --precision:
+    fp32 or mixed precision; --microbatches: the micro-batches of a pipelined step."""
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
                         help=f"optimizer of a train step: its update ops and state memory (default: "
                         f"{DEFAULT_OPTIMIZER}; the task id ends in '+<optimizer>' for any other)")
+    parser.add_argument("--precision", choices=tuple(PRECISIONS), default=DEFAULT_PRECISION,
+                        help=f"precision of the step (default: {DEFAULT_PRECISION}); bf16 and fp16 are mixed "
+                        "precision: matrix products on the tensor cores, 2-byte activations, fp32 master "
+                        "weights (the task id ends in '+bf16' or '+fp16')")
     parser.add_argument("--microbatches", type=microbatches_int, default=1, metavar="M",
                         help=f"micro-batches of a pipelined step, 1 to {MAX_MICROBATCHES}: M copies of the "
                         "graph at its own batch in GPipe's fill-drain order, so that a placement across "
@@ -72,10 +83,10 @@ def microbatches_int(text: str) -> int:
 
 
 def task_from_args(args: argparse.Namespace) -> Task:
-    """The task of --graph, --cluster, --objective and (where the command has them) --optimizer and
-    --microbatches."""
+    """The task of --graph, --cluster, --objective and (where the command has them) --optimizer,
+    --precision and --microbatches."""
     return get_task(args.graph, args.cluster, args.objective, getattr(args, "optimizer", DEFAULT_OPTIMIZER),
-                    microbatches=getattr(args, "microbatches", 1))
+                    getattr(args, "precision", DEFAULT_PRECISION), getattr(args, "microbatches", 1))
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.evaluation import agents
 from placement_gym.evaluation.parallel import check_backend, run_jobs
 from placement_gym.evaluation.placements import placement_to_dict, save_placement
-from placement_gym.task.ids import DEFAULT_OPTIMIZER
+from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from placement_gym.task.named import get_task
 
 
@@ -132,6 +132,7 @@ class GraphJob:
     budget: int | None = None
     objective: str = "train_step"
     optimizer: str = DEFAULT_OPTIMIZER
+    precision: str = DEFAULT_PRECISION
     microbatches: int = 1
 
 
@@ -139,7 +140,7 @@ def evaluate_graph(job: GraphJob) -> dict[str, Any]:
     """Run ``job``'s agent on its graph and report it: the keys of
     `placement_gym.evaluation.agents.agent_report` and ``graph`` (the id in its dataset) and ``ops``
     (forward ops). Only ``wall_s`` depends on the machine."""
-    task = get_task(job.graph, job.cluster, job.objective, job.optimizer, microbatches=job.microbatches)
+    task = get_task(job.graph, job.cluster, job.objective, job.optimizer, job.precision, job.microbatches)
     found = place_with_agent(task, job.agent, job.seed, job.budget)
     report = agents.agent_report(task, job.agent, job.seed, found, found.wall_s)
     return {"graph": job.graph.partition(":")[2], "ops": task.n_forward, **report}
@@ -154,6 +155,7 @@ def evaluate_dataset(
     budget: int | None = None,
     objective: str = "train_step",
     optimizer: str = DEFAULT_OPTIMIZER,
+    precision: str = DEFAULT_PRECISION,
     microbatches: int = 1,
     backend: str = "serial",
     address: str | None = None,
@@ -172,11 +174,11 @@ def evaluate_dataset(
     data, ids = dataset_split(dataset)
     if not ids:
         raise ValueError(f"dataset split {dataset!r} holds no graph")
-    jobs = [GraphJob(f"{data.name}:{graph_id}", cluster, agent, seed, budget, objective, optimizer,
+    jobs = [GraphJob(f"{data.name}:{graph_id}", cluster, agent, seed, budget, objective, optimizer, precision,
                      microbatches) for graph_id in ids]
     # a bad agent, cluster or objective: one error here, before Ray starts
     check_agent(agent)
-    get_task(jobs[0].graph, cluster, objective, optimizer, microbatches=microbatches)
+    get_task(jobs[0].graph, cluster, objective, optimizer, precision, microbatches)
     done = 0
 
     def report(_index: int, row: dict[str, Any]) -> None:
@@ -211,8 +213,8 @@ def run_dataset(args: argparse.Namespace) -> int:
                          "--placement, --save and --agent all take one graph")
     report = evaluate_dataset(
         args.agent, args.dataset, args.cluster, seed=args.seed, budget=args.budget, objective=args.objective,
-        optimizer=args.optimizer, microbatches=args.microbatches, backend="ray" if args.ray else "serial",
-        address=args.address, workers=args.workers, progress=True,
+        optimizer=args.optimizer, precision=args.precision, microbatches=args.microbatches,
+        backend="ray" if args.ray else "serial", address=args.address, workers=args.workers, progress=True,
     )
     if args.json:
         print_json(report)

@@ -41,7 +41,7 @@ from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
 from placement_gym.cost_model import single_device
 from placement_gym.evaluation.agents import find_trainer
 from placement_gym.evaluation.evaluator import COST_MODEL, evaluator_backend, evaluator_names, make_evaluator
-from placement_gym.task.compiled import OPTIMIZERS, Task
+from placement_gym.task.compiled import OPTIMIZERS, PRECISIONS, Task
 from placement_gym.task.named import get_task
 
 # How the results table names what scored the runtimes (the result's ``scored_by``).
@@ -70,13 +70,13 @@ def _check_mode_options(args: argparse.Namespace) -> None:
 
 
 def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
-    """The task of ``--graph``/``--cluster``/``--objective``/``--optimizer`` (the cluster of
-    ``--devices`` where given) and the evaluator of ``--reward-mode`` (None for the cost model)."""
+    """The task of ``--graph``/``--cluster``/``--objective``/``--optimizer``/``--precision`` (the
+    cluster of ``--devices`` where given) and the evaluator of ``--reward-mode`` (None for the cost model)."""
     _check_mode_options(args)
-    optimizer = args.optimizer
+    optimizer, precision = args.optimizer, args.precision
     if args.reward_mode == COST_MODEL:
-        return get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective, optimizer,
-                        microbatches=args.microbatches), None
+        cluster = args.cluster or DEFAULT_CLUSTER
+        return get_task(args.graph, cluster, args.objective, optimizer, precision, args.microbatches), None
     if args.microbatches != 1:
         raise ValueError(f"--microbatches is for the cost model, not --reward-mode {args.reward_mode}")
     devices = None
@@ -84,9 +84,9 @@ def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
         from placement_gym.real.fidelity import resolve_devices
 
         cluster, devices = resolve_devices(args.devices, args.cluster)
-        task = get_task(args.graph, cluster, args.objective, optimizer)
+        task = get_task(args.graph, cluster, args.objective, optimizer, precision)
     else:
-        task = get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective, optimizer)
+        task = get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective, optimizer, precision)
     if args.reward_mode == "profiled":
         try:
             return task, make_evaluator(task, "profiled", profile=args.profile, devices=devices)
@@ -217,6 +217,13 @@ def add_parser(subparsers: Subcommands) -> None:
         help="optimizer of a train step (default: adam): its update ops and memory in the cost model, the "
         "update a --reward-mode real step runs, and the optimizer a --reward-mode profiled profile was "
         "measured with",
+    )
+    parser.add_argument(
+        "--precision",
+        default="fp32",
+        choices=tuple(PRECISIONS),
+        help="precision of the step in the cost model (default: fp32); bf16 and fp16 are mixed precision "
+        "(matrix products on the tensor cores, 2-byte activations; cost model only)",
     )
     parser.add_argument(
         "--microbatches", type=microbatches_int, default=1, metavar="M",

@@ -16,6 +16,8 @@ link_bandwidth      1e6 to 1e17 bytes/s    as memory_bandwidth
 link_latency        (0, 1] s               a transfer's setup; a second is beyond any network round trip
 dispatch_time       0 to 1 s               as launch_overhead, and 0 for no dispatch cost
 transfer_sync       0 to 1 s               as dispatch_time
+tensor_peak_flops   1e6 to 1e18 FLOP/s     as peak_flops
+tensor_efficiency   1e-4 to 1              as efficiency
 =================== ====================== ===========================================================
 
 Names (the cluster's, its devices', hosts' and segments') and the description are printable text
@@ -36,6 +38,14 @@ from placement_gym.common.limits import check_allocation
 from placement_gym.graph.opgraph import CATEGORIES
 
 DEVICE_KINDS: tuple[str, ...] = ("cpu", "gpu")
+# Op categories that run on a device's tensor cores in half precision (bf16, fp16): the matrix
+# products. The others are memory-bound and keep the FP32 path.
+TENSOR_CATEGORIES: tuple[str, ...] = ("matmul", "conv")
+TENSOR_CATEGORY_COLUMNS = np.array([CATEGORIES.index(category) for category in TENSOR_CATEGORIES])
+# Optional figures whose default (None) follows other figures: no tensor cores, so half-precision
+# matrix products run at the FP32 peak and efficiency. Left out of `Cluster.content_sha256` while at
+# their default, so that a cluster without them hashes as it did before they existed.
+HALF_PRECISION_FIGURES: tuple[str, ...] = ("tensor_peak_flops", "tensor_efficiency")
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,8 @@ FIGURE_RANGES: dict[str, FigureRange] = {
     "link_latency": FigureRange(0.0, 1.0, "s", low_open=True),
     "dispatch_time": FigureRange(0.0, 1.0, "s"),
     "transfer_sync": FigureRange(0.0, 1.0, "s"),
+    "tensor_peak_flops": FigureRange(1e6, 1e18, "FLOP/s"),
+    "tensor_efficiency": FigureRange(1e-4, 1.0, ""),
 }
 
 
@@ -135,6 +147,13 @@ class Cluster:
             direction each). link_segments: int ``(n_devices, n_devices, k)``, the segments a
             transfer on each link occupies, padded with -1. A segment carries one transfer at a
             time, so transfers on links that share one contend.
+    Half precision (bf16, fp16 tasks; each None by default, meaning no tensor cores):
+        tensor_peak_flops: per device, the dense half-precision tensor-core peak FLOP/s (None: the
+            FP32 ``peak_flops``).
+        tensor_efficiency: float64 ``(n_devices, len(TENSOR_CATEGORIES))``, the fraction of
+            ``tensor_peak_flops`` a matmul and a conv reach in half precision (None: their FP32
+            ``efficiency``). A value equal to its default is stored as None.
+        `tensor_rate` gives the resulting FLOP/s of each.
     ``content_sha256`` (computed): of every figure, device name and kind, not ``name`` nor
     ``description``.
     """
@@ -157,6 +176,8 @@ class Cluster:
     transfer_sync: np.ndarray | None = None
     segment_names: tuple[str, ...] = ()
     link_segments: np.ndarray | None = None
+    tensor_peak_flops: np.ndarray | None = None
+    tensor_efficiency: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.device_names)
@@ -222,6 +243,43 @@ class Cluster:
                 raise ValueError(f"cluster {self.name!r}: {key} has shape {value.shape}, expected {shape}")
             self._check_range(key, value)
         self._check_executor_costs(n)
+        self._check_half_precision(n)
+
+    def _check_half_precision(self, n: int) -> None:
+        """Shapes and ranges of the half-precision figures; a figure equal to its default becomes None."""
+        defaults = {
+            "tensor_peak_flops": self.peak_flops,
+            "tensor_efficiency": self.efficiency[:, TENSOR_CATEGORY_COLUMNS],
+        }
+        for key, default in defaults.items():
+            value = getattr(self, key)
+            if value is None:
+                continue
+            array = np.array(value, dtype=np.float64)
+            if array.shape != default.shape:
+                raise ValueError(
+                    f"cluster {self.name!r}: {key} has shape {array.shape}, expected {default.shape}"
+                )
+            self._check_range(key, array)
+            if np.array_equal(array, default):
+                object.__setattr__(self, key, None)
+            else:
+                array.setflags(write=False)
+                object.__setattr__(self, key, array)
+
+    @cached_property
+    def tensor_rate(self) -> np.ndarray:
+        """FLOP/s of a half-precision op of each `TENSOR_CATEGORIES` on each device, ``(n_devices,
+        len(TENSOR_CATEGORIES))``: tensor peak x tensor efficiency (FP32 figures where the device has
+        none)."""
+        peak = self.peak_flops if self.tensor_peak_flops is None else self.tensor_peak_flops
+        efficiency = (
+            self.efficiency[:, TENSOR_CATEGORY_COLUMNS] if self.tensor_efficiency is None
+            else self.tensor_efficiency
+        )
+        rate = peak[:, None] * efficiency
+        rate.setflags(write=False)
+        return rate
 
     def _check_range(self, key: str, value: np.ndarray) -> None:
         """Every figure of ``key`` in `FIGURE_RANGES`, or a ValueError naming the first device or link
@@ -237,6 +295,8 @@ class Cluster:
             place = f"link {names[at[0]]} -> {names[at[1]]}"
         elif key == "efficiency":
             place = f"device {names[at[0]]!r}, category {CATEGORIES[at[1]]!r}"
+        elif key == "tensor_efficiency":
+            place = f"device {names[at[0]]!r}, category {TENSOR_CATEGORIES[at[1]]!r}"
         else:
             place = f"device {names[at[0]]!r}"
         raise ValueError(
@@ -296,8 +356,10 @@ class Cluster:
     @cached_property
     def content_sha256(self) -> str:
         """The hex sha256 of the devices and links (names, kinds and every figure), not the cluster's
-        name nor its description: what the cost of a placement depends on."""
-        return dataclass_sha256(self, exclude=("name", "description"))
+        name nor its description: what the cost of a placement depends on. The half-precision figures
+        count only where given (`HALF_PRECISION_FIGURES`)."""
+        unset = tuple(key for key in HALF_PRECISION_FIGURES if getattr(self, key) is None)
+        return dataclass_sha256(self, exclude=("name", "description", *unset))
 
     @property
     def n_devices(self) -> int:

@@ -29,6 +29,10 @@ printable text)::
   peak FLOP/s reached per op category (``matmul``, ``conv``, ``elementwise``, ``normalization``,
   ``reduction``, ``data_movement``, ``other``), each from 0.0001 to 1; categories left out take the
   defaults of the device's kind (`DEFAULT_EFFICIENCY`).
+  Half precision (bf16/fp16 tasks), each optional: ``tensor_peak_flops``, the dense half-precision
+  tensor-core peak (default: ``peak_flops``, no tensor cores), and ``tensor_efficiency``, the fraction
+  of it a ``matmul`` and a ``conv`` reach (each from 0.0001 to 1; default: the device's ``efficiency``
+  of that category).
   What the executor pays beyond op times (`Cluster`'s fields of the same names; each optional, and
   its default means no such cost):
   ``dispatch_time`` (default 0): seconds of a host dispatch thread to issue one op on the device;
@@ -62,7 +66,15 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.cluster.cluster import DEVICE_KINDS, FIGURE_RANGES, Cluster, check_cluster_size, check_text
+from placement_gym.cluster.cluster import (
+    DEVICE_KINDS,
+    FIGURE_RANGES,
+    TENSOR_CATEGORIES,
+    TENSOR_CATEGORY_COLUMNS,
+    Cluster,
+    check_cluster_size,
+    check_text,
+)
 from placement_gym.cluster.machine import get_real_cluster
 from placement_gym.cluster.presets import DEFAULT_EFFICIENCY, PRESETS
 from placement_gym.common.names import unknown_name
@@ -78,7 +90,8 @@ class ClusterError(ValueError):
 
 _TOP_FIELDS = ("name", "description", "devices", "hosts", "links", "default_link")
 _DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory", "launch_overhead")
-_DEVICE_FIELDS = (*_DEVICE_REQUIRED, "efficiency", "dispatch_time", "transfer_sync", "host")
+_DEVICE_FIELDS = (*_DEVICE_REQUIRED, "efficiency", "dispatch_time", "transfer_sync", "host",
+                  "tensor_peak_flops", "tensor_efficiency")
 _DEVICE_FIGURES = ("peak_flops", "memory_bandwidth", "memory", "launch_overhead")
 _LINK_REQUIRED = ("src", "dst", "bandwidth", "latency")
 _LINK_FIELDS = (*_LINK_REQUIRED, "both_ways", "segments")
@@ -88,7 +101,7 @@ _EXECUTOR_FIGURES = ("dispatch_time", "transfer_sync")  # per device, optional, 
 _RANGE_OF = {
     "peak_flops": "peak_flops", "memory_bandwidth": "memory_bandwidth", "memory": "memory_capacity",
     "launch_overhead": "launch_overhead", "dispatch_time": "dispatch_time", "transfer_sync": "transfer_sync",
-    "bandwidth": "link_bandwidth", "latency": "link_latency",
+    "bandwidth": "link_bandwidth", "latency": "link_latency", "tensor_peak_flops": "tensor_peak_flops",
 }
 _HOST_FIELDS = ("dispatch_threads",)
 DEFAULT_HOST = "host:0"
@@ -135,21 +148,25 @@ def _shown(name: Any) -> str:
     return name if isinstance(name, str) and name.isprintable() else repr(name)
 
 
-def _efficiency_row(where: str, kind: str, value: Any) -> np.ndarray:
-    table = dict(DEFAULT_EFFICIENCY[kind])
+def _efficiency_row(
+    where: str, table: dict[str, float], value: Any, field: str = "efficiency"
+) -> np.ndarray:
+    """``table`` (category -> default) with the categories ``value`` (the JSON object of ``field``)
+    gives, in ``table``'s order."""
+    table = dict(table)
     if value is not None:
         if not isinstance(value, dict):
             raise ClusterError(
-                f"{where}: efficiency must be an object mapping categories to numbers, got {value!r}"
+                f"{where}: {field} must be an object mapping categories to numbers, got {value!r}"
             )
         for category, figure in value.items():
             if category not in table:
                 raise ClusterError(
-                    f"{where}: unknown efficiency category {category!r} "
-                    f"(allowed categories: {', '.join(CATEGORIES)})"
+                    f"{where}: unknown {field} category {category!r} "
+                    f"(allowed categories: {', '.join(table)})"
                 )
-            table[category] = _figure(where, f"efficiency[{category!r}]", figure, "efficiency")
-    return np.array([table[category] for category in CATEGORIES], dtype=np.float64)
+            table[category] = _figure(where, f"{field}[{category!r}]", figure, field)
+    return np.array(list(table.values()), dtype=np.float64)
 
 
 def _dispatch_threads(source: str, hosts: Any, host_names: list[str]) -> tuple[int, ...]:
@@ -213,6 +230,8 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
     kinds: list[str] = []
     figures: dict[str, list[float]] = {field: [] for field in _DEVICE_FIGURES}
     efficiency: list[np.ndarray] = []
+    tensor_peak: list[float] = []
+    tensor_efficiency: list[np.ndarray] = []
     executor: dict[str, list[float]] = {field: [] for field in _EXECUTOR_FIGURES}
     host_names: list[str] = []
     device_host: list[int] = []
@@ -233,7 +252,13 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         kinds.append(kind)
         for field in _DEVICE_FIGURES:
             figures[field].append(_figure(where, field, device[field], _RANGE_OF[field]))
-        efficiency.append(_efficiency_row(where, kind, device.get("efficiency")))
+        efficiency.append(_efficiency_row(where, DEFAULT_EFFICIENCY[kind], device.get("efficiency")))
+        tensor_peak.append(figures["peak_flops"][-1] if device.get("tensor_peak_flops") is None else _figure(
+            where, "tensor_peak_flops", device["tensor_peak_flops"], _RANGE_OF["tensor_peak_flops"]))
+        fp32 = dict(zip(CATEGORIES, efficiency[-1].tolist(), strict=True))
+        tensor_efficiency.append(_efficiency_row(
+            where, {category: fp32[category] for category in TENSOR_CATEGORIES},
+            device.get("tensor_efficiency"), "tensor_efficiency"))
         for field in _EXECUTOR_FIGURES:
             executor[field].append(_figure(where, field, device.get(field, 0.0), _RANGE_OF[field]))
         host = _name(where, "host", device.get("host", DEFAULT_HOST))
@@ -330,6 +355,8 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         transfer_sync=np.array(executor["transfer_sync"]),
         segment_names=tuple(segment_names),
         link_segments=link_segments,
+        tensor_peak_flops=np.array(tensor_peak),  # stored as None where it is the default
+        tensor_efficiency=np.stack(tensor_efficiency),
     )
 
 
@@ -367,7 +394,8 @@ def _links_in_segment_order(cluster: Cluster) -> list[tuple[int, int]]:
 def cluster_to_dict(cluster: Cluster) -> dict:
     """The JSON form of ``cluster`` (every efficiency, executor figure, host and ordered link spelled
     out; a link's ``segments`` only where it has some); `cluster_from_dict` of it gives back the same
-    figures.
+    figures. The half-precision figures (``tensor_peak_flops``, ``tensor_efficiency``) are written
+    only for a cluster that gives them.
 
     Links come row by row (``src`` then ``dst`` in device order), except that a link comes earlier
     where that makes the links name the segments first in the cluster's numbering. The round trip
@@ -394,6 +422,17 @@ def cluster_to_dict(cluster: Cluster) -> dict:
         }
         for i in range(n)
     ]
+    if cluster.tensor_peak_flops is not None or cluster.tensor_efficiency is not None:
+        peak = cluster.peak_flops if cluster.tensor_peak_flops is None else cluster.tensor_peak_flops
+        efficiency = (
+            cluster.efficiency[:, TENSOR_CATEGORY_COLUMNS] if cluster.tensor_efficiency is None
+            else cluster.tensor_efficiency
+        )
+        for i, device in enumerate(devices):
+            device["tensor_peak_flops"] = float(peak[i])
+            device["tensor_efficiency"] = {
+                category: float(efficiency[i, k]) for k, category in enumerate(TENSOR_CATEGORIES)
+            }
     hosts = {
         host: {"dispatch_threads": int(threads)}
         for host, threads in zip(cluster.host_names, cluster.host_dispatch_threads, strict=True)

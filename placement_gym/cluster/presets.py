@@ -11,6 +11,10 @@ Sources (see docs/references.md, "Hardware figures" and "Papers"):
   over NVLink / NVSwitch.
 - Per-op launch overhead 5.7 us (the gap between ops in Addanki's / Park's simulator: kernel launch
   plus TensorFlow executor dispatch); the CPU pays a similar executor dispatch cost.
+- Tensor cores (V100, A100, H100): the datasheets' dense fp16/bf16 peaks (125, 312, 989 TFLOP/s),
+  for half-precision tasks; multi-node DGX presets (`multi_node_cluster`): the DGX A100 and DGX H100
+  datasheets (CPUs, NVSwitch bandwidth per GPU, one InfiniBand NIC per GPU: 200 Gb/s HDR and
+  400 Gb/s NDR).
 
 Beyond op and link figures each preset states what its framework's executor pays (`Executor`: host
 dispatch, per-copy synchronisation) and which links share a path (`gpu_ports`, `grouped_route`: a
@@ -21,11 +25,11 @@ calibrated efficiency (`ARCHITECTURES`, docs/calibration.md).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement_gym.cluster.cluster import DEVICE_KINDS, Cluster
+from placement_gym.cluster.cluster import DEVICE_KINDS, TENSOR_CATEGORIES, Cluster
 from placement_gym.graph.opgraph import CATEGORIES
 
 GB = 1e9  # datasheet GB and GB/s are decimal
@@ -91,12 +95,21 @@ NVLINK_LATENCY = 5e-6
 class Architecture:
     """What a device generation reaches of its datasheet figures, calibrated on published step times
     (docs/calibration.md): ``efficiency`` per op category (categories left out take the defaults of
-    the device's kind) and ``bandwidth_fraction``, the share of the datasheet memory bandwidth that
-    memory-bound ops reach."""
+    the device's kind), ``bandwidth_fraction``, the share of the datasheet memory bandwidth that
+    memory-bound ops reach, and ``tensor_efficiency``, the share of the tensor-core peak that a
+    half-precision matmul and conv reach (`TENSOR_CATEGORIES`; used only by devices with a
+    ``tensor_peak_flops``; categories left out take `DEFAULT_TENSOR_EFFICIENCY`)."""
 
     efficiency: dict[str, float]
     bandwidth_fraction: float
     calibrated_on: str
+    tensor_efficiency: dict[str, float] = field(default_factory=dict)
+
+
+# Half-precision tensor-core efficiency of an architecture not calibrated in half precision: the FP32
+# GPU defaults' compute-bound figures (cuBLAS/cuDNN reach 70-90% of peak on large problems).
+DEFAULT_TENSOR_EFFICIENCY: dict[str, float] = {"matmul": 0.7, "conv": 0.6}
+assert tuple(DEFAULT_TENSOR_EFFICIENCY) == TENSOR_CATEGORIES
 
 
 # Calibrated by experiments/calibration/fit.py (its README has the command and output): each
@@ -114,9 +127,25 @@ ARCHITECTURES: dict[str, Architecture] = {
         {}, 0.8, "TensorFlow benchmarks (DGX-1 P100: Inception-V3, ResNet-50, ResNet-152)"
     ),
     "turing": Architecture({}, 0.8, "Baechi's PyTorch Inception-V3 single-GPU step (RTX 2080)"),
-    "volta": Architecture({"conv": 0.8}, 0.8, "NVIDIA DeepLearningExamples ResNet-50 FP32 (V100)"),
-    # Not calibrated (no FP32 one-device measurement found): the defaults of the kind.
-    "hopper": Architecture({}, 0.8, "not calibrated: defaults"),
+    # Volta's fp16 tensor-core convolutions: DeepLearningExamples ResNet-50 AMP (V100) comes out 7%
+    # slow at the FP32 conv figure, 0.8, kept; its matmuls are not calibrated in half precision.
+    "volta": Architecture(
+        {"conv": 0.8}, 0.8, "NVIDIA DeepLearningExamples ResNet-50 FP32 and AMP (V100)", {"conv": 0.8}
+    ),
+    # Ampere and Hopper, FP32 not calibrated (their published single-GPU figures run TF32 or half
+    # precision): the defaults of the kind. Half precision: Ampere's convolutions on
+    # DeepLearningExamples ResNet-50 AMP (A100), its matmuls on Megatron-LM's 52% utilisation of A100s
+    # (SC'21); Hopper's matmuls on Megatron-LM's 47% utilisation of H100s. Hopper's convolutions take
+    # Ampere's figure: the one published H100 ResNet-50 step (MLPerf) fuses what the model costs
+    # op by op (docs/calibration.md, the rows beyond the model).
+    "ampere": Architecture(
+        {}, 0.8, "half precision: DeepLearningExamples ResNet-50 AMP (A100), Megatron-LM (SC'21) utilisation",
+        {"matmul": 0.58, "conv": 0.7},
+    ),
+    "hopper": Architecture(
+        {}, 0.8, "half precision: Megatron-LM utilisation of GPT-3 175B on H100 (matmul); conv as Ampere",
+        {"matmul": 0.65, "conv": 0.7},
+    ),
     "xe-lp": Architecture({}, 0.8, "not calibrated: defaults"),
     "x86": Architecture({}, 1.0, "not calibrated: defaults"),
 }
@@ -125,7 +154,8 @@ ARCHITECTURES: dict[str, Architecture] = {
 @dataclass(frozen=True)
 class DeviceSpec:
     """Figures of one device model (SI units); ``memory_bandwidth`` is the datasheet figure (the
-    cluster gets the architecture's achievable share of it)."""
+    cluster gets the architecture's achievable share of it); ``tensor_peak_flops`` the dense
+    bf16/fp16 tensor-core peak (None: no tensor cores, half precision runs at the FP32 peak)."""
 
     kind: str
     peak_flops: float
@@ -133,6 +163,7 @@ class DeviceSpec:
     memory: float
     architecture: str = "x86"
     launch_overhead: float = OP_LAUNCH_OVERHEAD
+    tensor_peak_flops: float | None = None
 
 
 def default_efficiency_row(kind: str, architecture: str | None = None) -> np.ndarray:
@@ -142,6 +173,12 @@ def default_efficiency_row(kind: str, architecture: str | None = None) -> np.nda
     if architecture is not None:
         table.update(ARCHITECTURES[architecture].efficiency)
     return np.array([table[category] for category in CATEGORIES], dtype=np.float64)
+
+
+def tensor_efficiency_row(architecture: str) -> np.ndarray:
+    """The half-precision tensor-core efficiency of ``architecture`` in `TENSOR_CATEGORIES` order."""
+    table = {**DEFAULT_TENSOR_EFFICIENCY, **ARCHITECTURES[architecture].tensor_efficiency}
+    return np.array([table[category] for category in TENSOR_CATEGORIES], dtype=np.float64)
 
 
 # --- CPUs ------------------------------------------------------------------------------------------
@@ -181,13 +218,23 @@ P100_SXM2 = DeviceSpec(
 RTX2080 = DeviceSpec(
     "gpu", peak_flops=10.07e12, memory_bandwidth=448 * GB, memory=8 * GB, architecture="turing"
 )
-# Tesla V100 SXM2, the 16 GB model of the original DGX-1 (V100): 15.7 TFLOP/s FP32, 900 GB/s.
+# Tesla V100 SXM2, the 16 GB model of the original DGX-1 (V100): 15.7 TFLOP/s FP32, 900 GB/s; 125
+# TFLOP/s fp16 tensor cores (NVIDIA V100 datasheet; Volta has no bf16: a bf16 task is costed as fp16).
 V100_SXM2_16GB = DeviceSpec(
-    "gpu", peak_flops=15.7e12, memory_bandwidth=900 * GB, memory=16 * GB, architecture="volta"
+    "gpu", peak_flops=15.7e12, memory_bandwidth=900 * GB, memory=16 * GB, architecture="volta",
+    tensor_peak_flops=125e12,
 )
-# H100 SXM: 67 TFLOP/s FP32 (non-tensor), 80 GB HBM3, 3.35 TB/s.
+# H100 SXM: 67 TFLOP/s FP32 (non-tensor), 80 GB HBM3, 3.35 TB/s; 989 TFLOP/s dense bf16/fp16 tensor
+# cores (NVIDIA H100 datasheet gives 1,979 with 2:4 sparsity, half of it dense).
 H100_SXM = DeviceSpec(
-    "gpu", peak_flops=67e12, memory_bandwidth=3350 * GB, memory=80 * GB, architecture="hopper"
+    "gpu", peak_flops=67e12, memory_bandwidth=3350 * GB, memory=80 * GB, architecture="hopper",
+    tensor_peak_flops=989e12,
+)
+# A100 SXM 80 GB: 19.5 TFLOP/s FP32 (non-tensor), 312 TFLOP/s dense bf16/fp16 tensor cores, 80 GB
+# HBM2e at 2,039 GB/s (NVIDIA A100 datasheet, SXM column).
+A100_SXM_80GB = DeviceSpec(
+    "gpu", peak_flops=19.5e12, memory_bandwidth=2039 * GB, memory=80 * GB, architecture="ampere",
+    tensor_peak_flops=312e12,
 )
 
 # --- Links between GPUs of one server ----------------------------------------------------------------
@@ -246,14 +293,18 @@ def build_cluster(
     description: str,
     executor: Executor | None = None,
     route: Callable[[int, int], tuple[str, ...]] | None = None,
+    hosts: tuple[str, ...] = ("host:0",),
+    host_of: Callable[[int], int] | None = None,
 ) -> Cluster:
     """A `Cluster` from named device specs, ``link(i, j) -> (bandwidth, latency)`` for i != j, the
     framework's `Executor` (None: no dispatch or synchronisation cost) and ``route(i, j)``, the
     names of the shared segments the link from i to j crosses (None: no shared segment).
 
     Efficiencies are those of each device's kind and architecture (`default_efficiency_row`); memory
-    bandwidth is the datasheet figure times the architecture's ``bandwidth_fraction``; all devices
-    belong to one host.
+    bandwidth is the datasheet figure times the architecture's ``bandwidth_fraction``; devices with
+    a tensor-core peak get their architecture's `tensor_efficiency_row`. ``host_of(i)`` is the index
+    in ``hosts`` of device i's host (None: every device on the first), each host with the
+    executor's dispatch threads.
     """
     n = len(devices)
     bandwidth = np.zeros((n, n))
@@ -270,6 +321,15 @@ def build_cluster(
         segments[i, j, : len(path)] = [segment_names.index(name) for name in path]
     specs = [spec for _, spec in devices]
     is_gpu = np.array([spec.kind == "gpu" for spec in specs])
+    efficiency = np.stack([default_efficiency_row(spec.kind, spec.architecture) for spec in specs])
+    tensor_peak, tensor_efficiency = None, None
+    if any(spec.tensor_peak_flops is not None for spec in specs):
+        tensor_peak = np.array([spec.tensor_peak_flops or spec.peak_flops for spec in specs])
+        tensor_efficiency = np.stack([
+            efficiency[k, [CATEGORIES.index(c) for c in TENSOR_CATEGORIES]] if spec.tensor_peak_flops is None
+            else tensor_efficiency_row(spec.architecture)
+            for k, spec in enumerate(specs)
+        ])
     return Cluster(
         name=name,
         device_names=tuple(device_name for device_name, _ in devices),
@@ -280,18 +340,36 @@ def build_cluster(
         ),
         memory_capacity=np.array([spec.memory for spec in specs]),
         launch_overhead=np.array([spec.launch_overhead for spec in specs]),
-        efficiency=np.stack([default_efficiency_row(spec.kind, spec.architecture) for spec in specs]),
+        efficiency=efficiency,
         link_bandwidth=bandwidth,
         link_latency=latency,
         description=description
         + (f" Executor costs ({executor.describe()})." if executor else "")
-        + (f" Shared segments: {', '.join(segment_names)}." if segment_names else ""),
+        + _segments_text(segment_names),
         dispatch_time=np.full(n, executor.dispatch_time if executor else 0.0),
-        host_dispatch_threads=(executor.dispatch_threads if executor else 1,),
+        device_host=np.array([host_of(i) if host_of else 0 for i in range(n)], dtype=np.int64),
+        host_names=hosts,
+        host_dispatch_threads=(executor.dispatch_threads if executor else 1,) * len(hosts),
         transfer_sync=np.where(is_gpu, executor.transfer_sync if executor else 0.0, 0.0),
         segment_names=segment_names,
         link_segments=segments,
+        tensor_peak_flops=tensor_peak,
+        tensor_efficiency=tensor_efficiency,
     )
+
+
+# A description lists its shared segments up to this many (a single 8-GPU server has 16 ports and a
+# few uplinks); beyond, it counts them.
+LISTED_SEGMENTS = 32
+
+
+def _segments_text(segment_names: tuple[str, ...]) -> str:
+    if not segment_names:
+        return ""
+    if len(segment_names) > LISTED_SEGMENTS:
+        return (f" Shared segments: {len(segment_names)} ({segment_names[0]}, ..., {segment_names[-1]}; "
+                "Cluster.segment_names lists them).")
+    return f" Shared segments: {', '.join(segment_names)}."
 
 
 def gpu_ports(names: tuple[str, ...] | list[str]) -> Callable[[int, int], tuple[str, ...]]:
@@ -517,6 +595,163 @@ def h100x8() -> Cluster:
     )
 
 
+# --- Multi-node DGX clusters ---------------------------------------------------------------------------
+# NVIDIA DGX A100 datasheet / user guide: 2x AMD EPYC 7742 (64 cores each, 2.25 GHz base), 2 TB
+# memory in the 640 GB (8 x A100 80 GB) system. Zen 2 has two 256-bit FMA units: 32 FP32 FLOP/cycle,
+# so 128 x 2.25 GHz x 32 = 9.2 TFLOP/s; 8 channels of DDR4-3200 per socket (25.6 GB/s each) = 409.6 GB/s
+# for two. Modelled as one device; no bf16 units (Zen 2), so no tensor peak.
+DGXA100_CPU = DeviceSpec(
+    "cpu", peak_flops=128 * 2.25e9 * 32, memory_bandwidth=2 * 8 * 25.6 * GB, memory=2000 * GB
+)
+# A100 NVLink 3 through six NVSwitches: 600 GB/s total per GPU = 300 GB/s each way (DGX A100
+# datasheet); as on the H100 box, any one pair gets the full port.
+A100_NVSWITCH_PAIR_BANDWIDTH = 300 * GB
+# PCIe 4.0 x16 between a DGX A100's CPUs and GPUs: about 25 GB/s achievable (docs/references.md).
+PCIE4_BANDWIDTH = 25 * GB
+# Compute fabric: DGX H100, 8 x ConnectX-7 400 Gb/s InfiniBand NDR (one per GPU; DGX H100 datasheet);
+# DGX A100, 8 x ConnectX-6 200 Gb/s InfiniBand HDR (one per GPU; DGX A100 datasheet). Line rates:
+# 50 GB/s and 25 GB/s one way per NIC (an RDMA write reaches close to line rate on large messages).
+# Latency per transfer 10 us, an assumption: a few us of RDMA and switch hops plus the copy's issue
+# and completion, between NVLink's 5 us and PCIe's 25 us.
+NDR_NIC_BANDWIDTH = 400e9 / 8
+HDR_NIC_BANDWIDTH = 200e9 / 8
+INFINIBAND_LATENCY = 10e-6
+# PyTorch with one process per device (torchrun, Megatron-LM): each device's ops are issued by its
+# own Python thread (20 us per op launch, as PYTORCH_EXECUTOR), so a host has as many dispatch
+# threads as it has devices (a CPU and 8 GPUs).
+DGX_EXECUTOR = Executor(PYTORCH_DISPATCH_TIME, 9, PYTORCH_TRANSFER_SYNC, "PyTorch, one process per device")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One DGX-style node of a multi-node preset: its CPU (one device), its 8 GPUs, the GPU pair
+    link inside the node, the CPU<->GPU link and the bandwidth of each GPU's NIC."""
+
+    label: str
+    cpu: DeviceSpec
+    gpu: DeviceSpec
+    gpu_link: tuple[float, float]
+    host_link: tuple[float, float]
+    nic_bandwidth: float
+    gpus: int = 8
+
+
+def multi_node_cluster(name: str, nodes: list[Node], description: str) -> Cluster:
+    """A cluster of several nodes: node k contributes ``cpu:k`` and its GPUs, numbered on across nodes
+    (``gpu:8k .. gpu:8k+7``), and is host ``node:k`` (`DGX_EXECUTOR`).
+
+    Inside a node: links and GPU ports as `_host_with_gpus` (NVSwitch pairs, PCIe to the CPU). Between
+    nodes, rail-aligned InfiniBand: GPU j of a node owns NIC j (``node:k nic:j``); a copy between
+    nodes leaves through the sender's NIC and enters through the receiver's (segments ``... out`` and
+    ``... in``: a NIC carries one copy each way at a time), at the slower NIC's bandwidth. A CPU
+    uses the NIC of the rail of the GPU it talks to (rail 0 to another CPU)."""
+    devices: list[tuple[str, DeviceSpec]] = []
+    node_of: list[int] = []
+    rail: list[int] = []  # a GPU's index inside its node; -1 for a CPU
+    gpu_count = 0
+    for k, node in enumerate(nodes):
+        devices.append((f"cpu:{k}", node.cpu))
+        node_of.append(k)
+        rail.append(-1)
+        for j in range(node.gpus):
+            devices.append((f"gpu:{gpu_count}", node.gpu))
+            node_of.append(k)
+            rail.append(j)
+            gpu_count += 1
+    names = [device_name for device_name, _ in devices]
+    ports = gpu_ports(names)
+
+    def rails(i: int, j: int) -> tuple[int, int]:
+        """The NIC rail each end of an inter-node copy uses."""
+        ri, rj = rail[i], rail[j]
+        return (ri if ri >= 0 else max(rj, 0)), (rj if rj >= 0 else max(ri, 0))
+
+    def link(i: int, j: int) -> tuple[float, float]:
+        a, b = nodes[node_of[i]], nodes[node_of[j]]
+        if node_of[i] != node_of[j]:
+            return min(a.nic_bandwidth, b.nic_bandwidth), INFINIBAND_LATENCY
+        return a.host_link if rail[i] < 0 or rail[j] < 0 else a.gpu_link
+
+    def route(i: int, j: int) -> tuple[str, ...]:
+        if node_of[i] == node_of[j]:
+            return ports(i, j)
+        ri, rj = rails(i, j)
+        return (f"node:{node_of[i]} nic:{ri} out", f"node:{node_of[j]} nic:{rj} in")
+
+    hosts = tuple(f"node:{k}" for k in range(len(nodes)))
+    return build_cluster(
+        name, devices, link, description, DGX_EXECUTOR, route, hosts, lambda i: node_of[i]
+    )
+
+
+def _dgx_h100_node() -> Node:
+    return Node("DGX H100", DGXH100_CPU, H100_SXM, (H100_NVSWITCH_PAIR_BANDWIDTH, NVLINK_LATENCY),
+                (PCIE5_BANDWIDTH, PCIE3_LATENCY), NDR_NIC_BANDWIDTH)
+
+
+def _dgx_a100_node() -> Node:
+    return Node("DGX A100", DGXA100_CPU, A100_SXM_80GB, (A100_NVSWITCH_PAIR_BANDWIDTH, NVLINK_LATENCY),
+                (PCIE4_BANDWIDTH, PCIE3_LATENCY), HDR_NIC_BANDWIDTH)
+
+
+_DGX_H100_TEXT = (
+    "DGX H100 node: 2x Xeon Platinum 8480C (one cpu device, 2 TB) + 8 H100 SXM 80 GB (67 TFLOP/s FP32, "
+    "989 TFLOP/s dense bf16, 3.35 TB/s; NVIDIA datasheets) on NVSwitch (450 GB/s one way per pair, 5 us), "
+    "CPU<->GPU PCIe 5.0 50 GB/s, 25 us; 8 x ConnectX-7 400 Gb/s InfiniBand NICs, one per GPU."
+)
+_DGX_A100_TEXT = (
+    "DGX A100 node: 2x AMD EPYC 7742 (one cpu device, 2 TB) + 8 A100 SXM 80 GB (19.5 TFLOP/s FP32, "
+    "312 TFLOP/s dense bf16, 2,039 GB/s; NVIDIA datasheets) on NVSwitch (300 GB/s one way per pair, "
+    "5 us), CPU<->GPU PCIe 4.0 25 GB/s, 25 us; 8 x ConnectX-6 200 Gb/s InfiniBand HDR NICs, one per GPU."
+)
+_FABRIC_TEXT = (
+    " Between nodes: rail-aligned InfiniBand (GPU j's copies leave and enter through NIC j of its node; "
+    "each NIC carries one copy each way at a time) at the slower NIC's line rate, 10 us per transfer."
+)
+
+
+def _dgx_h100(n_nodes: int) -> Cluster:
+    return multi_node_cluster(
+        f"dgx-h100x{n_nodes}",
+        [_dgx_h100_node() for _ in range(n_nodes)],
+        f"{n_nodes} NVIDIA DGX H100 nodes ({8 * n_nodes} GPUs, {n_nodes} CPUs). Each {_DGX_H100_TEXT}"
+        + _FABRIC_TEXT,
+    )
+
+
+def dgx_h100x2() -> Cluster:
+    """Two DGX H100 nodes (16 H100 SXM, 2 CPUs) over rail-aligned 400 Gb/s InfiniBand."""
+    return _dgx_h100(2)
+
+
+def dgx_h100x4() -> Cluster:
+    """Four DGX H100 nodes (32 H100 SXM, 4 CPUs) over rail-aligned 400 Gb/s InfiniBand."""
+    return _dgx_h100(4)
+
+
+def dgx_h100x8() -> Cluster:
+    """Eight DGX H100 nodes (64 H100 SXM, 8 CPUs) over rail-aligned 400 Gb/s InfiniBand."""
+    return _dgx_h100(8)
+
+
+def dgx_a100() -> Cluster:
+    """One NVIDIA DGX A100 (8 x A100 SXM 80 GB on NVSwitch, 2x AMD EPYC 7742)."""
+    return multi_node_cluster(
+        "dgx-a100", [_dgx_a100_node()], f"NVIDIA DGX A100 (640 GB). One {_DGX_A100_TEXT}"
+    )
+
+
+def h100_a100() -> Cluster:
+    """Two GPU generations (as Metis studies): a DGX A100 node and a DGX H100 node over InfiniBand."""
+    return multi_node_cluster(
+        "h100-a100",
+        [_dgx_a100_node(), _dgx_h100_node()],
+        "Two GPU generations (the heterogeneous setting of Metis, Um et al., ATC 2024): node 0 (cpu:0, "
+        f"gpu:0..7) is a {_DGX_A100_TEXT} Node 1 (cpu:1, gpu:8..15) is a {_DGX_H100_TEXT}" + _FABRIC_TEXT
+        + " Copies between the nodes run at the A100 node's 200 Gb/s.",
+    )
+
+
 # --- Desktop CPU + integrated GPU (HSDAG's kind of machine: an Intel CPU and GPU under OpenVINO) -----
 # Intel Core i9-13900K (Intel ARK): 8 P-cores at 3.0 GHz base, 16 E-cores at 2.2 GHz base; DDR5-5600
 # dual channel, 89.6 GB/s max memory bandwidth. AVX2 only: a P-core (two 256-bit FMA) does 32 FP32
@@ -569,4 +804,9 @@ PRESETS: dict[str, Callable[[], Cluster]] = {
     "v100x8": v100x8,
     "h100x8": h100x8,
     "cpu-igpu": cpu_igpu,
+    "dgx-a100": dgx_a100,
+    "dgx-h100x2": dgx_h100x2,
+    "dgx-h100x4": dgx_h100x4,
+    "dgx-h100x8": dgx_h100x8,
+    "h100-a100": h100_a100,
 }

@@ -204,17 +204,19 @@ class PlacementEnvBase(gym.Env):
         """``config.graph`` when it is a `Task` (after checking the other settings against it), else the
         task `get_task` builds."""
         graph, cluster = config.graph, config.cluster
-        objective, optimizer, microbatches = config.objective, config.optimizer, config.microbatches
+        objective, optimizer = config.objective, config.optimizer
+        precision, microbatches = config.precision, config.microbatches
         if not isinstance(graph, Task):
-            return get_task(graph, cluster, objective, optimizer, microbatches=microbatches)
+            return get_task(graph, cluster, objective, optimizer, precision, microbatches)
         agrees = {
             "cluster": cluster is graph.cluster or cluster == graph.cluster.name,
             "objective": objective in (graph.objective, OBJECTIVES[graph.objective]),
             "optimizer": optimizer == graph.optimizer,
+            "precision": precision == graph.precision,
             "microbatches": microbatches == graph.microbatches,
         }
         for name, value in (("cluster", cluster), ("objective", objective), ("optimizer", optimizer),
-                            ("microbatches", microbatches)):
+                            ("precision", precision), ("microbatches", microbatches)):
             if not agrees[name] and not config.is_default(name):
                 raise ValueError(
                     f"graph is the compiled task {graph.id}; {name}={value!r} is not the task's "

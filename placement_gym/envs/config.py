@@ -20,7 +20,7 @@ from placement_gym.envs.observation import check_obs_mode
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_oom_settings
 from placement_gym.evaluation.evaluator import COST_MODEL
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.task.compiled import Task, check_microbatches
+from placement_gym.task.compiled import PRECISIONS, Task, check_microbatches
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 
@@ -50,13 +50,15 @@ class EnvConfig:
 
     - ``graph``: a bundled graph name (``placement_gym.bundled_graph_names()``), an ONNX file path,
       an `OpGraph`, or a compiled `Task` (the env then places that very task, so its evaluations add
-      to its counter; ``cluster``, ``objective``, ``optimizer`` and ``microbatches`` are then the
-      task's, and a value other than the default given for one of them must agree with it). Default
-      ``"inception_v3"``.
+      to its counter; ``cluster``, ``objective``, ``optimizer``, ``precision`` and ``microbatches`` are
+      then the task's, and a value other than the default given for one of them must agree with it).
+      Default ``"inception_v3"``.
     - ``cluster``: a preset name (``placement_gym.cluster.PRESETS``), ``"local"``, ``"cpu<N>"``, a JSON
       file path, or a `Cluster`. Default ``"k80x4"``.
     - ``objective``: ``"train_step"`` (default) or ``"inference"``.
     - ``optimizer``: ``"adam"`` (default), ``"momentum"`` or ``"sgd"`` (training only).
+    - ``precision``: ``"fp32"`` (default), ``"bf16"`` or ``"fp16"`` (mixed precision: matrix products
+      on the tensor cores, 2-byte activations; `placement_gym.task.compiled`).
     - ``microbatches``: micro-batches of a pipelined step, 1 (default: none) to 1024, each a copy of
       the graph at its own batch, in GPipe's fill-drain order (`placement_gym.task.compiled`); the
       placement stays one device per op of the graph.
@@ -89,6 +91,7 @@ class EnvConfig:
     cluster: str | Path | Cluster = "k80x4"
     objective: str = "train_step"
     optimizer: str = "adam"
+    precision: str = "fp32"
     microbatches: int = 1
     groups: Any = None
     obs_mode: str = "dict"
@@ -113,6 +116,8 @@ class EnvConfig:
             raise ValueError(
                 f"cluster must be {CLUSTER_ACCEPTS}; got {self.cluster!r} ({type(self.cluster).__name__})"
             )
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r}; allowed: {', '.join(PRECISIONS)}")
         check_microbatches(self.microbatches)
         check_oom_settings(self.oom_runtime, self.oom_runtime_factor)
         check_obs_mode(self.obs_mode)

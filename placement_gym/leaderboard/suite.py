@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from placement_gym.cluster.cluster import HALF_PRECISION_FIGURES
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.task.cache import TaskCache
 from placement_gym.task.compiled import Task
@@ -63,9 +64,9 @@ _CLUSTER_UNCOSTED = ("name", "description")
 # The task's graph and cluster have digests of their own; ``duration`` is compared through runtimes;
 # private fields (caches, counters) are bookkeeping, not part of the problem.
 _TASK_UNDIGESTED = ("graph", "cluster", "id", "duration")
-# Task options added after suites were frozen: digested only where not at their default (which is
-# the task every frozen suite holds), so that each frozen digest stays what it was.
-_TASK_OPTION_DEFAULTS = {"microbatches": 1}
+# Task options added after suites were frozen, with the value every frozen suite's tasks have: digested
+# only where a task departs from it, so that each frozen digest stays what it was.
+_TASK_OPTION_DEFAULTS = {"precision": "fp32", "microbatches": 1}
 
 
 @dataclass(frozen=True)
@@ -171,10 +172,14 @@ def graph_digest(graph) -> str:
 
 
 def cluster_digest(task: Task) -> str:
-    """Digest of every field of the task's cluster but its name and description (every figure)."""
+    """Digest of every field of the task's cluster but its name and description (every figure). The
+    half-precision figures (`HALF_PRECISION_FIGURES`) count only for a half-precision task whose
+    cluster gives them: an fp32 task's costs never read them."""
     cluster = task.cluster
+    unread = () if task.precision != "fp32" else HALF_PRECISION_FIGURES
     return _digest([(f.name, getattr(cluster, f.name)) for f in dataclasses.fields(cluster)
-                    if f.name not in _CLUSTER_UNCOSTED])
+                    if f.name not in _CLUSTER_UNCOSTED and f.name not in unread
+                    and not (f.name in HALF_PRECISION_FIGURES and getattr(cluster, f.name) is None)])
 
 
 def structure_digest(task: Task) -> str:

@@ -58,12 +58,13 @@ class TaskSpec:
     ``graph``: a bundled graph name or an ONNX path (the path must exist on every node);
     ``cluster``: a preset name, ``"cpu<N>"``/``"local"`` (the actor's machine) or a JSON path;
     ``objective``: ``"train_step"`` or ``"inference"`` (``"train"`` accepted); ``optimizer`` and
-    ``microbatches``: as in `placement_gym.task.named.get_task`."""
+    ``precision`` and ``microbatches``: as in `placement_gym.task.named.get_task`."""
 
     graph: str
     cluster: str
     objective: str = "train_step"
     optimizer: str = "adam"
+    precision: str = "fp32"
     microbatches: int = 1
 
     def build(self) -> Task:
@@ -71,40 +72,43 @@ class TaskSpec:
         from placement_gym.task.named import get_task
 
         return get_task(
-            self.graph, self.cluster, self.objective, self.optimizer, microbatches=self.microbatches
+            self.graph, self.cluster, self.objective, self.optimizer, self.precision, self.microbatches
         )
 
 
 def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> TaskSpec:
     """``spec`` as a `TaskSpec`: a `TaskSpec`, a task id (``"cifar10_cnn/k80x2/train"``), a mapping
-    with the `TaskSpec` fields, or a sequence ``(graph, cluster[, objective[, optimizer]])``."""
+    with the `TaskSpec` fields, or a sequence
+    ``(graph, cluster[, objective[, optimizer[, precision[, microbatches]]]])``."""
     if isinstance(spec, TaskSpec):
         result = spec
     elif isinstance(spec, str):
         from placement_gym.task.ids import DEFAULT_OPTIMIZER, split_task_id
 
-        graph, cluster, objective, optimizer, _, microbatches = split_task_id(spec)  # its own clear errors
-        result = TaskSpec(graph, cluster, objective, optimizer or DEFAULT_OPTIMIZER, microbatches)
+        # the id format's own clear errors
+        graph, cluster, objective, optimizer, precision, microbatches = split_task_id(spec)
+        result = TaskSpec(graph, cluster, objective, optimizer or DEFAULT_OPTIMIZER, precision, microbatches)
     elif isinstance(spec, Mapping):
-        unknown = sorted(set(spec) - {"graph", "cluster", "objective", "optimizer", "microbatches"})
+        allowed = {"graph", "cluster", "objective", "optimizer", "precision", "microbatches"}
+        unknown = sorted(set(spec) - allowed)
         if unknown or "graph" not in spec or "cluster" not in spec:
             raise ValueError(
-                "a task spec mapping needs graph and cluster (optional: objective, optimizer, "
+                "a task spec mapping needs graph and cluster (optional: objective, optimizer, precision, "
                 f"microbatches); got keys {sorted(spec)}"
             )
         result = TaskSpec(**spec)
-    elif isinstance(spec, Sequence) and 2 <= len(spec) <= 4:
+    elif isinstance(spec, Sequence) and 2 <= len(spec) <= 6:
         result = TaskSpec(*spec)
     else:
         raise ValueError(
             "task_spec must be a TaskSpec, a task id such as 'cifar10_cnn/k80x2/train', a mapping with "
-            "graph and cluster, or (graph, cluster[, objective[, optimizer]]) names; got "
-            f"{type(spec).__name__}"
+            "graph and cluster, or (graph, cluster[, objective[, optimizer[, precision[, microbatches]]]]) "
+            f"names; got {type(spec).__name__}"
             + (": pass the names a Task was built from, not the Task, so that actors can rebuild it"
                if isinstance(spec, Task) else "")
         )
     fields = {"graph": result.graph, "cluster": result.cluster, "objective": result.objective,
-              "optimizer": result.optimizer}
+              "optimizer": result.optimizer, "precision": result.precision}
     for name, value in fields.items():
         if isinstance(value, Path):
             fields[name] = str(value)

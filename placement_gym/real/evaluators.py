@@ -124,6 +124,16 @@ def _summary(result: Any) -> dict[str, Any]:
     return summary
 
 
+def _fp32_only(task: Task, backend: str) -> None:
+    """Real runs and profiles are fp32 (the executor runs the graph in its own precision): a
+    half-precision task is refused with one line rather than costed with fp32 times."""
+    if task.precision != "fp32":
+        raise ValueError(
+            f"reward_mode {backend!r} runs and measures the graph in fp32; task {task.id} is "
+            f"{task.precision}: use the cost model (reward_mode 'cost_model') for it, or precision 'fp32'"
+        )
+
+
 def profiled_evaluator(
     task: Task,
     *,
@@ -136,6 +146,7 @@ def profiled_evaluator(
     cluster's device names; for a ``train_step`` task it must be measured with ``task.optimizer``).
     ``source``: the ``graph`` argument the task was built from; an ONNX file's path names the file in
     the message of a missing profile."""
+    _fp32_only(task, "profiled")
     if profile is None:
         model = model_source(source)
         # An inference task has no update op: a profile of any optimizer serves it.
@@ -175,6 +186,7 @@ def real_evaluator(
     ``source``: the ``graph`` argument the task was built from; when it is an ONNX file or a
     ModelProto (`placement_gym.real.program.model_source`) the executor runs that model unless
     ``model=`` is given."""
+    _fp32_only(task, "real")
     model = model_source(source)
     if model is not None:
         options.setdefault("model", model)

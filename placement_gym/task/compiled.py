@@ -22,6 +22,27 @@ Adam 12 FLOPs and 7 x 4 bytes per parameter element (read p, g, m, v; write p, m
 and 3 x 4 bytes. Static memory of an op with parameters P bytes: P for inference; for training
 P (weights) + P (gradients) + the optimizer's state (Adam 2P, momentum P, SGD 0).
 
+Precision (``precision``: ``fp32``, the default, or ``bf16``/``fp16``, mixed precision with fp32
+master weights as Megatron-LM and PyTorch AMP train). A graph's bytes are fp32 (4 bytes per element);
+in half precision:
+
+* matmul and conv ops, forward and backward, run on the device's tensor cores: FLOPs / (its
+  ``tensor_peak_flops`` x ``tensor_efficiency``, `Cluster.tensor_rate`); a device without tensor cores
+  (a CPU, a K80) runs them at its FP32 rate. The other ops keep the FP32 FLOP rate (they are
+  memory-bound: the bytes term decides them);
+* every tensor (activations, their gradients, the bf16 weights ops read and the bf16 parameter
+  gradients) and the bytes every forward and backward op moves take 2 bytes per element, half the
+  graph's figures. The graph records no element types, so its few integer tensors (token ids,
+  shapes) are halved too;
+* an update op reads the fp32 master weights, the bf16 gradient and the optimizer's fp32 state and
+  writes the master weights, the state and a bf16 copy of the weights: Adam reads 4 + 2 + 8 and writes
+  4 + 8 + 2 bytes per parameter element, 28 as in fp32 (momentum 20, SGD 12, as in fp32), with the
+  same FLOPs;
+* static memory per parameter element for training: 2 (bf16 weights) + 2 (bf16 gradients) + 4 (fp32
+  master copy) + the optimizer's fp32 state (Adam 4 + 4, momentum 4, SGD none): 16 bytes with Adam,
+  the 16 bytes per parameter of mixed-precision Adam (and the same totals as fp32's 4 + 4 + state);
+  for inference 2 bytes per parameter element (the bf16 weights alone).
+
 Pipelined steps (``microbatches=M > 1``, docs/cost_model.md, "Pipelined steps"): the step runs ``M``
 micro-batches, each a copy of the graph at its own batch (an export at batch 32 with M = 4 is a step
 of 128 samples), so that a placement across devices is a pipeline. Layout (every index topological):
@@ -57,14 +78,14 @@ from functools import cached_property
 
 import numpy as np
 
-from placement_gym.cluster.cluster import Cluster
+from placement_gym.cluster.cluster import TENSOR_CATEGORY_COLUMNS, Cluster
 from placement_gym.common.limits import check_allocation
 from placement_gym.graph.op_costs import batch_norm_in_training
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
 from placement_gym.task.cache import copy_entries
 from placement_gym.task.counter import EvaluationCounter
 from placement_gym.task.device_indices import check_device_indices
-from placement_gym.task.ids import make_task_id
+from placement_gym.task.ids import DEFAULT_PRECISION, make_task_id
 
 OBJECTIVES: dict[str, str] = {"train_step": "train", "inference": "inference"}
 # optimizer -> (state copies of the parameters, FLOPs per parameter element, bytes moved per parameter byte)
@@ -73,6 +94,12 @@ OPTIMIZERS: dict[str, tuple[int, float, float]] = {
     "momentum": (1, 4.0, 5.0),
     "sgd": (0, 2.0, 3.0),
 }
+# precision -> bytes per element of tensors and of the bytes ops move (module docstring)
+PRECISIONS: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
+GRAPH_BYTES_PER_ELEMENT = 4  # a graph's tensor, op and parameter bytes are fp32
+# Mixed-precision training: bytes per parameter element of the bf16/fp16 weights and gradients and of
+# the fp32 master copy; each optimizer state copy is fp32 (4 bytes).
+HALF_WEIGHT_BYTES, HALF_GRADIENT_BYTES, MASTER_WEIGHT_BYTES, STATE_BYTES = 2, 2, 4, 4
 OP_KINDS: tuple[str, ...] = ("forward", "backward", "update")
 # The most micro-batches of a pipelined step: GPipe's and Megatron-LM's runs use tens to hundreds; the cap
 # keeps a mistyped count from compiling a task a thousand times too large before the allocation check.
@@ -92,7 +119,8 @@ def _csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[np.ndarray,
 
 @dataclass(frozen=True, eq=False)
 class Task:
-    """A compiled placement problem. Build it with `make_task`.
+    """A compiled placement problem. Build it with `make_task`. ``precision``: ``fp32``, ``bf16`` or
+    ``fp16`` (module docstring).
 
     Ops (length ``n_ops``): forward ops ``0..n_forward-1`` (the graph's), then for ``train_step``
     their backward ops and the update ops; with ``microbatches`` M > 1 (a pipelined step), the
@@ -117,6 +145,7 @@ class Task:
     cluster: Cluster
     objective: str
     optimizer: str
+    precision: str
     microbatches: int
     id: str
     op_kind: np.ndarray
@@ -215,6 +244,8 @@ class Task:
         if self.n_ops != self.n_forward:
             ops += f" ({self.n_forward} forward)"
         training = f", optimizer={self.optimizer!r}" if self.objective == "train_step" else ""
+        if self.precision != DEFAULT_PRECISION:
+            training += f", precision={self.precision!r}"
         pipelined = f", microbatches={self.microbatches}" if self.microbatches > 1 else ""
         return f"Task({self.id!r}, {ops}, {self.n_devices} devices{training}{pipelined})"
 
@@ -279,9 +310,13 @@ def task_bytes(n_task_ops: int, n_devices: int) -> float:
     return 8.0 * _DURATION_ARRAYS * n_task_ops * n_devices
 
 
-def _op_durations(flops, bytes_moved, category, cluster: Cluster) -> np.ndarray:
-    """Op time on every device: max(FLOPs / (peak x efficiency), bytes / bandwidth) + overhead."""
+def _op_durations(flops, bytes_moved, category, cluster: Cluster, tensor_cores: bool = False) -> np.ndarray:
+    """Op time on every device: max(FLOPs / (peak x efficiency), bytes / bandwidth) + overhead; with
+    ``tensor_cores`` (half precision) matmul and conv ops take the devices' `Cluster.tensor_rate`."""
     rate = cluster.peak_flops[None, :] * cluster.efficiency.T[category]  # (ops, devices)
+    if tensor_cores:
+        for k, column in enumerate(TENSOR_CATEGORY_COLUMNS):
+            rate[category == column] = cluster.tensor_rate[:, k]
     compute = flops[:, None] / rate
     memory = bytes_moved[:, None] / cluster.memory_bandwidth[None, :]
     return np.ascontiguousarray(np.maximum(compute, memory) + cluster.launch_overhead[None, :])
@@ -304,19 +339,25 @@ def make_task(
     cluster: Cluster,
     objective: str = "train_step",
     optimizer: str = "adam",
+    precision: str = DEFAULT_PRECISION,
     microbatches: int = 1,
 ) -> Task:
     """Compile a task. ``objective``: ``"train_step"`` or ``"inference"``; ``optimizer`` (training
-    only): ``"adam"``, ``"momentum"`` or ``"sgd"``; ``microbatches``: the micro-batches of a pipelined
+    only): ``"adam"``, ``"momentum"`` or ``"sgd"``; ``precision``: ``"fp32"``, or ``"bf16"`` /
+    ``"fp16"`` (mixed precision, module docstring); ``microbatches``: the micro-batches of a pipelined
     step, 1 (default: none) to `MAX_MICROBATCHES`, each a copy of the graph at its own batch, run in
     GPipe's fill-drain order (module docstring). The task's ``id`` names graph, cluster, objective,
-    optimizer and micro-batches so that no other task shares it (format: `placement_gym.task.ids`). A
-    task whose per-op-and-device arrays (`task_bytes`) would pass the allocation limit
-    (`placement_gym.common.limits`) is refused before they are made."""
+    optimizer, precision and micro-batches so that no other task shares it (format:
+    `placement_gym.task.ids`). A task whose per-op-and-device arrays (`task_bytes`) would pass the
+    allocation limit (`placement_gym.common.limits`) is refused before they are made."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+    half = precision != DEFAULT_PRECISION
+    scale = PRECISIONS[precision] / GRAPH_BYTES_PER_ELEMENT
     m = check_microbatches(microbatches)
     g = graph
     n = g.n_ops
@@ -334,7 +375,7 @@ def make_task(
     # Two different tasks never share an id (placement_gym/task/ids.py): resumed runs, caches and
     # the leaderboard key on it.
     task_id = make_task_id(
-        g, cluster, OBJECTIVES[objective], None if objective == "inference" else optimizer, m
+        g, cluster, OBJECTIVES[objective], None if objective == "inference" else optimizer, precision, m
     )
     if objective == "inference":
         op_kind = np.zeros(n, dtype=np.int8)
@@ -346,6 +387,9 @@ def make_task(
         tensor_persistent = g.tensor_is_output.copy()
         consumer_tensor, consumer_op = edge_tensor, edge_dst
         static_bytes = g.param_bytes.copy()
+        if half:
+            bytes_moved, tensor_bytes = bytes_moved * scale, tensor_bytes * scale
+            static_bytes = g.param_bytes / GRAPH_BYTES_PER_ELEMENT * HALF_WEIGHT_BYTES
     else:
         states, update_flops, update_bytes = OPTIMIZERS[optimizer]
         owners = np.flatnonzero(g.param_bytes > 0)
@@ -358,6 +402,8 @@ def make_task(
         op_forward = np.concatenate([np.arange(n), np.arange(n)[::-1], owners]).astype(np.int32)
         param_elements = g.param_bytes[owners] / 4.0
         forward_flops, forward_bytes = batch_norm_in_training(g)
+        if half:
+            forward_bytes = forward_bytes * scale
         flops = np.concatenate(
             [
                 forward_flops,
@@ -416,7 +462,14 @@ def make_task(
         consumer_op = np.concatenate(consumers)
         pairs = np.unique(consumer_tensor * n_total + consumer_op)
         consumer_tensor, consumer_op = pairs // n_total, pairs % n_total
-        static_bytes = g.param_bytes * (2 + states)
+        if half:
+            tensor_bytes = tensor_bytes * scale
+            elements = g.param_bytes / GRAPH_BYTES_PER_ELEMENT
+            static_bytes = elements * (
+                HALF_WEIGHT_BYTES + HALF_GRADIENT_BYTES + MASTER_WEIGHT_BYTES + STATE_BYTES * states
+            )
+        else:
+            static_bytes = g.param_bytes * (2 + states)
         n = n_total
     if m > 1:
         copies = _micro_batch_copies(
@@ -438,6 +491,7 @@ def make_task(
         np.asarray(bytes_moved, dtype=np.float64),
         np.asarray(op_category, dtype=np.int64),
         cluster,
+        tensor_cores=half,
     )
     arrays = dict(
         op_kind=op_kind,
@@ -457,7 +511,8 @@ def make_task(
     for value in arrays.values():
         value.setflags(write=False)
     return Task(
-        graph=g, cluster=cluster, objective=objective, optimizer=optimizer, microbatches=m, id=task_id,
+        graph=g, cluster=cluster, objective=objective, optimizer=optimizer, precision=precision,
+        microbatches=m, id=task_id,
         **arrays,
     )
 

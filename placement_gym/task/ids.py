@@ -12,10 +12,12 @@
   and 12 hex digits of `Cluster.content_sha256`.
 * objective: ``train`` or ``inference``; a training step whose optimizer is not Adam, the default,
   adds ``+`` and the optimizer (``train+sgd``, ``train+momentum``): the optimizer changes the update
-  ops and the memory. Inference has no optimizer. A pipelined step of M > 1 micro-batches
-  (`placement_gym.task.compiled.make_task`'s ``microbatches``) ends in ``+mb<M>`` (``train+mb4``,
-  ``train+sgd+mb8``, ``inference+mb2``). The parts come in that order; a default (``+adam``,
-  ``+mb1``) is never written, so an id names its task one way only.
+  ops and the memory. Inference has no optimizer. Then a precision other than ``fp32``, the
+  default, adds ``+bf16`` or ``+fp16`` (``train+bf16``, ``train+sgd+fp16``, ``inference+bf16``),
+  and a pipelined step of M > 1 micro-batches (`placement_gym.task.compiled.make_task`'s
+  ``microbatches``) ends in ``+mb<M>`` (``train+mb4``, ``train+sgd+bf16+mb8``, ``inference+mb2``).
+  The parts come in that order; a default (``+adam``, ``+fp32``, ``+mb1``) is never written, so an
+  id names its task one way only.
 
 Bundled graph names, preset names and objectives hold no ``@`` or ``+``, so a hashed part never
 equals a plain one, and the ids of bundled graphs on presets with Adam (the leaderboard suite's)
@@ -45,6 +47,8 @@ OPTIMIZER_MARK = "+"
 HASH_DIGITS = 12
 DEFAULT_OPTIMIZER = "adam"
 MICROBATCH_MARK = "mb"
+DEFAULT_PRECISION = "fp32"
+HALF_PRECISIONS: tuple[str, ...] = ("bf16", "fp16")
 
 
 def _hashed(name: str, sha256: str) -> str:
@@ -79,23 +83,32 @@ def cluster_id(cluster: Cluster) -> str:
     return cluster.name if named else _hashed(cluster.name, cluster.content_sha256)
 
 
-def objective_id(objective_suffix: str, optimizer: str | None, microbatches: int = 1) -> str:
+def objective_id(
+    objective_suffix: str, optimizer: str | None, precision: str = DEFAULT_PRECISION, microbatches: int = 1
+) -> str:
     """``train``/``inference``, with ``+<optimizer>`` for a training step that does not use Adam
-    (``optimizer`` None: inference, which has none) and ``+mb<M>`` for a pipelined step of M > 1
-    micro-batches."""
+    (``optimizer`` None: inference, which has none), then ``+<precision>`` for one that is not fp32,
+    then ``+mb<M>`` for a pipelined step of M > 1 micro-batches."""
     parts = [objective_suffix]
     if optimizer is not None and optimizer != DEFAULT_OPTIMIZER:
         parts.append(optimizer)
+    if precision != DEFAULT_PRECISION:
+        parts.append(precision)
     if microbatches != 1:
         parts.append(f"{MICROBATCH_MARK}{microbatches}")
     return OPTIMIZER_MARK.join(parts)
 
 
 def make_task_id(
-    graph: OpGraph, cluster: Cluster, objective_suffix: str, optimizer: str | None, microbatches: int = 1
+    graph: OpGraph,
+    cluster: Cluster,
+    objective_suffix: str,
+    optimizer: str | None,
+    precision: str = DEFAULT_PRECISION,
+    microbatches: int = 1,
 ) -> str:
     """``graph/cluster/objective`` (module docstring)."""
-    objective = objective_id(objective_suffix, optimizer, microbatches)
+    objective = objective_id(objective_suffix, optimizer, precision, microbatches)
     return f"{graph_id(graph)}/{cluster_id(cluster)}/{objective}"
 
 
@@ -122,15 +135,15 @@ def _microbatches_of(token: str) -> int | None:
     return int(digits) if canonical else 0
 
 
-def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str | None, int]:
-    """``(graph name, cluster name, objective suffix, optimizer, precision, microbatches)`` of an id that
-    names can rebuild (optimizer None where the id names none: Adam for a training step; precision None:
-    the ids read here name none; microbatches 1 where the id names none).
+def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str, int]:
+    """``(graph name, cluster name, objective suffix, optimizer, precision, microbatches)`` of an id
+    that names can rebuild (optimizer None where the id names none: Adam for a training step;
+    precision ``fp32`` and microbatches 1 where it names none).
 
-    Raises ValueError for an id that is not ``graph/cluster/objective[+optimizer][+mb<M>]`` (an unknown
-    part, parts repeated or out of order, a default written out), and for a part with a content hash
-    (``name@hash``): such a graph or cluster is not bundled (not a preset), so no name rebuilds it; the
-    task is built from its file."""
+    Raises ValueError for an id that is not ``graph/cluster/objective[+optimizer][+precision][+mb<M>]``
+    (an unknown part, a part written twice or out of that order, a default written out), and for a
+    part with a content hash (``name@hash``): such a graph or cluster is not bundled (not a preset), so
+    no name rebuilds it; the task is built from its file."""
     graph, cluster, objective = task_id_parts(task_id)
     for what, part, known, example in (
         ("graph", graph, "a graph bundled with placement-gym", "get_task('path/to/{}.onnx', ...)"),
@@ -144,27 +157,34 @@ def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str | None, 
                 f"{example.format(name)} or --{what} FILE on the command line"
             )
     suffix, *tokens = objective.split(OPTIMIZER_MARK)
-    optimizer, microbatches = None, 1
+    optimizer: str | None = None
+    precision = DEFAULT_PRECISION
+    microbatches = 1
     wrong = False
     if tokens and _microbatches_of(tokens[-1]) is not None:
         microbatches = _microbatches_of(tokens.pop())
         wrong = microbatches == 0
+    if tokens and tokens[-1] in HALF_PRECISIONS:
+        precision = tokens.pop()
     if tokens:
         optimizer = tokens.pop(0)
-        wrong = wrong or optimizer in ("", DEFAULT_OPTIMIZER) or _microbatches_of(optimizer) is not None
+        wrong = (wrong or optimizer in ("", DEFAULT_OPTIMIZER, DEFAULT_PRECISION, *HALF_PRECISIONS)
+                 or _microbatches_of(optimizer) is not None)
     if wrong or tokens:
         raise ValueError(
             f"task {task_id}: {objective!r} is not the objective of a task id: that is {suffix}, then "
             f"optionally {OPTIMIZER_MARK}<optimizer> (any but {DEFAULT_OPTIMIZER}, the default), then "
-            f"optionally {OPTIMIZER_MARK}{MICROBATCH_MARK}<M> for M > 1 micro-batches, such as "
-            f"train{OPTIMIZER_MARK}sgd{OPTIMIZER_MARK}{MICROBATCH_MARK}4"
+            f"optionally {OPTIMIZER_MARK}<precision> ({' or '.join(HALF_PRECISIONS)}; {DEFAULT_PRECISION} is "
+            f"the default), then optionally {OPTIMIZER_MARK}{MICROBATCH_MARK}<M> for M > 1 micro-batches, "
+            f"such as train{OPTIMIZER_MARK}sgd{OPTIMIZER_MARK}bf16{OPTIMIZER_MARK}{MICROBATCH_MARK}4"
         )
-    return graph, cluster, suffix, optimizer, None, microbatches
+    return graph, cluster, suffix, optimizer, precision, microbatches
 
 
 def task_identity(task: Task) -> dict[str, Any]:
     """What a task is, in full, for files that must only be used with the same task (checkpoints):
-    its id, the full content sha256 of its graph and cluster, its objective and optimizer. The
+    its id, the full content sha256 of its graph and cluster, its objective, optimizer and
+    precision. The
     machine's own clusters (``local``, ``cpu<N>``) are recorded by their device names and kinds:
     their figures are measured anew in each process."""
     cluster = task.cluster
@@ -180,17 +200,22 @@ def task_identity(task: Task) -> dict[str, Any]:
         "cluster": cluster_content,
         "objective": task.objective,
         "optimizer": task.optimizer if task.objective == "train_step" else None,
+        "precision": task.precision,
         # Recorded only where it is not the default, so that what was recorded before it existed matches.
         **({"microbatches": task.microbatches} if task.microbatches != 1 else {}),
     }
+
+
+# What an identity recorded before a key existed stands for: the default it had then.
+_IDENTITY_DEFAULTS: dict[str, Any] = {"precision": DEFAULT_PRECISION}
 
 
 def identity_mismatch(recorded: Mapping[str, Any], task: Task) -> str | None:
     """None when ``recorded`` (a `task_identity`) is ``task``'s; else what differs, both sides named."""
     current = task_identity(task)
     differences = [
-        f"{key} {recorded.get(key)!r} there, {value!r} here"
+        f"{key} {recorded.get(key, _IDENTITY_DEFAULTS.get(key))!r} there, {value!r} here"
         for key, value in current.items()
-        if recorded.get(key) != value
+        if recorded.get(key, _IDENTITY_DEFAULTS.get(key)) != value
     ]
     return "; ".join(differences) or None

@@ -13,7 +13,7 @@ from placement_gym.datasets import dataset_graph, is_dataset_graph_name
 from placement_gym.datasets.clusters import family_cluster, is_family_cluster_name
 from placement_gym.graph import OpGraph, load_graph
 from placement_gym.task.compiled import OBJECTIVES, Task, check_microbatches, make_task
-from placement_gym.task.ids import DEFAULT_OPTIMIZER, split_task_id
+from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, split_task_id
 
 _OBJECTIVE_BY_SUFFIX = {suffix: name for name, suffix in OBJECTIVES.items()}
 
@@ -43,10 +43,10 @@ def named_cluster(name: str | Path) -> Cluster:
 # file after file of it compiles each task once.
 @functools.lru_cache(maxsize=512)
 def _cached_task(
-    graph_key: tuple, cluster_key: tuple, objective: str, optimizer: str, microbatches: int
+    graph_key: tuple, cluster_key: tuple, objective: str, optimizer: str, precision: str, microbatches: int
 ) -> Task:
     graph, cluster = named_graph(graph_key[0]), named_cluster(cluster_key[0])
-    return make_task(graph, cluster, objective, optimizer, microbatches=microbatches)
+    return make_task(graph, cluster, objective, optimizer, precision, microbatches)
 
 
 def get_task(
@@ -54,33 +54,37 @@ def get_task(
     cluster: str | Path | Cluster = "k80x4",
     objective: str = "train_step",
     optimizer: str = DEFAULT_OPTIMIZER,
+    precision: str = DEFAULT_PRECISION,
     microbatches: int = 1,
 ) -> Task:
     """A compiled task from a graph (bundled name, ONNX path, dataset graph name or `OpGraph`), a cluster
     (preset name, JSON path, family cluster name or `Cluster`), an objective (``"train_step"`` or
     ``"inference"``; the id suffixes ``"train"`` and ``"inference"`` are accepted too) and, for training, an
-    optimizer (``"adam"``, ``"momentum"``, ``"sgd"``), and the micro-batches of a pipelined step
-    (``microbatches``, 1 to 1024: `placement_gym.task.compiled.make_task`). Tasks built from names or
-    files are cached (a file until it changes)."""
+    optimizer (``"adam"``, ``"momentum"``, ``"sgd"``), a precision (``"fp32"``, or ``"bf16"``/``"fp16"``:
+    mixed precision on the tensor cores, `placement_gym.task.compiled`) and the micro-batches of a
+    pipelined step (``microbatches``, 1 to 1024: `placement_gym.task.compiled.make_task`). Tasks built
+    from names or files are cached (a file until it changes)."""
     objective = _OBJECTIVE_BY_SUFFIX.get(objective, objective)
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     microbatches = check_microbatches(microbatches)
     if isinstance(graph, (str, Path)) and isinstance(cluster, (str, Path)):
-        return _cached_task(_source_key(graph), _source_key(cluster), objective, optimizer, microbatches)
+        return _cached_task(_source_key(graph), _source_key(cluster), objective, optimizer, precision,
+                            microbatches)
     graph = graph if isinstance(graph, OpGraph) else named_graph(graph)
     cluster = cluster if isinstance(cluster, Cluster) else named_cluster(cluster)
-    return make_task(graph, cluster, objective, optimizer, microbatches=microbatches)
+    return make_task(graph, cluster, objective, optimizer, precision, microbatches)
 
 
 def parse_task_id(task_id: str) -> Task:
-    """The task of an id such as ``"inception_v3/k80x4/train"`` or ``"resnet50/v100x8/train+sgd"``
+    """The task of an id such as ``"inception_v3/k80x4/train"``, ``"resnet50/v100x8/train+sgd"`` or
+    ``"bert_large/h100x8/train+bf16"``
     (format: `placement_gym.task.ids`). An id whose graph or cluster carries a content hash
     (``my_model@3f2a9c1d0b7e``) is refused with a clear error: only its file rebuilds that task."""
-    graph, cluster, suffix, optimizer, _, microbatches = split_task_id(task_id)
+    graph, cluster, suffix, optimizer, precision, microbatches = split_task_id(task_id)
     if optimizer is not None and _OBJECTIVE_BY_SUFFIX.get(suffix) != "train_step":
         raise ValueError(
             f"task {task_id}: only a training step has an optimizer "
             f"({OBJECTIVES['train_step']}+{optimizer}), not {suffix!r}"
         )
-    return get_task(graph, cluster, suffix, optimizer or DEFAULT_OPTIMIZER, microbatches=microbatches)
+    return get_task(graph, cluster, suffix, optimizer or DEFAULT_OPTIMIZER, precision, microbatches)
