@@ -47,26 +47,41 @@ def both(task, placement):
     return fast
 
 
-@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("params", [0.0, 4e6])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
 @pytest.mark.parametrize("p, m", [(2, 1), (2, 4), (3, 2), (3, 6), (4, 8), (5, 3)])
-def test_uniform_layer_stack_has_gpipes_bubble(p, m, k):
+def test_uniform_layer_stack_has_gpipes_bubble(p, m, k, params):
     # GPipe (Huang et al. 2019, section 2.3): with p equal stages and m micro-batches the fill-drain
     # step is (m + p - 1) stage times forward and backward, a bubble of (p - 1) / (m + p - 1).
-    # Stages of k chained layers each.
-    activation, params = 1e5, 4e6
+    # Stages of k chained layers each: with three or more, the next micro-batch's first layer is
+    # ready before the current one's last, and only the lowest-micro-batch rule keeps a stage
+    # finishing one micro-batch before it starts the next.
+    activation = 1e5
     graph = layer_stack(p * k, 1.0, activation, params)
     task = make_task(graph, hand_cluster(p), "train_step", "adam", microbatches=m)
     result = both(task, np.repeat(np.arange(p), k))
     t_f, t_b = k * op_time(1.0), k * op_time(2.0)  # a matmul's backward computes both operands' gradients
     transfer = 1e-4 + activation / 1e9  # hand_cluster's latency + bytes / bandwidth, below t_f and t_b
-    # Each of the p - 1 cuts is crossed once on the way in (activations) and once back (gradients);
-    # the first stage's k updates (each waits for all m gradients) end the step.
-    updates = k * adam_update_time(params)
+    # Each of the p - 1 cuts is crossed once on the way in (activations) and once back (gradients).
+    # Updates (with parameters): layer j's update is ready when its last gradient is, as the gradient
+    # of layer j - 1 of the same (last) micro-batch; the tie goes to the gradient (lower index), but
+    # at the next choice the update is the earlier ready. So in each stage after the first, k - 2
+    # updates run before the stage's last gradient and delay the gradient it sends back; the first
+    # stage's k updates all lie on the path to the end.
+    update = adam_update_time(params) if params else 0.0
+    updates = (k + (p - 1) * max(k - 2, 0)) * update
     hand = (m + p - 1) * (t_f + t_b) + 2 * (p - 1) * transfer + updates
     assert result.runtime == pytest.approx(hand, rel=1e-12)
     pipeline = result.runtime - 2 * (p - 1) * transfer - updates
     busy = m * (t_f + t_b)  # each stage's own work
     assert (pipeline - busy) / pipeline == pytest.approx((p - 1) / (m + p - 1), rel=1e-9)
+    # each stage runs one micro-batch's forward (then backward) layers as one unit, micro-batches in order
+    s = result.schedule
+    for kind in (0, 1):
+        for d in range(p):
+            ops = np.flatnonzero((task.op_kind == kind) & (s.op_device == d))
+            ops = ops[np.argsort(s.op_start[ops], kind="stable")]
+            assert np.all(np.diff(task.op_microbatch[ops]) >= 0)
 
 
 def test_fast_links_leave_the_bubble_alone():
@@ -121,6 +136,26 @@ def test_two_ops_two_devices_two_microbatches_by_hand():
     assert sent["b.grad[mb1]"] == pytest.approx((barrier + bb + c, barrier + bb + 2 * c), rel=1e-12)
 
 
+def test_a_device_does_not_wait_for_a_lower_microbatch():
+    # x -> a (3 GFLOP) on gpu:0 -> b (1 GFLOP) on gpu:1; y -> c (1 GFLOP) on gpu:1. When gpu:1 is free
+    # after c[mb0], b[mb0] is still on its way (a ends at fa, its 0.1 MB activation arrives at fa +
+    # tr): c[mb1] is the only op ready by then and runs at once. The lowest micro-batch is preferred
+    # among the ops ready when the device can start, never waited for.
+    graph = hand_graph([("a", 3e9, 1e5, 0), ("b", 1e9, 1e3, 0), ("c", 1e9, 1e3, 0)],
+                       [("x", "a"), ("a", "b"), ("y", "c")], inputs=[("x", 1e3), ("y", 1e3)])
+    task = make_task(graph, hand_cluster(2), "inference", microbatches=2)
+    s = both(task, [0, 1, 1]).schedule
+    fa, fb, fc = op_time(3), op_time(1), op_time(1)
+    tr = 1e-4 + 1e5 / 1e9
+    assert fa + tr > 2 * fc and tr < fa  # the premises of the times below
+    expected = {"a[mb0]": 0.0, "a[mb1]": fa, "c[mb0]": 0.0, "c[mb1]": fc, "b[mb0]": fa + tr,
+                "b[mb1]": 2 * fa + tr}
+    assert set(expected) == set(task.op_names)
+    for op, name in enumerate(task.op_names):
+        assert s.op_start[op] == pytest.approx(expected[name], rel=1e-12), name
+    assert s.op_finish.max() == pytest.approx(2 * fa + tr + fb, rel=1e-12)
+
+
 def check_fill_drain(task, schedule):
     """GPipe's order in a schedule: no backward op before every forward op has finished (a pipelined
     step; the plain step, M = 1, has no barrier); every op takes its micro-batches in order; each
@@ -154,7 +189,8 @@ def test_reference_agrees_on_random_pipelined_tasks(n_ops, n_devices, seed, m, o
     task = make_task(graph, random_cluster(n_devices, rng, executor_costs), objective, microbatches=m)
     n_train = 2 * m * n_ops + int(np.count_nonzero(graph.param_bytes > 0))
     assert task.n_ops == (m * n_ops if objective == "inference" else n_train)
-    for placement in (rng.integers(0, n_devices, n_ops), np.zeros(n_ops, dtype=int)):
+    stages = np.arange(n_ops) * n_devices // n_ops  # contiguous stages, a pipeline
+    for placement in (rng.integers(0, n_devices, n_ops), np.zeros(n_ops, dtype=int), stages):
         fast = both(task, placement)
         check_fill_drain(task, fast.schedule)
 

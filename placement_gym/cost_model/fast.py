@@ -4,7 +4,11 @@ Semantics (docs/design.md, section 3), implemented so that the event-driven refe
 `reference.py` gives bit-identical results:
 
 * each device runs one op at a time; a free device takes, among the ops whose inputs are all on
-  it, the one that became ready first, ties by index; it waits when none is ready;
+  it, the one that became ready first, ties by index; it waits when none is ready. In a pipelined
+  step (more than one micro-batch, docs/cost_model.md "Pipelined steps") a device that can next
+  start at ``t`` = max(its free time, the earliest ready time of its ops) takes, among its ops ready
+  by ``t``, the lowest micro-batch (`Task.op_microbatch`, an update op counting as the last), then
+  the earliest ready, then the lowest index; with one micro-batch that is the rule above;
 * a tensor is sent once per destination device on the directed link ``(src, dst)``; a link carries
   one transfer at a time, in the order the tensors were produced (for one op: by tensor index, then
   destination device); transfer time = latency + bytes / bandwidth;
@@ -19,7 +23,12 @@ Why this is exact without an event queue: every op and transfer takes a positive
 validates overheads and latencies as positive), so an op's finish time, and with it the arrival
 of its outputs on other devices, can be settled when it starts. Devices commit their next op in
 order of start time; when the earliest possible start is ``s``, every op that can become ready by
-``s`` is already known, because its producers started before ``s``.
+``s`` is already known, because its producers started before ``s``. The pipelined rule keeps this:
+the start ``s`` of the op it picks is at least ``t`` (the op is ready by ``t``, and ``t`` is the
+device's free time or that op's own ready time), an op not yet known becomes ready after ``s``, so
+the ops ready by ``t`` (and ``t`` itself) are final when the device commits; and a later commit
+never starts before ``s`` (a device's pick changes only when a new op arrives, ready after ``s``).
+Host dispatch follows the picked op (its launch time), so both simulators pick before they time.
 """
 
 from __future__ import annotations
@@ -34,17 +43,18 @@ from placement_gym.task.cache import TaskCache
 # into one float64 array, so that a call hands numba a few arrays instead of twenty-odd (unboxing each
 # argument costs about as much as simulating a few ops of a small graph). The int array starts with a
 # header: the sizes below, then where each int field starts and ends, then the same for float fields.
-_N_OPS, _N_FORWARD, _N_DEVICES, _N_TENSORS, _N_EDGES, _N_SEGMENTS, _N_ROUTE, _N_THREADS, _N_HOSTS = range(9)
+(_N_OPS, _N_FORWARD, _N_DEVICES, _N_TENSORS, _N_EDGES, _N_SEGMENTS, _N_ROUTE, _N_THREADS, _N_HOSTS,
+ _N_MICROBATCHES) = range(10)
 _INT_FIELDS = (
     "op_forward", "output_pointer", "outputs", "consumer_pointer", "consumers", "reader_pointer",
     "edge_slot", "data_inputs", "input_count", "device_host", "thread_pointer", "link_segments",
-    "tensor_static", "tensor_persistent",
+    "tensor_static", "tensor_persistent", "op_microbatch",
 )
 _FLOAT_FIELDS = (
     "duration", "tensor_bytes", "static_bytes", "link_bandwidth", "link_latency", "dispatch_time",
     "transfer_sync", "memory_capacity",
 )
-_INT_AT = 9  # int field k is ints[ints[_INT_AT + k] : ints[_INT_AT + k + 1]]
+_INT_AT = 10  # int field k is ints[ints[_INT_AT + k] : ints[_INT_AT + k + 1]]
 _FLOAT_AT = _INT_AT + len(_INT_FIELDS) + 1  # float field k is floats[ints[_FLOAT_AT + k] : ...]
 _HEADER = _FLOAT_AT + len(_FLOAT_FIELDS) + 1
 
@@ -79,6 +89,7 @@ def _int_fields(ints):
         _field(ints, ints, _INT_AT + 11),
         _field(ints, ints, _INT_AT + 12),
         _field(ints, ints, _INT_AT + 13),
+        _field(ints, ints, _INT_AT + 14),
     )
 
 
@@ -103,7 +114,7 @@ def _work_sizes(ints):
     """Lengths of the int64 and float64 workspaces that `_run` carves its scratch arrays from."""
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
     capacity = ints[_N_TENSORS] + n_edges  # live buffers: one per tensor and per consumer edge at most
-    n_int = 3 * n_ops + 5 * n_devices + capacity + n_edges + ints[_N_HOSTS] + 2 * (2 * capacity) + 2
+    n_int = 3 * n_ops + 6 * n_devices + capacity + n_edges + ints[_N_HOSTS] + 2 * (2 * capacity) + 2
     n_float = (6 * n_ops + 3 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
                + ints[_N_THREADS] + 2 * (2 * capacity))
     return n_int, n_float
@@ -189,7 +200,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     view of the workspace) are new, and empty unless ``record`` (the `Schedule` is asked for)."""
     (op_forward, output_pointer, outputs, consumer_pointer, consumers, reader_pointer, edge_slot,
      data_inputs, input_count, device_host, thread_pointer, link_segments, tensor_static,
-     tensor_persistent) = _int_fields(ints)
+     tensor_persistent, op_microbatch) = _int_fields(ints)
     (duration, tensor_bytes, static_bytes, link_bandwidth, link_latency, dispatch_time, transfer_sync,
      _) = _float_fields(ints, floats)
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
@@ -220,6 +231,8 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wi += n_ops
     host_thread = work_i[wi : wi + n_hosts]
     wi += n_hosts
+    chosen = work_i[wi : wi + n_devices]
+    wi += n_devices
     event_end = work_i[wi : wi + 2 * capacity + 2]
     wi += 2 * capacity + 2
     event_device = work_i[wi : wi + 2 * capacity]
@@ -361,6 +374,9 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     # are issued in the order ops start. Host h's threads are ``thread_pointer[h]:[h + 1]``.
     launch_ready[:] = 0.0
     thread_free[:] = 0.0
+    # A pipelined step (more than one micro-batch) chooses each device's op by micro-batch first.
+    pipelined = ints[_N_MICROBATCHES] > 1
+    chosen[:] = -1
     n_transfers = 0
     makespan = 0.0
     for _ in range(n_ops):
@@ -374,19 +390,71 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         best = -1
         best_start = np.inf
         best_launch = 0.0
-        for d in range(n_devices):
-            if size[d] > 0:
-                launch = max(thread_free[host_thread[device_host[d]]], launch_ready[heap_op[base[d]]])
-                s = max(max(device_free[d], heap_key[base[d]]), launch + dispatch_time[d])
-                if s < best_start:
-                    best_start = s
-                    best = d
-                    best_launch = launch
+        best_at = 0
+        if not pipelined:
+            # Each device's op is the top of its heap: the earliest ready, ties by index.
+            for d in range(n_devices):
+                if size[d] > 0:
+                    launch = max(thread_free[host_thread[device_host[d]]], launch_ready[heap_op[base[d]]])
+                    s = max(max(device_free[d], heap_key[base[d]]), launch + dispatch_time[d])
+                    if s < best_start:
+                        best_start = s
+                        best = d
+                        best_launch = launch
+        else:
+            for d in range(n_devices):
+                if size[d] > 0:
+                    # The device's op: among its heap's ops ready by t (the heap holds every op of d
+                    # that can be ready by then), the lowest micro-batch, then the earliest ready,
+                    # then the lowest index. It depends on d's heap and free time only, so it is
+                    # kept until either changes (``chosen[d] < 0``).
+                    root = base[d]
+                    if chosen[d] < 0:
+                        t = max(device_free[d], heap_key[root])
+                        at = 0
+                        at_op = heap_op[root]
+                        at_key = heap_key[root]
+                        at_batch = op_microbatch[at_op]
+                        for i in range(1, size[d]):
+                            key = heap_key[root + i]
+                            if key <= t:
+                                other = heap_op[root + i]
+                                batch = op_microbatch[other]
+                                if batch < at_batch or (batch == at_batch and (
+                                        key < at_key or (key == at_key and other < at_op))):
+                                    at = i
+                                    at_op = other
+                                    at_key = key
+                                    at_batch = batch
+                        chosen[d] = at
+                    top = root + chosen[d]
+                    launch = max(thread_free[host_thread[device_host[d]]], launch_ready[heap_op[top]])
+                    s = max(max(device_free[d], heap_key[top]), launch + dispatch_time[d])
+                    if s < best_start:
+                        best_start = s
+                        best = d
+                        best_launch = launch
+                        best_at = chosen[d]
         if best < 0:
             return _STALLED, device, start, finish, transfer_tensor, transfer_dst, start, finish
         d = best
-        # Pop the top of device d's heap: move the last entry down from the root.
+        # Pop device d's op off its heap. A pipelined step's op may lie below the root: it is brought
+        # up first, each entry on its path moving down one slot (where all below it are still no
+        # smaller, so the heap order holds under the root), then popped as the root.
         root = base[d]
+        if best_at > 0:
+            key = heap_key[root + best_at]
+            last = heap_op[root + best_at]
+            i = best_at
+            while i > 0:
+                parent = (i - 1) // 2
+                heap_key[root + i] = heap_key[root + parent]
+                heap_op[root + i] = heap_op[root + parent]
+                i = parent
+            heap_key[root] = key
+            heap_op[root] = last
+        chosen[d] = -1
+        # Pop the top of device d's heap: move the last entry down from the root.
         op = heap_op[root]
         size[d] -= 1
         n = size[d]
@@ -495,6 +563,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
                 pending[c] -= 1
                 if pending[c] == 0:
                     # Push c on device e's heap: move it up from the end.
+                    chosen[e] = -1
                     root = base[e]
                     key = ready[c]
                     i = size[e]
@@ -596,6 +665,8 @@ def _pack(task) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
         "link_segments": cluster.link_segments,
         "tensor_static": task.tensor_static,
         "tensor_persistent": task.tensor_persistent,
+        # An update op (-1) runs after every micro-batch's gradient: it counts as the last micro-batch.
+        "op_microbatch": np.where(task.op_microbatch < 0, task.microbatches - 1, task.op_microbatch),
     }
     float_fields = {
         "duration": task.duration,
@@ -610,7 +681,8 @@ def _pack(task) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     assert tuple(int_fields) == _INT_FIELDS and tuple(float_fields) == _FLOAT_FIELDS
     threads = cluster.host_dispatch_threads
     sizes = [task.n_ops, task.n_forward, task.n_devices, task.n_tensors, len(task.tensor_consumers),
-             len(cluster.segment_names), cluster.link_segments.shape[2], int(np.sum(threads)), len(threads)]
+             len(cluster.segment_names), cluster.link_segments.shape[2], int(np.sum(threads)), len(threads),
+             task.microbatches]
     int_parts = [np.ravel(np.asarray(a)).astype(np.int64) for a in int_fields.values()]
     float_parts = [np.ravel(np.asarray(a)).astype(np.float64) for a in float_fields.values()]
     int_bounds = _HEADER + np.concatenate([[0], np.cumsum([len(a) for a in int_parts])])

@@ -1,9 +1,11 @@
 """The reference simulator: a plain, slow re-statement of the cost model, kept as the oracle.
 
 It recomputes everything from scratch at every step instead of keeping heaps and incremental state:
-while ops remain, every device proposes the earliest-ready op among those whose producers have all
-been scheduled (ties by index), each proposal's start is computed from first principles (device
-free, inputs present, launch done), and the earliest start wins (ties by device index). The
+while ops remain, every device proposes an op among those whose producers have all been scheduled
+(the earliest ready, ties by index; in a pipelined step, among those ready by the time the device
+can next start, the lowest micro-batch first), each proposal's start is computed from first
+principles (device free, inputs present, launch done), and the earliest start wins (ties by device
+index). The
 semantics are those stated in `fast.py`'s docstring and docs/design.md (section 3); `fast.simulate`
 must agree with it exactly (tests/test_cost_model.py).
 """
@@ -31,6 +33,9 @@ def reference_simulate(task, placement) -> SimulationResult:
         for t in range(task.n_tensors)
     ]
     producer = task.tensor_producer.tolist()
+    # An update op (micro-batch -1) comes after every micro-batch's gradient: it counts as the last.
+    pipelined = task.microbatches > 1
+    batch = [b if b >= 0 else task.microbatches - 1 for b in task.op_microbatch.tolist()]
     # Op time: duration on its device, plus its stream's synchronisation for every copy it issues
     # (one per tensor and other reading device) and every input it receives from another device.
     syncs = [0.0] * n_ops
@@ -75,7 +80,13 @@ def reference_simulate(task, placement) -> SimulationResult:
         for d in range(n_devices):
             if not waiting[d]:
                 continue
-            op = min(waiting[d], key=lambda o: (ready[o], o))
+            if pipelined:
+                # The device can next start at t; among its ops ready by then it takes the lowest
+                # micro-batch, then the earliest ready, then the lowest index.
+                t = max(device_free[d], min(ready[o] for o in waiting[d]))
+                op = min((o for o in waiting[d] if ready[o] <= t), key=lambda o: (batch[o], ready[o], o))
+            else:  # the same rule with one micro-batch (the earliest ready is ready by t), in one pass
+                op = min(waiting[d], key=lambda o: (ready[o], o))
             host = threads[int(cluster.device_host[d])]
             thread = min(range(len(host)), key=lambda k: (host[k], k))
             launch = max(host[thread], launch_ready[op])

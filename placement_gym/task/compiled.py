@@ -63,8 +63,9 @@ of 128 samples), so that a placement across devices is a pipeline. Layout (every
   on one device, so the token is never sent), and the backward ops of micro-batch 0 at the graph's
   sinks (ops none of whose outputs other than parameters is read by an op) wait for every sink of the
   last micro-batch. Every backward op follows a sink's backward and every forward op precedes a sink,
-  so no backward op starts before every forward op has finished. Which op a device runs among the
-  ready ones stays the cost model's rule (earliest ready, ties by index).
+  so no backward op starts before every forward op has finished. Among its ready ops a device takes
+  the lowest micro-batch first (`op_microbatch`, an update op counting as the last), then the
+  earliest ready, then the lowest index (both simulators; docs/cost_model.md, "Pipelined steps").
 
 ``M = 1`` is the step described above, array for array.
 """
