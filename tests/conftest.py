@@ -16,6 +16,18 @@ from placement_gym.graph.opgraph import CATEGORIES, CATEGORY_INDEX, OpGraph
 MS = 1e-3
 
 
+def assert_simulators_agree(task, placements) -> None:
+    """The fast simulator and the reference give the same runtime, peak memory and feasibility, bit for
+    bit, on each of ``placements``."""
+    from placement_gym.cost_model import reference_simulate, simulate
+
+    for placement in placements:
+        fast, slow = simulate(task, placement), reference_simulate(task, placement)
+        assert fast.runtime == slow.runtime
+        np.testing.assert_array_equal(fast.peak_memory, slow.peak_memory)
+        assert fast.feasible == slow.feasible
+
+
 def check_cli_heft_runtime(graph: str, cluster: str, capsys) -> None:
     """``placement-gym evaluate --agent heft --json`` on a named graph and cluster reports the runtime
     that simulating its placement gives."""

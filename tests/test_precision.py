@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import hand_cluster, hand_graph, random_cluster
+from conftest import assert_simulators_agree, hand_cluster, hand_graph, random_cluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -157,11 +157,7 @@ def test_fast_simulator_equals_the_reference_in_half_precision(
     task = make_task(graph, _random_tensor_cluster(n_devices, seed, executor_costs), objective,
                      precision=precision)
     rng = np.random.default_rng(seed)
-    for placement in (rng.integers(0, n_devices, n_ops), np.zeros(n_ops, dtype=int)):
-        fast, slow = simulate(task, placement), reference_simulate(task, placement)
-        assert fast.runtime == slow.runtime
-        np.testing.assert_array_equal(fast.peak_memory, slow.peak_memory)
-        assert fast.feasible == slow.feasible
+    assert_simulators_agree(task, (rng.integers(0, n_devices, n_ops), np.zeros(n_ops, dtype=int)))
 
 
 def test_bf16_is_faster_than_fp32_on_an_h100_and_the_same_on_a_k80():
@@ -202,7 +198,8 @@ def test_precision_is_in_the_task_id_after_the_optimizer():
     "a/b/train+mb4+bf16",  # micro-batches before the precision
 ])
 def test_a_task_id_with_a_wrong_objective_is_refused_in_one_line(task_id):
-    form = r"then optionally \+<optimizer> .*then optionally \+<precision> \(bf16 or fp16; fp32 is the default\)"
+    form = (r"then optionally \+<optimizer> .*"
+            r"then optionally \+<precision> \(bf16 or fp16; fp32 is the default\)")
     with pytest.raises(ValueError, match=form) as error:
         split_task_id(task_id)
     assert "\n" not in str(error.value)

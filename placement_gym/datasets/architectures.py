@@ -11,13 +11,12 @@ torch is imported only when a graph is exported: reading a cached graph needs nu
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from placement_gym.export import MISSING_EXTRA_MESSAGE
-from placement_gym.graph.onnx_import import import_onnx
+from placement_gym.graph.onnx_import import import_own_model
 from placement_gym.graph.opgraph import OpGraph
 
 Inputs = tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape, "float32" | "int64")
@@ -54,12 +53,7 @@ def export_graph(spec: ModelSpec, name: str) -> OpGraph:
         module = spec.build()
     example = tuple(torch.empty(shape, dtype=dtypes[dtype], device="meta") for _, shape, dtype in spec.inputs)
     model = export_module(module, example, [input_name for input_name, _, _ in spec.inputs], name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        imported = import_onnx(model, name)
-    if imported.warnings:
-        raise ValueError(f"graph {name}: {imported.warnings[0]}")
-    return imported.graph
+    return import_own_model(model, name)
 
 
 def worker_setup() -> None:

@@ -27,13 +27,12 @@ time step, as TensorFlow shares a cell's variables.
 from __future__ import annotations
 
 import json
-import warnings
 from typing import Any
 
 import onnx
 from onnx import TensorProto, helper
 
-from placement_gym.graph.onnx_import import import_onnx
+from placement_gym.graph.onnx_import import import_own_model
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.graph.parameters import PARAMETERS_METADATA_KEY
 
@@ -216,11 +215,6 @@ def unrolled_builder(kind: str):
     def build(params: dict[str, Any], seed: int, name: str) -> OpGraph:
         model = make(int(params["layers"]), int(params["hidden"]), int(params["steps"]), int(params["batch"]),
                      name=name)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            imported = import_onnx(model, name)
-        if imported.warnings:
-            raise ValueError(f"graph {name}: {imported.warnings[0]}")
-        return imported.graph
+        return import_own_model(model, name)
 
     return build

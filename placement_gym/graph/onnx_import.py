@@ -426,6 +426,18 @@ def import_onnx(model_or_path: onnx.ModelProto | str | Path, name: str | None = 
     return result
 
 
+def import_own_model(model: onnx.ModelProto, name: str) -> OpGraph:
+    """The graph of a model the project made itself (a dataset family's), named ``name``. Any warning
+    of the import (an op costed without its formula, a float input taken for data without saying so)
+    means the maker is broken, so it is a ValueError here rather than a warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imported = import_onnx(model, name)
+    if imported.warnings:
+        raise ValueError(f"graph {name}: {imported.warnings[0]}")
+    return imported.graph
+
+
 @contextmanager
 def _no_cycle_collection() -> Iterator[None]:
     """Python's cycle collector paused: an import builds millions of small tuples, lists and sets
