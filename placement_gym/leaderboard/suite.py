@@ -60,7 +60,7 @@ CURRENT_SUITE = "v1"
 V2 = "v2"
 # The workloads v2 adds: a multi-node mixed-precision pipelined training step, a mixture of experts, a
 # pipelined GNMT-8 on the 8 K40s of Mirhoseini et al. 2018 (ICLR, "A hierarchical model for device
-# placement") and a graph of 103,202 ops (dataset ``unrolled-v1``).
+# placement") and a graph of 103,202 forward ops (dataset ``unrolled-v1``: GNMT-8 at 400 tokens).
 V2_NEW_TASKS: tuple[str, ...] = (
     "llama2_70b/dgx-h100x4/train+bf16+mb4",
     "mixtral_8x7b/h100x8/inference+bf16",
@@ -71,9 +71,9 @@ V2_DESCRIPTION = (
     "Suite v1's 13 tasks, with v1's frozen figures, plus four workloads v1 lacks: Llama-2 70B training in "
     "bf16 with 4 pipelined micro-batches on four DGX H100 nodes (36 devices), Mixtral 8x7B inference in "
     "bf16 on one DGX H100 node, a pipelined GNMT-8 (4 micro-batches) on the 8 K40s of Mirhoseini et al. "
-    "2018, and a training step of 103,202 ops (unrolled-v1:gnmt-tf-4, GNMT unrolled over its time steps) "
-    "on the same K40s: multi-node clusters, mixed precision, pipelined steps and a 100k-op graph. Its "
-    "submissions write placements as text (one character per op)."
+    "2018, and a training step of 103,202 forward ops (unrolled-v1:gnmt-tf-4: GNMT-8 at 400 tokens, "
+    "unrolled at TensorFlow's granularity) on the same K40s: multi-node clusters, mixed precision, "
+    "pipelined steps and a 100k-op graph. Its submissions write placements as text (one character per op)."
 )
 # The generalisation track, version 2: a suite of its own, of dataset graphs (`generalisation`), whose
 # submissions are all of the generalisation track.
