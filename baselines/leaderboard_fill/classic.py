@@ -4,8 +4,15 @@ Run from the repository root (``--dir``, default ``leaderboard``: the submission
 ``submissions/`` folder and its README.md is rendered)::
 
     python -m baselines.leaderboard_fill.classic [--agents heft,cpop] [--seed 0] [--dir leaderboard]
-        [--no-render]
+        [--suite v1] [--no-render]
     python -m baselines.leaderboard_fill.classic --agents exact [--exact-time-limit 60]
+    python -m baselines.leaderboard_fill.classic --write-suite v2   # freeze suites/v2.json and stop
+
+``--suite`` (default ``v1``, the current suite) picks the accepted suite the entries run on: ``v2`` adds
+the workloads of `placement_gym.leaderboard.suite.V2_NEW_TASKS` (its placements are written as text).
+``--write-suite v2`` measures suite v2 (`placement_gym.leaderboard.suite.measure_v2`: v1's tasks with
+their frozen figures, which the code must still reproduce, and the new tasks' fingerprints) and writes
+``placement_gym/leaderboard/suites/v2.json``.
 
 By default the fast agents (`FAST_AGENTS`) run, each as `baselines.registry.harness_agent` gives it
 (the agent at its default settings: what ``placement-gym leaderboard validate --rerun`` runs again); the
@@ -25,12 +32,22 @@ module, `baselines.leaderboard_fill.learned`.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
 from baselines.registry import agent_descriptions, get_agent, harness_agent
 from placement_gym.evaluation.agents import AgentResult
 from placement_gym.leaderboard import evaluate, render, save_submission, submission_filename
+from placement_gym.leaderboard.suite import (
+    ACCEPTED_SUITES,
+    CURRENT_SUITE,
+    GEN_V2,
+    SUITE_FOLDER,
+    V2,
+    measure_v2,
+    suite_to_dict,
+)
 from placement_gym.task.compiled import Task
 
 FAST_AGENTS = ("best-single", "round-robin", "random", "expert", "partition", "heft", "cpop",
@@ -74,8 +91,21 @@ def main() -> None:
                         help="seconds per task for the exact solver (default: %(default)s)")
     parser.add_argument("--dir", type=Path, default=LEADERBOARD,
                         help="leaderboard folder (submissions/ and README.md); default: %(default)s")
+    parser.add_argument("--suite", default=CURRENT_SUITE,
+                        help="suite version the entries run on (default: %(default)s)")
     parser.add_argument("--no-render", action="store_true")
+    parser.add_argument("--write-suite", choices=(V2,), help="measure this suite, write its file and stop")
     args = parser.parse_args()
+    if args.write_suite:
+        started = time.perf_counter()
+        path = SUITE_FOLDER / f"{args.write_suite}.json"
+        text = json.dumps(suite_to_dict(measure_v2()), indent=1) + "\n"
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path} ({time.perf_counter() - started:.1f} s)")
+        return
+    cost_model_suites = [s for s in ACCEPTED_SUITES if s != GEN_V2]
+    if args.suite not in cost_model_suites:
+        parser.error(f"--suite must be one of {', '.join(cost_model_suites)}, got {args.suite!r}")
     if not args.exact_time_limit > 0:
         parser.error(f"--exact-time-limit must be > 0 seconds, got {args.exact_time_limit}")
     descriptions = agent_descriptions()
@@ -89,7 +119,7 @@ def main() -> None:
             if agent is None:
                 parser.error(f"unknown agent {name!r}")
             description = descriptions.get(name, "")
-        submission = evaluate(agent, algorithm=name, authors=["placement-gym baselines"],
+        submission = evaluate(agent, args.suite, algorithm=name, authors=["placement-gym baselines"],
                               description=description, seed=args.seed)
         if statuses:
             by_status: dict[str, list[str]] = {}

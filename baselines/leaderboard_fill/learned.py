@@ -3,7 +3,10 @@
 Run from the repository root (hours of CPU; stop it any time and run it again to resume)::
 
     python -m baselines.leaderboard_fill.learned [--agents pg,spotlight] [--seeds 0,1,2] [--workers 2]
-        [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions]
+        [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions] [--suite v1]
+
+``--suite`` (default ``v1``, the current suite) picks the accepted suite the runs are made on (``v2``:
+v1's tasks plus today's workloads; `placement_gym.leaderboard.suite.V2_NEW_TASKS`).
 
 Each (agent, seed, task) runs once through the leaderboard harness on a one-task subset of the suite,
 and its result is merged at once into ``leaderboard/submissions/<suite>-<agent>-seed<seed>.json``:
@@ -38,18 +41,20 @@ BUDGET = 10_000
 SEEDS = (0, 1, 2)
 
 
-def submission_path(agent: str, seed: int, budget: int, folder: Path = LEADERBOARD / "submissions") -> Path:
+def submission_path(agent: str, seed: int, budget: int, folder: Path = LEADERBOARD / "submissions",
+                    suite: str | None = None) -> Path:
+    """The (agent, seed, budget) file of ``suite`` (default: the current suite) in ``folder``."""
     from placement_gym.leaderboard import CURRENT_SUITE, submission_filename
 
-    return folder / submission_filename({"suite": CURRENT_SUITE, "algorithm": agent, "seed": seed,
+    return folder / submission_filename({"suite": suite or CURRENT_SUITE, "algorithm": agent, "seed": seed,
                                          "budget": budget})
 
 
-def done_tasks(agent: str, seed: int, budget: int, folder: Path) -> set[str]:
-    """Tasks the (agent, seed) submission in ``folder`` already holds at this budget."""
+def done_tasks(agent: str, seed: int, budget: int, folder: Path, suite: str | None = None) -> set[str]:
+    """Tasks the (agent, seed) submission of ``suite`` in ``folder`` already holds at this budget."""
     from placement_gym.leaderboard import load_submission
 
-    path = submission_path(agent, seed, budget, folder)
+    path = submission_path(agent, seed, budget, folder, suite)
     if not path.is_file():
         return set()
     submission = load_submission(path)
@@ -59,17 +64,19 @@ def done_tasks(agent: str, seed: int, budget: int, folder: Path) -> set[str]:
     return set(submission["results"])
 
 
-def run_one(agent: str, seed: int, task_id: str, budget: int) -> dict:
-    """One harness run on a one-task suite (in a worker process); returns its submission."""
+def run_one(agent: str, seed: int, task_id: str, budget: int, suite: str | None = None) -> dict:
+    """One harness run on a one-task subset of ``suite`` (default: the current suite), in a worker
+    process; returns its submission."""
     import torch
 
     from baselines.registry import agent_descriptions, harness_agent
-    from placement_gym.leaderboard import evaluate, get_suite
+    from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite
 
     torch.set_num_threads(1)
     return evaluate(
         harness_agent(agent),
-        get_suite().subset([task_id]), budget, algorithm=agent, authors=["placement-gym baselines"],
+        get_suite(suite or CURRENT_SUITE).subset([task_id]), budget, algorithm=agent,
+        authors=["placement-gym baselines"],
         description=agent_descriptions().get(agent, ""), seed=seed,
     )
 
@@ -78,10 +85,10 @@ def merge(part: dict, folder: Path) -> Path:
     """Add a one-task submission to its (agent, seed) file in ``folder``; tasks stay in suite order."""
     from placement_gym.leaderboard import get_suite, load_submission, save_submission
 
-    path = submission_path(part["algorithm"], part["seed"], part["budget"], folder)
+    path = submission_path(part["algorithm"], part["seed"], part["budget"], folder, part["suite"])
     merged = load_submission(path) if path.is_file() else dict(part, results={})
     results = {**merged["results"], **part["results"]}
-    merged["results"] = {t: results[t] for t in get_suite().task_ids if t in results}
+    merged["results"] = {t: results[t] for t in get_suite(part["suite"]).task_ids if t in results}
     return save_submission(merged, path)
 
 
@@ -94,29 +101,37 @@ def main() -> None:
     parser.add_argument("--tasks", default=None, help="comma-separated task ids (default: the whole suite)")
     parser.add_argument("--out-dir", type=Path, default=LEADERBOARD / "submissions",
                         help="folder of the submission files (default: %(default)s)")
+    parser.add_argument("--suite", default=None,
+                        help="suite version the runs are made on (default: the current suite, v1)")
     parser.add_argument("--no-render", action="store_true")
     args = parser.parse_args()
 
     from rich.progress import track
 
-    from placement_gym.leaderboard import get_suite, render
+    from placement_gym.leaderboard import CURRENT_SUITE, get_suite, render
+    from placement_gym.leaderboard.suite import ACCEPTED_SUITES, GEN_V2
+
+    args.suite = args.suite or CURRENT_SUITE
+    cost_model_suites = [s for s in ACCEPTED_SUITES if s != GEN_V2]
+    if args.suite not in cost_model_suites:
+        parser.error(f"--suite must be one of {', '.join(cost_model_suites)}, got {args.suite!r}")
 
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    suite = get_suite()
+    suite = get_suite(args.suite)
     if args.tasks is not None:
         suite = suite.subset([t.strip() for t in args.tasks.split(",") if t.strip()])
     # Cheapest first: forward ops x devices is roughly what an evaluation and a policy step cost.
     cost = {t: suite.get(t).task().n_forward * suite.get(t).task().n_devices for t in suite.task_ids}
     tasks = sorted(suite.task_ids, key=cost.__getitem__)
-    done = {(a, s): done_tasks(a, s, args.budget, args.out_dir) for a in agents for s in seeds}
+    done = {(a, s): done_tasks(a, s, args.budget, args.out_dir, args.suite) for a in agents for s in seeds}
     jobs = [(a, s, t) for t in tasks for a in agents for s in seeds if t not in done[a, s]]
     total = len(agents) * len(seeds) * len(tasks)
     print(f"{len(jobs)} of {total} runs to do ({len(agents)} agents x {len(seeds)} seeds x "
           f"{len(tasks)} tasks)", flush=True)
     start = time.perf_counter()
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_one, a, s, t, args.budget) for a, s, t in jobs]
+        futures = [pool.submit(run_one, a, s, t, args.budget, args.suite) for a, s, t in jobs]
         for future in track(as_completed(futures), total=len(futures), description="learned runs"):
             merge(future.result(), args.out_dir)
     print(f"done in {time.perf_counter() - start:.0f} s")

@@ -5,7 +5,8 @@ submission; `validate_file` re-evaluates one (raising `SuiteMismatchError` when 
 longer reproduces the suite's fingerprint, `check_suite`); `render` validates every submission, then
 writes the leaderboard README and chart (several seeds of an algorithm as one entry, the median seed
 per task, ranked by a per-task score no task can dominate) or raises `RenderRefused`; `get_split`
-gives a suite's generalisation split (training graphs and held-out graphs).
+gives a suite's generalisation split (training graphs and held-out graphs). Suite v2 (v1's tasks plus
+today's workloads) is frozen and accepted, but the README ranks v1 (`CURRENT_SUITE`) until v2 has entries.
 """
 
 from placement_gym.leaderboard.generalisation import SPLITS, Split, get_split

@@ -25,8 +25,15 @@ When the current code no longer reproduces a suite, `check_suite` says where, `s
 in one line and `require_suite` raises `SuiteMismatchError`: `validate` then stops instead of blaming
 every submission. The frozen figures are data, one file per version in `SUITE_FOLDER`
 (``suites/v1.json``...). To bump the suite, write ``suites/v<N>.json`` from `suite_to_dict` of a
-`Suite` of `measure_suite_task` results, and keep the older files so that old submissions stay
-readable and are shown with their version.
+`Suite` of `measure_suite_task` results (`extend_suite` keeps an older suite's tasks with their frozen
+figures and measures the new ones), and keep the older files so that old submissions stay readable and
+are shown with their version.
+
+Accepted suites (`ACCEPTED_SUITES`): ``v1``, the current suite (`CURRENT_SUITE`), the one the
+leaderboard's README ranks; ``v2`` (`V2`: v1's 13 tasks with v1's figures, plus `V2_NEW_TASKS`), frozen
+and validated but not yet rendered: `CURRENT_SUITE` stays ``v1`` until v2 has entries; and ``gen-v2``,
+the generalisation track's own suite. ``suites/v2.json`` is written by
+``python -m baselines.leaderboard_fill.classic --write-suite v2`` (`measure_v2`).
 """
 
 from __future__ import annotations
@@ -46,11 +53,32 @@ from placement_gym.task.cache import TaskCache
 from placement_gym.task.compiled import Task
 from placement_gym.task.named import parse_task_id
 
+# The suite the leaderboard's README ranks. v2 is accepted (validated) but not yet rendered: it stays v1
+# until v2 has entries.
 CURRENT_SUITE = "v1"
+# Suite v2: every task of v1, with v1's frozen figures, then `V2_NEW_TASKS`.
+V2 = "v2"
+# The workloads v2 adds: a multi-node mixed-precision pipelined training step, a mixture of experts, a
+# pipelined GNMT-8 on the 8 K40s of Mirhoseini et al. 2018 (ICLR, "A hierarchical model for device
+# placement") and a graph of 103,202 forward ops (dataset ``unrolled-v1``: GNMT-8 at 400 tokens).
+V2_NEW_TASKS: tuple[str, ...] = (
+    "llama2_70b/dgx-h100x4/train+bf16+mb4",
+    "mixtral_8x7b/h100x8/inference+bf16",
+    "gnmt8/k40x8/train+mb4",
+    "unrolled-v1:gnmt-tf-4/k40x8/train",
+)
+V2_DESCRIPTION = (
+    "Suite v1's 13 tasks, with v1's frozen figures, plus four workloads v1 lacks: Llama-2 70B training in "
+    "bf16 with 4 pipelined micro-batches on four DGX H100 nodes (36 devices), Mixtral 8x7B inference in "
+    "bf16 on one DGX H100 node, a pipelined GNMT-8 (4 micro-batches) on the 8 K40s of Mirhoseini et al. "
+    "2018, and a training step of 103,202 forward ops (unrolled-v1:gnmt-tf-4: GNMT-8 at 400 tokens, "
+    "unrolled at TensorFlow's granularity) on the same K40s: multi-node clusters, mixed precision, "
+    "pipelined steps and a 100k-op graph. Its submissions write placements as text (one character per op)."
+)
 # The generalisation track, version 2: a suite of its own, of dataset graphs (`generalisation`), whose
 # submissions are all of the generalisation track.
 GEN_V2 = "gen-v2"
-ACCEPTED_SUITES: tuple[str, ...] = (CURRENT_SUITE, GEN_V2)
+ACCEPTED_SUITES: tuple[str, ...] = (CURRENT_SUITE, V2, GEN_V2)
 # The frozen suites, one JSON file per version (`suite_to_dict`), shipped in the package.
 SUITE_FOLDER = Path(__file__).resolve().parent / "suites"
 # Relative tolerance on runtimes and peak memory: the simulator is deterministic bit for bit, so
@@ -266,6 +294,24 @@ def get_suite(version: str | Suite = CURRENT_SUITE) -> Suite:
     if version not in SUITES:
         raise ValueError(f"unknown suite version {version!r}; known: {', '.join(SUITES)}")
     return SUITES[version]
+
+
+def extend_suite(base: str | Suite, version: str, task_ids: tuple[str, ...] | list[str],
+                 description: str) -> Suite:
+    """Suite ``version``: every task of ``base`` with its frozen figures (the code must still reproduce
+    them: `require_suite`), then the fingerprint of each of ``task_ids`` measured now."""
+    base = get_suite(base)
+    clash = sorted(set(task_ids) & set(base.task_ids))
+    if clash:
+        raise ValueError(f"tasks already in suite {base.version}: {', '.join(clash)}; give only new tasks")
+    require_suite(base)
+    added = tuple(measure_suite_task(parse_task_id(task_id)) for task_id in task_ids)
+    return Suite(version, base.tasks + added, description)
+
+
+def measure_v2() -> Suite:
+    """Suite v2 as the current code measures it (what ``suites/v2.json`` freezes)."""
+    return extend_suite("v1", V2, V2_NEW_TASKS, V2_DESCRIPTION)
 
 
 # --- checking a fingerprint -------------------------------------------------------------------------------

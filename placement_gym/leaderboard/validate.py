@@ -1,9 +1,10 @@
 """Re-check a submission: re-evaluate every placement with the cost model, task by task.
 
-Only the current suite's submissions are accepted, and only while the current cost model reproduces
-the suite (its fingerprint, `suite`): a mismatch raises `SuiteMismatchError` (the code, not the
-submission, has to change: bump the suite). A retired suite's files live in the leaderboard's
-``retired/`` folder and are neither checked nor ranked.
+Only the submissions of an accepted suite (`ACCEPTED_SUITES`: the current suite v1, the frozen v2 that
+is not rendered yet, and gen-v2) are accepted, and only while the current cost model reproduces that
+suite (its fingerprint, `suite`; every task of the suite is measured, not only the file's): a
+mismatch raises `SuiteMismatchError` (the code, not the submission, has to change: bump the suite). A
+retired suite's files live in the leaderboard's ``retired/`` folder and are neither checked nor ranked.
 
 A generalisation-track submission is also checked against its suite's split (`generalisation`): it must
 not have trained on a held-out graph (a file-level problem) and may list results for held-out tasks only
@@ -34,7 +35,6 @@ from placement_gym.leaderboard.submission import (
 )
 from placement_gym.leaderboard.suite import (
     ACCEPTED_SUITES,
-    CURRENT_SUITE,
     GEN_V2,
     RETIRED_SUITES,
     SUITES,
@@ -163,8 +163,8 @@ def validate_submission(data: object, source: str = "submission") -> SubmissionC
         return check
     version = data["suite"]
     if version in RETIRED_SUITES:
-        check.problems.append(f"suite {version} is retired ({RETIRED_SUITES[version]}); only suite "
-                              f"{CURRENT_SUITE} is accepted, and retired files live in the leaderboard's "
+        check.problems.append(f"suite {version} is retired ({RETIRED_SUITES[version]}); accepted suites: "
+                              f"{', '.join(ACCEPTED_SUITES)}, and retired files live in the leaderboard's "
                               f"{RETIRED_DIR}/ folder, never ranked")
         return check
     if version not in ACCEPTED_SUITES:
