@@ -126,12 +126,16 @@ def _output(w: _Writer, h: str, projection: str, step: int) -> str:
     return w.one("LogSoftmax", [logits], f"output/log_softmax_t{step}", axis=1)
 
 
+def _check_sizes(kind: str, layers: int, hidden: int, steps: int, batch: int, vocab: int) -> None:
+    if layers < 1 or hidden < 1 or steps < 1 or batch < 1 or vocab < 1:
+        raise ValueError(f"{kind} needs layers, hidden, steps, batch and vocab >= 1, got {layers}, {hidden}, "
+                         f"{steps}, {batch}, {vocab}")
+
+
 def gnmt_model(layers: int, hidden: int, steps: int, batch: int, vocab: int = 32_000,
                name: str = "gnmt") -> onnx.ModelProto:
     """The unrolled GNMT of the module docstring as an ONNX model (weight-free)."""
-    if layers < 1 or hidden < 1 or steps < 1 or batch < 1 or vocab < 1:
-        raise ValueError(f"gnmt needs layers, hidden, steps, batch and vocab >= 1, got {layers}, {hidden}, "
-                         f"{steps}, {batch}, {vocab}")
+    _check_sizes("gnmt", layers, hidden, steps, batch, vocab)
     w = _Writer()
     src = w.data_input("src_ids", TensorProto.INT64, (steps, batch))
     tgt = w.data_input("tgt_ids", TensorProto.INT64, (steps, batch))
@@ -183,9 +187,7 @@ def gnmt_model(layers: int, hidden: int, steps: int, batch: int, vocab: int = 32
 def rnnlm_model(layers: int, hidden: int, steps: int, batch: int, vocab: int = 10_000,
                 name: str = "rnnlm") -> onnx.ModelProto:
     """The unrolled RNN language model of the module docstring as an ONNX model (weight-free)."""
-    if layers < 1 or hidden < 1 or steps < 1 or batch < 1 or vocab < 1:
-        raise ValueError(f"rnnlm needs layers, hidden, steps, batch and vocab >= 1, got {layers}, {hidden}, "
-                         f"{steps}, {batch}, {vocab}")
+    _check_sizes("rnnlm", layers, hidden, steps, batch, vocab)
     w = _Writer()
     ids = w.data_input("token_ids", TensorProto.INT64, (steps, batch))
     table = w.weight("embedding", (vocab, hidden))
