@@ -264,6 +264,9 @@ PUBLISHED: tuple[PublishedRow, ...] = (
         "sequence, the graph's own micro-batch, and its matrix products are large enough that the figure "
         "hardly moves with the batch",
     ),
+    # BERT-large still stands in here: on the bundled gpt3_175b (batch 1) the model's figure is 0.630
+    # (+34%), since Hopper's matmul efficiency (0.65) was fitted on BERT-large's smaller products; the
+    # move waits for a refit of that figure, which changes suite v2's bf16 H100 tasks.
     PublishedRow(
         "megatron-h100-mfu",
         "mfu",
