@@ -37,3 +37,32 @@ def test_demo_plain_output(capsys):
     assert main(["demo", "--samples", "4", "--out", "none"]) == 0
     text = capsys.readouterr().out
     assert "bert_large/k80x4/train" in text and "DevicePlacement-v0" in text
+
+
+def _single_runtimes(capsys, *options: str) -> dict[str, float]:
+    """Run the demo on v100x8 (tensor cores) with ``options``; the best single device's runtime of
+    each row's task, by task id."""
+    assert main(["demo", "--json", "--cluster", "v100x8", "--samples", "4", "--out", "none", *options]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    return {row["task"]: row["runtime"] for row in rows if row["agent"].startswith("single:")}
+
+
+def test_demo_takes_the_precision_and_the_micro_batches_of_evaluate(capsys):
+    bf16 = _single_runtimes(capsys, "--precision", "bf16")
+    graphs = ("cifar10_cnn", "inception_v3", "bert_large")
+    assert set(bf16) == {f"{graph}/v100x8/train+bf16" for graph in graphs}
+    # On tensor cores (125 against 15.7 TFLOP/s) with 2-byte activations, the CNN's step is faster in
+    # mixed precision than its fp32 step on the same cluster.
+    fp32 = single_device(get_task("cifar10_cnn", "v100x8", "train_step")).runtime
+    assert bf16["cifar10_cnn/v100x8/train+bf16"] < fp32
+    piped = _single_runtimes(capsys, "--precision", "bf16", "--microbatches", "2")
+    assert set(piped) == {task_id + "+mb2" for task_id in bf16}
+    # Two micro-batches on one device run every forward and backward op twice and the update once:
+    # longer than one, at most twice as long.
+    one, two = bf16["cifar10_cnn/v100x8/train+bf16"], piped["cifar10_cnn/v100x8/train+bf16+mb2"]
+    assert one < two <= 2 * one
+
+
+def test_demo_refuses_a_micro_batch_count_as_evaluate_does(capsys):
+    assert main(["demo", "--microbatches", "0", "--out", "none"]) == 2
+    assert "argument --microbatches: expected an integer from 1 to" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import numpy as np
 from placement_gym.cost_model import lower_bound, simulate, simulate_batch, single_device
 from placement_gym.evaluation.placements import best_single_placement, round_robin_placement
 from placement_gym.task.compiled import Task
+from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from placement_gym.task.named import get_task
 
 DEMO_GRAPHS = ("cifar10_cnn", "inception_v3", "bert_large")
@@ -38,13 +39,22 @@ def winning_placement(task: Task, samples: int = 256, seed: int = 0) -> tuple[st
     return f"best of {samples} random", placements[best]
 
 
-def demo_rows(graphs=DEMO_GRAPHS, cluster: str = "k80x4", samples: int = 256, seed: int = 0) -> list[dict]:
-    """For each graph's training step: the best single device, HEFT (when an agent provider offers
-    it, `winning_placement`), round-robin over the GPUs and the best of ``samples`` random placements
-    (one batched call), beside the simple lower bound (`lower_bound`)."""
+def demo_rows(
+    graphs=DEMO_GRAPHS,
+    cluster: str = "k80x4",
+    samples: int = 256,
+    seed: int = 0,
+    optimizer: str = DEFAULT_OPTIMIZER,
+    precision: str = DEFAULT_PRECISION,
+    microbatches: int = 1,
+) -> list[dict]:
+    """For each graph's training step (with ``optimizer``, in ``precision``, of ``microbatches``
+    micro-batches, as `get_task` takes them): the best single device, HEFT (when an agent provider
+    offers it, `winning_placement`), round-robin over the GPUs and the best of ``samples`` random
+    placements (one batched call), beside the simple lower bound (`lower_bound`)."""
     rows = []
     for name in graphs:
-        task = get_task(name, cluster, "train_step")
+        task = get_task(name, cluster, "train_step", optimizer, precision, microbatches)
         best_single, bound = single_device(task), lower_bound(task)
         rng = np.random.default_rng(seed)
         runtimes, feasible, _ = simulate_batch(
@@ -100,14 +110,22 @@ def demo_episode(seed: int = 0) -> dict:
 
 
 def demo_timeline(
-    path: str | Path, graph: str = "inception_v3", cluster: str = "k80x4", samples: int = 256, seed: int = 0
+    path: str | Path,
+    graph: str = "inception_v3",
+    cluster: str = "k80x4",
+    samples: int = 256,
+    seed: int = 0,
+    optimizer: str = DEFAULT_OPTIMIZER,
+    precision: str = DEFAULT_PRECISION,
+    microbatches: int = 1,
 ) -> Path:
-    """Draw two schedules of one training step, on one time axis, as a PNG file ``path`` (its folder
-    created when missing; needs the viz extra): the best single device on top, and below it the
-    placement that wins (`winning_placement`: HEFT, 1.46x on inception_v3 / k80x4)."""
+    """Draw two schedules of one training step (``optimizer``, ``precision`` and ``microbatches`` as
+    in `demo_rows`), on one time axis, as a PNG file ``path`` (its folder created when missing; needs
+    the viz extra): the best single device on top, and below it the placement that wins
+    (`winning_placement`: HEFT, 1.46x on inception_v3 / k80x4)."""
     from placement_gym.cost_model.timeline import build_timeline_figure
 
-    task = get_task(graph, cluster, "train_step")
+    task = get_task(graph, cluster, "train_step", optimizer, precision, microbatches)
     best = single_device(task)
     winner, placement = winning_placement(task, samples, seed)
     panels = [

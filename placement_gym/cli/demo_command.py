@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from placement_gym.cli.common import add_optimizer_argument
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
 from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
@@ -29,13 +30,16 @@ def run_demo(args: argparse.Namespace) -> int:
     from placement_gym.cli.demo import DEMO_GRAPHS, demo_episode, demo_rows, demo_timeline
 
     started = time.perf_counter()
-    rows = demo_rows(DEMO_GRAPHS, args.cluster, samples=args.samples, seed=args.seed)
+    step = {"optimizer": args.optimizer, "precision": args.precision, "microbatches": args.microbatches}
+    rows = demo_rows(DEMO_GRAPHS, args.cluster, samples=args.samples, seed=args.seed, **step)
     episode = demo_episode(args.seed)
     picture = None
     path = picture_path(args.out)
     if path is not None:
         try:
-            picture = str(demo_timeline(path, cluster=args.cluster, samples=args.samples, seed=args.seed))
+            picture = str(
+                demo_timeline(path, cluster=args.cluster, samples=args.samples, seed=args.seed, **step)
+            )
         except ImportError as error:  # matplotlib (the viz extra) missing: the rest still ran
             picture = f"skipped ({error})"
     result = {"rows": rows, "episode": episode, "timeline": picture, "wall_s": time.perf_counter() - started}
@@ -81,14 +85,16 @@ def add_parser(subparsers: Subcommands) -> None:
         "demo",
         help="a short demo on bundled graphs",
         description="Evaluate the best single device, HEFT (from an installed agent package, the bundled "
-        "baselines by default) and simple placements of three bundled models' training steps, play one "
-        "episode of DevicePlacement-v0 and draw the schedules of the best single device and HEFT.",
+        "baselines by default) and simple placements of three bundled models' training steps (set by "
+        "--cluster, --optimizer, --precision and --microbatches), play one episode of DevicePlacement-v0 "
+        "and draw the schedules of the best single device and HEFT.",
     )
     parser.add_argument("--cluster", default="k80x4", help="cluster preset or JSON file (default: k80x4)")
     parser.add_argument(
         "--samples", type=int, default=256, help="random placements to try per graph (default: 256)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random placements and the episode")
+    add_optimizer_argument(parser)
     parser.add_argument(
         "--out",
         default=None,
