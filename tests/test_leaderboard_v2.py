@@ -124,3 +124,82 @@ def test_the_fill_scripts_refuse_a_suite_that_is_not_a_cost_model_suite(module, 
     with pytest.raises(SystemExit) as raised:
         main()
     assert raised.value.code == 2 and "--suite must be one of v1, v2" in capsys.readouterr().err
+
+
+# --- the page of suite v2 (render --suite v2) -------------------------------------------------------------
+
+
+def _round_robin(task, seed, budget):
+    return np.arange(task.n_forward) % task.n_devices
+
+
+def _first_device(task, seed, budget):
+    return np.zeros(task.n_forward, dtype=np.int64)
+
+
+def test_each_cost_model_suite_has_its_page_and_the_generalisation_suite_none():
+    from placement_gym.leaderboard.render import page_names, suite_page
+
+    assert page_names("v1") == ("README.md", "generalisation_v2.md")
+    v2 = suite_page(V2)
+    # v2 holds v1's task ids: its curves get a folder of their own, so that neither overwrites the other.
+    assert (v2.page, v2.chart, v2.curves) == ("suite_v2.md", "leaderboard_v2.png", "curves/v2")
+    assert v2.command == "placement-gym leaderboard render --suite v2" and page_names(V2) == ("suite_v2.md",)
+    with pytest.raises(ValueError, match="gen-v2 has its own page"):
+        suite_page("gen-v2")
+
+
+
+def test_a_curve_file_name_has_no_colon():
+    from placement_gym.leaderboard.curves import curve_file_name
+
+    # v2's 103k-op task comes from a dataset (``name:graph``); Windows allows no colon in a file name.
+    assert curve_file_name("unrolled-v1:gnmt-tf-4/k40x8/train") == "unrolled-v1_gnmt-tf-4_k40x8_train.png"
+    assert curve_file_name(SMALL_V1) == "cifar10_cnn_k80x2_train.png"  # v1's names as they were
+
+
+def test_the_v2_page_ranks_v2_submissions_and_the_readme_v1_submissions():
+    from placement_gym.leaderboard import render_markdown
+
+    v2_entry = evaluate(_round_robin, get_suite(V2).subset([SMALL_V1, SMALL_NEW]), algorithm="rr-on-v2")
+    v1_entry = evaluate(_first_device, get_suite("v1").subset([SMALL_V1]), algorithm="first-on-v1")
+    submissions = [("v2-rr.json", v2_entry), ("v1-first.json", v1_entry)]
+    page = render_markdown(submissions, V2)
+    readme = render_markdown(submissions)
+    assert page.startswith("# Leaderboard, suite v2\n")
+    assert "`placement-gym leaderboard render --suite v2`" in page
+    assert "rr-on-v2" in page and "first-on-v1" not in page
+    assert "first-on-v1" in readme and "rr-on-v2" not in readme and readme.startswith("# Leaderboard\n")
+    # A task of v2 alone is listed, with its frozen best single device, and its curves are under curves/v2.
+    section = page.split(f"### `{SMALL_NEW}`")[1].split("\n### ")[0]
+    frozen = SUITES[V2].get(SMALL_NEW)
+    assert f"Best single device {frozen.best_single_runtime:.6g} s" in section
+    task = frozen.task()
+    runtime = simulate(task, _round_robin(task, 0, None)).runtime
+    # The only entry on the task is its best known runtime.
+    assert f"best known {runtime:.6g} s" in section
+    assert f"](curves/v2/{SMALL_NEW.replace('/', '_')}.png)" in section
+    assert f"### `{SMALL_NEW}`" not in readme
+
+
+@pytest.mark.slow
+def test_render_suite_v2_writes_its_page_and_leaves_the_readme_alone(tmp_path, capsys):
+    """Validation measures every task of v2 (its fingerprint), so this builds the 103k-op task too."""
+    from placement_gym.cli import main
+
+    board = tmp_path / "board"
+    evaluate(_round_robin, get_suite(V2).subset([SMALL_V1, SMALL_NEW]), algorithm="round-robin",
+             out=board / "submissions" / "v2-round-robin-seed0.json")
+    arguments = ["leaderboard", "render", "--suite", V2, "--dir", str(board)]
+    assert main([*arguments, "--check"]) == 1  # no page yet
+    assert main(arguments) == 0
+    page = (board / "suite_v2.md").read_text(encoding="utf-8")
+    # No re-run recorded (reruns.json), so its budget is unverified: listed apart, in no track and no chart.
+    assert "round-robin" in page.split("### Unverified budgets")[1].split("## ")[0]
+    assert not (board / "leaderboard_v2.png").exists()
+    curves = {path.relative_to(board).as_posix() for path in (board / "curves").rglob("*.png")}
+    assert curves == {f"curves/v2/{task_id.replace('/', '_')}.png" for task_id in (SMALL_V1, SMALL_NEW)}
+    assert not (board / "README.md").exists()
+    assert main([*arguments, "--check"]) == 0
+    assert main(["leaderboard", "render", "--check", "--dir", str(board)]) == 1  # no README was written
+    capsys.readouterr()

@@ -40,9 +40,8 @@ from baselines.registry import agent_descriptions, get_agent, harness_agent
 from placement_gym.evaluation.agents import AgentResult
 from placement_gym.leaderboard import evaluate, render, save_submission, submission_filename
 from placement_gym.leaderboard.suite import (
-    ACCEPTED_SUITES,
+    COST_MODEL_SUITES,
     CURRENT_SUITE,
-    GEN_V2,
     SUITE_FOLDER,
     V2,
     measure_v2,
@@ -103,9 +102,8 @@ def main() -> None:
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path} ({time.perf_counter() - started:.1f} s)")
         return
-    cost_model_suites = [s for s in ACCEPTED_SUITES if s != GEN_V2]
-    if args.suite not in cost_model_suites:
-        parser.error(f"--suite must be one of {', '.join(cost_model_suites)}, got {args.suite!r}")
+    if args.suite not in COST_MODEL_SUITES:
+        parser.error(f"--suite must be one of {', '.join(COST_MODEL_SUITES)}, got {args.suite!r}")
     if not args.exact_time_limit > 0:
         parser.error(f"--exact-time-limit must be > 0 seconds, got {args.exact_time_limit}")
     descriptions = agent_descriptions()
@@ -131,7 +129,7 @@ def main() -> None:
         save_submission(submission, path)
         print(f"{name}: {path.name} ({time.perf_counter() - start:.1f} s)", flush=True)
     if not args.no_render:
-        render(args.dir)
+        render(args.dir, suite=args.suite)
 
 
 if __name__ == "__main__":

@@ -109,12 +109,11 @@ def main() -> None:
     from rich.progress import track
 
     from placement_gym.leaderboard import CURRENT_SUITE, get_suite, render
-    from placement_gym.leaderboard.suite import ACCEPTED_SUITES, GEN_V2
+    from placement_gym.leaderboard.suite import COST_MODEL_SUITES
 
     args.suite = args.suite or CURRENT_SUITE
-    cost_model_suites = [s for s in ACCEPTED_SUITES if s != GEN_V2]
-    if args.suite not in cost_model_suites:
-        parser.error(f"--suite must be one of {', '.join(cost_model_suites)}, got {args.suite!r}")
+    if args.suite not in COST_MODEL_SUITES:
+        parser.error(f"--suite must be one of {', '.join(COST_MODEL_SUITES)}, got {args.suite!r}")
 
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -136,7 +135,7 @@ def main() -> None:
             merge(future.result(), args.out_dir)
     print(f"done in {time.perf_counter() - start:.0f} s")
     if not args.no_render:
-        render(LEADERBOARD)
+        render(LEADERBOARD, suite=args.suite)
 
 
 if __name__ == "__main__":

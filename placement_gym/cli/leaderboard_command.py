@@ -330,11 +330,12 @@ def run_submit(args: argparse.Namespace) -> int:
 @_exits_on_suite_mismatch
 def run_render(args: argparse.Namespace) -> int:
     from placement_gym.common.untrusted import UntrustedFileError
-    from placement_gym.leaderboard.render import GEN_V2_PAGE, README_NAME, RenderRefused, render
+    from placement_gym.leaderboard.render import RenderRefused, page_names, render
 
     directory = _directory(args, writes=not args.check)
+    pages = " and ".join(str(directory / name) for name in page_names(args.suite))
     try:
-        fresh = render(directory, check=args.check, chart=not args.no_chart)
+        fresh = render(directory, check=args.check, chart=not args.no_chart, suite=args.suite)
     except RenderRefused as refused:  # a number that fails validation is never published
         _print_checks(refused.checks, args.json)
         print(f"placement-gym: {refused}", file=sys.stderr)
@@ -343,13 +344,15 @@ def run_render(args: argparse.Namespace) -> int:
         print(f"placement-gym: {error}", file=sys.stderr)
         return 1
     if not args.check:
-        print(f"wrote {directory / README_NAME} and {directory / GEN_V2_PAGE}")
+        print(f"wrote {pages}")
         return 0
     if fresh:
-        print(f"{directory / README_NAME} and {directory / GEN_V2_PAGE} are up to date")
+        print(f"up to date: {pages}")
         return 0
-    print(f"{directory / README_NAME} or {directory / GEN_V2_PAGE} is stale; run 'placement-gym leaderboard "
-          "render'", file=sys.stderr)
+    from placement_gym.leaderboard.suite import CURRENT_SUITE
+
+    again = "" if args.suite == CURRENT_SUITE else f" --suite {args.suite}"
+    print(f"stale: {pages}; run 'placement-gym leaderboard render{again}'", file=sys.stderr)
     return 1
 
 
@@ -412,6 +415,8 @@ def run_init(args: argparse.Namespace) -> int:
 def add_parser(subparsers) -> None:
     """Add ``leaderboard`` with its ``validate``, ``submit``, ``reruns``, ``render`` and ``bounds``
     subcommands."""
+    from placement_gym.leaderboard.suite import COST_MODEL_SUITES, CURRENT_SUITE
+
     parser = subparsers.add_parser(
         "leaderboard", help="validate, submit and render leaderboard submissions",
         description="Re-evaluate submitted placements, add a submission, render leaderboard/README.md.")
@@ -482,6 +487,10 @@ def add_parser(subparsers) -> None:
     render.add_argument("--check", action="store_true",
                         help="exit 1 when the README or the generalisation-v2 page is stale; write nothing")
     render.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    render.add_argument("--suite", choices=COST_MODEL_SUITES, default=CURRENT_SUITE,
+                        help=f"the cost-model suite whose page to render (default: {CURRENT_SUITE}, the "
+                        "README and the generalisation-v2 page); another suite's page is suite_<SUITE>.md, "
+                        "its chart leaderboard_<SUITE>.png, its curves under curves/<SUITE>/")
     common(render)
     render.set_defaults(run=run_render)
 

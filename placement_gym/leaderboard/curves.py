@@ -32,8 +32,10 @@ _STYLES = (("-", "o"), ("-.", "s"), (":", "^"))
 
 
 def curve_file_name(task_id: str) -> str:
-    """The PNG file name of a task's curves (its id with ``/`` as ``_``)."""
-    return task_id.replace("/", "_") + ".png"
+    """The PNG file name of a task's curves: its id with ``/`` as ``_``, and the ``:`` of a dataset
+    graph's id (``unrolled-v1:gnmt-tf-4/...``) as ``_`` too, since Windows allows no colon in a file
+    name."""
+    return task_id.replace("/", "_").replace(":", "_") + ".png"
 
 
 def save_png(figure: Any, path: str | Path, dpi: int) -> Path:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from placement_gym.common.extras import require
@@ -54,19 +54,28 @@ from placement_gym.leaderboard.ranking import (
 )
 from placement_gym.leaderboard.rerun_records import RECORDS_NAME, read_records, verified_files
 from placement_gym.leaderboard.submission import SubmissionError, load_submission, read_submission, shown
-from placement_gym.leaderboard.suite import CURRENT_SUITE, GEN_V2, RETIRED_SUITES, Suite, get_suite
+from placement_gym.leaderboard.suite import (
+    COST_MODEL_SUITES,
+    CURRENT_SUITE,
+    GEN_V2,
+    RETIRED_SUITES,
+    Suite,
+    get_suite,
+)
 from placement_gym.leaderboard.task_bounds import TaskBound, frozen_bounds, load_bounds
 from placement_gym.leaderboard.validate import SubmissionCheck, validate_submission
 
 # Re-exported: the package's public names (placement_gym.leaderboard) and older imports read them here.
 __all__ = [
     "RenderRefused",
+    "SuitePage",
     "checked_submissions",
     "load_submissions",
     "median_run",
     "render",
     "render_chart",
     "render_markdown",
+    "suite_page",
     "task_score",
     "overall_rows",
     "markdown_text",
@@ -79,6 +88,41 @@ SUBMISSIONS_DIR = "submissions"
 MAX_README_BYTES = 64 * 2**20
 # Submission file names appear in the README inside code spans: letters, digits and . _ - only.
 SAFE_FILE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.json"
+RENDER_COMMAND = "placement-gym leaderboard render"
+
+
+@dataclass(frozen=True)
+class SuitePage:
+    """Where a cost-model suite's page goes in a leaderboard folder (``page``, its ``chart`` and the
+    folder of its learning ``curves``, relative to the leaderboard folder) and the ``command`` that
+    renders it."""
+
+    version: str
+    page: str
+    chart: str
+    curves: str
+    command: str
+
+
+def suite_page(version: str = CURRENT_SUITE) -> SuitePage:
+    """The current suite's page is the README (`README_NAME`, `CHART_NAME`, `CURVES_DIR`); another
+    cost-model suite's is ``suite_<version>.md`` with ``leaderboard_<version>.png`` and
+    ``curves/<version>/``, rendered by ``render --suite <version>``: v2 holds v1's task ids, so its
+    curves get a folder of their own. ValueError for a suite that is not of the cost-model track."""
+    if version == CURRENT_SUITE:
+        return SuitePage(version, README_NAME, CHART_NAME, CURVES_DIR, RENDER_COMMAND)
+    if version not in COST_MODEL_SUITES:
+        raise ValueError(f"no page for suite {version!r}: the cost-model suites are "
+                         f"{', '.join(COST_MODEL_SUITES)} ({GEN_V2} has its own page, {GEN_V2_PAGE})")
+    return SuitePage(version, f"suite_{version}.md", f"leaderboard_{version}.png", f"{CURVES_DIR}/{version}",
+                     f"{RENDER_COMMAND} --suite {version}")
+
+
+def page_names(version: str = CURRENT_SUITE) -> tuple[str, ...]:
+    """The pages `render` writes for ``version``: with the current suite's README, the page of the
+    generalisation track v2."""
+    page = suite_page(version).page
+    return (page, GEN_V2_PAGE) if version == CURRENT_SUITE else (page,)
 
 
 class RenderRefused(ValueError):
@@ -212,7 +256,8 @@ def _meaning(suite: Suite, bounds: dict[str, TaskBound]) -> list[str]:
         "harness on the agent's copy of the task, whatever the agent reports; `validate --rerun` "
         "re-counts them) and the wall-clock seconds it spent on the task, as the submitter's machine "
         "reported them (not re-measured).",
-        "- **learning curves** (one plot per task, under `curves/`): the best feasible runtime an entry had "
+        f"- **learning curves** (one plot per task, under `{suite_page(suite.version).curves}/`): the best "
+        "feasible runtime an entry had "
         "evaluated after each number of evaluations, as the harness recorded it (median seed; a single "
         "point for entries without a recorded curve), with the lower bound and the best known as lines. "
         "Validation checks that a curve ends at the entry's re-simulated runtime and stays above the lower "
@@ -396,21 +441,28 @@ def render_markdown(
     bounds: dict[str, TaskBound] | None = None,
     verified: set[str] | None = None,
 ) -> str:
-    """The README text for ``submissions`` (as `checked_submissions` returns them), with the proven
-    ``bounds`` per task (default: the suite's frozen lower bounds); ``verified``: the files whose budget
-    is verified (`rerun_records`; None: all). Checks nothing: use `render`, which validates first, to
-    publish."""
+    """The page text (`suite_page`: the README for the current suite) for ``submissions`` (as
+    `checked_submissions` returns them), with the proven ``bounds`` per task (default: the suite's
+    frozen lower bounds); ``verified``: the files whose budget is verified (`rerun_records`; None: all).
+    Checks nothing: use `render`, which validates first, to publish."""
     suite = get_suite(suite)
+    page = suite_page(suite.version)
     bounds = frozen_bounds(suite) if bounds is None else bounds
     lower_bounds = {t: b.value for t, b in bounds.items()}
     n = len(suite.tasks)
+    current = suite.version == CURRENT_SUITE
     lines = [
-        "# Leaderboard",
+        "# Leaderboard" if current else f"# Leaderboard, suite {suite.version}",
         "",
         f"Task suite **{suite.version}** ({n} tasks), cost-model track. Generated by "
-        "`placement-gym leaderboard render` (which re-checks every submission first); do not edit by hand. "
+        f"`{page.command}` (which re-checks every submission first); do not edit by hand. "
         "Submit with `placement-gym leaderboard submit FILE` (it re-evaluates every placement first).",
         "",
+        *([] if current else [
+            f"Suite {suite.version} is accepted and ranked here, on its own submissions; the leaderboard's "
+            f"[{README_NAME}]({README_NAME}) ranks suite {CURRENT_SUITE}.",
+            "",
+        ]),
         f"The generalisation track, version 2 (suite {GEN_V2}: unseen graphs of a dataset), has its own "
         f"page: [{GEN_V2_PAGE}]({GEN_V2_PAGE}).",
         "",
@@ -442,7 +494,7 @@ def render_markdown(
         lines += [*_overall_table(rows, n, names=True), ""] if rows else ["No entries.", ""]
     lines += _unverified_section(submissions, suite, unverified, lower_bounds)
     if groups:
-        lines += [f"![score per algorithm and budget track]({CHART_NAME})", ""]
+        lines += [f"![score per algorithm and budget track]({page.chart})", ""]
     lines += _bounds_section(submissions, suite, bounds)
     lines += ["## Per task", ""]
     best_known = best_known_runtimes(submissions, suite)
@@ -463,7 +515,7 @@ def render_markdown(
         if not task_entries:
             lines += ["No submissions yet.", ""]
             continue
-        lines += [f"![learning curves of {task_id}]({CURVES_DIR}/{curve_file_name(task_id)})", ""]
+        lines += [f"![learning curves of {task_id}]({page.curves}/{curve_file_name(task_id)})", ""]
         lines += markdown_table(
             ["rank", *_ENTRY_COLUMNS],
             [[str(i + 1), *_entry_cells(e)] for i, e in enumerate(task_entries)],
@@ -603,10 +655,10 @@ def render_all_curves(
     bounds: dict[str, TaskBound],
     suite: str | Suite = CURRENT_SUITE,
 ) -> list[Path]:
-    """Draw every task's learning curves (`curves.render_curves`) under ``directory/curves``; returns the
-    files written."""
+    """Draw every task's learning curves (`curves.render_curves`) in the suite's curves folder of
+    ``directory`` (`suite_page`); returns the files written."""
     suite = get_suite(suite)
-    folder = inside(directory, CURVES_DIR)
+    folder = inside(directory, suite_page(suite.version).curves)
     folder.mkdir(parents=True, exist_ok=True)
     best_known = best_known_runtimes(submissions, suite)
     written = []
@@ -619,27 +671,33 @@ def render_all_curves(
     return written
 
 
-def render(directory: str | Path, check: bool = False, chart: bool = True) -> bool:
+def render(
+    directory: str | Path, check: bool = False, chart: bool = True, suite: str = CURRENT_SUITE
+) -> bool:
     """Validate every submission under ``directory/submissions`` (`checked_submissions`: raises
     `RenderRefused` naming each failing file, `SuiteMismatchError` when the cost model no longer
-    reproduces the suite), then render the ``README.md`` of ``directory`` (with the bounds of
-    ``directory/bounds.json``, `task_bounds`), the page of the generalisation track v2
-    (``generalisation_v2.md``, `generalisation_page`) and, with ``chart``, the chart and the learning
-    curves.
+    reproduces the suite), then render the page of ``suite`` (`suite_page`: for the current suite the
+    ``README.md`` of ``directory``, with the page of the generalisation track v2,
+    ``generalisation_v2.md``, `generalisation_page`; for another cost-model suite ``suite_<v>.md``) with
+    the bounds of ``directory/bounds.json`` (`task_bounds`, where they are the suite's) and, with
+    ``chart``, its chart and learning curves.
 
-    With ``check=True`` nothing is written; returns whether both pages are up to date. Otherwise writes
-    and returns True. Nothing is read or written through a symbolic link (`placement_gym.common.untrusted`):
-    a link among the files and folders it reads or writes is an `UntrustedFileError`."""
+    With ``check=True`` nothing is written; returns whether the pages (`page_names`) are up to date.
+    Otherwise writes and returns True. Nothing is read or written through a symbolic link
+    (`placement_gym.common.untrusted`): a link among the files and folders it reads or writes is an
+    `UntrustedFileError`."""
     directory = Path(directory)
-    for name in (SUBMISSIONS_DIR, README_NAME, GEN_V2_PAGE, CHART_NAME, CURVES_DIR, RECORDS_NAME):
+    layout = suite_page(suite)
+    for name in (SUBMISSIONS_DIR, *page_names(suite), layout.chart, layout.curves, RECORDS_NAME):
         inside(directory, name)  # before validating
     files = _checked_files(directory / SUBMISSIONS_DIR)
     submissions = [(name, data) for name, _, data in files]
     verified = verified_files(read_records(directory), {name: raw for name, raw, _ in files})
-    suite = get_suite(CURRENT_SUITE)
-    bounds = load_bounds(directory, suite)
-    pages = {README_NAME: render_markdown(submissions, suite, bounds, verified),
-             GEN_V2_PAGE: render_generalisation_v2(submissions)}
+    ranked = get_suite(suite)
+    bounds = load_bounds(directory, ranked)
+    pages = {layout.page: render_markdown(submissions, ranked, bounds, verified)}
+    if GEN_V2_PAGE in page_names(suite):
+        pages[GEN_V2_PAGE] = render_generalisation_v2(submissions)
     if check:
         for name, text in pages.items():
             page = inside(directory, name)
@@ -653,6 +711,6 @@ def render(directory: str | Path, check: bool = False, chart: bool = True) -> bo
     for name, text in pages.items():
         write_inside(directory, name, text)
     if chart:
-        render_chart(submissions, directory / CHART_NAME, suite, verified)
-        render_all_curves(submissions, directory, bounds, suite)
+        render_chart(submissions, directory / layout.chart, ranked, verified)
+        render_all_curves(submissions, directory, bounds, ranked)
     return True

@@ -31,7 +31,8 @@ are shown with their version.
 
 Accepted suites (`ACCEPTED_SUITES`): ``v1``, the current suite (`CURRENT_SUITE`), the one the
 leaderboard's README ranks; ``v2`` (`V2`: v1's 13 tasks with v1's figures, plus `V2_NEW_TASKS`), frozen
-and validated but not yet rendered: `CURRENT_SUITE` stays ``v1`` until v2 has entries; and ``gen-v2``,
+and validated, ranked on a page of its own (``render --suite v2``): `CURRENT_SUITE` stays ``v1`` until v2
+has entries; and ``gen-v2``,
 the generalisation track's own suite. ``suites/v2.json`` is written by
 ``python -m baselines.leaderboard_fill.classic --write-suite v2`` (`measure_v2`).
 """
@@ -53,8 +54,8 @@ from placement_gym.task.cache import TaskCache
 from placement_gym.task.compiled import Task
 from placement_gym.task.named import parse_task_id
 
-# The suite the leaderboard's README ranks. v2 is accepted (validated) but not yet rendered: it stays v1
-# until v2 has entries.
+# The suite the leaderboard's README ranks. v2 is accepted (validated) and has a page of its own
+# (`render --suite v2`): it stays v1 until v2 has entries.
 CURRENT_SUITE = "v1"
 # Suite v2: every task of v1, with v1's frozen figures, then `V2_NEW_TASKS`.
 V2 = "v2"
@@ -79,6 +80,8 @@ V2_DESCRIPTION = (
 # submissions are all of the generalisation track.
 GEN_V2 = "gen-v2"
 ACCEPTED_SUITES: tuple[str, ...] = (CURRENT_SUITE, V2, GEN_V2)
+# The accepted suites of the cost-model track: what the fill scripts run and `render --suite` renders.
+COST_MODEL_SUITES: tuple[str, ...] = tuple(s for s in ACCEPTED_SUITES if s != GEN_V2)
 # The frozen suites, one JSON file per version (`suite_to_dict`), shipped in the package.
 SUITE_FOLDER = Path(__file__).resolve().parent / "suites"
 # Relative tolerance on runtimes and peak memory: the simulator is deterministic bit for bit, so
