@@ -203,3 +203,23 @@ def test_render_suite_v2_writes_its_page_and_leaves_the_readme_alone(tmp_path, c
     assert main([*arguments, "--check"]) == 0
     assert main(["leaderboard", "render", "--check", "--dir", str(board)]) == 1  # no README was written
     capsys.readouterr()
+
+
+def test_the_v2_page_takes_the_stored_bounds_of_v1s_tasks_as_v1_froze_them(tmp_path):
+    """A bound proven for a task holds for the same task (same frozen fingerprint) in another suite;
+    one stored for a task whose frozen figures differ is not taken."""
+    import dataclasses
+    import json
+
+    from placement_gym.leaderboard.suite import Suite
+    from placement_gym.leaderboard.task_bounds import FROZEN_SOURCE, load_bounds
+
+    frozen = SUITES["v1"].get(SMALL_V1).lower_bound
+    stored = {"bound": frozen * 1.5, "source": "lp", "arguments": {"lp": frozen * 1.5}}
+    (tmp_path / "bounds.json").write_text(json.dumps({"suite": "v1", "tasks": {SMALL_V1: stored}}))
+    bounds = load_bounds(tmp_path, SUITES[V2])
+    assert (bounds[SMALL_V1].value, bounds[SMALL_V1].source) == (frozen * 1.5, "lp")
+    assert bounds[SMALL_NEW].source == FROZEN_SOURCE
+    changed = dataclasses.replace(SUITES[V2].get(SMALL_V1), best_single_runtime=1.0)
+    other = Suite("vtest", (changed,))
+    assert load_bounds(tmp_path, other)[SMALL_V1].source == FROZEN_SOURCE

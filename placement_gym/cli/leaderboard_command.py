@@ -333,7 +333,7 @@ def run_render(args: argparse.Namespace) -> int:
     from placement_gym.leaderboard.render import RenderRefused, page_names, render
 
     directory = _directory(args, writes=not args.check)
-    pages = " and ".join(str(directory / name) for name in page_names(args.suite))
+    names = [str(directory / name) for name in page_names(args.suite)]
     try:
         fresh = render(directory, check=args.check, chart=not args.no_chart, suite=args.suite)
     except RenderRefused as refused:  # a number that fails validation is never published
@@ -344,15 +344,15 @@ def run_render(args: argparse.Namespace) -> int:
         print(f"placement-gym: {error}", file=sys.stderr)
         return 1
     if not args.check:
-        print(f"wrote {pages}")
+        print(f"wrote {' and '.join(names)}")
         return 0
     if fresh:
-        print(f"up to date: {pages}")
+        print(f"{' and '.join(names)} {'are' if len(names) > 1 else 'is'} up to date")
         return 0
     from placement_gym.leaderboard.suite import CURRENT_SUITE
 
     again = "" if args.suite == CURRENT_SUITE else f" --suite {args.suite}"
-    print(f"stale: {pages}; run 'placement-gym leaderboard render{again}'", file=sys.stderr)
+    print(f"{' or '.join(names)} is stale; run 'placement-gym leaderboard render{again}'", file=sys.stderr)
     return 1
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from placement_gym.common.untrusted import inside, read_json, write_inside
-from placement_gym.leaderboard.suite import Suite
+from placement_gym.leaderboard.suite import SUITES, Suite
 
 BOUNDS_NAME = "bounds.json"
 # About 600 bytes per task: room for suites of thousands of tasks.
@@ -58,14 +58,23 @@ def frozen_bounds(suite: Suite) -> dict[str, TaskBound]:
 
 def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:
     """Per task of ``suite``: the larger of its frozen bound and the one stored in
-    ``directory/bounds.json`` (when the file exists and is for this suite). A malformed file is a
-    ValueError naming what is wrong."""
+    ``directory/bounds.json`` (when the file exists, for this suite or for a suite that holds the same
+    task with the same frozen fingerprint: suite v2 holds v1's tasks as v1 froze them, and a bound
+    proven for a task is proven for the same task in any suite). A malformed file is a ValueError naming
+    what is wrong."""
     bounds = frozen_bounds(suite)
     stored = _stored_bounds(directory)
-    if stored is None or stored["suite"] != suite.version:
+    if stored is None:
+        return bounds
+    if stored["suite"] == suite.version:
+        same = set(bounds)
+    elif stored["suite"] in SUITES:
+        other = SUITES[stored["suite"]]
+        same = {t for t in suite.task_ids if t in other.task_ids and other.get(t) == suite.get(t)}
+    else:
         return bounds
     for task_id, entry in stored["tasks"].items():
-        if task_id in bounds and entry["bound"] > bounds[task_id].value:
+        if task_id in same and entry["bound"] > bounds[task_id].value:
             arguments = {**bounds[task_id].arguments, **entry["arguments"]}
             bounds[task_id] = TaskBound(entry["bound"], entry["source"], arguments)
     return bounds
