@@ -11,6 +11,7 @@ for an edge-cut objective that overcounts a tensor read by several ops of one pa
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def _assignments(task: Task, groups: np.ndarray, devices: np.ndarray) -> np.ndar
     """Placements (batch, n_forward) of the parts ``groups`` onto ``devices``: every permutation
     when there are few and the devices differ, else parts in order onto the devices in order."""
     k = len(devices)
-    if _interchangeable(task, devices) or np.prod(np.arange(1, k + 1)) > MAX_ASSIGNMENTS:
+    if _interchangeable(task, devices) or math.factorial(k) > MAX_ASSIGNMENTS:
         orders = [tuple(range(k))]
     else:
         orders = list(itertools.permutations(range(k)))

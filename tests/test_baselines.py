@@ -222,3 +222,13 @@ def test_all_runs_exact_only_on_small_graphs(monkeypatch):
     assert "exact" in registry.names_for_all(small)
     assert "exact" not in registry.names_for_all(large)
     assert "heft" in registry.names_for_all(large)
+
+
+def test_partition_on_many_different_gpus_tries_one_assignment():
+    # dgx-h100x4: 32 GPUs on four nodes (links differ within and between nodes), so the GPUs are not
+    # interchangeable and 32! assignments are far over the limit: one order per device pool is tried.
+    # The count must be exact: 21! and more overflow int64.
+    task = get_task("cifar10_cnn", "dgx-h100x4", "inference")
+    result = get_agent("partition")(task)
+    assert result.evaluations <= 2
+    assert len(set(result.placement.tolist())) > 1
