@@ -107,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if args.against is not None:
         columns += ["against ns/op", "alternating ns/op", "against/ours", "identical"]
         for r, line in zip(rows, cells):
-            line += [f"{r.ns_per_op_against:,.0f}", f"{r.ns_per_op_alternating:,.0f}", f"{r.speedup_against:.2f}x",
-                     "yes" if r.identical_against else "NO"]
+            line += [f"{r.ns_per_op_against:,.0f}", f"{r.ns_per_op_alternating:,.0f}",
+                     f"{r.speedup_against:.2f}x", "yes" if r.identical_against else "NO"]
     print_table(columns, cells, numeric=[False, True, True, False] + [True] * (len(columns) - 4),
                 title=f"cost model speed: {BENCH_OBJECTIVE} on {BENCH_CLUSTER}, random placements "
                       f"(seed {args.seed})")
