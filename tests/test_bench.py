@@ -102,3 +102,9 @@ def test_against_this_checkout_is_bit_identical(capsys):
 def test_against_a_folder_that_is_no_checkout_is_one_error_line(capsys, tmp_path):
     assert main([*TINY, "--against", str(tmp_path)]) == 2
     assert str(tmp_path) in capsys.readouterr().err
+
+
+def test_an_unknown_start_agent_fails_before_any_row(capsys):
+    assert main([*TINY, "--incremental-moves", "1", "--incremental-from", "no_such_agent"]) == 2
+    captured = capsys.readouterr()
+    assert "no_such_agent" in captured.err and GRAPH not in captured.err  # no row started

@@ -41,6 +41,7 @@ import numpy as np
 
 from placement_gym.cluster import load_cluster
 from placement_gym.cost_model import Schedule, reference_simulate, simulate, simulate_batch
+from placement_gym.evaluation.agents import Agent, AgentResult, lookup_agent
 from placement_gym.graph import bundled_graph_names
 from placement_gym.graph.synthetic import layered_graph
 from placement_gym.task.compiled import Task, make_task
@@ -266,12 +267,15 @@ def start_placement(task: Task, start: str, seed: int = 0) -> np.ndarray:
     named (an installed provider's, such as ``m-topo`` or ``m-etf``)."""
     if start == "random":
         return np.random.default_rng(seed).integers(0, task.n_devices, size=task.n_forward)
-    from placement_gym.evaluation.agents import AgentResult, lookup_agent
+    return AgentResult.checked(task, start_agent(start)(task, seed, None)).placement
 
-    agent = lookup_agent(start)
+
+def start_agent(name: str) -> Agent:
+    """The installed agent ``name`` (`lookup_agent`), or ValueError naming it."""
+    agent = lookup_agent(name)
     if agent is None:
-        raise ValueError(f"no installed agent provider has an agent named {start!r}")
-    return AgentResult.checked(task, agent(task, seed, None)).placement
+        raise ValueError(f"no installed agent provider has an agent named {name!r} (--incremental-from)")
+    return agent
 
 
 # --- the same single calls with another checkout's simulator ------------------------------------------
@@ -298,8 +302,13 @@ for line in sys.stdin:
     ask = json.loads(line)
     if ask["do"] == "load":
         spec = ask["task"]
-        task = (get_task(spec["graph"], spec["cluster"], spec["objective"]) if "graph" in spec else
-                make_task(layered_graph(spec["layered"]), load_cluster(spec["cluster"]), spec["objective"]))
+        try:  # a graph that commit does not have: that row goes without, the others still run
+            task = (get_task(spec["graph"], spec["cluster"], spec["objective"]) if "graph" in spec else
+                    make_task(layered_graph(spec["layered"]), load_cluster(spec["cluster"]),
+                              spec["objective"]))
+        except Exception as error:
+            reply({"error": f"{type(error).__name__}: {error}"})
+            continue
         placements = np.random.default_rng(ask["seed"]).integers(
             0, task.n_devices, size=(ask["batch"], task.n_forward))
         runtimes = [simulate(task, p).runtime for p in placements]  # also the warm-up
@@ -341,12 +350,12 @@ class AgainstRunner:
         line = self.process.stdout.readline()
         if not line:
             code = self.process.wait()
-            raise RuntimeError(f"the simulator of {self.path} stopped (exit code {code}; its error is above)")
+            raise ValueError(f"the simulator of {self.path} stopped (exit code {code}; its error is above)")
         return json.loads(line)
 
     def load(self, spec: dict[str, Any], seed: int, batch: int) -> dict[str, Any]:
         """Build the task of ``spec`` and its ``batch`` placements of ``seed`` there: its op count, its
-        runtimes of the placements and the placements' sha256."""
+        runtimes of the placements and the placements' sha256; or ``error``, why it cannot."""
         return self._ask({"do": "load", "task": spec, "seed": seed, "batch": batch})
 
     def time(self, calls: int) -> float:
@@ -368,6 +377,10 @@ def compare_against(task: Task, spec: dict[str, Any], runner: AgainstRunner, row
     placements, bit for bit (and the same placements and op count)."""
     placements = np.random.default_rng(seed).integers(0, task.n_devices, size=(row.batch, task.n_forward))
     theirs = runner.load(spec, seed, row.batch)
+    if "error" in theirs:
+        print(f"{row.graph}: no comparison, {runner.path} cannot build it ({theirs['error']})",
+              file=sys.stderr)
+        return row
     ours = [simulate(task, p).runtime for p in placements]
     identical = (theirs["placements"] == hashlib.sha256(placements.tobytes()).hexdigest()
                  and theirs["ops"] == task.n_ops and theirs["runtimes"] == ours)
@@ -476,6 +489,8 @@ def run_bench(
     commit of this project, whose simulator `compare_against` times side by side with this one.
     ``progress(i, total, label, row)`` is called before each row (row None) and after it."""
     cases = bench_cases(graphs, sizes)
+    if incremental_moves > 0 and incremental_from != "random":
+        start_agent(incremental_from)  # an unknown name fails before the first row, not after it
     runner = AgainstRunner(against) if against is not None else None
     rows = []
     try:
