@@ -1,7 +1,7 @@
 """Benchmark of the cost model: the fast simulator, its batched call and the reference, side by side.
 
 Each row is one task (``train_step`` on ``k80x4``): a bundled graph, or a synthetic layered graph of
-``n`` ops (`layered_graph`), so that the time per op can be compared from 1k to 100k ops. Before
+``n`` ops (`layered_graph`), so that the time per op can be compared from 1k to 1M ops. Before
 timing, the row checks that the fast simulator, the batched call and the reference give the same
 runtime (bit for bit, as docs/design.md requires) on the first placement. The timed calls all go
 through the same ``batch`` seeded random placements: single calls (fast and reference) one after the
