@@ -172,8 +172,9 @@ def add_parser(subparsers: Subcommands) -> None:
                         help="bundled graphs to time: all, none, or comma-separated names (default: all)")
     parser.add_argument("--sizes", type=_sizes, default=list(DEFAULT_SIZES),
                         help="op counts of the synthetic layered graphs, comma-separated, or none "
-                             "(default: 1000,10000,100000); 1000000 works, but its train task takes about "
-                             "40 s and 2.4 GB to build and its row several minutes on 2 cores")
+                             "(default: 1000,10000,100000); 1000000 works, slowly: on a 2-core VM its task "
+                             "takes about 40 s to build and its row about 6 minutes (3 of them one reference "
+                             "call) and 6 GB of memory with --batch 16")
     parser.add_argument("--repeats", type=positive_int, default=3,
                         help="least number of fast and batched calls per row (default: 3)")
     parser.add_argument("--seconds", type=_positive_float, default=1.0,
