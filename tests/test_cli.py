@@ -182,14 +182,15 @@ def test_show_writes_a_png(capsys, tmp_path):
 
 def test_bench_json_small(capsys):
     rows = run_json(capsys, "bench", "--graphs", GRAPH, "--sizes", "1000", "--repeats", "1",
-                    "--seconds", "0", "--batch", "4")
+                    "--seconds", "0", "--batch", "4")["rows"]
     assert [row["graph"] for row in rows] == [GRAPH, "layered1000"]
     task = get_task(GRAPH, "k80x4")
     assert (rows[0]["ops"], rows[0]["forward_ops"]) == (task.n_ops, task.n_forward)
     assert rows[1]["forward_ops"] == 1000 and rows[1]["ops"] > 1000  # train_step adds backward ops
     for row in rows:
         assert row["agree"] is True
-        rates = ("fast_evals_per_s", "batch_evals_per_s", "reference_evals_per_s", "ratio", "fast_us_per_op")
+        rates = ("fast_evals_per_s", "batch_evals_per_s", "reference_evals_per_s", "ratio", "ns_per_op",
+                 "batch_speedup")
         assert all(row[key] > 0 for key in rates)
         assert row["ratio"] == pytest.approx(row["fast_evals_per_s"] / row["reference_evals_per_s"])
 

@@ -81,18 +81,19 @@ def test_a_result_is_a_slotted_value(task):
 
 
 def _row(graph: str, fast_rate: float, batch_rate: float, reference_rate: float,
-         us_per_op: float) -> BenchRow:
+         ns_per_op: float) -> BenchRow:
     return BenchRow(graph=graph, task=graph, ops=1, forward_ops=1, agree=True, runtime=1.0,
+                    ns_per_op=ns_per_op, batch_speedup=batch_rate / fast_rate,
                     fast_evals_per_s=fast_rate, batch_evals_per_s=batch_rate,
                     reference_evals_per_s=reference_rate, ratio=fast_rate / reference_rate,
-                    fast_us_per_op=us_per_op, batch=64, reference_calls=1)
+                    batch=64, reference_calls=1)
 
 
 def test_the_bench_targets_are_read_from_the_right_rows():
-    rows = [_row("cifar10_cnn", 1000.0, 2000.0, 2.0, 0.1),  # 500x, batch 2x
-            _row("resnet50", 1000.0, 1500.0, 5.0, 0.1),  # 200x (the least), batch 1.5x (the least)
-            _row("layered1000", 10.0, 30.0, 1.0, 0.2),  # not a bundled graph: its 10x is no ratio target
-            _row("layered100000", 1.0, 3.0, 0.1, 0.3)]
+    rows = [_row("cifar10_cnn", 1000.0, 2000.0, 2.0, 100.0),  # 500x, batch 2x
+            _row("resnet50", 1000.0, 1500.0, 5.0, 100.0),  # 200x (the least), batch 1.5x (the least)
+            _row("layered1000", 10.0, 30.0, 1.0, 200.0),  # not a bundled graph: its 10x is no ratio target
+            _row("layered100000", 1.0, 3.0, 0.1, 300.0)]
     ratio, per_op, gain = bench_targets(rows)
     assert (ratio.measured, ratio.passed, ratio.detail) == (200.0, False, "least: resnet50")
     assert per_op.measured == pytest.approx(1.5) and per_op.passed is False

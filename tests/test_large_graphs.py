@@ -122,7 +122,7 @@ def test_the_unrolled_dataset_builds_to_its_frozen_manifest(tmp_path, monkeypatc
 
 def test_bench_import_scaling_reports_each_size(capsys):
     assert main(["bench", "--import-scaling", "40,80", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert [row["nodes"] for row in rows] == [40, 80] and [row["ops"] for row in rows] == [40, 80]
     assert all(row["ratio"] > 0 and row["edges"] == row["nodes"] + row["nodes"] // 4 + (row["nodes"] // 4 - 1)
                for row in rows)

@@ -1,7 +1,7 @@
 """Benchmark of the cost model: the fast simulator, its batched call and the reference, side by side.
 
 Each row is one task (``train_step`` on ``k80x4``): a bundled graph, or a synthetic layered graph of
-``n`` ops (`layered_graph`), so that the time per op can be compared from 1k to 100k ops. Before
+``n`` ops (`layered_graph`), so that the time per op can be compared from 1k to 1M ops. Before
 timing, the row checks that the fast simulator, the batched call and the reference give the same
 runtime (bit for bit, as docs/design.md requires) on the first placement. The timed calls all go
 through the same ``batch`` seeded random placements: single calls (fast and reference) one after the
@@ -11,6 +11,10 @@ Rates are throughputs: calls made / seconds spent (`time.perf_counter`). Each me
 least ``seconds``; the fast and batched calls at least ``repeats`` times, the reference at least once
 (its first, checking call is timed too, so a 100k-op row spends one reference call only).
 
+Two optional measurements per row: ``incremental_ceiling`` (`incremental_ceiling`: how much any exact
+incremental evaluation of one-op moves could save at most) and, with ``against``, the same single calls
+timed with another checkout's simulator in a subprocess, in alternating rounds (`AgainstRunner`).
+
 Rates depend on the machine and on what else runs on it (the batched call spreads over the cores, so
 a busy machine takes most of its gain away), so every run states both (`machine_description`, with the
 load average at its start and end). `bench_targets` are the developers' speed targets, each with why
@@ -19,9 +23,15 @@ it is set where it is; ``placement-gym bench`` shows them only with ``--check``.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
+import json
+import math
 import os
 import platform
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -30,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cluster import load_cluster
-from placement_gym.cost_model import reference_simulate, simulate, simulate_batch
+from placement_gym.cost_model import Schedule, reference_simulate, simulate, simulate_batch
+from placement_gym.evaluation.agents import Agent, AgentResult, lookup_agent
 from placement_gym.graph import bundled_graph_names
 from placement_gym.graph.synthetic import layered_graph
 from placement_gym.task.compiled import Task, make_task
@@ -42,7 +53,7 @@ DEFAULT_SIZES: tuple[int, ...] = (1_000, 10_000, 100_000)
 DEFAULT_BATCH = 64
 # Issue 15's speed targets (`bench_targets`), for developers: measured on an idle machine of 2 cores.
 TARGET_RATIO = 300.0  # fast / reference on every bundled graph, at least
-TARGET_LARGE_PER_OP = 1.3  # fast us per op at 100k forward ops / at 1k, at most
+TARGET_LARGE_PER_OP = 1.3  # fast ns per op at 100k forward ops / at 1k, at most
 TARGET_BATCH_GAIN = 1.7  # batched evaluations per second / single calls, at least (2 idle cores)
 WHY_RATIO = ("issue 15's goal for the numba simulator over the pure-Python reference it is checked "
              "against, on every bundled graph; not reached yet (72-96x on an idle 2-core machine, "
@@ -107,7 +118,11 @@ def describe_load(load: tuple[float, float, float] | None, cores: int) -> str:
 @dataclass(frozen=True)
 class BenchRow:
     """Timings of one task. ``ops``: task ops (forward, backward, update); ``forward_ops``: the
-    graph's ops, the length of a placement. Rates are evaluations per second."""
+    graph's ops, the length of a placement. Rates are evaluations per second; ``ns_per_op``: the
+    single fast call's nanoseconds per task op; ``batch_speedup``: batched evaluations per second /
+    single calls per second. The ``incremental_*`` and ``changed_fraction`` fields are None unless
+    asked for (`incremental_ceiling`), the ``*_against`` fields unless a checkout to compare with is
+    given (`AgainstRunner`)."""
 
     graph: str
     task: str
@@ -115,13 +130,22 @@ class BenchRow:
     forward_ops: int
     agree: bool
     runtime: float
+    ns_per_op: float
+    batch_speedup: float
     fast_evals_per_s: float
     batch_evals_per_s: float
     reference_evals_per_s: float
     ratio: float
-    fast_us_per_op: float
     batch: int
     reference_calls: int
+    incremental_ceiling: float | None = None
+    changed_fraction: float | None = None
+    incremental_moves: int = 0
+    incremental_from: str | None = None
+    ns_per_op_against: float | None = None
+    ns_per_op_alternating: float | None = None
+    speedup_against: float | None = None
+    identical_against: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,10 +211,193 @@ def bench_task(
         batch_evals_per_s=batch_calls_rate * batch,
         reference_evals_per_s=reference_rate,
         ratio=fast_rate / reference_rate,
-        fast_us_per_op=1e6 / fast_rate / task.n_ops,
+        ns_per_op=1e9 / fast_rate / task.n_ops,
+        batch_speedup=batch_calls_rate * batch / fast_rate,
         batch=batch,
         reference_calls=reference_calls,
     )
+
+
+# --- the most an exact incremental evaluation could save ---------------------------------------------
+
+
+def move_ceiling(before: Schedule, after: Schedule) -> tuple[float, float]:
+    """``(ceiling, changed)`` of one move, from the schedules of a placement and of the moved one.
+
+    Take the task ops in the order they start before the move (ties by index); ``k`` of them come
+    before the first whose start time or device differs after it. An exact incremental evaluation
+    that re-simulates from the first change must still simulate the other ``n - k``, so it is at most
+    ``n / (n - k)`` times faster than a full simulation: the ceiling. The device counts because the
+    moved op's ops change device even when their start stays, and re-simulating has to place them.
+    A move that changes nothing counts as one op left to simulate (``k = n - 1``). ``changed``: the
+    share of task ops whose start time differs."""
+    n = len(before.op_start)
+    order = np.lexsort((np.arange(n), before.op_start))
+    differs = ((after.op_start[order] != before.op_start[order])
+               | (after.op_device[order] != before.op_device[order]))
+    k = int(np.argmax(differs)) if differs.any() else n - 1
+    return n / (n - k), float(np.count_nonzero(after.op_start != before.op_start)) / n
+
+
+def incremental_ceiling(task: Task, start: np.ndarray, moves: int, seed: int = 0) -> tuple[float, float]:
+    """Medians of `move_ceiling` over ``moves`` seeded random one-op moves from ``start``: each move
+    puts one forward op (uniform) on another device (uniform among the others). Needs
+    ``moves + 1`` simulations with their schedules, and at least two devices."""
+    if moves < 1:
+        raise ValueError(f"moves must be >= 1, got {moves}")
+    if task.n_devices < 2:
+        raise ValueError(f"a move needs at least two devices, {task.id} has {task.n_devices}")
+    start = task.check_placement(start)
+    rng = np.random.default_rng(seed)
+    before = simulate(task, start, schedule=True).schedule
+    ceilings, changed = [], []
+    for _ in range(moves):
+        op = int(rng.integers(task.n_forward))
+        device = int(rng.integers(task.n_devices - 1))
+        moved = start.copy()
+        moved[op] = device + (device >= start[op])  # any device but the op's own
+        ceiling, share = move_ceiling(before, simulate(task, moved, schedule=True).schedule)
+        ceilings.append(ceiling)
+        changed.append(share)
+    return float(np.median(ceilings)), float(np.median(changed))
+
+
+def start_placement(task: Task, start: str, seed: int = 0) -> np.ndarray:
+    """The placement moves start from: ``random`` (uniform, seeded) or the placement of the agent so
+    named (an installed provider's, such as ``m-topo`` or ``m-etf``)."""
+    if start == "random":
+        return np.random.default_rng(seed).integers(0, task.n_devices, size=task.n_forward)
+    return AgentResult.checked(task, start_agent(start)(task, seed, None)).placement
+
+
+def start_agent(name: str) -> Agent:
+    """The installed agent ``name`` (`lookup_agent`), or ValueError naming it."""
+    agent = lookup_agent(name)
+    if agent is None:
+        raise ValueError(f"no installed agent provider has an agent named {name!r} (--incremental-from)")
+    return agent
+
+
+# --- the same single calls with another checkout's simulator ------------------------------------------
+
+# Runs under the other checkout (PYTHONPATH), so it uses only what the project had at commit 4bd99e3:
+# get_task, layered_graph, load_cluster, make_task, simulate. Lines of JSON in, lines of JSON out.
+AGAINST_SCRIPT = r"""
+import hashlib, json, sys, time
+import numpy as np
+out, sys.stdout = sys.stdout, sys.stderr  # only the replies go to the pipe
+import placement_gym
+from placement_gym.cluster import load_cluster
+from placement_gym.cost_model import simulate
+from placement_gym.graph.synthetic import layered_graph
+from placement_gym.task.compiled import make_task
+from placement_gym.task.named import get_task
+def reply(value):
+    out.write(json.dumps(value) + "\n")
+    out.flush()
+reply({"module": placement_gym.__file__})
+task = placements = None
+turn = 0
+for line in sys.stdin:
+    ask = json.loads(line)
+    if ask["do"] == "load":
+        spec = ask["task"]
+        try:  # a graph that commit does not have: that row goes without, the others still run
+            task = (get_task(spec["graph"], spec["cluster"], spec["objective"]) if "graph" in spec else
+                    make_task(layered_graph(spec["layered"]), load_cluster(spec["cluster"]),
+                              spec["objective"]))
+        except Exception as error:
+            reply({"error": f"{type(error).__name__}: {error}"})
+            continue
+        placements = np.random.default_rng(ask["seed"]).integers(
+            0, task.n_devices, size=(ask["batch"], task.n_forward))
+        runtimes = [simulate(task, p).runtime for p in placements]  # also the warm-up
+        turn = 0
+        reply({"ops": task.n_ops, "runtimes": runtimes,
+               "placements": hashlib.sha256(placements.tobytes()).hexdigest()})
+    elif ask["do"] == "time":
+        start = time.perf_counter()
+        for _ in range(ask["calls"]):
+            simulate(task, placements[turn % len(placements)])
+            turn += 1
+        reply({"seconds": time.perf_counter() - start})
+"""
+
+AGAINST_ROUNDS = 5
+
+
+class AgainstRunner:
+    """Another checkout's simulator in a subprocess (``python -c AGAINST_SCRIPT`` with PYTHONPATH set
+    to the checkout), so that one run times both side by side; `close` ends it."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.path.abspath(path)
+        if not os.path.isdir(os.path.join(self.path, "placement_gym")):
+            raise ValueError(f"{path} is not a checkout of placement-gym (no placement_gym folder in it)")
+        env = {**os.environ, "PYTHONPATH": self.path}
+        self.process = subprocess.Popen([sys.executable, "-c", AGAINST_SCRIPT], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, env=env, cwd=self.path)
+        module = self._ask(None)["module"]
+        if not os.path.abspath(module).startswith(os.path.join(self.path, "")):
+            self.close()
+            raise ValueError(f"the subprocess imported placement_gym from {module}, not from {self.path}")
+
+    def _ask(self, request: dict[str, Any] | None) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        if request is not None:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            code = self.process.wait()
+            raise ValueError(f"the simulator of {self.path} stopped (exit code {code}; its error is above)")
+        return json.loads(line)
+
+    def load(self, spec: dict[str, Any], seed: int, batch: int) -> dict[str, Any]:
+        """Build the task of ``spec`` and its ``batch`` placements of ``seed`` there: its op count, its
+        runtimes of the placements and the placements' sha256; or ``error``, why it cannot."""
+        return self._ask({"do": "load", "task": spec, "seed": seed, "batch": batch})
+
+    def time(self, calls: int) -> float:
+        """Seconds that ``calls`` single calls take there, over the placements in turn."""
+        return float(self._ask({"do": "time", "calls": calls})["seconds"])
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait()
+
+
+def compare_against(task: Task, spec: dict[str, Any], runner: AgainstRunner, row: BenchRow, seconds: float,
+                    repeats: int, seed: int = 0) -> BenchRow:
+    """``row`` with its ``*_against`` fields: the single calls of both simulators on the row's seeded
+    placements, in `AGAINST_ROUNDS` alternating rounds of the same number of calls (ours first):
+    ``ns_per_op_against`` theirs, ``ns_per_op_alternating`` ours in those rounds, ``speedup_against``
+    the first over the second; ``identical_against``: whether both give the same runtimes of the
+    placements, bit for bit (and the same placements and op count)."""
+    placements = np.random.default_rng(seed).integers(0, task.n_devices, size=(row.batch, task.n_forward))
+    theirs = runner.load(spec, seed, row.batch)
+    if "error" in theirs:
+        print(f"{row.graph}: no comparison, {runner.path} cannot build it ({theirs['error']})",
+              file=sys.stderr)
+        return row
+    ours = [simulate(task, p).runtime for p in placements]
+    identical = (theirs["placements"] == hashlib.sha256(placements.tobytes()).hexdigest()
+                 and theirs["ops"] == task.n_ops and theirs["runtimes"] == ours)
+    calls = max(math.ceil(repeats / AGAINST_ROUNDS),
+                math.ceil(seconds / AGAINST_ROUNDS * row.fast_evals_per_s))
+    single = _in_turn(lambda p: simulate(task, p), placements)
+    our_s = their_s = 0.0
+    for _ in range(AGAINST_ROUNDS):
+        start = time.perf_counter()
+        for _ in range(calls):
+            single()
+        our_s += time.perf_counter() - start
+        their_s += runner.time(calls)
+    total = calls * AGAINST_ROUNDS
+    against, alternating = 1e9 * their_s / total / theirs["ops"], 1e9 * our_s / total / task.n_ops
+    return dataclasses.replace(row, ns_per_op_against=against, ns_per_op_alternating=alternating,
+                               speedup_against=against / alternating, identical_against=bool(identical))
 
 
 @dataclass(frozen=True)
@@ -220,17 +427,17 @@ def bench_targets(rows: Sequence[BenchRow]) -> list[BenchTarget]:
     worst = min(bundled, key=lambda r: r.ratio, default=None)
     by_label = {r.graph: r for r in rows}
     small, large = by_label.get("layered1000"), by_label.get("layered100000")
-    gains = {r.graph: r.batch_evals_per_s / r.fast_evals_per_s for r in rows}
+    gains = {r.graph: r.batch_speedup for r in rows}
     least_gain = min(gains, key=gains.__getitem__, default=None)
     return [
         BenchTarget("fast / reference, every bundled graph", None if worst is None else worst.ratio,
                     TARGET_RATIO, True, "no bundled graph" if worst is None else f"least: {worst.graph}",
                     WHY_RATIO),
-        BenchTarget("us per op, synthetic 100k-op graph / 1k-op graph",
-                    None if small is None or large is None else large.fast_us_per_op / small.fast_us_per_op,
+        BenchTarget("ns per op, synthetic 100k-op graph / 1k-op graph",
+                    None if small is None or large is None else large.ns_per_op / small.ns_per_op,
                     TARGET_LARGE_PER_OP, False,
                     "needs --sizes 1000,100000" if small is None or large is None else
-                    f"{large.fast_us_per_op:.3f} / {small.fast_us_per_op:.3f} us", WHY_LARGE_PER_OP),
+                    f"{large.ns_per_op:.0f} / {small.ns_per_op:.0f} ns", WHY_LARGE_PER_OP),
         BenchTarget("batch / single evaluations per second, every row",
                     None if least_gain is None else gains[least_gain], TARGET_BATCH_GAIN, True,
                     "no rows" if least_gain is None else f"least: {least_gain} (batch of {rows[0].batch})",
@@ -238,8 +445,9 @@ def bench_targets(rows: Sequence[BenchRow]) -> list[BenchTarget]:
     ]
 
 
-def bench_cases(graphs: Sequence[str] | None, sizes: Sequence[int]) -> list[tuple[str, Callable[[], Task]]]:
-    """(label, task builder) for each bundled graph named (None: all) and each synthetic size."""
+def bench_cases(graphs: Sequence[str] | None, sizes: Sequence[int]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, task spec for `build_case`) for each bundled graph named (None: all) and each synthetic
+    size."""
     known = bundled_graph_names()
     names = known if graphs is None else list(graphs)
     unknown = [name for name in names if name not in known]
@@ -249,12 +457,17 @@ def bench_cases(graphs: Sequence[str] | None, sizes: Sequence[int]) -> list[tupl
     bad = [n for n in sizes if n < 1]
     if bad:
         raise ValueError(f"synthetic graph sizes must be positive op counts, got {bad}")
-    cases: list[tuple[str, Callable[[], Task]]] = [
-        (name, lambda name=name: get_task(name, BENCH_CLUSTER, BENCH_OBJECTIVE)) for name in names]
-    cases += [
-        (f"layered{n}", lambda n=n: make_task(layered_graph(n), load_cluster(BENCH_CLUSTER), BENCH_OBJECTIVE))
-        for n in sizes]
-    return cases
+    common = {"cluster": BENCH_CLUSTER, "objective": BENCH_OBJECTIVE}
+    return ([(name, {"graph": name, **common}) for name in names]
+            + [(f"layered{n}", {"layered": n, **common}) for n in sizes])
+
+
+def build_case(spec: dict[str, Any]) -> Task:
+    """The task of a `bench_cases` spec: a bundled ``graph`` or a ``layered`` graph of that many ops (the
+    subprocess of `AgainstRunner` builds it the same way)."""
+    if "graph" in spec:
+        return get_task(spec["graph"], spec["cluster"], spec["objective"])
+    return make_task(layered_graph(spec["layered"]), load_cluster(spec["cluster"]), spec["objective"])
 
 
 def run_bench(
@@ -265,19 +478,41 @@ def run_bench(
     batch: int = DEFAULT_BATCH,
     seed: int = 0,
     progress: Callable[[int, int, str, BenchRow | None], None] | None = None,
+    incremental_moves: int = 0,
+    incremental_from: str = "random",
+    against: str | os.PathLike | None = None,
 ) -> list[BenchRow]:
     """Benchmark the bundled ``graphs`` (None: all) and synthetic layered graphs of ``sizes`` ops.
 
+    ``incremental_moves`` > 0: each bundled graph's row gets `incremental_ceiling` over that many moves
+    from the placement ``incremental_from`` (`start_placement`). ``against``: a checkout of another
+    commit of this project, whose simulator `compare_against` times side by side with this one.
     ``progress(i, total, label, row)`` is called before each row (row None) and after it."""
     cases = bench_cases(graphs, sizes)
+    if incremental_moves > 0 and incremental_from != "random":
+        start_agent(incremental_from)  # an unknown name fails before the first row, not after it
+    runner = AgainstRunner(against) if against is not None else None
     rows = []
-    for i, (label, build) in enumerate(cases):
-        if progress is not None:
-            progress(i, len(cases), label, None)
-        row = bench_task(build(), label, repeats=repeats, seconds=seconds, batch=batch, seed=seed)
-        rows.append(row)
-        if progress is not None:
-            progress(i, len(cases), label, row)
+    try:
+        for i, (label, spec) in enumerate(cases):
+            if progress is not None:
+                progress(i, len(cases), label, None)
+            task = build_case(spec)
+            row = bench_task(task, label, repeats=repeats, seconds=seconds, batch=batch, seed=seed)
+            if incremental_moves > 0 and "graph" in spec and task.n_devices > 1:
+                ceiling, changed = incremental_ceiling(
+                    task, start_placement(task, incremental_from, seed), incremental_moves, seed)
+                row = dataclasses.replace(row, incremental_ceiling=ceiling, changed_fraction=changed,
+                                          incremental_moves=incremental_moves,
+                                          incremental_from=incremental_from)
+            if runner is not None:
+                row = compare_against(task, spec, runner, row, seconds, repeats, seed)
+            rows.append(row)
+            if progress is not None:
+                progress(i, len(cases), label, row)
+    finally:
+        if runner is not None:
+            runner.close()
     return rows
 
 

@@ -8,6 +8,7 @@ import time
 
 from placement_gym.cli.bench import (
     BENCH_CLUSTER,
+    BENCH_OBJECTIVE,
     DEFAULT_BATCH,
     DEFAULT_IMPORT_SIZES,
     DEFAULT_SIZES,
@@ -83,35 +84,52 @@ def run(args: argparse.Namespace) -> int:
     print(describe_machine(machine), file=stream)
     print(f"at the start: {describe_load(machine['load_average'], cores)}", file=stream, flush=True)
     if args.import_scaling is not None:
-        return _run_import(args, stream, cores)
+        return _run_import(args, stream, machine)
     rows = run_bench(_names(args.graphs), args.sizes, repeats=args.repeats, seconds=args.seconds,
-                     batch=args.batch, seed=args.seed, progress=_Progress())
-    end_load = f"at the end: {describe_load(load_average(), cores)}"
+                     batch=args.batch, seed=args.seed, progress=_Progress(),
+                     incremental_moves=args.incremental_moves or 0, incremental_from=args.incremental_from,
+                     against=args.against)
+    end = load_average()
     if args.json:
-        print(end_load, file=stream)
-        print_json([row.to_dict() for row in rows])
+        print(f"at the end: {describe_load(end, cores)}", file=stream)
+        print_json({"machine": machine, "load_average_end": end, "rows": [row.to_dict() for row in rows]})
         return _check(rows) if args.check else 0
-    print_table(
-        ["graph", "task ops", "fwd ops", "agree", "fast eval/s", f"batch{args.batch} eval/s",
-         "reference eval/s", "fast/ref", "fast us/op"],
-        [[r.graph, f"{r.ops:,}", f"{r.forward_ops:,}", "yes" if r.agree else "NO", _rate(r.fast_evals_per_s),
-          _rate(r.batch_evals_per_s), _rate(r.reference_evals_per_s), f"{r.ratio:,.1f}x",
-          f"{r.fast_us_per_op:.3f}"] for r in rows],
-        numeric=[False, True, True, False, True, True, True, True, True],
-        title=f"cost model speed: train_step on {BENCH_CLUSTER}, random placements (seed {args.seed})",
-    )
-    print(end_load)
+    columns = ["graph", "task ops", "fwd ops", "agree", "fast eval/s", f"batch{args.batch} eval/s",
+               "batch/fast", "reference eval/s", "fast/ref", "fast ns/op"]
+    cells = [[r.graph, f"{r.ops:,}", f"{r.forward_ops:,}", "yes" if r.agree else "NO",
+              _rate(r.fast_evals_per_s), _rate(r.batch_evals_per_s), f"{r.batch_speedup:.2f}x",
+              _rate(r.reference_evals_per_s), f"{r.ratio:,.1f}x", f"{r.ns_per_op:,.0f}"] for r in rows]
+    if args.incremental_moves:
+        columns += ["incr. ceiling", "changed"]
+        for r, line in zip(rows, cells):
+            line += (["-", "-"] if r.incremental_ceiling is None or r.changed_fraction is None else
+                     [f"{r.incremental_ceiling:.2f}x", f"{r.changed_fraction:.2f}"])
+    if args.against is not None:
+        columns += ["against ns/op", "alternating ns/op", "against/ours", "identical"]
+        for r, line in zip(rows, cells):
+            line += (["-"] * 4 if r.ns_per_op_against is None or r.ns_per_op_alternating is None
+                     or r.speedup_against is None else
+                     [f"{r.ns_per_op_against:,.0f}", f"{r.ns_per_op_alternating:,.0f}",
+                      f"{r.speedup_against:.2f}x", "yes" if r.identical_against else "NO"])
+    print_table(columns, cells, numeric=[False, True, True, False] + [True] * (len(columns) - 4),
+                title=f"cost model speed: {BENCH_OBJECTIVE} on {BENCH_CLUSTER}, random placements "
+                      f"(seed {args.seed})")
+    print(f"at the end: {describe_load(end, cores)}")
     if not all(row.agree for row in rows):
         print("warning: the fast simulator and the reference disagree on a row marked NO", file=sys.stderr)
+    if any(row.identical_against is False for row in rows):
+        print(f"warning: {args.against} gives other runtimes on a row marked NO", file=sys.stderr)
     return _check(rows) if args.check else 0
 
 
-def _run_import(args: argparse.Namespace, stream, cores: int) -> int:
+def _run_import(args: argparse.Namespace, stream, machine: dict) -> int:
+    cores = machine["usable_cores"]
     rows = run_import_bench(args.import_scaling, progress=_Progress())
-    end_load = f"at the end: {describe_load(load_average(), cores)}"
+    end = load_average()
+    end_load = f"at the end: {describe_load(end, cores)}"
     if args.json:
         print(end_load, file=stream)
-        print_json([row.to_dict() for row in rows])
+        print_json({"machine": machine, "load_average_end": end, "rows": [row.to_dict() for row in rows]})
         return 0
     print_table(
         ["nodes", "file MB", "ops", "edges", "load+infer cpu s", "import cpu s", "import/(load+infer)",
@@ -154,7 +172,9 @@ def add_parser(subparsers: Subcommands) -> None:
                         help="bundled graphs to time: all, none, or comma-separated names (default: all)")
     parser.add_argument("--sizes", type=_sizes, default=list(DEFAULT_SIZES),
                         help="op counts of the synthetic layered graphs, comma-separated, or none "
-                             "(default: 1000,10000,100000)")
+                             "(default: 1000,10000,100000); 1000000 works, slowly: on a 2-core VM its task "
+                             "takes about 40 s to build and its row about 6 minutes (3 of them one reference "
+                             "call) and 6 GB of memory with --batch 16")
     parser.add_argument("--repeats", type=positive_int, default=3,
                         help="least number of fast and batched calls per row (default: 3)")
     parser.add_argument("--seconds", type=_positive_float, default=1.0,
@@ -168,8 +188,23 @@ def add_parser(subparsers: Subcommands) -> None:
                         help="instead of the simulators, time the ONNX import of synthetic chains of these "
                              "node counts (comma-separated; default 25000,50000,100000,200000) against "
                              "onnx.load + shape inference of the same file, in CPU and wall seconds")
-    parser.add_argument("--json", action="store_true", help="print a JSON list of rows instead of a table "
-                        "(the machine and load lines go to stderr)")
+    parser.add_argument("--incremental-moves", type=positive_int, default=None, metavar="R",
+                        help="for each bundled graph, also measure incremental_ceiling and changed_fraction "
+                             "over R seeded random one-op moves: the most that any exact incremental "
+                             "evaluation (re-simulating from the first op whose start or device a move "
+                             "changes) could save over a full simulation; R + 1 simulations with their "
+                             "schedules per graph (default: off)")
+    parser.add_argument("--incremental-from", default="random", metavar="AGENT",
+                        help="the placement the moves start from: random (seeded) or an installed agent "
+                             "such as m-topo or m-etf (default: random)")
+    parser.add_argument("--against", metavar="PATH", default=None,
+                        help="a checkout of another commit of placement-gym (a git worktree): time its "
+                             "simulator on the same rows and placements in a subprocess, in rounds "
+                             "alternating with this one, and report its ns per op, against / ours, and "
+                             "whether the runtimes are bit for bit the same")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON instead of a table: {machine, load_average_end, rows} "
+                             "(docs/cost_model.md#speed lists every key; progress goes to stderr)")
     parser.add_argument("--check", action="store_true",
                         help="for developers: also check the speed targets (issue 15's), explain each, and "
                              "exit 1 when one fails (they assume an idle 2-core machine)")
