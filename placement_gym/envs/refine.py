@@ -130,6 +130,19 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         self.initial = initial if isinstance(initial, str) else "given"
         self.action_space = spaces.Discrete(self.max_devices)
         self._nodes = np.zeros(self.n_nodes, dtype=np.int64)
+        # The per-op placement, kept up to date move by move (a step rewrites the moved group's ops,
+        # not every op); with one node per op it is ``_nodes`` itself.
+        self._ops = self._nodes if self._identity else np.zeros(self.task.n_forward, dtype=np.int64)
+        # Static bytes per device of all nodes, kept up to date move by move, so that `action_masks`
+        # costs O(n_devices) rather than a sum over every node. Only where that is exact: integral
+        # bytes whose total is below 2**53, so that every partial sum is exact and any order of adding
+        # gives the figure a sum over the other nodes gives; otherwise `action_masks` sums afresh.
+        static = self.node_static_bytes
+        self._static_used: np.ndarray | None = (
+            np.zeros(self.task.n_devices)
+            if bool(np.all(static == np.round(static))) and float(np.abs(static).sum()) < 2.0**53
+            else None
+        )
         self._steps = 0
         self._needs_reset = True
         self._initial_runtime = float("nan")
@@ -187,9 +200,13 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
             self._nodes[:] = self.np_random.integers(0, self.task.n_devices, size=self.n_nodes)
         else:
             self._nodes[:] = self._fixed_initial
+        if not self._identity:
+            self._ops[:] = self.op_placement(self._nodes)
+        if self._static_used is not None:
+            self._static_used[:] = self._used_static(self._nodes, slice(None))
         self._steps = 0
         self._needs_reset = False
-        self._result, self._reward_runtime = self._evaluate(self._nodes)
+        self._result, self._reward_runtime = self._evaluate_placement(self._ops)
         self._initial_runtime = self._result.runtime
         self._observation.set_placement(self._nodes)
         self._observation.set_current(0)
@@ -204,11 +221,16 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
             )
         device = self._check_device(action)
         node, sweep = refine_visit(self._steps, self.n_nodes)
+        if self._static_used is not None:
+            self._static_used[self._nodes[node]] -= self.node_static_bytes[node]
+            self._static_used[device] += self.node_static_bytes[node]
         self._nodes[node] = device
+        if not self._identity:
+            self._ops[self.grouping.members(node)] = device
         self._observation.place(node, device)
         self._steps += 1
         previous = self._reward_runtime
-        self._result, self._reward_runtime = self._evaluate(self._nodes)
+        self._result, self._reward_runtime = self._evaluate_placement(self._ops)
         reward = improvement_reward(previous, self._reward_runtime, self.best_single_runtime)
         terminated = self._steps == self.episode_length
         self._needs_reset = terminated
@@ -221,8 +243,12 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         node = self.current_node
         if node is None or self._needs_reset:
             return self._padded_mask(np.ones(self.task.n_devices, dtype=bool))
-        others = np.arange(self.n_nodes) != node
-        return self._padded_mask(self._fit_mask(node, self._used_static(self._nodes, others)))
+        if self._static_used is None:
+            used = self._used_static(self._nodes, np.arange(self.n_nodes) != node)
+        else:
+            used = self._static_used.copy()
+            used[self._nodes[node]] -= self.node_static_bytes[node]
+        return self._padded_mask(self._fit_mask(node, used))
 
     def render(self):
         """The current placement as text (``"ansi"``) or as a timeline image (``"rgb_array"``);
