@@ -226,7 +226,8 @@ def test_observation_after_moves_is_the_one_built_afresh(obs_mode, mask_in_obs, 
     masks (kept as per-device sums) are the rule summed afresh. Memory is tight (each device holds
     under half the static bytes), so the masks change along the way."""
     k80x2 = load_cluster("k80x2")
-    probe = DevicePlacementRefineEnv(graph="cifar10_cnn", cluster=k80x2, objective="train_step", groups=groups)
+    probe = DevicePlacementRefineEnv(graph="cifar10_cnn", cluster=k80x2, objective="train_step",
+                                     groups=groups)
     capacity = np.full(k80x2.n_devices, 0.45 * probe.node_static_bytes.sum())
     settings = dict(graph="cifar10_cnn", cluster=dataclasses.replace(k80x2, memory_capacity=capacity),
                     objective="train_step", groups=groups, obs_mode=obs_mode, mask_in_obs=mask_in_obs)
