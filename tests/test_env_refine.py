@@ -1,5 +1,6 @@
 """`DevicePlacementRefine-v0` (Placeto): rewards by hand (and Park's two bugs), the initial
-placement, sweeps, masks, seeding, errors."""
+placement, sweeps, masks, seeding, errors; the observation and masks kept up to date move by move
+equal the ones built afresh for the same placement."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import MS, hand_cluster, hand_graph
 
+from placement_gym.cluster import load_cluster
 from placement_gym.cost_model import simulate
 from placement_gym.envs.refine import DevicePlacementRefineEnv, refine_visit
 from placement_gym.evaluation.placements import save_placement
@@ -107,8 +109,10 @@ def test_out_of_memory_moves_are_rewarded_with_the_penalty_runtime():
     assert rewards[1] == pytest.approx((ONE_OP - 10 * best) / best, rel=1e-12)
 
 
-def test_masks_count_the_other_nodes_static_memory():
-    graph = hand_graph([("a", 1e9, 1e3, 6e3), ("b", 1e9, 1e3, 6e3), ("c", 1e9, 1e3, 6e3)], edges=[])
+# Integral bytes (the env keeps per-device sums move by move) and fractional ones (it sums afresh).
+@pytest.mark.parametrize("param_bytes", [6e3, 6e3 + 0.25])
+def test_masks_count_the_other_nodes_static_memory(param_bytes):
+    graph = hand_graph([(name, 1e9, 1e3, param_bytes) for name in "abc"], edges=[])
     cluster = dataclasses.replace(hand_cluster(2), memory_capacity=np.array([1e4, 1e4]))
     env = DevicePlacementRefineEnv(graph=graph, cluster=cluster, objective="inference",
                                    initial=np.array([0, 1, 1]))
@@ -199,3 +203,61 @@ def test_bad_actions():
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DevicePlacementRefineEnv(**SMALL, **kwargs)
+
+
+def _masks_afresh(env: DevicePlacementRefineEnv, node: int) -> np.ndarray:
+    """The Action Space rule, summed here op by op: devices where the static bytes of the other nodes
+    plus ``node``'s fit; every device when none does."""
+    used = np.zeros(env.task.n_devices)
+    nodes = env.placement()
+    for other in range(env.n_nodes):
+        if other != node:
+            used[nodes[other]] += env.node_static_bytes[other]
+    fits = used + env.node_static_bytes[node] <= env.task.cluster.memory_capacity
+    return fits if fits.any() else np.ones(env.task.n_devices, dtype=bool)
+
+
+@pytest.mark.parametrize("obs_mode, mask_in_obs", [("dict", False), ("dict", True), ("flat", False),
+                                                   ("flat", True), ("graph", False)])
+@pytest.mark.parametrize("groups", [None, "chains"], ids=str)
+def test_observation_after_moves_is_the_one_built_afresh(obs_mode, mask_in_obs, groups):
+    """After every move of two sweeps, the observation (updated in place for the moved node) is a
+    fresh env's at the same placement, with the current node and its mask of the moved-to state; the
+    masks (kept as per-device sums) are the rule summed afresh. Memory is tight (each device holds
+    under half the static bytes), so the masks change along the way."""
+    k80x2 = load_cluster("k80x2")
+    probe = DevicePlacementRefineEnv(graph="cifar10_cnn", cluster=k80x2, objective="train_step",
+                                     groups=groups)
+    capacity = np.full(k80x2.n_devices, 0.45 * probe.node_static_bytes.sum())
+    settings = dict(graph="cifar10_cnn", cluster=dataclasses.replace(k80x2, memory_capacity=capacity),
+                    objective="train_step", groups=groups, obs_mode=obs_mode, mask_in_obs=mask_in_obs)
+    env = DevicePlacementRefineEnv(**settings, sweeps=2)
+    env.reset(seed=5)
+    rng = np.random.default_rng(11)
+    masks_seen = set()
+    for _ in range(env.episode_length):
+        obs, *_ = env.step(int(rng.integers(env.task.n_devices)))
+        node = env.current_node
+        current = np.zeros(env.n_nodes, dtype=np.float32)
+        masks = np.ones(env.task.n_devices, dtype=bool)
+        if node is not None:
+            current[node] = 1.0
+            masks = _masks_afresh(env, node)
+        masks_seen.add(tuple(masks))
+        np.testing.assert_array_equal(env.action_masks(), masks)
+        expected, _ = DevicePlacementRefineEnv(**settings, initial=env.placement()).reset()
+        if obs_mode == "graph":
+            expected.nodes[:, -1] = current
+            for got, want in zip(obs, expected, strict=True):
+                np.testing.assert_array_equal(got, want)
+            continue
+        if obs_mode == "flat":
+            expected[env.flat_slices["current"]] = current
+            if mask_in_obs:
+                expected[env.flat_slices["action_mask"]] = masks
+        else:
+            expected["current"] = current
+            if mask_in_obs:
+                expected["action_mask"] = masks
+        np.testing.assert_equal(obs, expected)
+    assert len(masks_seen) >= 2  # the memory limit bites

@@ -259,12 +259,15 @@ class PlacementEnvBase(gym.Env):
 
     def _obs(self):
         """The observation of the current state in ``obs_mode`` (a fresh copy every call)."""
+        if self.obs_mode == "flat":
+            # The action mask is the layout's last key (`placement_gym.envs.flat.FLAT_KEYS`).
+            return self._observation.flat_observation(self.action_masks() if self.mask_in_obs else None)
         obs = self._observation.observation()
         if self.obs_mode == "graph":
             return obs
         if self.mask_in_obs:
             obs["action_mask"] = np.array(self.action_masks(), dtype=np.bool_)
-        return obs if self.flat_layout is None else self.flat_layout.flatten(obs)
+        return obs
 
     # --- placements and evaluation ----------------------------------------------------------------
 
@@ -326,7 +329,12 @@ class PlacementEnvBase(gym.Env):
         ``self.evaluations``. An uncounted one goes to the evaluator of ``reward_mode`` (so in
         ``"real"`` mode every runtime the env reports is measured), except that a schedule (a
         timeline) is always the cost model's."""
-        placement = self.op_placement(node_devices)
+        return self._evaluate_placement(self.op_placement(node_devices), schedule, counted)
+
+    def _evaluate_placement(
+        self, placement: np.ndarray, schedule: bool = False, counted: bool = True
+    ) -> tuple[SimulationResult, float]:
+        """`_evaluate` of a per-forward-op placement (for an env that keeps one up to date itself)."""
         if counted:
             result = self.evaluator.simulate(placement, schedule=schedule)
         elif schedule:

@@ -24,7 +24,10 @@ stable-baselines3's ``MultiInputPolicy`` takes:
 
 ``"flat"``: the arrays of the dict mode, padded the same way, concatenated into one 1-D float32
 `Box` (for libraries whose stock policies take nothing else); order, encodings and how to split it
-again: `placement_gym.envs.flat`. `NodeObservation` yields the dict in this mode; the env flattens it.
+again: `placement_gym.envs.flat`. `NodeObservation` keeps this mode's vector itself, the static
+entries written once and the placement and current entries updated in place, so an observation is
+one copy of it (`NodeObservation.flat_observation`); `NodeObservation.observation` still gives the
+dict.
 
 ``"graph"``: a `gymnasium.spaces.Graph` (for GNN users; no padding of nodes and edges): ``nodes``
 ``(n_nodes, len(NODE_FEATURES) + max_devices + 1)`` float32 = the node features, then the
@@ -53,6 +56,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.common.limits import check_allocation
+from placement_gym.envs.flat import FlatLayout
 from placement_gym.graph.opgraph import CATEGORIES
 from placement_gym.task.cache import TaskCache
 
@@ -94,8 +98,9 @@ DEVICE_FEATURES: tuple[str, ...] = (
 
 
 # Arrays of one observation's size alive per env: the space's low and high bounds, the static and
-# placement arrays kept here, the copy `NodeObservation.observation` returns, and in the flat mode
-# the flat space's bounds and the flat vector.
+# placement arrays kept here, the copy `NodeObservation.observation` (or in the flat mode
+# `NodeObservation.flat_observation`) returns, and in the flat mode the flat space's bounds and the
+# flat vector kept here.
 OBSERVATION_COPIES = 7
 
 
@@ -233,7 +238,9 @@ class NodeObservation:
     observation space; the graph mode is not padded and ignores them. ``max_devices`` (default: the
     task's number of devices) pads the device axis in every mode (``device_features`` rows,
     ``placement`` columns, the graph mode's placement columns). In ``"flat"`` mode ``space``
-    and `observation` are the dict mode's: the env flattens them (`placement_gym.envs.flat`).
+    and `observation` are the dict mode's, and `flat_observation` gives the flat vector
+    (`placement_gym.envs.flat`) without building the dict: the placement and current entries live in
+    that vector, so a step that moves one node updates O(1) entries and an observation costs one copy.
     ``nbytes``: the bytes of one observation (`observation_bytes`); an observation whose arrays
     (`OBSERVATION_COPIES` of it) would pass the allocation limit (`placement_gym.common.limits`) is
     refused before they are made."""
@@ -283,6 +290,8 @@ class NodeObservation:
         edge_columns = _log_scaled(edge_bytes, BYTE_SCALE)[:, None].astype(np.float32)
         if self.mode != "graph":
             self._build_dict(nodes, src, dst, edge_columns)
+            if self.mode == "flat":
+                self._build_flat()
         else:
             width = n_feat + n_dev + 1
             self.space = spaces.Graph(
@@ -333,6 +342,14 @@ class NodeObservation:
         self._placement = np.zeros((self.max_nodes, n_dev), dtype=np.float32)
         self._current = np.zeros(self.max_nodes, dtype=np.float32)
 
+    def _build_flat(self) -> None:
+        """The flat vector of the dict arrays (`FlatLayout` of ``space``), with ``_placement`` and
+        ``_current`` rebound to views of their entries in it, so that updates land there directly."""
+        layout = FlatLayout(self.space)
+        self._flat = layout.flatten(self._static | {"placement": self._placement, "current": self._current})
+        self._placement = self._flat[layout.slices["placement"]].reshape(self._placement.shape)
+        self._current = self._flat[layout.slices["current"]]
+
     def clear_placement(self) -> None:
         """No node placed."""
         self._placement[:] = 0.0
@@ -373,3 +390,17 @@ class NodeObservation:
         obs["placement"] = self._placement.copy()
         obs["current"] = self._current.copy()
         return obs
+
+    def flat_observation(self, tail: np.ndarray | None = None) -> np.ndarray:
+        """``obs_mode="flat"``: a fresh float32 copy of the flat vector (`placement_gym.envs.flat`:
+        the arrays of `observation` in `placement_gym.envs.flat.FLAT_KEYS` order), followed by
+        ``tail`` (the env's action mask, as 0.0/1.0) when given."""
+        if self.mode != "flat":
+            raise ValueError(f"flat_observation needs obs_mode 'flat'; this observation is {self.mode!r}")
+        if tail is None:
+            return self._flat.copy()
+        tail = np.ravel(tail)
+        flat = np.empty(len(self._flat) + len(tail), dtype=np.float32)
+        flat[: len(self._flat)] = self._flat
+        flat[len(self._flat):] = tail
+        return flat
