@@ -103,12 +103,14 @@ def etf_schedule(
             keep = with_parent & (parent_device >= 0)
             keep &= allowed[np.arange(len(ready)), np.maximum(parent_device, 0)]
             allowed[keep] = devices[None, :] == parent_device[keep, None]
-        stuck = forward & ~allowed.any(axis=1)
-        for row in np.flatnonzero(stuck):
-            if room[row].any():
-                allowed[row] = room[row]
-            else:
-                allowed[row, schedule.fallback_device(devices)] = True
+        # A forward op no GPU has room for may use any device with room, else the fallback device.
+        # Vectorised: when the GPUs are full, most of a large graph's ready ops are stuck at once.
+        stuck = np.flatnonzero(forward & ~allowed.any(axis=1))
+        if len(stuck):
+            has_room = room[stuck].any(axis=1)
+            allowed[stuck[has_room]] = room[stuck[has_room]]
+            if not has_room.all():
+                allowed[stuck[~has_room], schedule.fallback_device(devices)] = True
         pinned = ~forward
         allowed[pinned] = devices[None, :] == schedule.device[forward_of[ready[pinned]], None]
         start[~allowed] = np.inf
