@@ -114,8 +114,8 @@ def _work_sizes(ints):
     """Lengths of the int64 and float64 workspaces that `_run` carves its scratch arrays from."""
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
     capacity = ints[_N_TENSORS] + n_edges  # live buffers: one per tensor and per consumer edge at most
-    n_int = 3 * n_ops + 6 * n_devices + capacity + n_edges + ints[_N_HOSTS] + 2 * (2 * capacity) + 2
-    n_float = (6 * n_ops + 3 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
+    n_int = 3 * n_ops + 8 * n_devices + capacity + n_edges + 2 * (2 * capacity) + 2
+    n_float = (6 * n_ops + 4 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
                + ints[_N_THREADS] + 2 * (2 * capacity))
     return n_int, n_float
 
@@ -204,7 +204,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     (duration, tensor_bytes, static_bytes, link_bandwidth, link_latency, dispatch_time, transfer_sync,
      _) = _float_fields(ints, floats)
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
-    n_route, n_hosts = ints[_N_ROUTE], ints[_N_HOSTS]
+    n_route = ints[_N_ROUTE]
     capacity = ints[_N_TENSORS] + n_edges
 
     # Scratch arrays, carved from the workspaces (`_work_sizes` counts them).
@@ -229,8 +229,10 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wi += n_devices
     heap_op = work_i[wi : wi + n_ops]
     wi += n_ops
-    host_thread = work_i[wi : wi + n_hosts]
-    wi += n_hosts
+    device_thread = work_i[wi : wi + n_devices]
+    wi += n_devices
+    dst = work_i[wi : wi + n_devices]
+    wi += n_devices
     chosen = work_i[wi : wi + n_devices]
     wi += n_devices
     event_end = work_i[wi : wi + 2 * capacity + 2]
@@ -255,6 +257,8 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     heap_key = work_f[wf : wf + n_ops]
     wf += n_ops
     device_free = work_f[wf : wf + n_devices]
+    wf += n_devices
+    device_next = work_f[wf : wf + n_devices]
     wf += n_devices
     link_free = work_f[wf : wf + n_devices * n_devices]
     wf += n_devices * n_devices
@@ -371,73 +375,68 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     segment_free[:] = 0.0
     # Host dispatch: an op's launch may begin once its same-device producers are launched and its
     # received inputs have arrived (`launch_ready`), on the host thread that frees first; launches
-    # are issued in the order ops start. Host h's threads are ``thread_pointer[h]:[h + 1]``.
+    # are issued in the order ops start. Host h's threads are ``thread_pointer[h]:[h + 1]``, kept as
+    # a binary min-heap of their free times: only the earliest matters (the launch takes it, and
+    # which of several equal threads does is not observable), so its root is
+    # ``thread_free[device_thread[d]]`` for every device d of the host.
     launch_ready[:] = 0.0
     thread_free[:] = 0.0
+    for d in range(n_devices):
+        device_thread[d] = thread_pointer[device_host[d]]
     # A pipelined step (more than one micro-batch) chooses each device's op by micro-batch first.
     pipelined = ints[_N_MICROBATCHES] > 1
+    # Each device's next op is at heap position ``chosen[d]`` (-1: to be found again, after its heap or
+    # free time changed), and ``device_next[d]`` is when it could start leaving out the host thread:
+    # max(free time, ready time, launch_ready + dispatch). Its start is then ``max(device_next[d],
+    # earliest thread + dispatch)``, the same number as max(free, ready, max(thread, launch_ready) +
+    # dispatch) (rounding is monotonic, so adding the dispatch time commutes with max). Caching it
+    # leaves the per-commit scan over devices a few loads each; only the devices whose heaps changed
+    # are recomputed.
     chosen[:] = -1
     n_transfers = 0
     makespan = 0.0
     for _ in range(n_ops):
-        # The thread that frees first on each host (ties by index) is the same for all its devices.
-        for h in range(n_hosts):
-            thread = thread_pointer[h]
-            for k in range(thread_pointer[h] + 1, thread_pointer[h + 1]):
-                if thread_free[k] < thread_free[thread]:
-                    thread = k
-            host_thread[h] = thread
         best = -1
         best_start = np.inf
-        best_launch = 0.0
-        best_at = 0
-        if not pipelined:
-            # Each device's op is the top of its heap: the earliest ready, ties by index.
-            for d in range(n_devices):
-                if size[d] > 0:
-                    launch = max(thread_free[host_thread[device_host[d]]], launch_ready[heap_op[base[d]]])
-                    s = max(max(device_free[d], heap_key[base[d]]), launch + dispatch_time[d])
-                    if s < best_start:
-                        best_start = s
-                        best = d
-                        best_launch = launch
-        else:
-            for d in range(n_devices):
-                if size[d] > 0:
+        for d in range(n_devices):
+            if chosen[d] < 0:
+                root = base[d]
+                at = 0
+                if size[d] == 0:
+                    device_next[d] = np.inf
+                elif pipelined:
                     # The device's op: among its heap's ops ready by t (the heap holds every op of d
                     # that can be ready by then), the lowest micro-batch, then the earliest ready,
-                    # then the lowest index. It depends on d's heap and free time only, so it is
-                    # kept until either changes (``chosen[d] < 0``).
-                    root = base[d]
-                    if chosen[d] < 0:
-                        t = max(device_free[d], heap_key[root])
-                        at = 0
-                        at_op = heap_op[root]
-                        at_key = heap_key[root]
-                        at_batch = op_microbatch[at_op]
-                        for i in range(1, size[d]):
-                            key = heap_key[root + i]
-                            if key <= t:
-                                other = heap_op[root + i]
-                                batch = op_microbatch[other]
-                                if batch < at_batch or (batch == at_batch and (
-                                        key < at_key or (key == at_key and other < at_op))):
-                                    at = i
-                                    at_op = other
-                                    at_key = key
-                                    at_batch = batch
-                        chosen[d] = at
-                    top = root + chosen[d]
-                    launch = max(thread_free[host_thread[device_host[d]]], launch_ready[heap_op[top]])
-                    s = max(max(device_free[d], heap_key[top]), launch + dispatch_time[d])
-                    if s < best_start:
-                        best_start = s
-                        best = d
-                        best_launch = launch
-                        best_at = chosen[d]
+                    # then the lowest index.
+                    t = max(device_free[d], heap_key[root])
+                    at_op = heap_op[root]
+                    at_key = heap_key[root]
+                    at_batch = op_microbatch[at_op]
+                    for i in range(1, size[d]):
+                        key = heap_key[root + i]
+                        if key <= t:
+                            other = heap_op[root + i]
+                            batch = op_microbatch[other]
+                            if batch < at_batch or (batch == at_batch and (
+                                    key < at_key or (key == at_key and other < at_op))):
+                                at = i
+                                at_op = other
+                                at_key = key
+                                at_batch = batch
+                # Else: the top of its heap, the earliest ready, ties by index.
+                chosen[d] = at
+                if size[d] > 0:
+                    top = root + at
+                    device_next[d] = max(max(device_free[d], heap_key[top]),
+                                         launch_ready[heap_op[top]] + dispatch_time[d])
+            s = max(device_next[d], thread_free[device_thread[d]] + dispatch_time[d])
+            if s < best_start:
+                best_start = s
+                best = d
         if best < 0:
             return _STALLED, device, start, finish, transfer_tensor, transfer_dst, start, finish
         d = best
+        best_at = chosen[d]
         # Pop device d's op off its heap. A pipelined step's op may lie below the root: it is brought
         # up first, each entry on its path moving down one slot (where all below it are still no
         # smaller, so the heap order holds under the root), then popped as the root.
@@ -484,8 +483,25 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
             heap_op[root + i] = last
         s = best_start
         f = s + op_time[op]
-        launch_end[op] = best_launch + dispatch_time[d]
-        thread_free[host_thread[device_host[d]]] = launch_end[op]
+        # The launch takes the host's earliest thread (the root of its heap): the root's free time
+        # becomes the launch's end, moved down to its place.
+        lo = device_thread[d]
+        launch = max(thread_free[lo], launch_ready[op])
+        launch_end[op] = launch + dispatch_time[d]
+        key = launch_end[op]
+        n = thread_pointer[device_host[d] + 1] - lo
+        i = 0
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            if child + 1 < n and thread_free[lo + child + 1] < thread_free[lo + child]:
+                child += 1
+            if key <= thread_free[lo + child]:
+                break
+            thread_free[lo + i] = thread_free[lo + child]
+            i = child
+        thread_free[lo + i] = key
         if record:
             start[op] = s
             finish[op] = f
@@ -509,13 +525,22 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
                 buffer_alloc[own] = s
                 buffer_free[own] = np.inf if tensor_persistent[t] else f
                 n_buffers += 1
-            # The devices that read t (marked in `holder`), then one copy per other device, sent in
-            # device order: links that share a segment take their turns in that order.
+            # The devices that read t (marked in `holder`, listed in ``dst[:n_dst]`` in increasing order
+            # by insertion: a tensor has few), then one copy per other device, sent in device order:
+            # links that share a segment take their turns in that order.
+            n_dst = 0
             for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
-                holder[device[consumers[j]]] = t
-            for e in range(n_devices):
+                e = device[consumers[j]]
                 if holder[e] != t:
-                    continue
+                    holder[e] = t
+                    i = n_dst
+                    while i > 0 and dst[i - 1] > e:
+                        dst[i] = dst[i - 1]
+                        i -= 1
+                    dst[i] = e
+                    n_dst += 1
+            for k in range(n_dst):
+                e = dst[k]
                 if e == d:
                     arrival[e] = f
                     copy[e] = own
