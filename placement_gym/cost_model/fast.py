@@ -114,20 +114,21 @@ def _work_sizes(ints):
     """Lengths of the int64 and float64 workspaces that `_run` carves its scratch arrays from."""
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
     capacity = ints[_N_TENSORS] + n_edges  # live buffers: one per tensor and per consumer edge at most
-    n_int = 3 * n_ops + 8 * n_devices + capacity + n_edges + 2 * (2 * capacity) + 2
+    n_int = 3 * n_ops + 7 * n_devices + capacity + n_edges + ints[_N_HOSTS] + 2 * (2 * capacity) + 2
     n_float = (6 * n_ops + 4 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
-               + ints[_N_THREADS] + 2 * (2 * capacity))
+               + ints[_N_THREADS] + ints[_N_HOSTS] + 2 * (2 * capacity))
     return n_int, n_float
 
 
 @numba.njit(cache=True)
-def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, horizon, peak,
+def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, n_events, horizon, peak,
                      end, time, change, device, usage):
-    """Add to ``peak`` the most bytes live at once on each device (``end``, ``time``, ``change``,
-    ``device``, ``usage``: scratch, at least 2 * buffers + 2, 2 * buffers (three) and devices long).
+    """Add to ``peak`` the most bytes live at once on each device (``n_events``: the number of events
+    below, counted as the buffers were made; ``end``, ``time``, ``change``, ``device``, ``usage``:
+    scratch, at least 2 * buffers + 2, 2 * buffers (three) and devices long).
 
-    One event per allocation (+bytes) and per free (-bytes; a buffer freed at ``inf`` never is,
-    an empty buffer changes nothing), swept in time order with frees first at equal times, the
+    One event per allocation (+bytes) and per free (-bytes; a buffer freed at ``inf`` never is;
+    every buffer has bytes), swept in time order with frees first at equal times, the
     peak taken after every event (a free never raises it). Byte counts are whole numbers, so the
     sums do not depend on the order of events at equal times.
 
@@ -136,23 +137,18 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
     sort (stable, so frees stay first at equal times) finishes each bucket. Buffers are made
     roughly in time order, so the copies are nearly sequential and few events move."""
     n_buffers = buffer_device.shape[0]
-    n_events = 0
-    for b in range(n_buffers):
-        if buffer_bytes[b] > 0.0:
-            n_events += 2 if buffer_free[b] < np.inf else 1
     n_buckets = n_events + 1
     scale = (n_buckets - 1) / horizon if horizon > 0.0 else 0.0
     end = end[: n_buckets + 1]  # end[k + 1]: events in buckets <= k, then ends
     end[:] = 0
     for b in range(n_buffers):
-        if buffer_bytes[b] > 0.0:
-            end[min(int(buffer_alloc[b] * scale), n_buckets - 1) + 1] += 1
-            if buffer_free[b] < np.inf:
-                end[min(int(buffer_free[b] * scale), n_buckets - 1) + 1] += 1
+        end[min(int(buffer_alloc[b] * scale), n_buckets - 1) + 1] += 1
+        if buffer_free[b] < np.inf:
+            end[min(int(buffer_free[b] * scale), n_buckets - 1) + 1] += 1
     for k in range(n_buckets):
         end[k + 1] += end[k]
     for b in range(n_buffers):
-        if buffer_bytes[b] > 0.0 and buffer_free[b] < np.inf:
+        if buffer_free[b] < np.inf:
             k = min(int(buffer_free[b] * scale), n_buckets - 1)
             i = end[k]
             end[k] = i + 1
@@ -160,13 +156,12 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
             change[i] = -buffer_bytes[b]
             device[i] = buffer_device[b]
     for b in range(n_buffers):
-        if buffer_bytes[b] > 0.0:
-            k = min(int(buffer_alloc[b] * scale), n_buckets - 1)
-            i = end[k]
-            end[k] = i + 1
-            time[i] = buffer_alloc[b]
-            change[i] = buffer_bytes[b]
-            device[i] = buffer_device[b]
+        k = min(int(buffer_alloc[b] * scale), n_buckets - 1)
+        i = end[k]
+        end[k] = i + 1
+        time[i] = buffer_alloc[b]
+        change[i] = buffer_bytes[b]
+        device[i] = buffer_device[b]
     # One pass over the whole array: an event never moves past a bucket boundary (the bucket index
     # grows with time), so this sorts every bucket without walking the many empty ones.
     for i in range(1, n_events):
@@ -204,7 +199,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     (duration, tensor_bytes, static_bytes, link_bandwidth, link_latency, dispatch_time, transfer_sync,
      _) = _float_fields(ints, floats)
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
-    n_route = ints[_N_ROUTE]
+    n_route, n_hosts = ints[_N_ROUTE], ints[_N_HOSTS]
     capacity = ints[_N_TENSORS] + n_edges
 
     # Scratch arrays, carved from the workspaces (`_work_sizes` counts them).
@@ -229,8 +224,8 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wi += n_devices
     heap_op = work_i[wi : wi + n_ops]
     wi += n_ops
-    device_thread = work_i[wi : wi + n_devices]
-    wi += n_devices
+    thread_head = work_i[wi : wi + n_hosts]
+    wi += n_hosts
     dst = work_i[wi : wi + n_devices]
     wi += n_devices
     chosen = work_i[wi : wi + n_devices]
@@ -270,6 +265,8 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wf += n_ops
     thread_free = work_f[wf : wf + ints[_N_THREADS]]
     wf += ints[_N_THREADS]
+    host_free = work_f[wf : wf + n_hosts]
+    wf += n_hosts
     event_time = work_f[wf : wf + 2 * capacity]
     wf += 2 * capacity
     event_change = work_f[wf : wf + 2 * capacity]
@@ -331,23 +328,28 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     # time is known; its free time grows to the finish of each reader as readers are scheduled.
     # At most one per produced tensor plus one per consumer edge (a received or data-input copy).
     # `reader_buffer` holds, for each consumer edge in reader order (`reader_pointer` ranges),
-    # the buffer the reader reads (-1: none, a static tensor's own copy); `edge_slot` maps a
-    # consumer edge to that position. ``holder[e]``: the tensor whose copy on device e is
+    # the buffer the reader reads (-1: none, a static tensor's own copy or an empty tensor);
+    # `edge_slot` maps a consumer edge to that position. ``holder[e]``: the tensor whose copy on device e is
     # ``copy[e]`` (a buffer, or -1), present from ``arrival[e]``.
+    # An empty tensor changes no device's memory, so it gets no buffer (-1) at all. A persistent
+    # output (``buffer_free`` inf) is never freed: ``n_persistent`` counts them for the sweep.
     holder[:] = -1
     n_buffers = 0
+    n_persistent = 0
     # Graph data inputs are present at time 0 on every device that reads them.
     for t in data_inputs:
         for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
             e = device[consumers[j]]
             if holder[e] != t:
                 holder[e] = t
-                copy[e] = n_buffers
-                buffer_device[n_buffers] = e
-                buffer_bytes[n_buffers] = tensor_bytes[t]
-                buffer_alloc[n_buffers] = 0.0
-                buffer_free[n_buffers] = 0.0
-                n_buffers += 1
+                copy[e] = -1
+                if tensor_bytes[t] > 0.0:
+                    copy[e] = n_buffers
+                    buffer_device[n_buffers] = e
+                    buffer_bytes[n_buffers] = tensor_bytes[t]
+                    buffer_alloc[n_buffers] = 0.0
+                    buffer_free[n_buffers] = 0.0
+                    n_buffers += 1
             reader_buffer[edge_slot[j]] = copy[e]
 
     ready[:] = 0.0
@@ -375,14 +377,16 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     segment_free[:] = 0.0
     # Host dispatch: an op's launch may begin once its same-device producers are launched and its
     # received inputs have arrived (`launch_ready`), on the host thread that frees first; launches
-    # are issued in the order ops start. Host h's threads are ``thread_pointer[h]:[h + 1]``, kept as
-    # a binary min-heap of their free times: only the earliest matters (the launch takes it, and
-    # which of several equal threads does is not observable), so its root is
-    # ``thread_free[device_thread[d]]`` for every device d of the host.
+    # are issued in the order ops start. Only the earliest free time among a host's threads matters
+    # (the launch takes that thread; which of several equal ones does is not observable), so host h
+    # keeps its threads' free times ``thread_pointer[h]:[h + 1]`` as a sorted ring starting at
+    # offset ``thread_head[h]``, and the earliest in ``host_free[h]``. A launch ends no earlier than
+    # the time it replaces and usually after every other thread's, so it is put back from the end of
+    # the ring, mostly without moving any entry (a binary heap would move it to the bottom).
     launch_ready[:] = 0.0
     thread_free[:] = 0.0
-    for d in range(n_devices):
-        device_thread[d] = thread_pointer[device_host[d]]
+    thread_head[:] = 0
+    host_free[:] = 0.0
     # A pipelined step (more than one micro-batch) chooses each device's op by micro-batch first.
     pipelined = ints[_N_MICROBATCHES] > 1
     # Each device's next op is at heap position ``chosen[d]`` (-1: to be found again, after its heap or
@@ -429,7 +433,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
                     top = root + at
                     device_next[d] = max(max(device_free[d], heap_key[top]),
                                          launch_ready[heap_op[top]] + dispatch_time[d])
-            s = max(device_next[d], thread_free[device_thread[d]] + dispatch_time[d])
+            s = max(device_next[d], host_free[device_host[d]] + dispatch_time[d])
             if s < best_start:
                 best_start = s
                 best = d
@@ -483,25 +487,26 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
             heap_op[root + i] = last
         s = best_start
         f = s + op_time[op]
-        # The launch takes the host's earliest thread (the root of its heap): the root's free time
-        # becomes the launch's end, moved down to its place.
-        lo = device_thread[d]
-        launch = max(thread_free[lo], launch_ready[op])
+        # The launch takes the host's earliest thread: its slot, at the head of the ring, becomes the
+        # last one, and the launch's end moves towards the head past the later free times.
+        h = device_host[d]
+        launch = max(host_free[h], launch_ready[op])
         launch_end[op] = launch + dispatch_time[d]
         key = launch_end[op]
-        n = thread_pointer[device_host[d] + 1] - lo
-        i = 0
-        while True:
-            child = 2 * i + 1
-            if child >= n:
+        lo = thread_pointer[h]
+        n = thread_pointer[h + 1] - lo
+        head = thread_head[h]
+        j = head
+        for _ in range(n - 1):
+            i = j - 1 if j > 0 else n - 1
+            if thread_free[lo + i] <= key:
                 break
-            if child + 1 < n and thread_free[lo + child + 1] < thread_free[lo + child]:
-                child += 1
-            if key <= thread_free[lo + child]:
-                break
-            thread_free[lo + i] = thread_free[lo + child]
-            i = child
-        thread_free[lo + i] = key
+            thread_free[lo + j] = thread_free[lo + i]
+            j = i
+        thread_free[lo + j] = key
+        head = head + 1 if head + 1 < n else 0
+        thread_head[h] = head
+        host_free[h] = thread_free[lo + head]
         if record:
             start[op] = s
             finish[op] = f
@@ -518,12 +523,16 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
             t = outputs[k]
             nbytes = tensor_bytes[t]
             own = -1
-            if not tensor_static[t]:  # a static tensor's producer-side memory is in static_bytes
+            # A static tensor's producer-side memory is in static_bytes.
+            if nbytes > 0.0 and not tensor_static[t]:
                 own = n_buffers
                 buffer_device[own] = d
                 buffer_bytes[own] = nbytes
                 buffer_alloc[own] = s
-                buffer_free[own] = np.inf if tensor_persistent[t] else f
+                buffer_free[own] = f
+                if tensor_persistent[t]:
+                    buffer_free[own] = np.inf
+                    n_persistent += 1
                 n_buffers += 1
             # The devices that read t (marked in `holder`, listed in ``dst[:n_dst]`` in increasing order
             # by insertion: a tensor has few), then one copy per other device, sent in device order:
@@ -559,12 +568,14 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
                     if g >= 0:
                         segment_free[g] = end
                 arrival[e] = end
-                copy[e] = n_buffers
-                buffer_device[n_buffers] = e
-                buffer_bytes[n_buffers] = nbytes
-                buffer_alloc[n_buffers] = begin
-                buffer_free[n_buffers] = begin
-                n_buffers += 1
+                copy[e] = -1
+                if nbytes > 0.0:
+                    copy[e] = n_buffers
+                    buffer_device[n_buffers] = e
+                    buffer_bytes[n_buffers] = nbytes
+                    buffer_alloc[n_buffers] = begin
+                    buffer_free[n_buffers] = begin
+                    n_buffers += 1
                 if own >= 0 and end > buffer_free[own]:
                     buffer_free[own] = end
                 if record:
@@ -609,6 +620,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         buffer_bytes[:n_buffers],
         buffer_alloc[:n_buffers],
         buffer_free[:n_buffers],
+        2 * n_buffers - n_persistent,
         makespan,
         peak,
         event_end,
