@@ -114,20 +114,21 @@ def _work_sizes(ints):
     """Lengths of the int64 and float64 workspaces that `_run` carves its scratch arrays from."""
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
     capacity = ints[_N_TENSORS] + n_edges  # live buffers: one per tensor and per consumer edge at most
-    n_int = 3 * n_ops + 6 * n_devices + capacity + n_edges + ints[_N_HOSTS] + 2 * (2 * capacity) + 2
-    n_float = (6 * n_ops + 3 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
-               + ints[_N_THREADS] + 2 * (2 * capacity))
+    n_int = 3 * n_ops + 7 * n_devices + capacity + n_edges + ints[_N_HOSTS] + 2 * (2 * capacity) + 2
+    n_float = (6 * n_ops + 4 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
+               + ints[_N_THREADS] + ints[_N_HOSTS] + 2 * (2 * capacity))
     return n_int, n_float
 
 
 @numba.njit(cache=True)
-def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, horizon, peak,
+def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, n_events, horizon, peak,
                      end, time, change, device, usage):
-    """Add to ``peak`` the most bytes live at once on each device (``end``, ``time``, ``change``,
-    ``device``, ``usage``: scratch, at least 2 * buffers + 2, 2 * buffers (three) and devices long).
+    """Add to ``peak`` the most bytes live at once on each device (``n_events``: the number of events
+    below, counted as the buffers were made; ``end``, ``time``, ``change``, ``device``, ``usage``:
+    scratch, at least 2 * buffers + 2, 2 * buffers (three) and devices long).
 
-    One event per allocation (+bytes) and per free (-bytes; a buffer freed at ``inf`` never is,
-    an empty buffer changes nothing), swept in time order with frees first at equal times, the
+    One event per allocation (+bytes) and per free (-bytes; a buffer freed at ``inf`` never is;
+    every buffer has bytes), swept in time order with frees first at equal times, the
     peak taken after every event (a free never raises it). Byte counts are whole numbers, so the
     sums do not depend on the order of events at equal times.
 
@@ -136,23 +137,18 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
     sort (stable, so frees stay first at equal times) finishes each bucket. Buffers are made
     roughly in time order, so the copies are nearly sequential and few events move."""
     n_buffers = buffer_device.shape[0]
-    n_events = 0
-    for b in range(n_buffers):
-        if buffer_bytes[b] > 0.0:
-            n_events += 2 if buffer_free[b] < np.inf else 1
     n_buckets = n_events + 1
     scale = (n_buckets - 1) / horizon if horizon > 0.0 else 0.0
     end = end[: n_buckets + 1]  # end[k + 1]: events in buckets <= k, then ends
     end[:] = 0
     for b in range(n_buffers):
-        if buffer_bytes[b] > 0.0:
-            end[min(int(buffer_alloc[b] * scale), n_buckets - 1) + 1] += 1
-            if buffer_free[b] < np.inf:
-                end[min(int(buffer_free[b] * scale), n_buckets - 1) + 1] += 1
+        end[min(int(buffer_alloc[b] * scale), n_buckets - 1) + 1] += 1
+        if buffer_free[b] < np.inf:
+            end[min(int(buffer_free[b] * scale), n_buckets - 1) + 1] += 1
     for k in range(n_buckets):
         end[k + 1] += end[k]
     for b in range(n_buffers):
-        if buffer_bytes[b] > 0.0 and buffer_free[b] < np.inf:
+        if buffer_free[b] < np.inf:
             k = min(int(buffer_free[b] * scale), n_buckets - 1)
             i = end[k]
             end[k] = i + 1
@@ -160,13 +156,12 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
             change[i] = -buffer_bytes[b]
             device[i] = buffer_device[b]
     for b in range(n_buffers):
-        if buffer_bytes[b] > 0.0:
-            k = min(int(buffer_alloc[b] * scale), n_buckets - 1)
-            i = end[k]
-            end[k] = i + 1
-            time[i] = buffer_alloc[b]
-            change[i] = buffer_bytes[b]
-            device[i] = buffer_device[b]
+        k = min(int(buffer_alloc[b] * scale), n_buckets - 1)
+        i = end[k]
+        end[k] = i + 1
+        time[i] = buffer_alloc[b]
+        change[i] = buffer_bytes[b]
+        device[i] = buffer_device[b]
     # One pass over the whole array: an event never moves past a bucket boundary (the bucket index
     # grows with time), so this sorts every bucket without walking the many empty ones.
     for i in range(1, n_events):
@@ -229,8 +224,10 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wi += n_devices
     heap_op = work_i[wi : wi + n_ops]
     wi += n_ops
-    host_thread = work_i[wi : wi + n_hosts]
+    thread_head = work_i[wi : wi + n_hosts]
     wi += n_hosts
+    dst = work_i[wi : wi + n_devices]
+    wi += n_devices
     chosen = work_i[wi : wi + n_devices]
     wi += n_devices
     event_end = work_i[wi : wi + 2 * capacity + 2]
@@ -256,6 +253,8 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wf += n_ops
     device_free = work_f[wf : wf + n_devices]
     wf += n_devices
+    device_next = work_f[wf : wf + n_devices]
+    wf += n_devices
     link_free = work_f[wf : wf + n_devices * n_devices]
     wf += n_devices * n_devices
     segment_free = work_f[wf : wf + ints[_N_SEGMENTS]]
@@ -266,6 +265,8 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wf += n_ops
     thread_free = work_f[wf : wf + ints[_N_THREADS]]
     wf += ints[_N_THREADS]
+    host_free = work_f[wf : wf + n_hosts]
+    wf += n_hosts
     event_time = work_f[wf : wf + 2 * capacity]
     wf += 2 * capacity
     event_change = work_f[wf : wf + 2 * capacity]
@@ -327,23 +328,28 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     # time is known; its free time grows to the finish of each reader as readers are scheduled.
     # At most one per produced tensor plus one per consumer edge (a received or data-input copy).
     # `reader_buffer` holds, for each consumer edge in reader order (`reader_pointer` ranges),
-    # the buffer the reader reads (-1: none, a static tensor's own copy); `edge_slot` maps a
-    # consumer edge to that position. ``holder[e]``: the tensor whose copy on device e is
+    # the buffer the reader reads (-1: none, a static tensor's own copy or an empty tensor);
+    # `edge_slot` maps a consumer edge to that position. ``holder[e]``: the tensor whose copy on device e is
     # ``copy[e]`` (a buffer, or -1), present from ``arrival[e]``.
+    # An empty tensor changes no device's memory, so it gets no buffer (-1) at all. A persistent
+    # output (``buffer_free`` inf) is never freed: ``n_persistent`` counts them for the sweep.
     holder[:] = -1
     n_buffers = 0
+    n_persistent = 0
     # Graph data inputs are present at time 0 on every device that reads them.
     for t in data_inputs:
         for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
             e = device[consumers[j]]
             if holder[e] != t:
                 holder[e] = t
-                copy[e] = n_buffers
-                buffer_device[n_buffers] = e
-                buffer_bytes[n_buffers] = tensor_bytes[t]
-                buffer_alloc[n_buffers] = 0.0
-                buffer_free[n_buffers] = 0.0
-                n_buffers += 1
+                copy[e] = -1
+                if tensor_bytes[t] > 0.0:
+                    copy[e] = n_buffers
+                    buffer_device[n_buffers] = e
+                    buffer_bytes[n_buffers] = tensor_bytes[t]
+                    buffer_alloc[n_buffers] = 0.0
+                    buffer_free[n_buffers] = 0.0
+                    n_buffers += 1
             reader_buffer[edge_slot[j]] = copy[e]
 
     ready[:] = 0.0
@@ -371,73 +377,70 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     segment_free[:] = 0.0
     # Host dispatch: an op's launch may begin once its same-device producers are launched and its
     # received inputs have arrived (`launch_ready`), on the host thread that frees first; launches
-    # are issued in the order ops start. Host h's threads are ``thread_pointer[h]:[h + 1]``.
+    # are issued in the order ops start. Only the earliest free time among a host's threads matters
+    # (the launch takes that thread; which of several equal ones does is not observable), so host h
+    # keeps its threads' free times ``thread_pointer[h]:[h + 1]`` as a sorted ring starting at
+    # offset ``thread_head[h]``, and the earliest in ``host_free[h]``. A launch ends no earlier than
+    # the time it replaces and usually after every other thread's, so it is put back from the end of
+    # the ring, mostly without moving any entry (a binary heap would move it to the bottom).
     launch_ready[:] = 0.0
     thread_free[:] = 0.0
+    thread_head[:] = 0
+    host_free[:] = 0.0
     # A pipelined step (more than one micro-batch) chooses each device's op by micro-batch first.
     pipelined = ints[_N_MICROBATCHES] > 1
+    # Each device's next op is at heap position ``chosen[d]`` (-1: to be found again, after its heap or
+    # free time changed), and ``device_next[d]`` is when it could start leaving out the host thread:
+    # max(free time, ready time, launch_ready + dispatch). Its start is then ``max(device_next[d],
+    # earliest thread + dispatch)``, the same number as max(free, ready, max(thread, launch_ready) +
+    # dispatch) (rounding is monotonic, so adding the dispatch time commutes with max). Caching it
+    # leaves the per-commit scan over devices a few loads each; only the devices whose heaps changed
+    # are recomputed.
     chosen[:] = -1
     n_transfers = 0
     makespan = 0.0
     for _ in range(n_ops):
-        # The thread that frees first on each host (ties by index) is the same for all its devices.
-        for h in range(n_hosts):
-            thread = thread_pointer[h]
-            for k in range(thread_pointer[h] + 1, thread_pointer[h + 1]):
-                if thread_free[k] < thread_free[thread]:
-                    thread = k
-            host_thread[h] = thread
         best = -1
         best_start = np.inf
-        best_launch = 0.0
-        best_at = 0
-        if not pipelined:
-            # Each device's op is the top of its heap: the earliest ready, ties by index.
-            for d in range(n_devices):
-                if size[d] > 0:
-                    launch = max(thread_free[host_thread[device_host[d]]], launch_ready[heap_op[base[d]]])
-                    s = max(max(device_free[d], heap_key[base[d]]), launch + dispatch_time[d])
-                    if s < best_start:
-                        best_start = s
-                        best = d
-                        best_launch = launch
-        else:
-            for d in range(n_devices):
-                if size[d] > 0:
+        for d in range(n_devices):
+            if chosen[d] < 0:
+                root = base[d]
+                at = 0
+                if size[d] == 0:
+                    device_next[d] = np.inf
+                elif pipelined:
                     # The device's op: among its heap's ops ready by t (the heap holds every op of d
                     # that can be ready by then), the lowest micro-batch, then the earliest ready,
-                    # then the lowest index. It depends on d's heap and free time only, so it is
-                    # kept until either changes (``chosen[d] < 0``).
-                    root = base[d]
-                    if chosen[d] < 0:
-                        t = max(device_free[d], heap_key[root])
-                        at = 0
-                        at_op = heap_op[root]
-                        at_key = heap_key[root]
-                        at_batch = op_microbatch[at_op]
-                        for i in range(1, size[d]):
-                            key = heap_key[root + i]
-                            if key <= t:
-                                other = heap_op[root + i]
-                                batch = op_microbatch[other]
-                                if batch < at_batch or (batch == at_batch and (
-                                        key < at_key or (key == at_key and other < at_op))):
-                                    at = i
-                                    at_op = other
-                                    at_key = key
-                                    at_batch = batch
-                        chosen[d] = at
-                    top = root + chosen[d]
-                    launch = max(thread_free[host_thread[device_host[d]]], launch_ready[heap_op[top]])
-                    s = max(max(device_free[d], heap_key[top]), launch + dispatch_time[d])
-                    if s < best_start:
-                        best_start = s
-                        best = d
-                        best_launch = launch
-                        best_at = chosen[d]
+                    # then the lowest index.
+                    t = max(device_free[d], heap_key[root])
+                    at_op = heap_op[root]
+                    at_key = heap_key[root]
+                    at_batch = op_microbatch[at_op]
+                    for i in range(1, size[d]):
+                        key = heap_key[root + i]
+                        if key <= t:
+                            other = heap_op[root + i]
+                            batch = op_microbatch[other]
+                            if batch < at_batch or (batch == at_batch and (
+                                    key < at_key or (key == at_key and other < at_op))):
+                                at = i
+                                at_op = other
+                                at_key = key
+                                at_batch = batch
+                # Else: the top of its heap, the earliest ready, ties by index.
+                chosen[d] = at
+                if size[d] > 0:
+                    top = root + at
+                    device_next[d] = max(max(device_free[d], heap_key[top]),
+                                         launch_ready[heap_op[top]] + dispatch_time[d])
+            s = max(device_next[d], host_free[device_host[d]] + dispatch_time[d])
+            if s < best_start:
+                best_start = s
+                best = d
         if best < 0:
             return _STALLED, device, start, finish, transfer_tensor, transfer_dst, start, finish
         d = best
+        best_at = chosen[d]
         # Pop device d's op off its heap. A pipelined step's op may lie below the root: it is brought
         # up first, each entry on its path moving down one slot (where all below it are still no
         # smaller, so the heap order holds under the root), then popped as the root.
@@ -484,8 +487,26 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
             heap_op[root + i] = last
         s = best_start
         f = s + op_time[op]
-        launch_end[op] = best_launch + dispatch_time[d]
-        thread_free[host_thread[device_host[d]]] = launch_end[op]
+        # The launch takes the host's earliest thread: its slot, at the head of the ring, becomes the
+        # last one, and the launch's end moves towards the head past the later free times.
+        h = device_host[d]
+        launch = max(host_free[h], launch_ready[op])
+        launch_end[op] = launch + dispatch_time[d]
+        key = launch_end[op]
+        lo = thread_pointer[h]
+        n = thread_pointer[h + 1] - lo
+        head = thread_head[h]
+        j = head
+        for _ in range(n - 1):
+            i = j - 1 if j > 0 else n - 1
+            if thread_free[lo + i] <= key:
+                break
+            thread_free[lo + j] = thread_free[lo + i]
+            j = i
+        thread_free[lo + j] = key
+        head = head + 1 if head + 1 < n else 0
+        thread_head[h] = head
+        host_free[h] = thread_free[lo + head]
         if record:
             start[op] = s
             finish[op] = f
@@ -502,20 +523,33 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
             t = outputs[k]
             nbytes = tensor_bytes[t]
             own = -1
-            if not tensor_static[t]:  # a static tensor's producer-side memory is in static_bytes
+            # A static tensor's producer-side memory is in static_bytes.
+            if nbytes > 0.0 and not tensor_static[t]:
                 own = n_buffers
                 buffer_device[own] = d
                 buffer_bytes[own] = nbytes
                 buffer_alloc[own] = s
-                buffer_free[own] = np.inf if tensor_persistent[t] else f
+                buffer_free[own] = f
+                if tensor_persistent[t]:
+                    buffer_free[own] = np.inf
+                    n_persistent += 1
                 n_buffers += 1
-            # The devices that read t (marked in `holder`), then one copy per other device, sent in
-            # device order: links that share a segment take their turns in that order.
+            # The devices that read t (marked in `holder`, listed in ``dst[:n_dst]`` in increasing order
+            # by insertion: a tensor has few), then one copy per other device, sent in device order:
+            # links that share a segment take their turns in that order.
+            n_dst = 0
             for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
-                holder[device[consumers[j]]] = t
-            for e in range(n_devices):
+                e = device[consumers[j]]
                 if holder[e] != t:
-                    continue
+                    holder[e] = t
+                    i = n_dst
+                    while i > 0 and dst[i - 1] > e:
+                        dst[i] = dst[i - 1]
+                        i -= 1
+                    dst[i] = e
+                    n_dst += 1
+            for k in range(n_dst):
+                e = dst[k]
                 if e == d:
                     arrival[e] = f
                     copy[e] = own
@@ -534,12 +568,14 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
                     if g >= 0:
                         segment_free[g] = end
                 arrival[e] = end
-                copy[e] = n_buffers
-                buffer_device[n_buffers] = e
-                buffer_bytes[n_buffers] = nbytes
-                buffer_alloc[n_buffers] = begin
-                buffer_free[n_buffers] = begin
-                n_buffers += 1
+                copy[e] = -1
+                if nbytes > 0.0:
+                    copy[e] = n_buffers
+                    buffer_device[n_buffers] = e
+                    buffer_bytes[n_buffers] = nbytes
+                    buffer_alloc[n_buffers] = begin
+                    buffer_free[n_buffers] = begin
+                    n_buffers += 1
                 if own >= 0 and end > buffer_free[own]:
                     buffer_free[own] = end
                 if record:
@@ -584,6 +620,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         buffer_bytes[:n_buffers],
         buffer_alloc[:n_buffers],
         buffer_free[:n_buffers],
+        2 * n_buffers - n_persistent,
         makespan,
         peak,
         event_end,
