@@ -223,3 +223,40 @@ def test_the_v2_page_takes_the_stored_bounds_of_v1s_tasks_as_v1_froze_them(tmp_p
     changed = dataclasses.replace(SUITES[V2].get(SMALL_V1), best_single_runtime=1.0)
     other = Suite("vtest", (changed,))
     assert load_bounds(tmp_path, other)[SMALL_V1].source == FROZEN_SOURCE
+
+
+def test_a_suites_own_bounds_file_is_written_read_and_checked_beside_the_current_suites(tmp_path):
+    """``bounds_v2.json`` holds v2's bounds next to the current suite's ``bounds.json``: the v2 page
+    takes a new task's bound from the first and a v1 task's from either; writing v2's leaves v1's file
+    alone, and a tampered v2 bound is named by the check."""
+    import json
+
+    from placement_gym.leaderboard.task_bounds import (
+        BOUNDS_NAME,
+        FROZEN_SOURCE,
+        bounds_name,
+        check_bounds,
+        load_bounds,
+        write_bounds,
+    )
+
+    assert bounds_name(CURRENT_SUITE) == BOUNDS_NAME and bounds_name(V2) == "bounds_v2.json"
+    frozen_v1 = SUITES["v1"].get(SMALL_V1).lower_bound
+    frozen_new = SUITES[V2].get(SMALL_NEW).lower_bound
+    v1_bound = {"bound": frozen_v1 * 1.5, "source": "lp", "arguments": {}}
+    v1_file = {"suite": "v1", "tasks": {SMALL_V1: v1_bound}}
+    (tmp_path / BOUNDS_NAME).write_text(json.dumps(v1_file))
+    v2_file = {"suite": V2, "tasks": {SMALL_NEW: {"bound": frozen_new * 2, "source": "lp", "arguments": {}}}}
+    (tmp_path / "bounds_v2.json").write_text(json.dumps(v2_file))
+    bounds = load_bounds(tmp_path, SUITES[V2])
+    assert bounds[SMALL_V1].value == frozen_v1 * 1.5
+    assert bounds[SMALL_NEW].value == frozen_new * 2
+    # A bound twice the frozen one for the mixture of experts is made up: the check recomputes and names it.
+    small = SUITES[V2].subset([SMALL_NEW])
+    assert [p.split(":")[0] for p in check_bounds(tmp_path, small)] == [SMALL_NEW]
+    written = write_bounds(tmp_path, small)
+    assert written.name == "bounds_v2.json"
+    assert json.loads((tmp_path / BOUNDS_NAME).read_text()) == v1_file
+    assert check_bounds(tmp_path, small) == []
+    assert load_bounds(tmp_path, small)[SMALL_NEW].value >= frozen_new
+    assert load_bounds(tmp_path, SUITES["v1"].subset([SMALL_V1]))[SMALL_V1].source != FROZEN_SOURCE

@@ -358,13 +358,15 @@ def run_render(args: argparse.Namespace) -> int:
 
 @_exits_on_suite_mismatch
 def run_bounds(args: argparse.Namespace) -> int:
-    """``bounds``: write DIR/bounds.json, or with ``--check`` recompute it and name what differs."""
+    """``bounds``: write the suite's bounds file (DIR/bounds.json for the current suite,
+    DIR/bounds_<SUITE>.json for another), or with ``--check`` recompute it and name what differs."""
     from placement_gym.leaderboard.suite import CURRENT_SUITE, get_suite, require_suite
-    from placement_gym.leaderboard.task_bounds import BOUNDS_NAME, check_bounds, write_bounds
+    from placement_gym.leaderboard.task_bounds import bounds_name, check_bounds, write_bounds
 
-    require_suite(CURRENT_SUITE)
-    suite = get_suite(CURRENT_SUITE)
+    require_suite(args.suite)
+    suite = get_suite(args.suite)
     directory = _directory(args, writes=not args.check)
+    path = directory / bounds_name(suite.version)
 
     def progress(task_id: str) -> None:
         print(f"  {task_id}", file=sys.stderr, flush=True)
@@ -372,16 +374,17 @@ def run_bounds(args: argparse.Namespace) -> int:
     if not args.check:
         print(f"wrote {write_bounds(directory, suite, progress)}")
         return 0
-    if not (directory / BOUNDS_NAME).is_file():
-        print(f"placement-gym: {directory / BOUNDS_NAME} does not exist; run 'placement-gym leaderboard "
-              "bounds'", file=sys.stderr)
+    if not path.is_file():
+        again = "" if suite.version == CURRENT_SUITE else f" --suite {suite.version}"
+        print(f"placement-gym: {path} does not exist; run 'placement-gym leaderboard bounds{again}'",
+              file=sys.stderr)
         return 1
     problems = check_bounds(directory, suite, progress)
     for problem in problems:
         print(f"{BAD_MARK} {problem}", file=sys.stderr)
     if problems:
         return 1
-    print(f"{directory / BOUNDS_NAME}: every bound of suite {suite.version} recomputed and equal")
+    print(f"{path}: every bound of suite {suite.version} recomputed and equal")
     return 0
 
 
@@ -494,11 +497,15 @@ def add_parser(subparsers) -> None:
     common(render)
     render.set_defaults(run=run_render)
 
-    bounds = commands.add_parser("bounds", help="compute the proven lower bound of every task of the current "
-                                 "suite into DIR/bounds.json (about half a minute for suite v1)",
+    bounds = commands.add_parser("bounds", help="compute the proven lower bound of every task of a suite "
+                                 "into DIR/bounds.json (about half a minute for suite v1; v2's new tasks "
+                                 "take about 20 minutes more)",
                                  description="Compute the proven lower bounds the leaderboard shows "
-                                 "(docs/bounds.md) and write DIR/bounds.json; --check recomputes "
-                                 "them instead and exits 1 naming each stored bound that differs.")
+                                 "(docs/bounds.md) and write DIR/bounds.json (DIR/bounds_<SUITE>.json for "
+                                 "a suite other than the current one); --check recomputes them instead "
+                                 "and exits 1 naming each stored bound that differs.")
     bounds.add_argument("--check", action="store_true", help="recompute and compare; write nothing")
+    bounds.add_argument("--suite", choices=COST_MODEL_SUITES, default=CURRENT_SUITE,
+                        help=f"the cost-model suite whose bounds to compute (default: {CURRENT_SUITE})")
     common(bounds)
     bounds.set_defaults(run=run_bounds)

@@ -3,7 +3,8 @@
 The suite's fingerprint freezes the simple bound (`placement_gym.cost_model.lower_bound`: critical path
 or work spread over every device). The tighter proven bounds (`placement_gym.cost_model.proven_bound`)
 take an LP solve per task, too slow to run on every render, so they are computed once into
-``<leaderboard>/bounds.json`` (`write_bounds`, ``placement-gym leaderboard bounds``) and recomputed by
+``<leaderboard>/bounds.json`` for the current suite, ``bounds_<suite>.json`` for another (`bounds_name`;
+`write_bounds`, ``placement-gym leaderboard bounds [--suite S]``) and recomputed by
 ``placement-gym leaderboard validate`` (`check_bounds`), which fails when a stored bound is not what the
 current code proves. The bound shown for a task is the larger of the frozen one and the stored one
 (both are proofs, so the larger is one too).
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from placement_gym.common.untrusted import inside, read_json, write_inside
-from placement_gym.leaderboard.suite import SUITES, Suite
+from placement_gym.leaderboard.suite import CURRENT_SUITE, SUITES, Suite
 
 BOUNDS_NAME = "bounds.json"
 # About 600 bytes per task: room for suites of thousands of tasks.
@@ -48,6 +49,12 @@ class TaskBound:
     arguments: dict[str, float] = field(default_factory=dict)
 
 
+def bounds_name(suite_version: str) -> str:
+    """The bounds file of a suite in the leaderboard folder: `BOUNDS_NAME` for the current suite,
+    ``bounds_<suite>.json`` for another (as its page is ``suite_<suite>.md``)."""
+    return BOUNDS_NAME if suite_version == CURRENT_SUITE else f"bounds_{suite_version}.json"
+
+
 def frozen_bounds(suite: Suite) -> dict[str, TaskBound]:
     """The suite fingerprint's lower bound of every task."""
     return {
@@ -57,32 +64,32 @@ def frozen_bounds(suite: Suite) -> dict[str, TaskBound]:
 
 
 def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:
-    """Per task of ``suite``: the larger of its frozen bound and the one stored in
-    ``directory/bounds.json`` (when the file exists, for this suite or for a suite that holds the same
-    task with the same frozen fingerprint: suite v2 holds v1's tasks as v1 froze them, and a bound
-    proven for a task is proven for the same task in any suite). A malformed file is a ValueError naming
-    what is wrong."""
+    """Per task of ``suite``: the largest of its frozen bound and the ones stored in the folder's bounds
+    files (`bounds_name` of this suite, and of the current suite for a task it holds with the same frozen
+    fingerprint: suite v2 holds v1's tasks as v1 froze them, and a bound proven for a task is proven for
+    the same task in any suite). A malformed file is a ValueError naming what is wrong."""
     bounds = frozen_bounds(suite)
-    stored = _stored_bounds(directory)
-    if stored is None:
-        return bounds
-    if stored["suite"] == suite.version:
-        same = set(bounds)
-    elif stored["suite"] in SUITES:
-        other = SUITES[stored["suite"]]
-        same = {t for t in suite.task_ids if t in other.task_ids and other.get(t) == suite.get(t)}
-    else:
-        return bounds
-    for task_id, entry in stored["tasks"].items():
-        if task_id in same and entry["bound"] > bounds[task_id].value:
-            arguments = {**bounds[task_id].arguments, **entry["arguments"]}
-            bounds[task_id] = TaskBound(entry["bound"], entry["source"], arguments)
+    names = dict.fromkeys((bounds_name(suite.version), BOUNDS_NAME))
+    for stored in (_stored_bounds(directory, name) for name in names):
+        if stored is None:
+            continue
+        if stored["suite"] == suite.version:
+            same = set(bounds)
+        elif stored["suite"] in SUITES:
+            other = SUITES[stored["suite"]]
+            same = {t for t in suite.task_ids if t in other.task_ids and other.get(t) == suite.get(t)}
+        else:
+            continue
+        for task_id, entry in stored["tasks"].items():
+            if task_id in same and entry["bound"] > bounds[task_id].value:
+                arguments = {**bounds[task_id].arguments, **entry["arguments"]}
+                bounds[task_id] = TaskBound(entry["bound"], entry["source"], arguments)
     return bounds
 
 
-def _stored_bounds(directory: str | Path) -> dict | None:
-    """`read_bounds` of ``directory/bounds.json``; None when there is no such file (not even a link)."""
-    path = inside(directory, BOUNDS_NAME)
+def _stored_bounds(directory: str | Path, name: str = BOUNDS_NAME) -> dict | None:
+    """`read_bounds` of ``directory/name``; None when there is no such file (not even a link)."""
+    path = inside(directory, name)
     return read_bounds(path) if os.path.lexists(path) else None
 
 
@@ -135,18 +142,20 @@ def compute_bounds(suite: Suite, progress=None) -> dict:
 
 
 def write_bounds(directory: str | Path, suite: Suite, progress=None) -> Path:
-    """Compute (`compute_bounds`) and write ``directory/bounds.json`` (`write_inside`: refused before
-    computing when it, or the folder on the way, is a symbolic link); returns its path."""
-    inside(directory, BOUNDS_NAME)
+    """Compute (`compute_bounds`) and write the suite's bounds file (`bounds_name`) in ``directory``
+    (`write_inside`: refused before computing when it, or the folder on the way, is a symbolic link);
+    returns its path."""
+    name = bounds_name(suite.version)
+    inside(directory, name)
     text = json.dumps(compute_bounds(suite, progress), indent=1, sort_keys=True) + "\n"
-    return write_inside(directory, BOUNDS_NAME, text)
+    return write_inside(directory, name, text)
 
 
 def check_bounds(directory: str | Path, suite: Suite, progress=None) -> list[str]:
-    """Recompute every bound of ``directory/bounds.json`` and name each that differs (beyond
-    `BOUND_RTOL`) from what the current code proves, or each task the file lacks; [] when all agree
-    or there is no file."""
-    stored = _stored_bounds(directory)
+    """Recompute every bound of the suite's bounds file (`bounds_name`) in ``directory`` and name each
+    that differs (beyond `BOUND_RTOL`) from what the current code proves, or each task the file lacks;
+    [] when all agree or there is no file."""
+    stored = _stored_bounds(directory, bounds_name(suite.version))
     if stored is None or stored["suite"] != suite.version:
         return []
     fresh = compute_bounds(suite, progress)["tasks"]
