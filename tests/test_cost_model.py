@@ -217,9 +217,8 @@ def test_the_memory_sweep_finds_the_peak_of_every_event_order(n_buffers, n_devic
     peak = np.zeros(n_devices)
     cells, events = n_buffers + n_devices, 2 * n_buffers
     fast._peak_live_bytes(device, nbytes, alloc, free, horizon, peak, np.empty(cells), np.empty(cells),
-                          np.empty(cells, dtype=np.int64), np.empty(n_buffers, dtype=np.int64),
-                          np.empty(n_buffers, dtype=np.int64), np.empty(events), np.empty(events),
-                          np.empty(n_devices))
+                          np.empty(cells, dtype=np.int64), np.empty(events, dtype=np.int64), np.empty(events),
+                          np.empty(events), np.empty(n_devices))
     np.testing.assert_array_equal(peak, sorted_sweep_peak(device, nbytes, alloc, free, n_devices))
 
 
@@ -234,9 +233,9 @@ def test_the_memory_sweep_by_hand():
     alloc = np.array([2.0, 0.0, 1.0, 0.0, 1.0])
     free = np.array([np.inf, 2.0, 3.0, 1.0, 2.0])
     peak = np.zeros(2)
-    cell_int, buffer_int = np.empty(7, dtype=np.int64), np.empty(5, dtype=np.int64)
-    fast._peak_live_bytes(device, nbytes, alloc, free, 3.0, peak, np.empty(7), np.empty(7), cell_int,
-                          buffer_int, buffer_int.copy(), np.empty(10), np.empty(10), np.empty(2))
+    fast._peak_live_bytes(device, nbytes, alloc, free, 3.0, peak, np.empty(7), np.empty(7),
+                          np.empty(7, dtype=np.int64), np.empty(10, dtype=np.int64), np.empty(10),
+                          np.empty(10), np.empty(2))
     np.testing.assert_array_equal(peak, [8.0, 6.0])
 
 

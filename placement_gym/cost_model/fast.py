@@ -122,10 +122,10 @@ def _work_sizes(ints):
 
 @numba.njit(cache=True)
 def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, horizon, peak, grown,
-                     usage_at, first, alloc_cell, free_cell, time, change, usage):
+                     usage_at, head, after, time, change, usage):
     """Set ``peak`` (zeros on entry) to the most bytes live at once on each device (``grown``,
-    ``usage_at``: scratch, at least buffers + devices long; ``first`` the same, int; ``alloc_cell``,
-    ``free_cell``: int, buffers; ``time``, ``change``: at least 2 * buffers; ``usage``: devices).
+    ``usage_at``: scratch, at least buffers + devices long; ``head`` the same, int; ``after``: int,
+    2 * buffers; ``time``, ``change``: 2 * buffers; ``usage``: devices).
 
     One event per allocation (+bytes) and per free (-bytes; a buffer freed at ``inf`` never is;
     every buffer has bytes), in time order with frees first at equal times, the peak taken after
@@ -134,12 +134,13 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
 
     Sorting every event is not needed. Time [0, horizon] is cut into buckets, about two events per
     device each; a cell is one bucket of one device. One pass over the buffers sums each cell's
-    allocations (``grown``) and its change (``usage_at``); one pass over the cells in time order
-    turns these into the usage when the cell begins and the most it can reach inside it (that plus
-    its allocations), and takes as a first peak the usage at the end of every cell, which the sweep
-    passes through. Only a cell whose bound is above its device's first peak can hold a higher one:
-    only its events are copied out, sorted (by time, frees first) and swept from its starting usage.
-    Few cells pass, so most events are added twice and never sorted."""
+    allocations (``grown``) and its change (``usage_at``) and links its events in a list (``head``,
+    then ``after``; event 2b is buffer b's allocation, 2b + 1 its free). One pass over the cells in
+    time order turns the sums into the usage when the cell begins and the most it can reach inside
+    it (that plus its allocations), and takes as a first peak the usage at the end of every cell,
+    which the sweep passes through. Only a cell whose bound is above its device's first peak can
+    hold a higher one: only its events are sorted (by time, frees first) and swept from its
+    starting usage. Few cells pass, so most events are added twice and never sorted."""
     n_buffers = buffer_device.shape[0]
     n_devices = peak.shape[0]
     n_buckets = n_buffers // n_devices + 1
@@ -147,26 +148,25 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
     scale = (n_buckets - 1) / horizon if horizon > 0.0 else 0.0
     grown = grown[:n_cells]
     usage_at = usage_at[:n_cells]
-    first = first[:n_cells]
+    head = head[:n_cells]
     grown[:] = 0.0
     usage_at[:] = 0.0
-    first[:] = 0  # events per cell, then where a passing cell's events go (-1: the cell does not pass)
+    head[:] = -1
     # Cells are bucket-major: buffers are made roughly in time order, so neighbouring buffers hit
     # neighbouring cells.
     for b in range(n_buffers):
         e = buffer_device[b]
         nbytes = buffer_bytes[b]
         cell = min(int(buffer_alloc[b] * scale), n_buckets - 1) * n_devices + e
-        alloc_cell[b] = cell
         grown[cell] += nbytes
         usage_at[cell] += nbytes
-        first[cell] += 1
-        cell = -1
+        after[2 * b] = head[cell]
+        head[cell] = 2 * b
         if buffer_free[b] < np.inf:
             cell = min(int(buffer_free[b] * scale), n_buckets - 1) * n_devices + e
             usage_at[cell] -= nbytes
-            first[cell] += 1
-        free_cell[b] = cell
+            after[2 * b + 1] = head[cell]
+            head[cell] = 2 * b + 1
     usage[:] = 0.0
     cell = 0
     for _ in range(n_buckets):
@@ -178,55 +178,36 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
             if usage[e] > peak[e]:
                 peak[e] = usage[e]
             cell += 1
-    n_events = 0
     cell = 0
     for _ in range(n_buckets):
         for e in range(n_devices):
             if grown[cell] > peak[e]:
-                count = first[cell]
-                first[cell] = n_events
-                n_events += count
-            else:
-                first[cell] = -1
+                # The cell's events, sorted by insertion as they are taken from its list.
+                n = 0
+                event = head[cell]
+                while event >= 0:
+                    b = event >> 1
+                    if event & 1:
+                        t = buffer_free[b]
+                        c = -buffer_bytes[b]
+                    else:
+                        t = buffer_alloc[b]
+                        c = buffer_bytes[b]
+                    j = n - 1
+                    while j >= 0 and (time[j] > t or (time[j] == t and change[j] > 0.0 and c < 0.0)):
+                        time[j + 1] = time[j]
+                        change[j + 1] = change[j]
+                        j -= 1
+                    time[j + 1] = t
+                    change[j + 1] = c
+                    n += 1
+                    event = after[event]
+                u = usage_at[cell]
+                for i in range(n):
+                    u += change[i]
+                    if u > peak[e]:
+                        peak[e] = u
             cell += 1
-    if n_events == 0:
-        return
-    for b in range(n_buffers):
-        i = first[alloc_cell[b]]
-        if i >= 0:
-            first[alloc_cell[b]] = i + 1
-            time[i] = buffer_alloc[b]
-            change[i] = buffer_bytes[b]
-        cell = free_cell[b]
-        if cell >= 0:
-            i = first[cell]
-            if i >= 0:
-                first[cell] = i + 1
-                time[i] = buffer_free[b]
-                change[i] = -buffer_bytes[b]
-    # A passing cell's events now end at first[cell] and begin where the previous passing cell's end.
-    lo = 0
-    for cell in range(n_cells):
-        hi = first[cell]
-        if hi < 0:
-            continue
-        for i in range(lo + 1, hi):
-            t = time[i]
-            c = change[i]
-            j = i - 1
-            while j >= lo and (time[j] > t or (time[j] == t and change[j] > 0.0 and c < 0.0)):
-                time[j + 1] = time[j]
-                change[j + 1] = change[j]
-                j -= 1
-            time[j + 1] = t
-            change[j + 1] = c
-        e = cell % n_devices
-        u = usage_at[cell]
-        for i in range(lo, hi):
-            u += change[i]
-            if u > peak[e]:
-                peak[e] = u
-        lo = hi
 
 
 @numba.njit(cache=True)
@@ -276,10 +257,8 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wi += n_devices
     cell_first = work_i[wi : wi + capacity + n_devices]
     wi += capacity + n_devices
-    alloc_cell = work_i[wi : wi + capacity]
-    wi += capacity
-    free_cell = work_i[wi : wi + capacity]
-    wi += capacity
+    event_after = work_i[wi : wi + 2 * capacity]
+    wi += 2 * capacity
     wf = 0
     op_time = work_f[wf : wf + n_ops]
     wf += n_ops
@@ -673,8 +652,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         cell_grown,
         cell_usage,
         cell_first,
-        alloc_cell,
-        free_cell,
+        event_after,
         event_time,
         event_change,
         usage,
