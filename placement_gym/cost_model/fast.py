@@ -114,75 +114,100 @@ def _work_sizes(ints):
     """Lengths of the int64 and float64 workspaces that `_run` carves its scratch arrays from."""
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
     capacity = ints[_N_TENSORS] + n_edges  # live buffers: one per tensor and per consumer edge at most
-    n_int = 3 * n_ops + 7 * n_devices + capacity + n_edges + ints[_N_HOSTS] + 2 * (2 * capacity) + 2
-    n_float = (6 * n_ops + 4 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
-               + ints[_N_THREADS] + ints[_N_HOSTS] + 2 * (2 * capacity))
+    n_int = 3 * n_ops + 8 * n_devices + 4 * capacity + n_edges + ints[_N_HOSTS]
+    n_float = (6 * n_ops + 6 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
+               + ints[_N_THREADS] + ints[_N_HOSTS] + 2 * capacity + 2 * (2 * capacity))
     return n_int, n_float
 
 
 @numba.njit(cache=True)
-def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, n_events, horizon, peak,
-                     end, time, change, device, usage):
-    """Add to ``peak`` the most bytes live at once on each device (``n_events``: the number of events
-    below, counted as the buffers were made; ``end``, ``time``, ``change``, ``device``, ``usage``:
-    scratch, at least 2 * buffers + 2, 2 * buffers (three) and devices long).
+def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, horizon, peak, grown,
+                     usage_at, head, after, time, change, usage):
+    """Set ``peak`` (zeros on entry) to the most bytes live at once on each device (``grown``,
+    ``usage_at``: scratch, at least buffers + devices long; ``head`` the same, int; ``after``: int,
+    2 * buffers; ``time``, ``change``: 2 * buffers; ``usage``: devices).
 
     One event per allocation (+bytes) and per free (-bytes; a buffer freed at ``inf`` never is;
-    every buffer has bytes), swept in time order with frees first at equal times, the
-    peak taken after every event (a free never raises it). Byte counts are whole numbers, so the
-    sums do not depend on the order of events at equal times.
+    every buffer has bytes), in time order with frees first at equal times, the peak taken after
+    every event (a free never raises it). Byte counts are whole numbers, so the sums do not depend
+    on the order in which they are added.
 
-    The sort is a bucket sort over [0, horizon], linear because event times spread over the step:
-    events are copied into their buckets, all frees before all allocations, then one insertion
-    sort (stable, so frees stay first at equal times) finishes each bucket. Buffers are made
-    roughly in time order, so the copies are nearly sequential and few events move."""
+    Sorting every event is not needed. Time [0, horizon] is cut into buckets, about two events per
+    device each; a cell is one bucket of one device. One pass over the buffers sums each cell's
+    allocations (``grown``) and its change (``usage_at``) and links its events in a list (``head``,
+    then ``after``; event 2b is buffer b's allocation, 2b + 1 its free). One pass over the cells in
+    time order turns the sums into the usage when the cell begins and the most it can reach inside
+    it (that plus its allocations), and takes as a first peak the usage at the end of every cell,
+    which the sweep passes through. Only a cell whose bound is above its device's first peak can
+    hold a higher one: only its events are sorted (by time, frees first) and swept from its
+    starting usage. Few cells pass, so most events are added twice and never sorted."""
     n_buffers = buffer_device.shape[0]
-    n_buckets = n_events + 1
+    n_devices = peak.shape[0]
+    n_buckets = n_buffers // n_devices + 1
+    n_cells = n_buckets * n_devices
     scale = (n_buckets - 1) / horizon if horizon > 0.0 else 0.0
-    end = end[: n_buckets + 1]  # end[k + 1]: events in buckets <= k, then ends
-    end[:] = 0
+    grown = grown[:n_cells]
+    usage_at = usage_at[:n_cells]
+    head = head[:n_cells]
+    grown[:] = 0.0
+    usage_at[:] = 0.0
+    head[:] = -1
+    # Cells are bucket-major: buffers are made roughly in time order, so neighbouring buffers hit
+    # neighbouring cells.
     for b in range(n_buffers):
-        end[min(int(buffer_alloc[b] * scale), n_buckets - 1) + 1] += 1
+        e = buffer_device[b]
+        nbytes = buffer_bytes[b]
+        cell = min(int(buffer_alloc[b] * scale), n_buckets - 1) * n_devices + e
+        grown[cell] += nbytes
+        usage_at[cell] += nbytes
+        after[2 * b] = head[cell]
+        head[cell] = 2 * b
         if buffer_free[b] < np.inf:
-            end[min(int(buffer_free[b] * scale), n_buckets - 1) + 1] += 1
-    for k in range(n_buckets):
-        end[k + 1] += end[k]
-    for b in range(n_buffers):
-        if buffer_free[b] < np.inf:
-            k = min(int(buffer_free[b] * scale), n_buckets - 1)
-            i = end[k]
-            end[k] = i + 1
-            time[i] = buffer_free[b]
-            change[i] = -buffer_bytes[b]
-            device[i] = buffer_device[b]
-    for b in range(n_buffers):
-        k = min(int(buffer_alloc[b] * scale), n_buckets - 1)
-        i = end[k]
-        end[k] = i + 1
-        time[i] = buffer_alloc[b]
-        change[i] = buffer_bytes[b]
-        device[i] = buffer_device[b]
-    # One pass over the whole array: an event never moves past a bucket boundary (the bucket index
-    # grows with time), so this sorts every bucket without walking the many empty ones.
-    for i in range(1, n_events):
-        t = time[i]
-        if time[i - 1] > t:
-            c, e = change[i], device[i]
-            j = i - 1
-            while j >= 0 and time[j] > t:
-                time[j + 1] = time[j]
-                change[j + 1] = change[j]
-                device[j + 1] = device[j]
-                j -= 1
-            time[j + 1] = t
-            change[j + 1] = c
-            device[j + 1] = e
+            cell = min(int(buffer_free[b] * scale), n_buckets - 1) * n_devices + e
+            usage_at[cell] -= nbytes
+            after[2 * b + 1] = head[cell]
+            head[cell] = 2 * b + 1
     usage[:] = 0.0
-    for i in range(n_events):
-        e = device[i]
-        usage[e] += change[i]
-        if usage[e] > peak[e]:
-            peak[e] = usage[e]
+    cell = 0
+    for _ in range(n_buckets):
+        for e in range(n_devices):
+            begin = usage[e]
+            grown[cell] += begin
+            usage[e] = begin + usage_at[cell]
+            usage_at[cell] = begin
+            if usage[e] > peak[e]:
+                peak[e] = usage[e]
+            cell += 1
+    cell = 0
+    for _ in range(n_buckets):
+        for e in range(n_devices):
+            if grown[cell] > peak[e]:
+                # The cell's events, sorted by insertion as they are taken from its list.
+                n = 0
+                event = head[cell]
+                while event >= 0:
+                    b = event >> 1
+                    if event & 1:
+                        t = buffer_free[b]
+                        c = -buffer_bytes[b]
+                    else:
+                        t = buffer_alloc[b]
+                        c = buffer_bytes[b]
+                    j = n - 1
+                    while j >= 0 and (time[j] > t or (time[j] == t and change[j] > 0.0 and c < 0.0)):
+                        time[j + 1] = time[j]
+                        change[j + 1] = change[j]
+                        j -= 1
+                    time[j + 1] = t
+                    change[j + 1] = c
+                    n += 1
+                    event = after[event]
+                u = usage_at[cell]
+                for i in range(n):
+                    u += change[i]
+                    if u > peak[e]:
+                        peak[e] = u
+            cell += 1
 
 
 @numba.njit(cache=True)
@@ -230,9 +255,9 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wi += n_devices
     chosen = work_i[wi : wi + n_devices]
     wi += n_devices
-    event_end = work_i[wi : wi + 2 * capacity + 2]
-    wi += 2 * capacity + 2
-    event_device = work_i[wi : wi + 2 * capacity]
+    cell_first = work_i[wi : wi + capacity + n_devices]
+    wi += capacity + n_devices
+    event_after = work_i[wi : wi + 2 * capacity]
     wi += 2 * capacity
     wf = 0
     op_time = work_f[wf : wf + n_ops]
@@ -267,6 +292,10 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wf += ints[_N_THREADS]
     host_free = work_f[wf : wf + n_hosts]
     wf += n_hosts
+    cell_grown = work_f[wf : wf + capacity + n_devices]
+    wf += capacity + n_devices
+    cell_usage = work_f[wf : wf + capacity + n_devices]
+    wf += capacity + n_devices
     event_time = work_f[wf : wf + 2 * capacity]
     wf += 2 * capacity
     event_change = work_f[wf : wf + 2 * capacity]
@@ -332,10 +361,9 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     # `edge_slot` maps a consumer edge to that position. ``holder[e]``: the tensor whose copy on device e is
     # ``copy[e]`` (a buffer, or -1), present from ``arrival[e]``.
     # An empty tensor changes no device's memory, so it gets no buffer (-1) at all. A persistent
-    # output (``buffer_free`` inf) is never freed: ``n_persistent`` counts them for the sweep.
+    # output (``buffer_free`` inf) is never freed.
     holder[:] = -1
     n_buffers = 0
-    n_persistent = 0
     # Graph data inputs are present at time 0 on every device that reads them.
     for t in data_inputs:
         for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
@@ -532,7 +560,6 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
                 buffer_free[own] = f
                 if tensor_persistent[t]:
                     buffer_free[own] = np.inf
-                    n_persistent += 1
                 n_buffers += 1
             # The devices that read t (marked in `holder`, listed in ``dst[:n_dst]`` in increasing order
             # by insertion: a tensor has few), then one copy per other device, sent in device order:
@@ -620,13 +647,14 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         buffer_bytes[:n_buffers],
         buffer_alloc[:n_buffers],
         buffer_free[:n_buffers],
-        2 * n_buffers - n_persistent,
         makespan,
         peak,
-        event_end,
+        cell_grown,
+        cell_usage,
+        cell_first,
+        event_after,
         event_time,
         event_change,
-        event_device,
         usage,
     )
     for op in range(n_ops):
