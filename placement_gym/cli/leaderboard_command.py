@@ -27,10 +27,11 @@ SUITE_MISMATCH_EXIT = 3
 
 
 # The suite data the commands read, as the wheel packages it (pyproject's force-include): a copy of
-# the committed leaderboard/ folder's submissions/, bounds.json, reruns.json, README.md and
-# generalisation_v2.md.
+# the committed leaderboard/ folder's submissions/, bounds.json, reruns.json, README.md,
+# generalisation_v2.md and suite v2's page and bounds.
 PACKAGED_NAME = "_leaderboard"
-PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md", "generalisation_v2.md")
+PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md", "generalisation_v2.md", "suite_v2.md",
+                  "bounds_v2.json")
 CHECKOUT_ORIGIN = "the source checkout's leaderboard/ folder"
 PACKAGED_ORIGIN = "the read-only copy packaged with placement-gym"
 

@@ -458,7 +458,11 @@ def render_markdown(
         f"`{page.command}` (which re-checks every submission first); do not edit by hand. "
         "Submit with `placement-gym leaderboard submit FILE` (it re-evaluates every placement first).",
         "",
-        *([] if current else [
+        *([
+            f"Suite {other} ({len(get_suite(other).tasks)} tasks) is accepted and ranked on its own page: "
+            f"[{suite_page(other).page}]({suite_page(other).page})."
+            for other in COST_MODEL_SUITES if other != CURRENT_SUITE
+        ] + [""] if current else [
             f"Suite {suite.version} is accepted and ranked here, on its own submissions; the leaderboard's "
             f"[{README_NAME}]({README_NAME}) ranks suite {CURRENT_SUITE}.",
             "",
