@@ -179,8 +179,8 @@ def test_packaged_leaderboard_data_is_in_the_wheel_config():
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     force = config["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     packaged = {target: source for source, target in force.items()}
-    for name in ("submissions", "bounds.json", "reruns.json", "README.md", "generalisation_v2.md", "suite_v2.md",
-                 "bounds_v2.json"):
+    for name in ("submissions", "bounds.json", "reruns.json", "README.md", "generalisation_v2.md",
+                 "suite_v2.md", "bounds_v2.json"):
         assert packaged.get(f"placement_gym/_leaderboard/{name}") == f"leaderboard/{name}"
 
 
