@@ -121,6 +121,8 @@ def test_the_bench_times_single_calls_on_the_batch_placements_in_turn(task, monk
     batch = np.random.default_rng(0).integers(0, task.n_devices, size=(8, task.n_forward))
     rows = [p.tobytes() for p in batch]
     assert seen["fast"][1:17] == rows + rows  # after the checking call: the 8 rows in turn, twice
-    # the checking call on row 0, then rows 1, 2, ... (0.05 s gives the reference at least 10 calls)
-    assert len(seen["reference"]) > 9 and seen["reference"][:9] == rows + rows[:1]
+    # the checking call on row 0, then rows 1, 2, ... in turn, however many calls the time allowed (the
+    # checking call alone takes a few ms, so 0.05 s leaves room for more on any load)
+    calls = seen["reference"]
+    assert len(calls) > 1 and calls == [rows[i % len(rows)] for i in range(len(calls))]
     assert row.agree
