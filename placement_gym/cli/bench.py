@@ -172,6 +172,12 @@ def _in_turn(call: Callable[[np.ndarray], Any], placements: np.ndarray) -> Calla
     return lambda: call(next(rows))
 
 
+def bench_placements(task: Task, batch: int, seed: int) -> np.ndarray:
+    """The ``batch`` seeded random placements every timing of a row goes through (`bench_task`,
+    `compare_against`; the subprocess of `AgainstRunner` draws them the same way)."""
+    return np.random.default_rng(seed).integers(0, task.n_devices, size=(batch, task.n_forward))
+
+
 def bench_task(
     task: Task, label: str, repeats: int = 3, seconds: float = 1.0, batch: int = DEFAULT_BATCH, seed: int = 0
 ) -> BenchRow:
@@ -180,8 +186,7 @@ def bench_task(
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
-    rng = np.random.default_rng(seed)
-    placements = rng.integers(0, task.n_devices, size=(batch, task.n_forward))
+    placements = bench_placements(task, batch, seed)
     placement = placements[0]
     # Warm-up: numba compiles (or loads its cache) on the first call of each function.
     fast = simulate(task, placement)
@@ -375,7 +380,7 @@ def compare_against(task: Task, spec: dict[str, Any], runner: AgainstRunner, row
     ``ns_per_op_against`` theirs, ``ns_per_op_alternating`` ours in those rounds, ``speedup_against``
     the first over the second; ``identical_against``: whether both give the same runtimes of the
     placements, bit for bit (and the same placements and op count)."""
-    placements = np.random.default_rng(seed).integers(0, task.n_devices, size=(row.batch, task.n_forward))
+    placements = bench_placements(task, row.batch, seed)
     theirs = runner.load(spec, seed, row.batch)
     if "error" in theirs:
         print(f"{row.graph}: no comparison, {runner.path} cannot build it ({theirs['error']})",

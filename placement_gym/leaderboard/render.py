@@ -683,7 +683,8 @@ def render(
     reproduces the suite), then render the page of ``suite`` (`suite_page`: for the current suite the
     ``README.md`` of ``directory``, with the page of the generalisation track v2,
     ``generalisation_v2.md``, `generalisation_page`; for another cost-model suite ``suite_<v>.md``) with
-    the bounds of ``directory/bounds.json`` (`task_bounds.load_bounds`: those of the suite's tasks) and, with
+    the bounds stored in ``directory`` (`task_bounds.load_bounds`: the suite's bounds file and the current
+    suite's ``bounds.json``, for the suite's tasks) and, with
     ``chart``, its chart and learning curves.
 
     With ``check=True`` nothing is written; returns whether the pages (`page_names`) are up to date.
