@@ -272,10 +272,11 @@ def test_malformed_microbatch_ids_are_refused(objective):
 
 
 def test_split_task_id_reads_microbatches():
-    assert split_task_id("gnmt8/k40x8/train+sgd+mb16") == ("gnmt8", "k40x8", "train", "sgd", "fp32", 16)
-    assert split_task_id("gnmt8/k40x8/train") == ("gnmt8", "k40x8", "train", None, "fp32", 1)
-    assert split_task_id("a/b/train+sgd+bf16+mb8") == ("a", "b", "train", "sgd", "bf16", 8)
-    assert split_task_id("a/b/inference+fp16+mb2") == ("a", "b", "inference", None, "fp16", 2)
+    assert split_task_id("gnmt8/k40x8/train+sgd+mb16") == (
+        "gnmt8", "k40x8", "train", "sgd", "fp32", 16, False)
+    assert split_task_id("gnmt8/k40x8/train") == ("gnmt8", "k40x8", "train", None, "fp32", 1, False)
+    assert split_task_id("a/b/train+sgd+bf16+mb8") == ("a", "b", "train", "sgd", "bf16", 8, False)
+    assert split_task_id("a/b/inference+fp16+mb2") == ("a", "b", "inference", None, "fp16", 2, False)
 
 
 @pytest.mark.parametrize("bad", [0, -1, MAX_MICROBATCHES + 1, 2.0, True, "4"])

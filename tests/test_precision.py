@@ -185,7 +185,7 @@ def test_precision_is_in_the_task_id_after_the_optimizer():
     for task_id in ("cifar10_cnn/k80x2/train+bf16", "cifar10_cnn/k80x2/train+sgd+fp16",
                     "cifar10_cnn/k80x2/inference+bf16"):
         assert parse_task_id(task_id).id == task_id
-    assert split_task_id("a/b/train+momentum+bf16") == ("a", "b", "train", "momentum", "bf16", 1)
+    assert split_task_id("a/b/train+momentum+bf16") == ("a", "b", "train", "momentum", "bf16", 1, False)
 
 
 @pytest.mark.parametrize("task_id", [

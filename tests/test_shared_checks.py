@@ -69,7 +69,8 @@ def test_task_id_shape_is_checked_once():
     assert task_id_parts("my_model@3f2a9c1d0b7e/k80x4/train+sgd") == ("my_model@3f2a9c1d0b7e", "k80x4",
                                                                       "train+sgd")
     assert graph_of("my_model@3f2a9c1d0b7e/k80x4/train") == "my_model@3f2a9c1d0b7e"
-    assert split_task_id("resnet50/v100x8/train+sgd") == ("resnet50", "v100x8", "train", "sgd", "fp32", 1)
+    assert split_task_id("resnet50/v100x8/train+sgd") == (
+        "resnet50", "v100x8", "train", "sgd", "fp32", 1, False)
     for bad in ("resnet50", "a//train", "a/b/c/d", None):
         for parse in (task_id_parts, graph_of, split_task_id):
             with pytest.raises(ValueError, match="a task id is graph/cluster/objective"):

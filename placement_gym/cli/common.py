@@ -59,7 +59,8 @@ def positive_int(text: str) -> int:
 def add_optimizer_argument(parser: argparse.ArgumentParser) -> None:
     """--optimizer: the optimizer of a train step, which sets its update ops and optimizer state (a
     GNMT-8 step fits one K40 with SGD and not with Adam, so it can change the answer); --precision:
-    fp32 or mixed precision; --microbatches: the micro-batches of a pipelined step."""
+    fp32 or mixed precision; --microbatches: the micro-batches of a pipelined step; --recompute:
+    activation recomputation."""
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
                         help=f"optimizer of a train step: its update ops and state memory (default: "
                         f"{DEFAULT_OPTIMIZER}; the task id ends in '+<optimizer>' for any other)")
@@ -71,6 +72,10 @@ def add_optimizer_argument(parser: argparse.ArgumentParser) -> None:
                         help=f"micro-batches of a pipelined step, 1 to {MAX_MICROBATCHES}: M copies of the "
                         "graph at its own batch in GPipe's fill-drain order, so that a placement across "
                         "devices is a pipeline (default: 1; the task id ends in '+mb<M>' for M > 1)")
+    parser.add_argument("--recompute", action="store_true",
+                        help="activation recomputation (training only): keep only the activations at the "
+                        "boundaries of about sqrt(n) segments and replay each segment's forward ops in the "
+                        "backward pass, as Megatron-LM trains large models (the task id gets '+rc')")
 
 
 def microbatches_int(text: str) -> int:
@@ -84,9 +89,10 @@ def microbatches_int(text: str) -> int:
 
 def task_from_args(args: argparse.Namespace) -> Task:
     """The task of --graph, --cluster, --objective and (where the command has them) --optimizer,
-    --precision and --microbatches."""
+    --precision, --microbatches and --recompute."""
     return get_task(args.graph, args.cluster, args.objective, getattr(args, "optimizer", DEFAULT_OPTIMIZER),
-                    getattr(args, "precision", DEFAULT_PRECISION), getattr(args, "microbatches", 1))
+                    getattr(args, "precision", DEFAULT_PRECISION), getattr(args, "microbatches", 1),
+                    getattr(args, "recompute", False))
 
 
 @dataclass(frozen=True)

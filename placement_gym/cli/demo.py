@@ -47,14 +47,16 @@ def demo_rows(
     optimizer: str = DEFAULT_OPTIMIZER,
     precision: str = DEFAULT_PRECISION,
     microbatches: int = 1,
+    recompute: bool = False,
 ) -> list[dict]:
     """For each graph's training step (with ``optimizer``, in ``precision``, of ``microbatches``
-    micro-batches, as `get_task` takes them): the best single device, HEFT (when an agent provider
-    offers it, `winning_placement`), round-robin over the GPUs and the best of ``samples`` random
-    placements (one batched call), beside the simple lower bound (`lower_bound`)."""
+    micro-batches, recomputing activations or not, as `get_task` takes them): the best single device,
+    HEFT (when an agent provider offers it, `winning_placement`), round-robin over the GPUs and the
+    best of ``samples`` random placements (one batched call), beside the simple lower bound
+    (`lower_bound`)."""
     rows = []
     for name in graphs:
-        task = get_task(name, cluster, "train_step", optimizer, precision, microbatches)
+        task = get_task(name, cluster, "train_step", optimizer, precision, microbatches, recompute)
         best_single, bound = single_device(task), lower_bound(task)
         rng = np.random.default_rng(seed)
         runtimes, feasible, _ = simulate_batch(
@@ -118,14 +120,16 @@ def demo_timeline(
     optimizer: str = DEFAULT_OPTIMIZER,
     precision: str = DEFAULT_PRECISION,
     microbatches: int = 1,
+    recompute: bool = False,
 ) -> Path:
-    """Draw two schedules of one training step (``optimizer``, ``precision`` and ``microbatches`` as
+    """Draw two schedules of one training step (``optimizer``, ``precision``, ``microbatches`` and
+    ``recompute`` as
     in `demo_rows`), on one time axis, as a PNG file ``path`` (its folder created when missing; needs
     the viz extra): the best single device on top, and below it the placement that wins
     (`winning_placement`: HEFT, 1.46x on inception_v3 / k80x4)."""
     from placement_gym.cost_model.timeline import build_timeline_figure
 
-    task = get_task(graph, cluster, "train_step", optimizer, precision, microbatches)
+    task = get_task(graph, cluster, "train_step", optimizer, precision, microbatches, recompute)
     best = single_device(task)
     winner, placement = winning_placement(task, samples, seed)
     panels = [

@@ -30,7 +30,8 @@ def run_demo(args: argparse.Namespace) -> int:
     from placement_gym.cli.demo import DEMO_GRAPHS, demo_episode, demo_rows, demo_timeline
 
     started = time.perf_counter()
-    step = {"optimizer": args.optimizer, "precision": args.precision, "microbatches": args.microbatches}
+    step = {"optimizer": args.optimizer, "precision": args.precision, "microbatches": args.microbatches,
+            "recompute": args.recompute}
     rows = demo_rows(DEMO_GRAPHS, args.cluster, samples=args.samples, seed=args.seed, **step)
     episode = demo_episode(args.seed)
     picture = None
@@ -86,7 +87,8 @@ def add_parser(subparsers: Subcommands) -> None:
         help="a short demo on bundled graphs",
         description="Evaluate the best single device, HEFT (from an installed agent package, the bundled "
         "baselines by default) and simple placements of three bundled models' training steps (set by "
-        "--cluster, --optimizer, --precision and --microbatches), play one episode of DevicePlacement-v0 "
+        "--cluster, --optimizer, --precision, --microbatches and --recompute), play one episode of "
+        "DevicePlacement-v0 "
         "and draw the schedules of the best single device and HEFT.",
     )
     parser.add_argument("--cluster", default="k80x4", help="cluster preset or JSON file (default: k80x4)")

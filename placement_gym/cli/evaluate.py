@@ -134,13 +134,15 @@ class GraphJob:
     optimizer: str = DEFAULT_OPTIMIZER
     precision: str = DEFAULT_PRECISION
     microbatches: int = 1
+    recompute: bool = False
 
 
 def evaluate_graph(job: GraphJob) -> dict[str, Any]:
     """Run ``job``'s agent on its graph and report it: the keys of
     `placement_gym.evaluation.agents.agent_report` and ``graph`` (the id in its dataset) and ``ops``
     (forward ops). Only ``wall_s`` depends on the machine."""
-    task = get_task(job.graph, job.cluster, job.objective, job.optimizer, job.precision, job.microbatches)
+    task = get_task(job.graph, job.cluster, job.objective, job.optimizer, job.precision, job.microbatches,
+                    job.recompute)
     found = place_with_agent(task, job.agent, job.seed, job.budget)
     report = agents.agent_report(task, job.agent, job.seed, found, found.wall_s)
     return {"graph": job.graph.partition(":")[2], "ops": task.n_forward, **report}
@@ -157,6 +159,7 @@ def evaluate_dataset(
     optimizer: str = DEFAULT_OPTIMIZER,
     precision: str = DEFAULT_PRECISION,
     microbatches: int = 1,
+    recompute: bool = False,
     backend: str = "serial",
     address: str | None = None,
     workers: int | None = None,
@@ -175,10 +178,10 @@ def evaluate_dataset(
     if not ids:
         raise ValueError(f"dataset split {dataset!r} holds no graph")
     jobs = [GraphJob(f"{data.name}:{graph_id}", cluster, agent, seed, budget, objective, optimizer, precision,
-                     microbatches) for graph_id in ids]
+                     microbatches, recompute) for graph_id in ids]
     # a bad agent, cluster or objective: one error here, before Ray starts
     check_agent(agent)
-    get_task(jobs[0].graph, cluster, objective, optimizer, precision, microbatches)
+    get_task(jobs[0].graph, cluster, objective, optimizer, precision, microbatches, recompute)
     done = 0
 
     def report(_index: int, row: dict[str, Any]) -> None:
@@ -214,7 +217,8 @@ def run_dataset(args: argparse.Namespace) -> int:
     report = evaluate_dataset(
         args.agent, args.dataset, args.cluster, seed=args.seed, budget=args.budget, objective=args.objective,
         optimizer=args.optimizer, precision=args.precision, microbatches=args.microbatches,
-        backend="ray" if args.ray else "serial", address=args.address, workers=args.workers, progress=True,
+        recompute=args.recompute, backend="ray" if args.ray else "serial", address=args.address,
+        workers=args.workers, progress=True,
     )
     if args.json:
         print_json(report)

@@ -76,9 +76,13 @@ def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
     optimizer, precision = args.optimizer, args.precision
     if args.reward_mode == COST_MODEL:
         cluster = args.cluster or DEFAULT_CLUSTER
-        return get_task(args.graph, cluster, args.objective, optimizer, precision, args.microbatches), None
+        task = get_task(args.graph, cluster, args.objective, optimizer, precision, args.microbatches,
+                        args.recompute)
+        return task, None
     if args.microbatches != 1:
         raise ValueError(f"--microbatches is for the cost model, not --reward-mode {args.reward_mode}")
+    if args.recompute:
+        raise ValueError(f"--recompute is for the cost model, not --reward-mode {args.reward_mode}")
     devices = None
     if args.devices is not None or args.reward_mode == "real":
         from placement_gym.real.fidelity import resolve_devices
@@ -229,6 +233,11 @@ def add_parser(subparsers: Subcommands) -> None:
         "--microbatches", type=microbatches_int, default=1, metavar="M",
         help="micro-batches of a pipelined step (cost model only), 1 to 1024 (default: 1; "
         "placement_gym.task.compiled)",
+    )
+    parser.add_argument(
+        "--recompute", action="store_true",
+        help="activation recomputation (cost model only, training only): replay the forward pass segment "
+        "by segment in the backward pass instead of keeping its activations (placement_gym.task.compiled)",
     )
     parser.add_argument(
         "--budget",

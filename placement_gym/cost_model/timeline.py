@@ -14,13 +14,14 @@ from placement_gym.cost_model.result import Schedule
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-OP_KIND_NAMES: tuple[str, ...] = ("forward", "backward", "update")
+OP_KIND_NAMES: tuple[str, ...] = ("forward", "backward", "update", "recompute")
 # One colour family per op kind; two shades alternate along each row so neighbouring bars stay
 # distinguishable when thousands of short ops touch each other.
 _OP_SHADES: tuple[tuple[str, str], ...] = (
     ("#1f5fa8", "#6fa8dc"),  # forward: blues
     ("#d35400", "#f5a35c"),  # backward: oranges
     ("#2e8b3a", "#8fd19e"),  # update: greens
+    ("#7d3c98", "#c39bd3"),  # recompute (a forward op replayed in the backward pass): purples
 )
 _TRANSFER_SHADES: tuple[str, str] = ("#6a4c93", "#b8a5d6")  # transfers: purples
 # The legend's title: what the two shades of a colour mean (nothing but "the next bar").
@@ -53,7 +54,7 @@ def _check(task: Any, schedule: Schedule) -> None:
         raise ValueError(f"task.op_kind has {len(task.op_kind)} entries, expected {n_ops}")
     kinds = np.asarray(task.op_kind)
     if kinds.size and (kinds.min() < 0 or kinds.max() >= len(OP_KIND_NAMES)):
-        raise ValueError("task.op_kind values must be 0 (forward), 1 (backward) or 2 (update)")
+        raise ValueError("task.op_kind values must be 0 (forward), 1 (backward), 2 (update) or 3 (recompute)")
     n_transfers = len(schedule.transfer_src)
     for key in ("transfer_dst", "transfer_start", "transfer_finish"):
         if len(getattr(schedule, key)) != n_transfers:
@@ -174,7 +175,8 @@ def draw_timeline(
     """Render the schedule's Gantt chart; returns it as an RGB ``uint8`` array ``(H, W, 3)`` and writes
     it as PNG to ``path`` when given (its folder created when missing).
 
-    ``task`` needs ``cluster``, ``id``, ``n_ops`` and ``op_kind`` (0 forward, 1 backward, 2 update per op).
+    ``task`` needs ``cluster``, ``id``, ``n_ops`` and ``op_kind`` (0 forward, 1 backward, 2 update,
+    3 recompute per op).
     """
     fig = build_timeline_figure(task, schedule, title=title)
     fig.canvas.draw()

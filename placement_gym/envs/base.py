@@ -205,18 +205,20 @@ class PlacementEnvBase(gym.Env):
         task `get_task` builds."""
         graph, cluster = config.graph, config.cluster
         objective, optimizer = config.objective, config.optimizer
-        precision, microbatches = config.precision, config.microbatches
+        precision, microbatches, recompute = config.precision, config.microbatches, config.recompute
         if not isinstance(graph, Task):
-            return get_task(graph, cluster, objective, optimizer, precision, microbatches)
+            return get_task(graph, cluster, objective, optimizer, precision, microbatches, recompute)
         agrees = {
             "cluster": cluster is graph.cluster or cluster == graph.cluster.name,
             "objective": objective in (graph.objective, OBJECTIVES[graph.objective]),
             "optimizer": optimizer == graph.optimizer,
             "precision": precision == graph.precision,
             "microbatches": microbatches == graph.microbatches,
+            "recompute": recompute == graph.recompute,
         }
         for name, value in (("cluster", cluster), ("objective", objective), ("optimizer", optimizer),
-                            ("precision", precision), ("microbatches", microbatches)):
+                            ("precision", precision), ("microbatches", microbatches),
+                            ("recompute", recompute)):
             if not agrees[name] and not config.is_default(name):
                 raise ValueError(
                     f"graph is the compiled task {graph.id}; {name}={value!r} is not the task's "

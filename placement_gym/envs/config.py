@@ -50,8 +50,9 @@ class EnvConfig:
 
     - ``graph``: a bundled graph name (``placement_gym.bundled_graph_names()``), an ONNX file path,
       an `OpGraph`, or a compiled `Task` (the env then places that very task, so its evaluations add
-      to its counter; ``cluster``, ``objective``, ``optimizer``, ``precision`` and ``microbatches`` are
-      then the task's, and a value other than the default given for one of them must agree with it).
+      to its counter; ``cluster``, ``objective``, ``optimizer``, ``precision``, ``microbatches`` and
+      ``recompute`` are then the task's, and a value other than the default given for one of them must
+      agree with it).
       Default ``"inception_v3"``.
     - ``cluster``: a preset name (``placement_gym.cluster.PRESETS``), ``"local"``, ``"cpu<N>"``, a JSON
       file path, or a `Cluster`. Default ``"k80x4"``.
@@ -62,6 +63,9 @@ class EnvConfig:
     - ``microbatches``: micro-batches of a pipelined step, 1 (default: none) to 1024, each a copy of
       the graph at its own batch, in GPipe's fill-drain order (`placement_gym.task.compiled`); the
       placement stays one device per op of the graph.
+    - ``recompute``: activation recomputation (training only; default False): the forward pass is
+      replayed segment by segment in the backward pass instead of keeping its activations
+      (`placement_gym.task.compiled`); the placement stays one device per op of the graph.
     - ``groups``: None (default: one node per op), ``"colocate"``, ``"chains"``, an int k (a k-way
       partition) or an array of one group label per op (`placement_gym.task.groups.make_grouping`).
     - ``obs_mode``: ``"dict"`` (default), ``"flat"`` or ``"graph"``.
@@ -93,6 +97,7 @@ class EnvConfig:
     optimizer: str = "adam"
     precision: str = "fp32"
     microbatches: int = 1
+    recompute: bool = False
     groups: Any = None
     obs_mode: str = "dict"
     max_ops: int | None = None
@@ -119,6 +124,8 @@ class EnvConfig:
         if self.precision not in PRECISIONS:
             raise ValueError(f"unknown precision {self.precision!r}; allowed: {', '.join(PRECISIONS)}")
         check_microbatches(self.microbatches)
+        if not isinstance(self.recompute, (bool, np.bool_)):
+            raise ValueError(f"recompute must be True or False, got {self.recompute!r}")
         check_oom_settings(self.oom_runtime, self.oom_runtime_factor)
         check_obs_mode(self.obs_mode)
         if not isinstance(self.mask_in_obs, (bool, np.bool_)):

@@ -97,7 +97,7 @@ _CLUSTER_UNCOSTED = ("name", "description")
 _TASK_UNDIGESTED = ("graph", "cluster", "id", "duration")
 # Task options added after suites were frozen, with the value every frozen suite's tasks have: digested
 # only where a task departs from it, so that each frozen digest stays what it was.
-_TASK_OPTION_DEFAULTS = {"precision": "fp32", "microbatches": 1}
+_TASK_OPTION_DEFAULTS = {"precision": "fp32", "microbatches": 1, "recompute": False}
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ class TaskSpec:
     ``graph``: a bundled graph name or an ONNX path (the path must exist on every node);
     ``cluster``: a preset name, ``"cpu<N>"``/``"local"`` (the actor's machine) or a JSON path;
     ``objective``: ``"train_step"`` or ``"inference"`` (``"train"`` accepted); ``optimizer`` and
-    ``precision`` and ``microbatches``: as in `placement_gym.task.named.get_task`."""
+    ``precision``, ``microbatches`` and ``recompute``: as in `placement_gym.task.named.get_task`."""
 
     graph: str
     cluster: str
@@ -66,43 +66,47 @@ class TaskSpec:
     optimizer: str = "adam"
     precision: str = "fp32"
     microbatches: int = 1
+    recompute: bool = False
 
     def build(self) -> Task:
         """The task, built (and cached) with `placement_gym.task.named.get_task`."""
         from placement_gym.task.named import get_task
 
         return get_task(
-            self.graph, self.cluster, self.objective, self.optimizer, self.precision, self.microbatches
+            self.graph, self.cluster, self.objective, self.optimizer, self.precision, self.microbatches,
+            self.recompute,
         )
 
 
 def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> TaskSpec:
     """``spec`` as a `TaskSpec`: a `TaskSpec`, a task id (``"cifar10_cnn/k80x2/train"``), a mapping
     with the `TaskSpec` fields, or a sequence
-    ``(graph, cluster[, objective[, optimizer[, precision[, microbatches]]]])``."""
+    ``(graph, cluster[, objective[, optimizer[, precision[, microbatches[, recompute]]]]])``."""
     if isinstance(spec, TaskSpec):
         result = spec
     elif isinstance(spec, str):
         from placement_gym.task.ids import DEFAULT_OPTIMIZER, split_task_id
 
         # the id format's own clear errors
-        graph, cluster, objective, optimizer, precision, microbatches = split_task_id(spec)
-        result = TaskSpec(graph, cluster, objective, optimizer or DEFAULT_OPTIMIZER, precision, microbatches)
+        graph, cluster, objective, optimizer, precision, microbatches, recompute = split_task_id(spec)
+        result = TaskSpec(graph, cluster, objective, optimizer or DEFAULT_OPTIMIZER, precision, microbatches,
+                          recompute)
     elif isinstance(spec, Mapping):
-        allowed = {"graph", "cluster", "objective", "optimizer", "precision", "microbatches"}
+        allowed = {"graph", "cluster", "objective", "optimizer", "precision", "microbatches", "recompute"}
         unknown = sorted(set(spec) - allowed)
         if unknown or "graph" not in spec or "cluster" not in spec:
             raise ValueError(
                 "a task spec mapping needs graph and cluster (optional: objective, optimizer, precision, "
-                f"microbatches); got keys {sorted(spec)}"
+                f"microbatches, recompute); got keys {sorted(spec)}"
             )
         result = TaskSpec(**spec)
-    elif isinstance(spec, Sequence) and 2 <= len(spec) <= 6:
+    elif isinstance(spec, Sequence) and 2 <= len(spec) <= 7:
         result = TaskSpec(*spec)
     else:
         raise ValueError(
             "task_spec must be a TaskSpec, a task id such as 'cifar10_cnn/k80x2/train', a mapping with "
-            "graph and cluster, or (graph, cluster[, objective[, optimizer[, precision[, microbatches]]]]) "
+            "graph and cluster, or (graph, cluster[, objective[, optimizer[, precision[, microbatches[, "
+            "recompute]]]]]) "
             f"names; got {type(spec).__name__}"
             + (": pass the names a Task was built from, not the Task, so that actors can rebuild it"
                if isinstance(spec, Task) else "")
@@ -116,7 +120,10 @@ def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> Ta
             raise ValueError(
                 f"task spec field {name} must be a name or path string, got {type(value).__name__}"
             )
-    return TaskSpec(**fields, microbatches=check_microbatches(result.microbatches))
+    if not isinstance(result.recompute, bool):
+        raise ValueError(f"task spec field recompute must be True or False, got {result.recompute!r}")
+    return TaskSpec(**fields, microbatches=check_microbatches(result.microbatches),
+                    recompute=result.recompute)
 
 
 class MeasurementActor:

@@ -126,6 +126,11 @@ class Executor:
                 f"task {task.id}: the real executor runs one batch per step, not {task.microbatches} "
                 "micro-batches; evaluate a pipelined step with the cost model (or profiled durations)"
             )
+        if task.recompute:
+            raise ValueError(
+                f"task {task.id}: the real executor keeps every activation; evaluate a step with "
+                "activation recomputation with the cost model (or profiled durations)"
+            )
         self.task = task
         self.seed = int(seed)
         self.lr = float(lr)

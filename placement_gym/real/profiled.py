@@ -126,13 +126,16 @@ def profiled_task(task: Task, profile: Mapping[str, Any] | str | Path) -> Task:
     check_profile(profile)
     _check_matches(task, profile)
     cluster = profiled_cluster(task.cluster, profile)
-    base = make_task(task.graph, cluster, task.objective, task.optimizer, microbatches=task.microbatches)
+    base = make_task(task.graph, cluster, task.objective, task.optimizer, microbatches=task.microbatches,
+                     recompute=task.recompute)
     devices = task.cluster.device_names
     names = task.graph.op_names
     duration = np.array(base.duration, dtype=np.float64)
     forward = _per_op_table(profile, "forward_s", names, devices, required=True)
     kinds, owners = task.op_kind, task.op_forward
-    duration[kinds == 0] = forward[owners[kinds == 0]]
+    # A replayed op (kind 3, activation recomputation) runs its forward op again.
+    replay = (kinds == 0) | (kinds == 3)
+    duration[replay] = forward[owners[replay]]
     if np.any(kinds == 1):
         backward = _per_op_table(profile, "backward_s", names, devices, required=True)
         duration[kinds == 1] = backward[owners[kinds == 1]]

@@ -68,6 +68,28 @@ of 128 samples), so that a placement across devices is a pipeline. Layout (every
   earliest ready, then the lowest index (both simulators; docs/cost_model.md, "Pipelined steps").
 
 ``M = 1`` is the step described above, array for array.
+
+Activation recomputation (``recompute=True``, training only; docs/cost_model.md, "Activation
+recomputation"), as Chen et al. (2016, "Training deep nets with sublinear memory cost") and Megatron-LM
+(full recomputation) train models whose activations do not fit:
+
+* the forward ops are cut into ``K = round(sqrt(n))`` segments, contiguous ranges of the topological
+  order with equal op counts (`recompute_segments`); every segment but the last is replayed;
+* a replayed op ``f.recompute`` (kind 3) runs on ``f``'s device with ``f``'s costs, reads what ``f``
+  read (the copies made in its own segment; the originals of earlier segments, the checkpoints;
+  parameters and data inputs) and makes a copy of each of ``f``'s activations. The backward ops of a
+  segment read these copies instead of the forward pass's activations, so an activation is kept
+  through the forward pass only when an op of a later segment reads it;
+* a segment's replay waits for every gradient sent into the segment from a later one (a zero-byte
+  token from each sending backward op to each replayed op of the segment that reads no copy), so it
+  runs when the backward pass reaches the segment, not earlier;
+* layout of one micro-batch (every index topological): the forward ops, then for each segment from the
+  last down its replayed ops in forward order followed by its backward ops in reverse order, then the
+  update ops. With micro-batches, this backward section is what is copied per micro-batch.
+
+A step on one device thus runs the forward ops of all segments but the last twice (about a third more
+work for a step whose backward costs twice the forward, Megatron-LM's figure) and keeps about
+``sqrt(n)`` checkpoints and one segment's activations instead of all of them.
 """
 
 from __future__ import annotations
@@ -100,7 +122,7 @@ GRAPH_BYTES_PER_ELEMENT = 4  # a graph's tensor, op and parameter bytes are fp32
 # Mixed-precision training: bytes per parameter element of the bf16/fp16 weights and gradients and of
 # the fp32 master copy; each optimizer state copy is fp32 (4 bytes).
 HALF_WEIGHT_BYTES, HALF_GRADIENT_BYTES, MASTER_WEIGHT_BYTES, STATE_BYTES = 2, 2, 4, 4
-OP_KINDS: tuple[str, ...] = ("forward", "backward", "update")
+OP_KINDS: tuple[str, ...] = ("forward", "backward", "update", "recompute")
 # The most micro-batches of a pipelined step: GPipe's and Megatron-LM's runs use tens to hundreds; the cap
 # keeps a mistyped count from compiling a task a thousand times too large before the allocation check.
 MAX_MICROBATCHES = 1024
@@ -120,14 +142,14 @@ def _csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[np.ndarray,
 @dataclass(frozen=True, eq=False)
 class Task:
     """A compiled placement problem. Build it with `make_task`. ``precision``: ``fp32``, ``bf16`` or
-    ``fp16`` (module docstring).
+    ``fp16``; ``recompute``: activation recomputation (module docstring).
 
     Ops (length ``n_ops``): forward ops ``0..n_forward-1`` (the graph's), then for ``train_step``
     their backward ops and the update ops; with ``microbatches`` M > 1 (a pipelined step), the
     forward (and backward) ops of every micro-batch (layout: the module docstring), task op
     ``f < n_forward`` still being forward op ``f``; ``op_microbatch`` gives each op's micro-batch.
-    ``op_kind`` (0 forward, 1 backward, 2 update), ``op_forward`` (the forward op whose device the
-    op follows), ``duration[op, device]`` (seconds).
+    ``op_kind`` (0 forward, 1 backward, 2 update, 3 recompute), ``op_forward`` (the forward op whose
+    device the op follows), ``duration[op, device]`` (seconds).
     Tensors: ``tensor_producer`` (-1: a graph data input, present on every device at time 0),
     ``tensor_bytes``, ``tensor_static`` (its producer-side memory is already counted in the static
     memory: a parameter read or a parameter gradient), ``tensor_persistent`` (a graph output: alive
@@ -161,6 +183,7 @@ class Task:
     tensor_consumers: np.ndarray
     op_input_count: np.ndarray
     static_bytes: np.ndarray
+    recompute: bool = False
     _evaluations: EvaluationCounter = field(default_factory=EvaluationCounter, repr=False)
 
     @property
@@ -246,6 +269,8 @@ class Task:
         training = f", optimizer={self.optimizer!r}" if self.objective == "train_step" else ""
         if self.precision != DEFAULT_PRECISION:
             training += f", precision={self.precision!r}"
+        if self.recompute:
+            training += ", recompute=True"
         pipelined = f", microbatches={self.microbatches}" if self.microbatches > 1 else ""
         return f"Task({self.id!r}, {ops}, {self.n_devices} devices{training}{pipelined})"
 
@@ -254,16 +279,20 @@ class Task:
         """Micro-batch (int32) of every task op (0 to ``microbatches - 1``), -1 for an update op (one per
         step, after the gradients of every micro-batch)."""
         n, m = self.n_forward, self.microbatches
-        copies = np.repeat(np.arange(m, dtype=np.int32), n)
-        kinds = 1 if self.objective == "inference" else 2
-        update = np.full(self.n_ops - kinds * n * m, -1, dtype=np.int32)
-        result = np.concatenate([copies] * kinds + [update])
+        batches = np.arange(m, dtype=np.int32)
+        if self.objective == "inference":
+            result = np.repeat(batches, n)
+        else:
+            n_update = int(np.count_nonzero(self.op_kind == OP_KINDS.index("update")))
+            section = (self.n_ops - n_update) // m - n  # backward and replayed ops of one micro-batch
+            update = np.full(n_update, -1, dtype=np.int32)
+            result = np.concatenate([np.repeat(batches, n), np.repeat(batches, section), update])
         result.setflags(write=False)
         return result
 
     @cached_property
     def op_names(self) -> tuple[str, ...]:
-        suffix = ("", ".grad", ".update")
+        suffix = ("", ".grad", ".update", ".recompute")
         names = self.graph.op_names
         forward, kinds = self.op_forward.tolist(), self.op_kind.tolist()
         if self.microbatches == 1:
@@ -341,13 +370,16 @@ def make_task(
     optimizer: str = "adam",
     precision: str = DEFAULT_PRECISION,
     microbatches: int = 1,
+    recompute: bool = False,
 ) -> Task:
     """Compile a task. ``objective``: ``"train_step"`` or ``"inference"``; ``optimizer`` (training
     only): ``"adam"``, ``"momentum"`` or ``"sgd"``; ``precision``: ``"fp32"``, or ``"bf16"`` /
     ``"fp16"`` (mixed precision, module docstring); ``microbatches``: the micro-batches of a pipelined
     step, 1 (default: none) to `MAX_MICROBATCHES`, each a copy of the graph at its own batch, run in
-    GPipe's fill-drain order (module docstring). The task's ``id`` names graph, cluster, objective,
-    optimizer, precision and micro-batches so that no other task shares it (format:
+    GPipe's fill-drain order (module docstring); ``recompute`` (training only): activation
+    recomputation, the forward pass replayed segment by segment in the backward pass (module
+    docstring). The task's ``id`` names graph, cluster, objective,
+    optimizer, precision, recomputation and micro-batches so that no other task shares it (format:
     `placement_gym.task.ids`). A task whose per-op-and-device arrays (`task_bytes`) would pass the
     allocation limit (`placement_gym.common.limits`) is refused before they are made."""
     if objective not in OBJECTIVES:
@@ -359,10 +391,17 @@ def make_task(
     half = precision != DEFAULT_PRECISION
     scale = PRECISIONS[precision] / GRAPH_BYTES_PER_ELEMENT
     m = check_microbatches(microbatches)
+    if not isinstance(recompute, (bool, np.bool_)):
+        raise ValueError(f"recompute must be True or False, got {recompute!r}")
+    recompute = bool(recompute)
+    if recompute and objective == "inference":
+        raise ValueError("recompute applies to a training step (objective 'train_step'), not to inference")
     g = graph
     n = g.n_ops
     n_update = int(np.count_nonzero(g.param_bytes > 0))
-    n_task_ops = m * n if objective == "inference" else 2 * m * n + n_update
+    segment = recompute_segments(n) if recompute else None
+    n_replayed = 0 if segment is None else int(np.count_nonzero(segment < segment[-1]))
+    n_task_ops = m * n if objective == "inference" else m * (2 * n + n_replayed) + n_update
     check_allocation(
         f"the task of graph {g.name!r} ({n_task_ops} ops) on cluster {cluster.name!r} "
         f"({cluster.n_devices} devices)",
@@ -375,7 +414,8 @@ def make_task(
     # Two different tasks never share an id (placement_gym/task/ids.py): resumed runs, caches and
     # the leaderboard key on it.
     task_id = make_task_id(
-        g, cluster, OBJECTIVES[objective], None if objective == "inference" else optimizer, precision, m
+        g, cluster, OBJECTIVES[objective], None if objective == "inference" else optimizer, precision, m,
+        recompute,
     )
     if objective == "inference":
         op_kind = np.zeros(n, dtype=np.int8)
@@ -387,6 +427,7 @@ def make_task(
         tensor_persistent = g.tensor_is_output.copy()
         consumer_tensor, consumer_op = edge_tensor, edge_dst
         static_bytes = g.param_bytes.copy()
+        backward_index = None
         if half:
             bytes_moved, tensor_bytes = bytes_moved * scale, tensor_bytes * scale
             static_bytes = g.param_bytes / GRAPH_BYTES_PER_ELEMENT * HALF_WEIGHT_BYTES
@@ -470,10 +511,18 @@ def make_task(
             )
         else:
             static_bytes = g.param_bytes * (2 + states)
-        n = n_total
+        backward_index = backward(np.arange(n))
+        if segment is not None:
+            replayed = _with_recomputation(
+                g, segment, op_kind, op_forward, flops, bytes_moved, op_category, tensor_producer,
+                tensor_bytes, tensor_static, tensor_persistent, consumer_tensor, consumer_op,
+            )
+            (op_kind, op_forward, flops, bytes_moved, op_category, tensor_producer, tensor_bytes,
+             tensor_static, tensor_persistent, consumer_tensor, consumer_op, backward_index) = replayed
+        n = len(op_kind)
     if m > 1:
         copies = _micro_batch_copies(
-            g, m, objective == "train_step", op_kind, op_forward, flops, bytes_moved, op_category,
+            g, m, backward_index, op_kind, op_forward, flops, bytes_moved, op_category,
             tensor_producer, tensor_bytes, tensor_static, tensor_persistent, consumer_tensor, consumer_op,
         )
         (op_kind, op_forward, flops, bytes_moved, op_category, tensor_producer, tensor_bytes, tensor_static,
@@ -512,31 +561,35 @@ def make_task(
         value.setflags(write=False)
     return Task(
         graph=g, cluster=cluster, objective=objective, optimizer=optimizer, precision=precision,
-        microbatches=m, id=task_id,
+        microbatches=m, recompute=recompute, id=task_id,
         **arrays,
     )
 
 
 def _micro_batch_copies(
-    g: OpGraph, m: int, training: bool, op_kind, op_forward, flops, bytes_moved, op_category,
-    tensor_producer, tensor_bytes, tensor_static, tensor_persistent, consumer_tensor, consumer_op,
+    g: OpGraph, m: int, backward_index: np.ndarray | None, op_kind, op_forward, flops, bytes_moved,
+    op_category, tensor_producer, tensor_bytes, tensor_static, tensor_persistent, consumer_tensor,
+    consumer_op,
 ) -> tuple[np.ndarray, ...]:
     """The arrays of the one-micro-batch task (ops, tensors, consumer pairs) copied for ``m``
-    micro-batches, with the fill-drain tokens (layout: the module docstring)."""
+    micro-batches, with the fill-drain tokens (layout: the module docstring). ``backward_index``: the
+    one-copy index of each forward op's backward op (None for inference)."""
     n = g.n_ops
-    n_one = len(op_kind)  # ops of one copy: n forward (+ n backward + the update ops)
+    training = backward_index is not None
+    n_one = len(op_kind)  # ops of one copy: n forward (+ the backward section + the update ops)
+    section = int(np.count_nonzero(np.asarray(op_kind) != OP_KINDS.index("update"))) - n
     copy = np.arange(m, dtype=np.int64)
 
     def op_of(op: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Index of one-copy op ``op`` in micro-batch ``k`` (update ops: the same for every k)."""
-        backward_or_update = np.where(op < 2 * n, m * n + k * n + (op - n), 2 * (m - 1) * n + op)
+        backward_or_update = np.where(
+            op < n + section, m * n + k * section + (op - n), (m - 1) * (n + section) + op
+        )
         return np.where(op < n, k * n + op, backward_or_update)
 
-    # Each new op's one-copy op: forward copies, backward copies, then the update ops once.
+    # Each new op's one-copy op: forward copies, backward sections, then the update ops once.
     one = np.arange(n_one)
-    source = np.concatenate(
-        [np.tile(one[:n], m), np.tile(one[n : 2 * n], m if training else 0), one[2 * n :]]
-    )
+    source = np.concatenate([np.tile(one[:n], m), np.tile(one[n : n + section], m), one[n + section :]])
     # Tensors: micro-batch 0's keep their ids; the others' copies follow, the parameter tensors
     # (read by every copy, produced by micro-batch 0's owner) excepted.
     n_tensors = len(tensor_bytes)
@@ -564,16 +617,14 @@ def _micro_batch_copies(
     # Fill-drain tokens (zero bytes): op f of micro-batch k -> op f of micro-batch k + 1, forward and
     # backward; every sink of the last micro-batch -> the backward op of every sink of micro-batch 0.
     token_producer, token_reader = [], []
-    kinds = 2 if training else 1
-    for kind in range(kinds):
-        ops = np.arange(kind * n, (kind + 1) * n)
-        token_producer.append(op_of(np.tile(ops, m - 1), np.repeat(copy[:-1], n)))
-        token_reader.append(op_of(np.tile(ops, m - 1), np.repeat(copy[1:], n)))
+    for ops in (np.arange(n), np.arange(n, n + section)):
+        token_producer.append(op_of(np.tile(ops, m - 1), np.repeat(copy[:-1], len(ops))))
+        token_reader.append(op_of(np.tile(ops, m - 1), np.repeat(copy[1:], len(ops))))
     if training:
         src, tensor = g.edge_src.astype(np.int64), g.edge_tensor
         sinks = np.setdiff1d(np.arange(n), src[(src >= 0) & ~g.tensor_is_parameter[tensor]])
         token_producer.append(np.repeat(op_of(sinks, m - 1), len(sinks)))
-        token_reader.append(np.tile(op_of(2 * n - 1 - sinks, 0), len(sinks)))
+        token_reader.append(np.tile(op_of(backward_index[sinks], 0), len(sinks)))
     token_producer, token_reader = np.concatenate(token_producer), np.concatenate(token_reader)
     n_before = len(producer)
     # One token tensor per producing op: a sink of the last micro-batch sends one to every reader.
@@ -599,3 +650,115 @@ def _micro_batch_copies(
         pairs // n_total,
         pairs % n_total,
     )
+
+
+def recompute_segments(n_forward: int) -> np.ndarray:
+    """The recomputation segment (int64) of each forward op: ``K = max(1, round(sqrt(n)))`` contiguous
+    ranges of the topological order with equal op counts (to one op), as Chen et al. (2016) cut a
+    network of n layers into about sqrt(n) segments. The last segment is never replayed."""
+    k = max(1, round(float(np.sqrt(n_forward))))
+    return np.arange(n_forward, dtype=np.int64) * k // max(n_forward, 1)
+
+
+def _with_recomputation(
+    g: OpGraph, segment: np.ndarray, op_kind, op_forward, flops, bytes_moved, op_category,
+    tensor_producer, tensor_bytes, tensor_static, tensor_persistent, consumer_tensor, consumer_op,
+) -> tuple[np.ndarray, ...]:
+    """The arrays of a one-micro-batch training step with activation recomputation (layout: the
+    module docstring), and the index of each forward op's backward op in it."""
+    n = g.n_ops
+    n_one = len(op_kind)
+    last = int(segment[-1])
+    replayed = segment < last
+    # The backward section: for each segment from the last down, its replayed ops in forward order,
+    # then its backward ops in reverse order; both stay topological (module docstring).
+    kinds, forwards = [], []
+    for s in range(last, -1, -1):
+        ops = np.flatnonzero(segment == s)
+        if s < last:
+            kinds.append(np.full(len(ops), OP_KINDS.index("recompute")))
+            forwards.append(ops)
+        kinds.append(np.full(len(ops), OP_KINDS.index("backward")))
+        forwards.append(ops[::-1])
+    section_kind, section_forward = np.concatenate(kinds), np.concatenate(forwards)
+    position = n + np.arange(len(section_kind))
+    is_backward = section_kind == OP_KINDS.index("backward")
+    backward_index = np.empty(n, dtype=np.int64)
+    backward_index[section_forward[is_backward]] = position[is_backward]
+    replay_index = np.full(n, -1, dtype=np.int64)
+    replay_index[section_forward[~is_backward]] = position[~is_backward]
+    n_section = len(section_kind)
+    # Old op index (forward, backward at 2n - 1 - f, update at 2n + j) -> new index.
+    old_map = np.concatenate([np.arange(n), backward_index[::-1], np.arange(2 * n, n_one) - n + n_section])
+    section_old = np.where(is_backward, 2 * n - 1 - section_forward, section_forward)
+    ops_from_old = np.concatenate([np.arange(n), section_old, np.arange(2 * n, n_one)])
+
+    producer = np.asarray(tensor_producer, dtype=np.int64)
+    new_producer = np.where(producer >= 0, old_map[np.maximum(producer, 0)], -1)
+    # A copy of every activation a replayed op makes: the replayed op produces it for the backward ops
+    # of its own segment; the original still serves the forward pass and later segments.
+    forward_tensor = np.arange(len(producer)) < g.n_tensors
+    copied = np.flatnonzero(
+        forward_tensor & (producer >= 0) & replayed[np.clip(producer, 0, n - 1)]
+        & ~np.concatenate([g.tensor_is_parameter, np.zeros(len(producer) - g.n_tensors, dtype=bool)])
+    )
+    copy_of = np.full(len(producer), -1, dtype=np.int64)
+    copy_of[copied] = len(producer) + np.arange(len(copied))
+    tensor_segment = np.where(producer >= 0, segment[np.clip(producer, 0, n - 1)], -1)
+
+    def own_copy(tensor: np.ndarray, reader_forward: np.ndarray) -> np.ndarray:
+        """``tensor``, or its copy where the reader's segment made one."""
+        mine = (copy_of[tensor] >= 0) & (tensor_segment[tensor] == segment[reader_forward])
+        return np.where(mine, copy_of[tensor], tensor)
+
+    consumer_tensor = np.asarray(consumer_tensor, dtype=np.int64)
+    consumer_op = np.asarray(consumer_op, dtype=np.int64)
+    reads_saved = (consumer_op >= n) & (consumer_op < 2 * n)
+    reader_forward = np.where(reads_saved, 2 * n - 1 - consumer_op, 0)
+    tensors = [np.where(reads_saved, own_copy(consumer_tensor, reader_forward), consumer_tensor)]
+    readers = [old_map[consumer_op]]
+    # A replayed op reads what its forward op read: the copies made in its segment, the originals of
+    # earlier segments (the checkpoints), parameters and data inputs.
+    edge_dst, edge_tensor = g.edge_dst.astype(np.int64), g.edge_tensor.astype(np.int64)
+    replay_edge = replayed[edge_dst]
+    tensors.append(own_copy(edge_tensor[replay_edge], edge_dst[replay_edge]))
+    readers.append(replay_index[edge_dst[replay_edge]])
+    # A segment's replay waits for every gradient sent into the segment from a later one: one zero-byte
+    # token from each such backward op to each replayed op of the segment that reads no copy.
+    sender = producer[consumer_tensor]
+    gradient = reads_saved & (sender >= n) & (sender < 2 * n)
+    source_forward = 2 * n - 1 - sender[gradient]
+    target_segment = segment[reader_forward[gradient]]
+    into_earlier = (segment[source_forward] > target_segment) & (target_segment < last)
+    pairs = np.unique(source_forward[into_earlier] * (last + 1) + target_segment[into_earlier])
+    token_source, token_segment = pairs // (last + 1), pairs % (last + 1)
+    inner = np.zeros(n, dtype=bool)
+    edge_producer = producer[edge_tensor]
+    inner_edge = (edge_producer >= 0) & (segment[np.clip(edge_producer, 0, n - 1)] == segment[edge_dst])
+    inner[edge_dst[inner_edge]] = True
+    entry = np.flatnonzero(replayed & ~inner)
+    first_token = len(producer) + len(copied)
+    for i, s in enumerate(token_segment.tolist()):
+        reading = entry[segment[entry] == s]
+        tensors.append(np.full(len(reading), first_token + i))
+        readers.append(replay_index[reading])
+    n_tokens = len(token_source)
+    n_total = len(ops_from_old)
+    merged = np.unique(np.concatenate(tensors) * n_total + np.concatenate(readers))
+    new_ops = (
+        np.concatenate([np.zeros(n, dtype=np.int8), section_kind.astype(np.int8),
+                        np.full(n_one - 2 * n, OP_KINDS.index("update"), dtype=np.int8)]),
+        np.concatenate([np.arange(n), section_forward, np.asarray(op_forward)[2 * n :]]).astype(np.int32),
+        np.asarray(flops, dtype=np.float64)[ops_from_old],
+        np.asarray(bytes_moved, dtype=np.float64)[ops_from_old],
+        np.asarray(op_category, dtype=np.int64)[ops_from_old],
+    )
+    no_extra = np.zeros(len(copied) + n_tokens, dtype=bool)
+    new_tensors = (
+        np.concatenate([new_producer, replay_index[producer[copied]], backward_index[token_source]]),
+        np.concatenate([np.asarray(tensor_bytes, np.float64), np.asarray(tensor_bytes, np.float64)[copied],
+                        np.zeros(n_tokens)]),
+        np.concatenate([np.asarray(tensor_static, bool), no_extra]),
+        np.concatenate([np.asarray(tensor_persistent, bool), no_extra]),
+    )
+    return (*new_ops, *new_tensors, merged // n_total, merged % n_total, backward_index)

@@ -14,10 +14,11 @@
   adds ``+`` and the optimizer (``train+sgd``, ``train+momentum``): the optimizer changes the update
   ops and the memory. Inference has no optimizer. Then a precision other than ``fp32``, the
   default, adds ``+bf16`` or ``+fp16`` (``train+bf16``, ``train+sgd+fp16``, ``inference+bf16``),
-  and a pipelined step of M > 1 micro-batches (`placement_gym.task.compiled.make_task`'s
-  ``microbatches``) ends in ``+mb<M>`` (``train+mb4``, ``train+sgd+bf16+mb8``, ``inference+mb2``).
-  The parts come in that order; a default (``+adam``, ``+fp32``, ``+mb1``) is never written, so an
-  id names its task one way only.
+  a training step with activation recomputation (`placement_gym.task.compiled.make_task`'s
+  ``recompute``) adds ``+rc`` (``train+bf16+rc``), and a pipelined step of M > 1 micro-batches
+  (``microbatches``) ends in ``+mb<M>`` (``train+mb4``, ``train+sgd+bf16+rc+mb8``, ``inference+mb2``).
+  The parts come in that order; a default (``+adam``, ``+fp32``, ``+mb1``, no recomputation) is never
+  written, so an id names its task one way only.
 
 Bundled graph names, preset names and objectives hold no ``@`` or ``+``, so a hashed part never
 equals a plain one, and the ids of bundled graphs on presets with Adam (the leaderboard suite's)
@@ -47,6 +48,7 @@ OPTIMIZER_MARK = "+"
 HASH_DIGITS = 12
 DEFAULT_OPTIMIZER = "adam"
 MICROBATCH_MARK = "mb"
+RECOMPUTE_MARK = "rc"
 DEFAULT_PRECISION = "fp32"
 HALF_PRECISIONS: tuple[str, ...] = ("bf16", "fp16")
 
@@ -84,16 +86,23 @@ def cluster_id(cluster: Cluster) -> str:
 
 
 def objective_id(
-    objective_suffix: str, optimizer: str | None, precision: str = DEFAULT_PRECISION, microbatches: int = 1
+    objective_suffix: str,
+    optimizer: str | None,
+    precision: str = DEFAULT_PRECISION,
+    microbatches: int = 1,
+    recompute: bool = False,
 ) -> str:
     """``train``/``inference``, with ``+<optimizer>`` for a training step that does not use Adam
     (``optimizer`` None: inference, which has none), then ``+<precision>`` for one that is not fp32,
-    then ``+mb<M>`` for a pipelined step of M > 1 micro-batches."""
+    then ``+rc`` for activation recomputation, then ``+mb<M>`` for a pipelined step of M > 1
+    micro-batches."""
     parts = [objective_suffix]
     if optimizer is not None and optimizer != DEFAULT_OPTIMIZER:
         parts.append(optimizer)
     if precision != DEFAULT_PRECISION:
         parts.append(precision)
+    if recompute:
+        parts.append(RECOMPUTE_MARK)
     if microbatches != 1:
         parts.append(f"{MICROBATCH_MARK}{microbatches}")
     return OPTIMIZER_MARK.join(parts)
@@ -106,9 +115,10 @@ def make_task_id(
     optimizer: str | None,
     precision: str = DEFAULT_PRECISION,
     microbatches: int = 1,
+    recompute: bool = False,
 ) -> str:
     """``graph/cluster/objective`` (module docstring)."""
-    objective = objective_id(objective_suffix, optimizer, precision, microbatches)
+    objective = objective_id(objective_suffix, optimizer, precision, microbatches, recompute)
     return f"{graph_id(graph)}/{cluster_id(cluster)}/{objective}"
 
 
@@ -135,12 +145,13 @@ def _microbatches_of(token: str) -> int | None:
     return int(digits) if canonical else 0
 
 
-def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str, int]:
-    """``(graph name, cluster name, objective suffix, optimizer, precision, microbatches)`` of an id
-    that names can rebuild (optimizer None where the id names none: Adam for a training step;
-    precision ``fp32`` and microbatches 1 where it names none).
+def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str, int, bool]:
+    """``(graph name, cluster name, objective suffix, optimizer, precision, microbatches, recompute)``
+    of an id that names can rebuild (optimizer None where the id names none: Adam for a training step;
+    precision ``fp32``, microbatches 1 and recompute False where it names none).
 
-    Raises ValueError for an id that is not ``graph/cluster/objective[+optimizer][+precision][+mb<M>]``
+    Raises ValueError for an id that is not
+    ``graph/cluster/objective[+optimizer][+precision][+rc][+mb<M>]``
     (an unknown part, a part written twice or out of that order, a default written out), and for a
     part with a content hash (``name@hash``): such a graph or cluster is not bundled (not a preset), so
     no name rebuilds it; the task is built from its file."""
@@ -164,21 +175,26 @@ def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str, int]:
     if tokens and _microbatches_of(tokens[-1]) is not None:
         microbatches = _microbatches_of(tokens.pop())
         wrong = microbatches == 0
+    recompute = bool(tokens) and tokens[-1] == RECOMPUTE_MARK
+    if recompute:
+        tokens.pop()
     if tokens and tokens[-1] in HALF_PRECISIONS:
         precision = tokens.pop()
     if tokens:
         optimizer = tokens.pop(0)
-        wrong = (wrong or optimizer in ("", DEFAULT_OPTIMIZER, DEFAULT_PRECISION, *HALF_PRECISIONS)
-                 or _microbatches_of(optimizer) is not None)
+        not_optimizers = ("", DEFAULT_OPTIMIZER, DEFAULT_PRECISION, RECOMPUTE_MARK, *HALF_PRECISIONS)
+        wrong = wrong or optimizer in not_optimizers or _microbatches_of(optimizer) is not None
     if wrong or tokens:
         raise ValueError(
             f"task {task_id}: {objective!r} is not the objective of a task id: that is {suffix}, then "
             f"optionally {OPTIMIZER_MARK}<optimizer> (any but {DEFAULT_OPTIMIZER}, the default), then "
             f"optionally {OPTIMIZER_MARK}<precision> ({' or '.join(HALF_PRECISIONS)}; {DEFAULT_PRECISION} is "
-            f"the default), then optionally {OPTIMIZER_MARK}{MICROBATCH_MARK}<M> for M > 1 micro-batches, "
-            f"such as train{OPTIMIZER_MARK}sgd{OPTIMIZER_MARK}bf16{OPTIMIZER_MARK}{MICROBATCH_MARK}4"
+            f"the default), then optionally {OPTIMIZER_MARK}{RECOMPUTE_MARK} (activation recomputation), "
+            f"then optionally {OPTIMIZER_MARK}{MICROBATCH_MARK}<M> for M > 1 micro-batches, such as "
+            f"train{OPTIMIZER_MARK}sgd{OPTIMIZER_MARK}bf16{OPTIMIZER_MARK}{RECOMPUTE_MARK}{OPTIMIZER_MARK}"
+            f"{MICROBATCH_MARK}4"
         )
-    return graph, cluster, suffix, optimizer, precision, microbatches
+    return graph, cluster, suffix, optimizer, precision, microbatches, recompute
 
 
 def task_identity(task: Task) -> dict[str, Any]:
@@ -203,6 +219,7 @@ def task_identity(task: Task) -> dict[str, Any]:
         "precision": task.precision,
         # Recorded only where it is not the default, so that what was recorded before it existed matches.
         **({"microbatches": task.microbatches} if task.microbatches != 1 else {}),
+        **({"recompute": True} if task.recompute else {}),
     }
 
 

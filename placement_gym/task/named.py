@@ -43,10 +43,11 @@ def named_cluster(name: str | Path) -> Cluster:
 # file after file of it compiles each task once.
 @functools.lru_cache(maxsize=512)
 def _cached_task(
-    graph_key: tuple, cluster_key: tuple, objective: str, optimizer: str, precision: str, microbatches: int
+    graph_key: tuple, cluster_key: tuple, objective: str, optimizer: str, precision: str, microbatches: int,
+    recompute: bool,
 ) -> Task:
     graph, cluster = named_graph(graph_key[0]), named_cluster(cluster_key[0])
-    return make_task(graph, cluster, objective, optimizer, precision, microbatches)
+    return make_task(graph, cluster, objective, optimizer, precision, microbatches, recompute)
 
 
 def get_task(
@@ -56,13 +57,15 @@ def get_task(
     optimizer: str = DEFAULT_OPTIMIZER,
     precision: str = DEFAULT_PRECISION,
     microbatches: int = 1,
+    recompute: bool = False,
 ) -> Task:
     """A compiled task from a graph (bundled name, ONNX path, dataset graph name or `OpGraph`), a cluster
     (preset name, JSON path, family cluster name or `Cluster`), an objective (``"train_step"`` or
     ``"inference"``; the id suffixes ``"train"`` and ``"inference"`` are accepted too) and, for training, an
     optimizer (``"adam"``, ``"momentum"``, ``"sgd"``), a precision (``"fp32"``, or ``"bf16"``/``"fp16"``:
     mixed precision on the tensor cores, `placement_gym.task.compiled`) and the micro-batches of a
-    pipelined step (``microbatches``, 1 to 1024: `placement_gym.task.compiled.make_task`). Tasks built
+    pipelined step (``microbatches``, 1 to 1024: `placement_gym.task.compiled.make_task`) and whether
+    it recomputes activations (``recompute``, training only: `placement_gym.task.compiled`). Tasks built
     from names or files are cached (a file until it changes)."""
     objective = _OBJECTIVE_BY_SUFFIX.get(objective, objective)
     if objective not in OBJECTIVES:
@@ -70,10 +73,10 @@ def get_task(
     microbatches = check_microbatches(microbatches)
     if isinstance(graph, (str, Path)) and isinstance(cluster, (str, Path)):
         return _cached_task(_source_key(graph), _source_key(cluster), objective, optimizer, precision,
-                            microbatches)
+                            microbatches, recompute)
     graph = graph if isinstance(graph, OpGraph) else named_graph(graph)
     cluster = cluster if isinstance(cluster, Cluster) else named_cluster(cluster)
-    return make_task(graph, cluster, objective, optimizer, precision, microbatches)
+    return make_task(graph, cluster, objective, optimizer, precision, microbatches, recompute)
 
 
 def parse_task_id(task_id: str) -> Task:
@@ -81,10 +84,13 @@ def parse_task_id(task_id: str) -> Task:
     ``"bert_large/h100x8/train+bf16"``
     (format: `placement_gym.task.ids`). An id whose graph or cluster carries a content hash
     (``my_model@3f2a9c1d0b7e``) is refused with a clear error: only its file rebuilds that task."""
-    graph, cluster, suffix, optimizer, precision, microbatches = split_task_id(task_id)
+    graph, cluster, suffix, optimizer, precision, microbatches, recompute = split_task_id(task_id)
     if optimizer is not None and _OBJECTIVE_BY_SUFFIX.get(suffix) != "train_step":
         raise ValueError(
             f"task {task_id}: only a training step has an optimizer "
             f"({OBJECTIVES['train_step']}+{optimizer}), not {suffix!r}"
         )
-    return get_task(graph, cluster, suffix, optimizer or DEFAULT_OPTIMIZER, precision, microbatches)
+    if recompute and _OBJECTIVE_BY_SUFFIX.get(suffix) != "train_step":
+        raise ValueError(f"task {task_id}: only a training step recomputes activations, not {suffix!r}")
+    optimizer = optimizer or DEFAULT_OPTIMIZER
+    return get_task(graph, cluster, suffix, optimizer, precision, microbatches, recompute)
