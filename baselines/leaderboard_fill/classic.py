@@ -6,13 +6,14 @@ Run from the repository root (``--dir``, default ``leaderboard``: the submission
     python -m baselines.leaderboard_fill.classic [--agents heft,cpop] [--seed 0] [--dir leaderboard]
         [--suite v1] [--no-render]
     python -m baselines.leaderboard_fill.classic --agents exact [--exact-time-limit 60]
-    python -m baselines.leaderboard_fill.classic --write-suite v2   # freeze suites/v2.json and stop
+    python -m baselines.leaderboard_fill.classic --write-suite v3   # freeze suites/v3.json and stop
 
-``--suite`` (default ``v1``, the current suite) picks the accepted suite the entries run on: ``v2`` adds
-the workloads of `placement_gym.leaderboard.suite.V2_NEW_TASKS` (its placements are written as text).
-``--write-suite v2`` measures suite v2 (`placement_gym.leaderboard.suite.measure_v2`: v1's tasks with
-their frozen figures, which the code must still reproduce, and the new tasks' fingerprints) and writes
-``placement_gym/leaderboard/suites/v2.json``.
+``--suite`` (default ``v1``, the current suite) picks the accepted suite the entries run on: ``v2`` and
+``v3`` add the workloads of `placement_gym.leaderboard.suite.V2_NEW_TASKS` and ``V3_NEW_TASKS`` (their
+placements are written as text). ``--write-suite v2`` (``v3``) measures that suite
+(`placement_gym.leaderboard.suite.measure_v2`, ``measure_v3``: v1's tasks with their frozen figures,
+which the code must still reproduce, and the new tasks' fingerprints; for v3, after checking that a
+heuristic fits each new task) and writes ``placement_gym/leaderboard/suites/<version>.json``.
 
 By default the fast agents (`FAST_AGENTS`) run, each as `baselines.registry.harness_agent` gives it
 (the agent at its default settings: what ``placement-gym leaderboard validate --rerun`` runs again); the
@@ -44,7 +45,9 @@ from placement_gym.leaderboard.suite import (
     CURRENT_SUITE,
     SUITE_FOLDER,
     V2,
+    V3,
     measure_v2,
+    measure_v3,
     suite_to_dict,
 )
 from placement_gym.task.compiled import Task
@@ -93,12 +96,13 @@ def main() -> None:
     parser.add_argument("--suite", default=CURRENT_SUITE,
                         help="suite version the entries run on (default: %(default)s)")
     parser.add_argument("--no-render", action="store_true")
-    parser.add_argument("--write-suite", choices=(V2,), help="measure this suite, write its file and stop")
+    parser.add_argument("--write-suite", choices=(V2, V3), help="measure this suite, write its file and stop")
     args = parser.parse_args()
     if args.write_suite:
         started = time.perf_counter()
         path = SUITE_FOLDER / f"{args.write_suite}.json"
-        text = json.dumps(suite_to_dict(measure_v2()), indent=1) + "\n"
+        measure = {V2: measure_v2, V3: measure_v3}[args.write_suite]
+        text = json.dumps(suite_to_dict(measure()), indent=1) + "\n"
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path} ({time.perf_counter() - started:.1f} s)")
         return

@@ -31,10 +31,12 @@ are shown with their version.
 
 Accepted suites (`ACCEPTED_SUITES`): ``v1``, the current suite (`CURRENT_SUITE`), the one the
 leaderboard's README ranks; ``v2`` (`V2`: v1's 13 tasks with v1's figures, plus `V2_NEW_TASKS`), frozen
-and validated, ranked on a page of its own (``render --suite v2``): `CURRENT_SUITE` stays ``v1`` until v2
-has entries; and ``gen-v2``,
-the generalisation track's own suite. ``suites/v2.json`` is written by
-``python -m baselines.leaderboard_fill.classic --write-suite v2`` (`measure_v2`).
+and validated, ranked on a page of its own (``render --suite v2``); ``v3`` (`V3`: v1's tasks plus
+`V3_NEW_TASKS`, v2's workloads in forms a heuristic fits in memory, `V3_FITTED_BY`), likewise
+(``render --suite v3``); `CURRENT_SUITE` stays ``v1`` until a newer suite has every baseline; and
+``gen-v2``, the generalisation track's own suite. ``suites/v2.json`` and ``suites/v3.json`` are written
+by ``python -m baselines.leaderboard_fill.classic --write-suite v2`` (or ``v3``; `measure_v2`,
+`measure_v3`).
 """
 
 from __future__ import annotations
@@ -76,10 +78,38 @@ V2_DESCRIPTION = (
     "unrolled at TensorFlow's granularity) on the same K40s: multi-node clusters, mixed precision, "
     "pipelined steps and a 100k-op graph. Its submissions write placements as text (one character per op)."
 )
+# Suite v3: every task of v1, with v1's frozen figures, then `V3_NEW_TASKS`: v2's workloads, each of
+# which some heuristic of the suite places within memory (`V3_FITTED_BY`, checked when it is measured).
+# v2's Llama-2 70B step fits no placement on the GPUs (every micro-batch's activations are kept); v3's
+# recomputes activations, as Megatron-LM trains such a model. v2's 103,202-op training step needs about
+# 430 GB on any placement (one gradient per reading edge of the encoder's outputs is kept until it is
+# summed, docs/cost_model.md); v3 runs the same graph's inference, which the expert's LSTM layout fits.
+V3 = "v3"
+V3_NEW_TASKS: tuple[str, ...] = (
+    "llama2_70b/dgx-h100x4/train+bf16+rc+mb4",
+    "mixtral_8x7b/h100x8/inference+bf16",
+    "gnmt8/k40x8/train+mb4",
+    "unrolled-v1:gnmt-tf-4/k40x8/inference",
+)
+# The heuristic whose placement of each new task fits memory, checked by `measure_v3` (and a test).
+V3_FITTED_BY: dict[str, str] = {
+    "llama2_70b/dgx-h100x4/train+bf16+rc+mb4": "expert",
+    "mixtral_8x7b/h100x8/inference+bf16": "expert",
+    "gnmt8/k40x8/train+mb4": "expert",
+    "unrolled-v1:gnmt-tf-4/k40x8/inference": "expert",
+}
+V3_DESCRIPTION = (
+    "Suite v1's 13 tasks, with v1's frozen figures, plus four workloads v1 lacks, each of which a heuristic "
+    "fits in memory: Llama-2 70B training in bf16 with 4 pipelined micro-batches and activation "
+    "recomputation on four DGX H100 nodes (36 devices), Mixtral 8x7B inference in bf16 on one DGX H100 node, "
+    "a pipelined GNMT-8 (4 micro-batches) on the 8 K40s of Mirhoseini et al. 2018, and the inference of a "
+    "graph of 103,202 forward ops (unrolled-v1:gnmt-tf-4: GNMT-8 at 400 tokens, unrolled at TensorFlow's "
+    "granularity) on the same K40s. Its submissions write placements as text (one character per op)."
+)
 # The generalisation track, version 2: a suite of its own, of dataset graphs (`generalisation`), whose
 # submissions are all of the generalisation track.
 GEN_V2 = "gen-v2"
-ACCEPTED_SUITES: tuple[str, ...] = (CURRENT_SUITE, V2, GEN_V2)
+ACCEPTED_SUITES: tuple[str, ...] = (CURRENT_SUITE, V2, V3, GEN_V2)
 # The accepted suites of the cost-model track: what the fill scripts run and `render --suite` renders.
 COST_MODEL_SUITES: tuple[str, ...] = tuple(s for s in ACCEPTED_SUITES if s != GEN_V2)
 # The frozen suites, one JSON file per version (`suite_to_dict`), shipped in the package.
@@ -315,6 +345,31 @@ def extend_suite(base: str | Suite, version: str, task_ids: tuple[str, ...] | li
 def measure_v2() -> Suite:
     """Suite v2 as the current code measures it (what ``suites/v2.json`` freezes)."""
     return extend_suite("v1", V2, V2_NEW_TASKS, V2_DESCRIPTION)
+
+
+def unfitted_v3_tasks() -> dict[str, str]:
+    """Task id -> what is wrong, for each of `V3_NEW_TASKS` whose `V3_FITTED_BY` heuristic does not
+    place it within memory (runs the heuristics: minutes for the 103,202-op task)."""
+    from placement_gym.evaluation.agents import run_installed_agent
+
+    problems = {}
+    for task_id in V3_NEW_TASKS:
+        task = parse_task_id(task_id)
+        result = simulate(task, run_installed_agent(task, V3_FITTED_BY[task_id]).placement)
+        if not result.feasible:
+            problems[task_id] = (f"{V3_FITTED_BY[task_id]}'s placement needs more memory than a device "
+                                 f"has ({result.peak_memory.max() / 1e9:.1f} GB at most)")
+    return problems
+
+
+def measure_v3() -> Suite:
+    """Suite v3 as the current code measures it (what ``suites/v3.json`` freezes), after checking that a
+    heuristic fits each new task (`unfitted_v3_tasks`; a ValueError names those it does not)."""
+    problems = unfitted_v3_tasks()
+    if problems:
+        raise ValueError("suite v3 would hold tasks no heuristic fits: "
+                         + "; ".join(f"{k}: {v}" for k, v in problems.items()))
+    return extend_suite("v1", V3, V3_NEW_TASKS, V3_DESCRIPTION)
 
 
 # --- checking a fingerprint -------------------------------------------------------------------------------
