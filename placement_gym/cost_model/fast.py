@@ -841,7 +841,7 @@ def _check_status(task, placement, status: float, batch: bool = False) -> None:
         raise RuntimeError(f"task {task.id}: the simulation stalled; its graph is not in topological order")
 
 
-def _cutoff_value(cutoff) -> float:
+def check_cutoff(cutoff) -> float:
     """``cutoff`` as a float (None: inf, no cutoff), or a one-line ValueError unless it is a real
     number of seconds or inf."""
     if cutoff is None:
@@ -867,7 +867,7 @@ def simulate(task, placement, schedule: bool = False, cutoff: float | None = Non
     that bound (``cutoff < runtime <= `` the full runtime), ``feasible`` False (feasibility unknown)
     and ``peak_memory`` NaN: a decision ``feasible and runtime < cutoff`` (or ``<=``) is the full
     result's either way. Not with ``schedule=True`` (a cut run has no full schedule)."""
-    limit = _cutoff_value(cutoff)
+    limit = check_cutoff(cutoff)
     array = _placement_array(task, placement)
     ints, floats, work_i, work_f, n_devices = _arrays(task)
     peak = np.empty(n_devices)
@@ -912,7 +912,7 @@ def simulate_batch(
     with shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``. Adds ``batch`` to
     ``task.evaluations``. ``cutoff``: as `simulate`'s, for every row; a cut row has its bound as
     runtime, feasible False and NaN peak memory (``np.isnan(peak_memory[:, 0])`` marks the cut rows)."""
-    limit = _cutoff_value(cutoff)
+    limit = check_cutoff(cutoff)
     rows = np.ascontiguousarray(task.check_placement(placements, batch=True))
     ints, floats = _arrays(task)[:2]
     runtimes, peaks, _ = _simulate_batch(rows, ints, floats, min(len(rows), numba.get_num_threads()), limit)
