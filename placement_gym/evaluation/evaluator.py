@@ -89,9 +89,10 @@ class CostModelEvaluator:
         """One parallel `simulate_batch` call, or one `simulate` per row for fewer than `SMALL_BATCH`
         rows (the same numbers, bit for bit); ``cutoff`` as theirs."""
         self.evaluations += len(rows)
+        given = {} if cutoff is None else {"cutoff": cutoff}
         if len(rows) >= SMALL_BATCH:
-            return simulate_batch(self.task, rows, cutoff=cutoff)
-        return stacked_results([simulate(self.task, row, cutoff=cutoff) for row in rows], self.task.n_devices)
+            return simulate_batch(self.task, rows, **given)
+        return stacked_results([simulate(self.task, row, **given) for row in rows], self.task.n_devices)
 
 
 def stacked_results(results: list[SimulationResult], n_devices: int) -> BatchResult:
