@@ -79,22 +79,38 @@ def test_cut_results_are_bounds_and_uncut_ones_the_full_simulation(
 CHAIN = hand_graph([("a", 1e9, 1e6, 0), ("b", 2e9, 1e6, 0), ("c", 3e9, 1e6, 0)], [("a", "b"), ("b", "c")])
 
 
-def test_a_split_chain_is_cut_where_the_bounds_pass_the_cutoff():
+def test_a_split_chain_is_cut_as_its_first_op_finishes():
+    # The path after a holds the copy a -> b: a's finish plus the copy and b and c is the runtime.
     task = make_task(CHAIN, hand_cluster(), "inference")
     placement = [0, 1, 1]
     full = simulate(task, placement).runtime
-    work = op_time(1) + op_time(2) + op_time(3)  # the chain's fastest durations: the bound after a
-    assert full == pytest.approx(work + LATENCY + 1e6 / 1e9, rel=1e-12)  # one transfer, a -> b
-    # Below the work: cut as a commits (its finish plus the fastest path after it is the work).
-    early = simulate(task, placement, cutoff=work / 2)
-    assert early.cut and early.runtime == pytest.approx(work, rel=1e-9)
-    # Between the work and the runtime: a's bound is not above it, b's (its finish, after the
-    # transfer, plus c's time) is the runtime itself.
-    late = simulate(task, placement, cutoff=(work + full) / 2)
-    assert late.cut and late.runtime == pytest.approx(full, rel=1e-9)
-    # At the runtime: never cut, the full result.
-    at = simulate(task, placement, cutoff=full)
+    assert full == pytest.approx(op_time(1) + LATENCY + 1e6 / 1e9 + op_time(2) + op_time(3), rel=1e-12)
+    cut = simulate(task, placement, cutoff=op_time(1))
+    assert cut.cut and cut.runtime == pytest.approx(full, rel=1e-9)
+    at = simulate(task, placement, cutoff=full)  # at the runtime: never cut, the full result
     assert not at.cut and at.runtime == full and at.feasible
+
+
+# src (1 ms) feeds p (3 ms) and q (1 ms) on device 0; q's 1 kB output feeds r (2 ms) on device 1. Device
+# 0 runs src, then p (ready with q, lower index), then q; the copy q -> r waits for q.
+FORK = hand_graph([("src", 1e9, 1e3, 0), ("p", 3e9, 1e3, 0), ("q", 1e9, 1e3, 0), ("r", 2e9, 1e3, 0)],
+                  [("src", "p"), ("src", "q"), ("q", "r")])
+
+
+def test_a_fork_is_cut_at_the_op_whose_bound_first_passes_the_cutoff():
+    task = make_task(FORK, hand_cluster(), "inference")
+    placement = [0, 0, 0, 1]
+    copy = LATENCY + 1e3 / 1e9
+    full = simulate(task, placement).runtime
+    assert full == pytest.approx(op_time(1) + op_time(3) + op_time(1) + copy + op_time(2), rel=1e-12)
+    # As src and then p commit, the best bound is device 0's work: src, p, q (5 ms), above the path
+    # src, q, copy, r (4.1 ms). As q commits, q's finish plus the copy and r is the runtime.
+    device_work = op_time(1) + op_time(3) + op_time(1)
+    early = simulate(task, placement, cutoff=0.9 * device_work)
+    assert early.cut and early.runtime == pytest.approx(device_work, rel=1e-9)
+    late = simulate(task, placement, cutoff=(device_work + full) / 2)
+    assert late.cut and late.runtime == pytest.approx(full, rel=1e-9)
+    assert not simulate(task, placement, cutoff=full).cut
 
 
 def test_a_device_bound_counts_the_ops_still_to_run_there():

@@ -52,7 +52,7 @@ _INT_FIELDS = (
 )
 _FLOAT_FIELDS = (
     "duration", "tensor_bytes", "static_bytes", "link_bandwidth", "link_latency", "dispatch_time",
-    "transfer_sync", "memory_capacity", "tail",
+    "transfer_sync", "memory_capacity",
 )
 _INT_AT = 10  # int field k is ints[ints[_INT_AT + k] : ints[_INT_AT + k + 1]]
 _FLOAT_AT = _INT_AT + len(_INT_FIELDS) + 1  # float field k is floats[ints[_FLOAT_AT + k] : ...]
@@ -96,7 +96,7 @@ def _int_fields(ints):
 @numba.njit(cache=True)
 def _float_fields(ints, floats):
     """The float fields, in `_FLOAT_FIELDS` order (``duration[op * n_devices + d]``,
-    ``link_*[d * n_devices + e]``, ``tail``: `_tail_after`)."""
+    ``link_*[d * n_devices + e]``)."""
     return (
         _field(floats, ints, _FLOAT_AT + 0),
         _field(floats, ints, _FLOAT_AT + 1),
@@ -106,7 +106,6 @@ def _float_fields(ints, floats):
         _field(floats, ints, _FLOAT_AT + 5),
         _field(floats, ints, _FLOAT_AT + 6),
         _field(floats, ints, _FLOAT_AT + 7),
-        _field(floats, ints, _FLOAT_AT + 8),
     )
 
 
@@ -116,7 +115,7 @@ def _work_sizes(ints):
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
     capacity = ints[_N_TENSORS] + n_edges  # live buffers: one per tensor and per consumer edge at most
     n_int = 3 * n_ops + 8 * n_devices + 4 * capacity + n_edges + ints[_N_HOSTS]
-    n_float = (6 * n_ops + 7 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
+    n_float = (7 * n_ops + 7 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
                + ints[_N_THREADS] + ints[_N_HOSTS] + 2 * capacity + 2 * (2 * capacity))
     return n_int, n_float
 
@@ -224,8 +223,8 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
     exceeds it (``cut`` True). The makespan returned is then that bound, ``peak`` is NaN, and the
     schedule's arrays are partial. Uncut, the run is the full one, number for number: the bound is
     only read. The bound, at each commit of op o on device d finishing at f, is the larger of
-    ``f + tail[o]`` (the longest path after o, of each op's fastest duration on any device: every
-    consumer starts after o finishes, whatever the copies in between) and ``f + left[d]`` (the
+    ``f + tail[o]`` (the longest path after o, of its ops' times and of its copies' times on their
+    links, without waiting: every consumer starts after its inputs arrive) and ``f + left[d]`` (the
     times of d's ops not yet started: d runs them one at a time, after f), scaled down by
     ``1 - 8 (n_ops + 2) eps``: both are sums rounded in another order than the schedule's own,
     each rounding a relative error of at most eps on positive numbers."""
@@ -233,7 +232,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
      data_inputs, input_count, device_host, thread_pointer, link_segments, tensor_static,
      tensor_persistent, op_microbatch) = _int_fields(ints)
     (duration, tensor_bytes, static_bytes, link_bandwidth, link_latency, dispatch_time, transfer_sync,
-     _, tail) = _float_fields(ints, floats)
+     _) = _float_fields(ints, floats)
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
     n_route, n_hosts = ints[_N_ROUTE], ints[_N_HOSTS]
     capacity = ints[_N_TENSORS] + n_edges
@@ -315,6 +314,8 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
     wf += n_devices
     left = work_f[wf : wf + n_devices]
     wf += n_devices
+    tail = work_f[wf : wf + n_ops]
+    wf += n_ops
 
     # The schedule's arrays: new when it is recorded, else empty views (no allocation on the hot path).
     if record:
@@ -371,6 +372,26 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
         left[:] = 0.0
         for op in range(n_ops):
             left[device[op]] += op_time[op]
+        # The longest path after each op, of its consumers' times and, between devices, each copy's
+        # time on its link: a copy starts no earlier than its producer's finish, whatever waits on the
+        # link, and a reader starts no earlier than its input's arrival.
+        for op in range(n_ops - 1, -1, -1):
+            d = device[op]
+            longest = 0.0
+            for k in range(output_pointer[op], output_pointer[op + 1]):
+                t = outputs[k]
+                for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+                    c = consumers[j]
+                    if c <= op:  # not in topological order (never in a valid task): left out, still a bound
+                        continue
+                    e = device[c]
+                    after = op_time[c] + tail[c]
+                    if e != d:
+                        link = d * n_devices + e
+                        after = (link_latency[link] + tensor_bytes[t] / link_bandwidth[link]) + after
+                    if after > longest:
+                        longest = after
+            tail[op] = longest
 
     # Live buffers (memory): one per (tensor, device holding it), made as soon as its allocation
     # time is known; its free time grows to the finish of each reader as readers are scheduled.
@@ -733,26 +754,6 @@ def _simulate_batch(placements, ints, floats, n_chunks, cutoff):
     return runtimes, peaks, cut
 
 
-@numba.njit(cache=True)
-def _tail_after(fastest, output_pointer, outputs, consumer_pointer, consumers):
-    """Per task op, the longest path after it to a sink, each op on it counted at ``fastest`` (its
-    least duration on any device): a lower bound on the time from its finish to the makespan under
-    any placement. Task ops are in topological order; an edge that is not (never in a valid task)
-    is left out, which keeps every value a lower bound."""
-    n_ops = fastest.shape[0]
-    tail = np.zeros(n_ops)
-    for op in range(n_ops - 1, -1, -1):
-        longest = 0.0
-        for k in range(output_pointer[op], output_pointer[op + 1]):
-            t = outputs[k]
-            for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
-                c = consumers[j]
-                if c > op and fastest[c] + tail[c] > longest:
-                    longest = fastest[c] + tail[c]
-        tail[op] = longest
-    return tail
-
-
 def _pack(task) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """The task packed for `_run`: ``(ints, floats, work_i, work_f, n_devices)``, the workspaces
     being those of `simulate` (its calls hold the GIL, so one per task suffices)."""
@@ -795,10 +796,6 @@ def _pack(task) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
         "dispatch_time": cluster.dispatch_time,
         "transfer_sync": cluster.transfer_sync,
         "memory_capacity": cluster.memory_capacity,
-        "tail": _tail_after(
-            np.ascontiguousarray(np.min(task.duration, axis=1), dtype=np.float64),
-            np.asarray(task.op_output_pointer, np.int64), np.asarray(task.op_outputs, np.int64),
-            np.asarray(task.tensor_consumer_pointer, np.int64), np.asarray(task.tensor_consumers, np.int64)),
     }
     assert tuple(int_fields) == _INT_FIELDS and tuple(float_fields) == _FLOAT_FIELDS
     threads = cluster.host_dispatch_threads
