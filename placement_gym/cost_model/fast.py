@@ -226,8 +226,9 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
     ``f + tail[o]`` (the longest path after o, of its ops' times and of its copies' times on their
     links, without waiting: every consumer starts after its inputs arrive) and ``f + left[d]`` (the
     times of d's ops not yet started: d runs them one at a time, after f), scaled down by
-    ``1 - 8 (n_ops + 2) eps``: both are sums rounded in another order than the schedule's own,
-    each rounding a relative error of at most eps on positive numbers."""
+    ``1 - 8 (n_ops + 2) eps``: both are sums rounded in another order than the schedule's own, each
+    rounding a relative error of at most eps on positive numbers (``left[d]`` is kept by subtraction,
+    off by at most n_ops eps times d's whole work, which is itself at most the makespan)."""
     (op_forward, output_pointer, outputs, consumer_pointer, consumers, reader_pointer, edge_slot,
      data_inputs, input_count, device_host, thread_pointer, link_segments, tensor_static,
      tensor_persistent, op_microbatch) = _int_fields(ints)
