@@ -35,7 +35,13 @@ devices, which keeps every device's load: on a balanced fork-join the single mov
 transfer short of the optimum). Acceptance is Metropolis on the
 runtime relative to the start's: a move ``delta`` (fraction of the start runtime) worse is accepted
 with probability ``exp(-delta / T)``; ``T`` falls geometrically from ``t_start`` to ``t_end`` over the
-budget. ``t_start=0`` is plain hill climbing. When `ANNEAL_KICK_STEPS` steps in a row find nothing
+budget. ``t_start=0`` is plain hill climbing: a step then asks only which moves beat the current
+placement, so when that is feasible (and no ``move_mix`` learns from the scores) its moves are scored
+with the current runtime as cutoff (`Budget.scores`; ``cutoffs=False``: in full): the simulation of a
+move stops once its runtime is proven above the current one, and the step takes the same decision
+as with full scores (docs/cost_model.md, "Evaluations with a cutoff"), unless a placement cut before
+comes back under a higher cutoff after a kick, and is evaluated and counted again (``cut_again`` in
+the result's info). When `ANNEAL_KICK_STEPS` steps in a row find nothing
 new to evaluate (a small graph's local optimum), the search restarts from the best placement moved by
 `ANNEAL_KICK_MOVES` random moves (iterated local search); it stops early only when even that finds
 nothing new for `ANNEAL_STALE_STEPS` steps. ``batch`` moves are proposed from the current placement
@@ -314,6 +320,7 @@ def anneal(
     group_move_prob: float = ANNEAL_GROUP_MOVE_PROB,
     move_mix: MoveMix | None = None,
     evaluator: Any = None,
+    cutoffs: bool = True,
 ) -> AgentResult:
     """Simulated annealing (see the module docstring). ``budget``: evaluations in all, the start's
     included (default `DEFAULT_BUDGET`). ``start``: a placement, agent name(s), or None for
@@ -322,7 +329,9 @@ def anneal(
     on a whole chain or co-location group. ``move_mix``: a `MoveMix` that sets the shares of swaps and
     group moves step by step and learns from each step's scores (None: the fixed `ANNEAL_SWAP_PROB` and
     ``group_move_prob``). ``evaluator``: who scores the placements (None: the cost model; see the
-    module docstring). ``budget`` may be a `placement_gym.evaluation.budget.Budget` (with its own evaluator),
+    module docstring). ``cutoffs``: in hill climbing (``t_start=0``, no ``move_mix``), score moves
+    with the current runtime as cutoff (the module docstring; False: in full). ``budget`` may be a
+    `placement_gym.evaluation.budget.Budget` (with its own evaluator),
     whose curve the caller then reads. Deterministic for ``seed`` (and a deterministic evaluator)."""
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
@@ -339,6 +348,9 @@ def anneal(
     search_budget = max(budget.remaining, 1)
     accepted = steps = stale = kicks = 0
     stopped = "budget"
+    # Hill climbing only asks which moves beat the current placement (metropolis_accept at
+    # temperature 0 compares keys, draws nothing): a cutoff at the current runtime decides the same.
+    climbing = cutoffs and t_start == 0 and move_mix is None
     try:
         while budget.remaining > 0:
             progress = (budget.used - begin.evaluations) / search_budget
@@ -351,7 +363,8 @@ def anneal(
                 kinds.append(proposer.last_kind)
             moves = np.stack(moves)
             used = budget.used
-            scores = budget.scores(moves)
+            cutoff = current_score.runtime if climbing and current_score.feasible else None
+            scores = budget.scores(moves, cutoff=cutoff)
             if move_mix is not None:
                 move_mix.learn(kinds, scores, current_score, scale)
             steps += 1
@@ -379,7 +392,8 @@ def anneal(
         budget,
         begin,
         {"steps": steps, "accepted": accepted, "kicks": kicks, "batch": batch, "stopped": stopped,
-         **({} if move_mix is None else {"move_mix": move_mix.describe()})},
+         **({} if move_mix is None else {"move_mix": move_mix.describe()}),
+         **({"cut": budget.cut, "cut_again": budget.cut_again} if climbing else {})},
     )
 
 

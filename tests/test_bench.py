@@ -13,7 +13,7 @@ from conftest import hand_graph
 
 import placement_gym
 from placement_gym.cli import main
-from placement_gym.cli.bench import incremental_ceiling, move_ceiling
+from placement_gym.cli.bench import cutoff_speedup, incremental_ceiling, move_ceiling
 from placement_gym.cluster import load_cluster
 from placement_gym.cost_model import simulate
 from placement_gym.task.compiled import make_task
@@ -87,6 +87,24 @@ def test_incremental_ceiling_is_seeded_and_bounded():
     assert 1 <= first[0] <= task.n_ops and 0 <= first[1] <= 1
     with pytest.raises(ValueError, match="moves"):
         incremental_ceiling(task, start, 0)
+
+
+def test_cutoff_figures_for_every_row_when_asked(capsys):
+    (row,) = bench_json(capsys)["rows"]
+    assert (row["cutoff_speedup"], row["cut_fraction"], row["cutoff_moves"]) == (None, None, 0)
+    rows = bench_json(capsys, "--sizes", "40", "--cutoff-moves", "3")["rows"]
+    assert [row["graph"] for row in rows] == [GRAPH, "layered40"]
+    for row in rows:
+        assert row["cutoff_speedup"] > 0 and 0 <= row["cut_fraction"] <= 1 and row["cutoff_moves"] == 3
+
+
+def test_every_move_off_a_chain_on_one_gpu_is_cut(chain_task):
+    # A chain on one GPU is the fastest placement there is: any op on another device adds a transfer
+    # before its finish (or the CPU's longer time), and the finish plus the rest of the chain at its
+    # fastest is then above the start's runtime.
+    gpu0 = chain_task.cluster.device_names.index("gpu:0")
+    speedup, share = cutoff_speedup(chain_task, np.full(5, gpu0), 6, seed=2, repeats=1)
+    assert share == 1.0 and speedup > 0
 
 
 def test_against_this_checkout_is_bit_identical(capsys):

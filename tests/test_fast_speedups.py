@@ -57,9 +57,10 @@ def test_a_workspace_too_small_is_an_error_not_a_wrong_result(task):
     peak = np.empty(n_devices)
     placement = np.zeros(task.n_forward, dtype=np.int64)
     for record in (False, True):
-        assert fast._run(placement, ints, floats, work_i[:-1], work_f, peak, record)[0] == fast._BAD_WORKSPACE
-        assert fast._run(placement, ints, floats, work_i, work_f[:-1], peak, record)[0] == fast._BAD_WORKSPACE
-        assert fast._run(placement, ints, floats, work_i, work_f, peak, record)[0] > 0.0
+        bad = fast._BAD_WORKSPACE
+        assert fast._run(placement, ints, floats, work_i[:-1], work_f, peak, record, np.inf)[0] == bad
+        assert fast._run(placement, ints, floats, work_i, work_f[:-1], peak, record, np.inf)[0] == bad
+        assert fast._run(placement, ints, floats, work_i, work_f, peak, record, np.inf)[0] > 0.0
 
 
 def test_the_schedule_has_the_documented_dtypes_and_matches_the_plain_call(task):

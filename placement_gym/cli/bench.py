@@ -11,9 +11,11 @@ Rates are throughputs: calls made / seconds spent (`time.perf_counter`). Each me
 least ``seconds``; the fast and batched calls at least ``repeats`` times, the reference at least once
 (its first, checking call is timed too, so a 100k-op row spends one reference call only).
 
-Two optional measurements per row: ``incremental_ceiling`` (`incremental_ceiling`: how much any exact
-incremental evaluation of one-op moves could save at most) and, with ``against``, the same single calls
-timed with another checkout's simulator in a subprocess, in alternating rounds (`AgainstRunner`).
+Three optional measurements per row: ``incremental_ceiling`` (`incremental_ceiling`: how much any exact
+incremental evaluation of one-op moves could save at most), ``cutoff_speedup`` (`cutoff_speedup`: how
+much faster one-op moves are evaluated with the start's runtime as cutoff, as a search asking "better
+than the current placement?" does) and, with ``against``, the same single calls timed with another
+checkout's simulator in a subprocess, in alternating rounds (`AgainstRunner`).
 
 Rates depend on the machine and on what else runs on it (the batched call spreads over the cores, so
 a busy machine takes most of its gain away), so every run states both (`machine_description`, with the
@@ -121,8 +123,9 @@ class BenchRow:
     graph's ops, the length of a placement. Rates are evaluations per second; ``ns_per_op``: the
     single fast call's nanoseconds per task op; ``batch_speedup``: batched evaluations per second /
     single calls per second. The ``incremental_*`` and ``changed_fraction`` fields are None unless
-    asked for (`incremental_ceiling`), the ``*_against`` fields unless a checkout to compare with is
-    given (`AgainstRunner`)."""
+    asked for (`incremental_ceiling`), the ``cutoff_*`` and ``cut_fraction`` fields unless asked for
+    (`cutoff_speedup`), the ``*_against`` fields unless a checkout to compare with is given
+    (`AgainstRunner`)."""
 
     graph: str
     task: str
@@ -142,6 +145,9 @@ class BenchRow:
     changed_fraction: float | None = None
     incremental_moves: int = 0
     incremental_from: str | None = None
+    cutoff_speedup: float | None = None
+    cut_fraction: float | None = None
+    cutoff_moves: int = 0
     ns_per_op_against: float | None = None
     ns_per_op_alternating: float | None = None
     speedup_against: float | None = None
@@ -244,27 +250,63 @@ def move_ceiling(before: Schedule, after: Schedule) -> tuple[float, float]:
     return n / (n - k), float(np.count_nonzero(after.op_start != before.op_start)) / n
 
 
-def incremental_ceiling(task: Task, start: np.ndarray, moves: int, seed: int = 0) -> tuple[float, float]:
-    """Medians of `move_ceiling` over ``moves`` seeded random one-op moves from ``start``: each move
-    puts one forward op (uniform) on another device (uniform among the others). Needs
-    ``moves + 1`` simulations with their schedules, and at least two devices."""
+def one_op_moves(task: Task, start: np.ndarray, moves: int, seed: int = 0):
+    """``moves`` seeded random one-op moves from ``start``, one placement at a time: each puts one
+    forward op (uniform) on another device (uniform among the others). Needs at least two devices."""
     if moves < 1:
         raise ValueError(f"moves must be >= 1, got {moves}")
     if task.n_devices < 2:
         raise ValueError(f"a move needs at least two devices, {task.id} has {task.n_devices}")
     start = task.check_placement(start)
     rng = np.random.default_rng(seed)
-    before = simulate(task, start, schedule=True).schedule
-    ceilings, changed = [], []
     for _ in range(moves):
         op = int(rng.integers(task.n_forward))
         device = int(rng.integers(task.n_devices - 1))
         moved = start.copy()
         moved[op] = device + (device >= start[op])  # any device but the op's own
+        yield moved
+
+
+def incremental_ceiling(task: Task, start: np.ndarray, moves: int, seed: int = 0) -> tuple[float, float]:
+    """Medians of `move_ceiling` over ``moves`` seeded random one-op moves from ``start``
+    (`one_op_moves`). Needs ``moves + 1`` simulations with their schedules, and at least two
+    devices."""
+    moved_placements = one_op_moves(task, start, moves, seed)  # checks moves and devices first
+    before = simulate(task, start, schedule=True).schedule
+    ceilings, changed = [], []
+    for moved in moved_placements:
         ceiling, share = move_ceiling(before, simulate(task, moved, schedule=True).schedule)
         ceilings.append(ceiling)
         changed.append(share)
     return float(np.median(ceilings)), float(np.median(changed))
+
+
+CUTOFF_REPEATS = 5  # timed calls of each kind per move (`cutoff_speedup`)
+
+
+def cutoff_speedup(task: Task, start: np.ndarray, moves: int, seed: int = 0,
+                   repeats: int = CUTOFF_REPEATS) -> tuple[float, float]:
+    """``(speedup, cut share)`` of evaluating one-op moves with a cutoff: over ``moves`` seeded random
+    one-op moves from ``start`` (`one_op_moves`), the median of each move's full `simulate` time over
+    its time with ``cutoff=`` the start's runtime (each the median of ``repeats`` calls, the two kinds
+    alternating so that both see the same load and the same warm caches), and the share of the moves
+    that the cutoff cut (those proven slower than the start)."""
+    moved_placements = one_op_moves(task, start, moves, seed)
+    cutoff = simulate(task, task.check_placement(start)).runtime
+    ratios, cut = [], 0
+    for moved in moved_placements:
+        simulate(task, moved)  # warm: the first call of a placement pays for its cache misses
+        full_s, cut_s = [], []
+        for _ in range(repeats):
+            begin = time.perf_counter()
+            simulate(task, moved)
+            full_s.append(time.perf_counter() - begin)
+            begin = time.perf_counter()
+            result = simulate(task, moved, cutoff=cutoff)
+            cut_s.append(time.perf_counter() - begin)
+        ratios.append(float(np.median(full_s) / np.median(cut_s)))
+        cut += bool(result.cut)
+    return float(np.median(ratios)), cut / moves
 
 
 def start_placement(task: Task, start: str, seed: int = 0) -> np.ndarray:
@@ -486,15 +528,17 @@ def run_bench(
     incremental_moves: int = 0,
     incremental_from: str = "random",
     against: str | os.PathLike | None = None,
+    cutoff_moves: int = 0,
 ) -> list[BenchRow]:
     """Benchmark the bundled ``graphs`` (None: all) and synthetic layered graphs of ``sizes`` ops.
 
     ``incremental_moves`` > 0: each bundled graph's row gets `incremental_ceiling` over that many moves
-    from the placement ``incremental_from`` (`start_placement`). ``against``: a checkout of another
-    commit of this project, whose simulator `compare_against` times side by side with this one.
+    from the placement ``incremental_from`` (`start_placement`); ``cutoff_moves`` > 0: each row (bundled
+    or layered) gets `cutoff_speedup` over that many moves from the same start. ``against``: a checkout
+    of another commit of this project, whose simulator `compare_against` times side by side with this one.
     ``progress(i, total, label, row)`` is called before each row (row None) and after it."""
     cases = bench_cases(graphs, sizes)
-    if incremental_moves > 0 and incremental_from != "random":
+    if (incremental_moves > 0 or cutoff_moves > 0) and incremental_from != "random":
         start_agent(incremental_from)  # an unknown name fails before the first row, not after it
     runner = AgainstRunner(against) if against is not None else None
     rows = []
@@ -510,6 +554,11 @@ def run_bench(
                 row = dataclasses.replace(row, incremental_ceiling=ceiling, changed_fraction=changed,
                                           incremental_moves=incremental_moves,
                                           incremental_from=incremental_from)
+            if cutoff_moves > 0 and task.n_devices > 1:
+                speedup, share = cutoff_speedup(
+                    task, start_placement(task, incremental_from, seed), cutoff_moves, seed)
+                row = dataclasses.replace(row, cutoff_speedup=speedup, cut_fraction=share,
+                                          cutoff_moves=cutoff_moves, incremental_from=incremental_from)
             if runner is not None:
                 row = compare_against(task, spec, runner, row, seconds, repeats, seed)
             rows.append(row)

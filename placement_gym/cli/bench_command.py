@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     rows = run_bench(_names(args.graphs), args.sizes, repeats=args.repeats, seconds=args.seconds,
                      batch=args.batch, seed=args.seed, progress=_Progress(),
                      incremental_moves=args.incremental_moves or 0, incremental_from=args.incremental_from,
-                     against=args.against)
+                     against=args.against, cutoff_moves=args.cutoff_moves or 0)
     end = load_average()
     if args.json:
         print(f"at the end: {describe_load(end, cores)}", file=stream)
@@ -104,6 +104,11 @@ def run(args: argparse.Namespace) -> int:
         for r, line in zip(rows, cells):
             line += (["-", "-"] if r.incremental_ceiling is None or r.changed_fraction is None else
                      [f"{r.incremental_ceiling:.2f}x", f"{r.changed_fraction:.2f}"])
+    if args.cutoff_moves:
+        columns += ["cutoff speedup", "cut"]
+        for r, line in zip(rows, cells):
+            line += (["-", "-"] if r.cutoff_speedup is None or r.cut_fraction is None else
+                     [f"{r.cutoff_speedup:.2f}x", f"{r.cut_fraction:.2f}"])
     if args.against is not None:
         columns += ["against ns/op", "alternating ns/op", "against/ours", "identical"]
         for r, line in zip(rows, cells):
@@ -194,9 +199,15 @@ def add_parser(subparsers: Subcommands) -> None:
                              "evaluation (re-simulating from the first op whose start or device a move "
                              "changes) could save over a full simulation; R + 1 simulations with their "
                              "schedules per graph (default: off)")
+    parser.add_argument("--cutoff-moves", type=positive_int, default=None, metavar="R",
+                        help="for each graph, also measure cutoff_speedup and cut_fraction over R seeded "
+                             "random one-op moves: how much faster a move is evaluated with the start's "
+                             "runtime as cutoff (as hill climbing asks) than in full, median over the moves, "
+                             "and the share of moves cut; 10 R + R + 1 simulations per graph (default: off)")
     parser.add_argument("--incremental-from", default="random", metavar="AGENT",
-                        help="the placement the moves start from: random (seeded) or an installed agent "
-                             "such as m-topo or m-etf (default: random)")
+                        help="the placement the moves (--incremental-moves, --cutoff-moves) start from: "
+                             "random (seeded) or an installed agent such as m-topo or m-etf "
+                             "(default: random)")
     parser.add_argument("--against", metavar="PATH", default=None,
                         help="a checkout of another commit of placement-gym (a git worktree): time its "
                              "simulator on the same rows and placements in a subprocess, in rounds "

@@ -115,7 +115,7 @@ def _work_sizes(ints):
     n_ops, n_devices, n_edges = ints[_N_OPS], ints[_N_DEVICES], ints[_N_EDGES]
     capacity = ints[_N_TENSORS] + n_edges  # live buffers: one per tensor and per consumer edge at most
     n_int = 3 * n_ops + 8 * n_devices + 4 * capacity + n_edges + ints[_N_HOSTS]
-    n_float = (6 * n_ops + 6 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
+    n_float = (7 * n_ops + 7 * n_devices + n_devices * n_devices + 3 * capacity + ints[_N_SEGMENTS]
                + ints[_N_THREADS] + ints[_N_HOSTS] + 2 * capacity + 2 * (2 * capacity))
     return n_int, n_float
 
@@ -211,13 +211,24 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
 
 
 @numba.njit(cache=True)
-def _run(placement, ints, floats, work_i, work_f, peak, record):
+def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
     """Simulate one placement of the forward ops; write each device's peak memory into ``peak``.
 
     ``ints``, ``floats``: the task packed by `_pack`; ``work_i``, ``work_f``: workspaces at least as
     long as `_work_sizes` says (overwritten). Returns ``(makespan or status, device, start, finish,
-    transfer_tensor, transfer_dst, transfer_start, transfer_finish)``; the arrays after ``device`` (a
-    view of the workspace) are new, and empty unless ``record`` (the `Schedule` is asked for)."""
+    transfer_tensor, transfer_dst, transfer_start, transfer_finish, cut)``; the arrays after ``device``
+    (a view of the workspace) are new, and empty unless ``record`` (the `Schedule` is asked for).
+
+    ``cutoff`` (seconds; inf: none): the run stops as soon as a proven lower bound on the makespan
+    exceeds it (``cut`` True). The makespan returned is then that bound, ``peak`` is NaN, and the
+    schedule's arrays are partial. Uncut, the run is the full one, number for number: the bound is
+    only read. The bound, at each commit of op o on device d finishing at f, is the larger of
+    ``f + tail[o]`` (the longest path after o, of its ops' times and of its copies' times on their
+    links, without waiting: every consumer starts after its inputs arrive) and ``f + left[d]`` (the
+    times of d's ops not yet started: d runs them one at a time, after f), scaled down by
+    ``1 - 8 (n_ops + 2) eps``: both are sums rounded in another order than the schedule's own, each
+    rounding a relative error of at most eps on positive numbers (``left[d]`` is kept by subtraction,
+    off by at most n_ops eps times d's whole work, which is itself at most the makespan)."""
     (op_forward, output_pointer, outputs, consumer_pointer, consumers, reader_pointer, edge_slot,
      data_inputs, input_count, device_host, thread_pointer, link_segments, tensor_static,
      tensor_persistent, op_microbatch) = _int_fields(ints)
@@ -302,6 +313,10 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     wf += 2 * capacity
     usage = work_f[wf : wf + n_devices]
     wf += n_devices
+    left = work_f[wf : wf + n_devices]
+    wf += n_devices
+    tail = work_f[wf : wf + n_ops]
+    wf += n_ops
 
     # The schedule's arrays: new when it is recorded, else empty views (no allocation on the hot path).
     if record:
@@ -316,9 +331,9 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         transfer_tensor = transfer_dst = work_i[:0]
     peak[:] = 0.0
     if wi > work_i.shape[0] or wf > work_f.shape[0]:
-        return _BAD_WORKSPACE, device, start, finish, transfer_tensor, transfer_dst, start, finish
+        return _BAD_WORKSPACE, device, start, finish, transfer_tensor, transfer_dst, start, finish, False
     if placement.shape[0] != ints[_N_FORWARD]:
-        return _BAD_DEVICE, device, start, finish, transfer_tensor, transfer_dst, start, finish
+        return _BAD_DEVICE, device, start, finish, transfer_tensor, transfer_dst, start, finish, False
 
     # Backward and update ops follow their forward op. The range is checked here so that the
     # common call (an int64 array) needs no validation in Python. Each op's time on its device is
@@ -327,7 +342,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
     for op in range(n_ops):
         d = placement[op_forward[op]]
         if d < 0 or d >= n_devices:
-            return _BAD_DEVICE, device, start, finish, transfer_tensor, transfer_dst, start, finish
+            return _BAD_DEVICE, device, start, finish, transfer_tensor, transfer_dst, start, finish, False
         device[op] = d
         op_time[op] = duration[op * n_devices + d]
     # Synchronisation per copy issued (on the producer's device) and per input received from
@@ -352,6 +367,32 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         for op in range(n_ops):
             if n_syncs[op] > 0.0:
                 op_time[op] = op_time[op] + transfer_sync[device[op]] * n_syncs[op]
+    cutting = cutoff < np.inf
+    slack = 1.0 - 8.0 * (n_ops + 2) * 2.220446049250313e-16
+    if cutting:
+        left[:] = 0.0
+        for op in range(n_ops):
+            left[device[op]] += op_time[op]
+        # The longest path after each op, of its consumers' times and, between devices, each copy's
+        # time on its link: a copy starts no earlier than its producer's finish, whatever waits on the
+        # link, and a reader starts no earlier than its input's arrival.
+        for op in range(n_ops - 1, -1, -1):
+            d = device[op]
+            longest = 0.0
+            for k in range(output_pointer[op], output_pointer[op + 1]):
+                t = outputs[k]
+                for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+                    c = consumers[j]
+                    if c <= op:  # not in topological order (never in a valid task): left out, still a bound
+                        continue
+                    e = device[c]
+                    after = op_time[c] + tail[c]
+                    if e != d:
+                        link = d * n_devices + e
+                        after = (link_latency[link] + tensor_bytes[t] / link_bandwidth[link]) + after
+                    if after > longest:
+                        longest = after
+            tail[op] = longest
 
     # Live buffers (memory): one per (tensor, device holding it), made as soon as its allocation
     # time is known; its free time grows to the finish of each reader as readers are scheduled.
@@ -466,7 +507,7 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
                 best_start = s
                 best = d
         if best < 0:
-            return _STALLED, device, start, finish, transfer_tensor, transfer_dst, start, finish
+            return _STALLED, device, start, finish, transfer_tensor, transfer_dst, start, finish, False
         d = best
         best_at = chosen[d]
         # Pop device d's op off its heap. A pipelined step's op may lie below the root: it is brought
@@ -541,6 +582,14 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         device_free[d] = f
         if f > makespan:
             makespan = f
+        if cutting:
+            left[d] -= op_time[op]
+            bound = f + max(tail[op], left[d])
+            if bound * slack > cutoff:
+                peak[:] = np.nan
+                return (bound * slack, device, start, finish, transfer_tensor[:n_transfers],
+                        transfer_dst[:n_transfers], transfer_start[:n_transfers],
+                        transfer_finish[:n_transfers], True)
         # Ops on one device finish in the order they start, so the last reader to run sets the free
         # time of each copy it reads (the max keeps a producer's copy alive for its transfers).
         for k in range(reader_pointer[op], reader_pointer[op + 1]):
@@ -668,36 +717,44 @@ def _run(placement, ints, floats, work_i, work_f, peak, record):
         transfer_dst[:n_transfers],
         transfer_start[:n_transfers],
         transfer_finish[:n_transfers],
+        False,
     )
 
 
 @numba.njit(cache=True)
-def _simulate_one(placement, ints, floats, work_i, work_f, peak):
-    """Makespan (or a status) and feasibility of one placement; its peak memory goes to ``peak``."""
-    makespan = _run(placement, ints, floats, work_i, work_f, peak, False)[0]
+def _simulate_one(placement, ints, floats, work_i, work_f, peak, cutoff):
+    """Makespan (or a status, or when cut the bound), feasibility (False when cut) and whether the
+    run was cut (`_run`) of one placement; its peak memory goes to ``peak``."""
+    result = _run(placement, ints, floats, work_i, work_f, peak, False, cutoff)
     memory_capacity = _field(floats, ints, _FLOAT_AT + 7)
     feasible = True
     for d in range(peak.shape[0]):
-        if not peak[d] <= memory_capacity[d]:
+        if not peak[d] <= memory_capacity[d]:  # NaN (cut) is not
             feasible = False
-    return makespan, feasible
+    return result[0], feasible, result[8]
 
 
 @numba.njit(cache=True, parallel=True)
-def _simulate_batch(placements, ints, floats, n_chunks):
-    """Makespans (or statuses) and peak memory of many placements. The rows are split into
+def _simulate_batch(placements, ints, floats, n_chunks, cutoff):
+    """Makespans (or statuses, or bounds where cut), peak memory (NaN where cut) and the cut rows of
+    many placements, each run with ``cutoff`` (`_run`; inf: none). The rows are split into
     ``n_chunks`` runs of consecutive rows, in parallel; each run allocates one workspace and reuses it
     for its rows (an allocation per row would have the threads queue on the allocator)."""
     n = placements.shape[0]
     runtimes = np.empty(n)
+    # np.empty, not np.zeros: numba makes a zero fill a parallel loop of its own, and every parallel
+    # region costs a wake-up of the threads (it doubled the time of a batch of 16 on 2 busy cores).
+    cut = np.empty(n, dtype=np.bool_)
     peaks = np.empty((n, ints[_N_DEVICES]))
     n_int, n_float = _work_sizes(ints)
     for chunk in numba.prange(n_chunks):
         work_i = np.empty(n_int, dtype=np.int64)
         work_f = np.empty(n_float)
         for i in range(chunk * n // n_chunks, (chunk + 1) * n // n_chunks):
-            runtimes[i] = _run(placements[i], ints, floats, work_i, work_f, peaks[i], False)[0]
-    return runtimes, peaks
+            result = _run(placements[i], ints, floats, work_i, work_f, peaks[i], False, cutoff)
+            runtimes[i] = result[0]
+            cut[i] = result[8]
+    return runtimes, peaks, cut
 
 
 def _pack(task) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
@@ -784,18 +841,41 @@ def _check_status(task, placement, status: float, batch: bool = False) -> None:
         raise RuntimeError(f"task {task.id}: the simulation stalled; its graph is not in topological order")
 
 
-def simulate(task, placement, schedule: bool = False) -> SimulationResult:
+def check_cutoff(cutoff) -> float:
+    """``cutoff`` as a float (None: inf, no cutoff), or a one-line ValueError unless it is a real
+    number of seconds or inf."""
+    if cutoff is None:
+        return np.inf
+    if isinstance(cutoff, (bool, np.bool_)) or not isinstance(cutoff, (int, float, np.integer, np.floating)):
+        raise ValueError(f"cutoff must be a number of seconds or None, got {cutoff!r}")
+    value = float(cutoff)
+    if value != value:
+        raise ValueError("cutoff must be a number of seconds or None, got nan")
+    return value
+
+
+def simulate(task, placement, schedule: bool = False, cutoff: float | None = None) -> SimulationResult:
     """Evaluate one placement (one device index per forward op) of ``task`` with the cost model.
 
     Returns runtime (makespan, seconds), feasibility (no device over its memory capacity), peak
     memory per device (bytes) and, with ``schedule=True``, the full `Schedule`. Adds one to
-    ``task.evaluations``."""
+    ``task.evaluations``, cut or not.
+
+    ``cutoff`` (seconds; None: none): the simulation may stop once a proven lower bound on the
+    runtime exceeds it (docs/cost_model.md, "Evaluations with a cutoff"). A result that was not cut
+    (``cut`` False) is the full simulation's, bit for bit. A cut one has ``cut`` True, ``runtime``
+    that bound (``cutoff < runtime <= `` the full runtime), ``feasible`` False (feasibility unknown)
+    and ``peak_memory`` NaN: a decision ``feasible and runtime < cutoff`` (or ``<=``) is the full
+    result's either way. Not with ``schedule=True`` (a cut run has no full schedule)."""
+    limit = check_cutoff(cutoff)
     array = _placement_array(task, placement)
     ints, floats, work_i, work_f, n_devices = _arrays(task)
     peak = np.empty(n_devices)
     if schedule:
-        makespan, device, start, finish, t_tensor, t_dst, t_start, t_finish = _run(
-            array, ints, floats, work_i, work_f, peak, True)
+        if limit < np.inf:
+            raise ValueError("simulate: schedule=True needs the full simulation; give no cutoff")
+        makespan, device, start, finish, t_tensor, t_dst, t_start, t_finish, _ = _run(
+            array, ints, floats, work_i, work_f, peak, True, np.inf)
         if makespan < 0.0:
             _check_status(task, placement, makespan)
         device = device.astype(np.int32)
@@ -814,23 +894,29 @@ def simulate(task, placement, schedule: bool = False) -> SimulationResult:
         task.count_evaluations(1, makespan, feasible)
         return SimulationResult(runtime=float(makespan), feasible=feasible, peak_memory=peak,
                                 schedule=timeline)
-    makespan, feasible = _simulate_one(array, ints, floats, work_i, work_f, peak)
+    makespan, feasible, cut = _simulate_one(array, ints, floats, work_i, work_f, peak, limit)
     if makespan < 0.0:
         _check_status(task, placement, makespan)
     task.count_evaluations(1, makespan, feasible)  # the task's counter (`Task.evaluations`) and trace
+    if cut:
+        return SimulationResult(makespan, False, peak, None, True)
     return SimulationResult(makespan, feasible, peak)
 
 
-def simulate_batch(task, placements) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def simulate_batch(
+    task, placements, cutoff: float | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Evaluate many placements of one task at once (parallel over the machine's cores).
 
     ``placements``: int array ``(batch, n_forward)``. Returns ``(runtimes, feasible, peak_memory)``
     with shapes ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``. Adds ``batch`` to
-    ``task.evaluations``."""
+    ``task.evaluations``. ``cutoff``: as `simulate`'s, for every row; a cut row has its bound as
+    runtime, feasible False and NaN peak memory (``np.isnan(peak_memory[:, 0])`` marks the cut rows)."""
+    limit = check_cutoff(cutoff)
     rows = np.ascontiguousarray(task.check_placement(placements, batch=True))
     ints, floats = _arrays(task)[:2]
-    runtimes, peaks = _simulate_batch(rows, ints, floats, min(len(rows), numba.get_num_threads()))
+    runtimes, peaks, _ = _simulate_batch(rows, ints, floats, min(len(rows), numba.get_num_threads()), limit)
     _check_status(task, rows, float(runtimes.min(initial=1.0)), batch=True)
-    feasible = np.all(peaks <= task.cluster.memory_capacity[None, :], axis=1)
+    feasible = np.all(peaks <= task.cluster.memory_capacity[None, :], axis=1)  # NaN (cut) is not
     task.count_evaluations(len(rows), runtimes, feasible)  # one evaluation per row (`Task.evaluations`)
     return runtimes, feasible, peaks

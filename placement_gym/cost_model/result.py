@@ -35,9 +35,12 @@ class Schedule:
 class SimulationResult:
     """Runtime (makespan, seconds), feasibility (no device over its memory), per-device peak memory
     (bytes: static parameters and optimizer state plus the peak of live tensors), and the schedule
-    when it was asked for. A value: read it, do not assign to it (it is not frozen, for speed)."""
+    when it was asked for. ``cut``: the simulation stopped at a cutoff (`simulate`'s ``cutoff``):
+    ``runtime`` is then a proven lower bound above the cutoff, ``feasible`` False (unknown) and
+    ``peak_memory`` NaN. A value: read it, do not assign to it (it is not frozen, for speed)."""
 
     runtime: float
     feasible: bool
     peak_memory: np.ndarray
     schedule: Schedule | None = None
+    cut: bool = False

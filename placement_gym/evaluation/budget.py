@@ -14,6 +14,18 @@ in one of two ways:
   placement evaluated before by `scores` is neither evaluated nor counted again (hill climbing on a
   small graph proposes the same rejected moves many times).
 
+A search that only asks whether a placement beats a runtime passes it as ``scores(rows, cutoff=r)``:
+the cost model may then stop a row's simulation once its runtime is proven above ``r``
+(`placement_gym.cost_model.simulate`), at one evaluation all the same. Such a row's `Score` has ``cut``
+True, ``runtime`` the proven bound (``r < runtime <=`` the full runtime), ``feasible`` False
+(unknown) and ``overflow`` inf, so that its ``key`` ranks after every placement whose score is
+known, and it never becomes the best. A decision "``score.key < current.key``" (or ``<=``) against
+a feasible current placement of runtime ``r`` is the full score's either way, and so is the first
+index of the least key in a batch when one is at most the current's (only rows of runtime ``<= r``
+can be that, and they are never cut). The memo keeps a cut score for a later cutoff below its bound;
+asked again with a higher cutoff (or none), the placement is evaluated again and counted again (the
+full run would not have counted it): a search whose cutoff only falls meets that never.
+
 The best placement is ranked feasible first, then by memory overflow (the sum over devices of bytes
 above capacity / capacity; 0 when feasible), then by runtime (`Score.key`), the first of equals
 kept. ``curve`` holds one row per evaluation: (evaluation number, runtime, feasible, best feasible
@@ -35,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cost_model import SimulationResult, simulate
+from placement_gym.cost_model.fast import check_cutoff
 from placement_gym.evaluation.evaluator import (
     BatchResult,
     CostModelEvaluator,
@@ -58,13 +71,16 @@ class BudgetExhausted(RuntimeError):
 @dataclass(frozen=True)
 class Score:
     """One evaluated placement: runtime (s), feasible, overflow (0 when feasible), which devices are
-    over their memory capacity (bool per device) and the peak memory per device (bytes)."""
+    over their memory capacity (bool per device) and the peak memory per device (bytes). ``cut``: the
+    evaluation stopped at a cutoff (`Budget.scores`): runtime is a proven lower bound above it,
+    feasible False, overflow inf, no device marked over, peaks NaN."""
 
     runtime: float
     feasible: bool
     overflow: float
     over: np.ndarray
     peaks: np.ndarray | None = None
+    cut: bool = False
 
     @property
     def key(self) -> tuple[int, float, float]:
@@ -102,6 +118,8 @@ class Budget:
         self.best_placement: np.ndarray | None = None
         self.best_score: Score | None = None
         self.memo: dict[bytes, Score] = {}
+        self.cut = 0  # evaluations a cutoff stopped (`scores`)
+        self.cut_again = 0  # placements evaluated again because a cut score could not answer (`scores`)
         self.watchers: list[Watcher] = []
         self._best_single: float | None = None
 
@@ -179,17 +197,21 @@ class Budget:
 
     # --------------------------------------------------------------------------- clip (searches)
 
-    def scores(self, placements: np.ndarray) -> list[Score]:
+    def scores(self, placements: np.ndarray, cutoff: float | None = None) -> list[Score]:
         """The `Score` of each row of ``placements`` (int64 ``(batch, n_forward)``), memoised. New rows
         are scored in one ``simulate_batch`` call and counted; when fewer evaluations are left than new
-        rows, the first ones that fit are evaluated and recorded, then `BudgetExhausted` is raised."""
+        rows, the first ones that fit are evaluated and recorded, then `BudgetExhausted` is raised.
+        ``cutoff`` (seconds; None: none): rows whose runtime is proven above it may come back cut (the
+        module docstring), each one evaluation; a memoised cut score serves a cutoff below its bound."""
+        limit = check_cutoff(cutoff)
         keys = [row.tobytes() for row in placements]
-        new = list(dict.fromkeys(k for k in keys if k not in self.memo))
+        new = list(dict.fromkeys(k for k in keys if not self._known(k, limit)))
         fits = new[: max(self.remaining, 0)]
+        self.cut_again += sum(k in self.memo for k in fits)
         if fits:
             index = {k: i for i, k in enumerate(keys)}
             rows = placements[[index[k] for k in fits]]
-            self._record(rows, *self._score(rows), keys=fits)
+            self._record(rows, *self._score(rows, cutoff), keys=fits)
         if len(fits) < len(new):
             raise BudgetExhausted(
                 f"{len(new) - len(fits)} of {len(new)} placements past the limit of {self.limit}"
@@ -209,9 +231,18 @@ class Budget:
 
     # ------------------------------------------------------------------------------- bookkeeping
 
-    def _score(self, rows: np.ndarray) -> BatchResult:
+    def _known(self, key: bytes, cutoff: float) -> bool:
+        """Whether the memo answers placement ``key`` under ``cutoff``: a full score always, a cut one
+        while its bound is above the cutoff."""
+        score = self.memo.get(key)
+        return score is not None and (not score.cut or score.runtime > cutoff)
+
+    def _score(self, rows: np.ndarray, cutoff: float | None = None) -> BatchResult:
         counted = self.task.evaluations
-        result = self.scorer.simulate_batch(rows)
+        if cutoff is not None and getattr(self.scorer, "takes_cutoff", False):
+            result = self.scorer.simulate_batch(rows, cutoff=cutoff)
+        else:  # a full evaluation answers any cutoff
+            result = self.scorer.simulate_batch(rows)
         self._count_on_task(len(rows), counted)
         return result
 
@@ -225,11 +256,16 @@ class Budget:
         peaks = np.asarray(peaks, dtype=np.float64)
         overflow = memory_overflow(self.task, peaks)
         over = peaks > self.task.cluster.memory_capacity[None, :]
+        cut = np.isnan(peaks).any(axis=1).tolist()  # the rows a cutoff stopped (NaN peak memory)
         first = len(self.curve)
         runtimes, feasible = np.asarray(runtimes).tolist(), np.asarray(feasible).tolist()
         for i, (row, runtime, ok) in enumerate(zip(rows, runtimes, feasible)):
-            ok = bool(ok)
-            score = Score(float(runtime), ok, 0.0 if ok else float(overflow[i]), over[i], peaks[i])
+            ok = bool(ok) and not cut[i]
+            if cut[i]:
+                score = Score(float(runtime), False, float("inf"), over[i], peaks[i], cut=True)
+                self.cut += 1
+            else:
+                score = Score(float(runtime), ok, 0.0 if ok else float(overflow[i]), over[i], peaks[i])
             if keys is not None:
                 self.memo[keys[i]] = score
             if self.best_score is None or score.key < self.best_score.key:

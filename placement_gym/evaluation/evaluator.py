@@ -11,6 +11,11 @@ Every scorer (`CostModelEvaluator` here; `ProfiledEvaluator` and `RealEvaluator`
   ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``, in row order;
 - ``evaluations``: the placements it has scored.
 
+An evaluator whose ``simulate_batch`` also takes ``cutoff=`` (seconds, `placement_gym.cost_model.simulate`'s:
+a row may stop once its runtime is proven above it, and comes back with its bound as runtime, feasible
+False and NaN peak memory) says so with ``takes_cutoff = True``; `CostModelEvaluator` does. The budget
+(`placement_gym.evaluation.budget.Budget.scores`) evaluates in full through any other.
+
 The envs, the search baselines and the learned agents take any such object; `as_evaluator` turns
 None (the cost model) or an older object that only has ``simulate`` into one. ``Task.evaluations``
 stays the count the leaderboard records: the cost model counts every evaluation on its task
@@ -67,6 +72,7 @@ class CostModelEvaluator:
     on ``task.evaluations``, as `simulate` and `simulate_batch` always do."""
 
     name = COST_MODEL
+    takes_cutoff = True
 
     def __init__(self, task: Task) -> None:
         self.task = task
@@ -79,13 +85,14 @@ class CostModelEvaluator:
         self.evaluations += 1
         return simulate(self.task, placement, schedule=schedule)
 
-    def simulate_batch(self, rows: np.ndarray) -> BatchResult:
+    def simulate_batch(self, rows: np.ndarray, cutoff: float | None = None) -> BatchResult:
         """One parallel `simulate_batch` call, or one `simulate` per row for fewer than `SMALL_BATCH`
-        rows (the same numbers, bit for bit)."""
+        rows (the same numbers, bit for bit); ``cutoff`` as theirs."""
         self.evaluations += len(rows)
+        given = {} if cutoff is None else {"cutoff": cutoff}
         if len(rows) >= SMALL_BATCH:
-            return simulate_batch(self.task, rows)
-        return stacked_results([simulate(self.task, row) for row in rows], self.task.n_devices)
+            return simulate_batch(self.task, rows, **given)
+        return stacked_results([simulate(self.task, row, **given) for row in rows], self.task.n_devices)
 
 
 def stacked_results(results: list[SimulationResult], n_devices: int) -> BatchResult:
