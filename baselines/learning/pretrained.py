@@ -251,18 +251,14 @@ def learned_schedule(task: Task, model: PretrainedModel, capacity: np.ndarray | 
 
 def zero_shot(task: Task, model: PretrainedModel, attempts: int) -> AgentResult:
     """The model's placement, scheduled and evaluated at most ``attempts`` times (1: once; more: the
-    memory retries of `baselines.scheduling.memory_aware`, at most its own limit)."""
+    memory retries of `baselines.scheduling.memory_aware`, at most its own limit of 7)."""
     features = task_features(task)
 
     def build(capacity):
         schedule = learned_schedule(task, model, capacity, features)
         return schedule.placement(), {"own_makespan": schedule.makespan}
 
-    if attempts <= 1:
-        placement, info = build(task.cluster.memory_capacity)
-        result = simulate(task, placement)
-        return AgentResult(placement, 1, {**info, "simulated_runtime": result.runtime, "memory_retries": 0})
-    return memory_aware(task, build)
+    return memory_aware(task, build, attempts)
 
 
 _LOADED: dict[str, tuple[PretrainedModel, dict]] = {}
@@ -291,10 +287,12 @@ def pretrained_list(task: Task, seed: int = 0, budget: int | Budget | None = Non
         raise ValueError(f"budget must be >= 1 evaluation, got {limit}")
     if limit is None or limit < FINETUNE_MIN_BUDGET:
         attempts = MEMORY_RETRIES + 1 if limit is None else min(limit, MEMORY_RETRIES + 1)
-        if isinstance(budget, Budget):  # evaluate through it, so its curve holds the placement
-            result = zero_shot(task, model, 1)
-            budget.scores(result.placement[None])
-            return AgentResult(result.placement, 1, result.info)
+        if isinstance(budget, Budget):  # evaluated through it alone, so that its curve holds it
+            schedule = learned_schedule(task, model)
+            placement = schedule.placement()
+            score = budget.scores(placement[None])[0]
+            return AgentResult(placement, 1, {"own_makespan": schedule.makespan,
+                                              "simulated_runtime": score.runtime, "memory_retries": 0})
         return zero_shot(task, model, attempts)
     start = zero_shot(task, model, MEMORY_RETRIES + 1)
     own = budget if isinstance(budget, Budget) else Budget(task, int(budget))

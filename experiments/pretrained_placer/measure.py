@@ -1,7 +1,8 @@
 """Measure `pretrained-list` (baselines/learning/pretrained.py) against its targets (issue 29).
 
     python experiments/pretrained_placer/measure.py zero-shot [--models runs/seed0.json,...] [--random 100]
-    python experiments/pretrained_placer/measure.py finetune [--models ...] [--sample 12] [--seeds 0]
+    python experiments/pretrained_placer/measure.py anneal [--sample 12] [--seeds 0]
+    python experiments/pretrained_placer/measure.py finetune [--models ...] [--seeds 0]
 
 ``zero-shot``: every task of the generalisation track v2 (100 test graphs of synthetic-v1 x k80x4,
 k40x4, p100x4) and each of its graphs on one test cluster of random-v1 (graph i on random-v1:1000+i
@@ -95,8 +96,9 @@ def best_known() -> dict[str, float]:
     return best
 
 
-def measure_finetune(models: list[Path], sample: int, seeds: list[int], out: Path) -> None:
-    loaded = [load_checkpoint(path)[0] for path in models]
+def finetune_sample(sample: int) -> list[str]:
+    """``sample`` gen-v2 tasks, drawn with seed 0 among those whose best known is below 0.97 x best
+    single."""
     known = best_known()
     eligible = []
     for task_id in gen_v2_task_ids():
@@ -106,23 +108,43 @@ def measure_finetune(models: list[Path], sample: int, seeds: list[int], out: Pat
             eligible.append(task_id)
     rng = np.random.default_rng(0)
     chosen = sorted(rng.choice(len(eligible), min(sample, len(eligible)), replace=False).tolist())
-    print(f"{len(eligible)} of 300 gen-v2 tasks have best known < 0.97 x best single; sample {len(chosen)}")
-    rows = []
+    print(f"{len(eligible)} of 300 gen-v2 tasks have best known < 0.97 x best single; sample {len(chosen)}",
+          flush=True)
+    return [eligible[i] for i in chosen]
+
+
+def measure_anneal(sample: int, seeds: list[int], out: Path) -> None:
+    """Anneal at 10,000 and move-bandit at 1,000 (no pre-training) on the sample."""
+    known = best_known()
     with out.open("w") as sink:
-        for index in chosen:
-            task_id = eligible[index]
+        for task_id in finetune_sample(sample):
             task = parse_task_id(task_id)
-            row = {"task": task_id, "split": split_of_task(task_id), "best_known": known[task_id]}
+            row = {"task": task_id, "split": split_of_task(task_id), "best_known": known[task_id],
+                   "best_single": _score(task, run_agent(task, "best-single").placement)[0]}
             for seed in seeds:
                 started = time.perf_counter()
                 row[f"anneal10k_s{seed}"] = _score(task, run_agent(task, "anneal", seed, 10_000).placement)
-                row[f"anneal10k_s{seed}_wall"] = time.perf_counter() - started
+                row[f"anneal10k_s{seed}_wall"] = round(time.perf_counter() - started, 1)
                 row[f"bandit1k_s{seed}"] = _score(task, run_agent(task, "move-bandit", seed, 1_000).placement)
+            sink.write(json.dumps(row) + "\n")
+            print(json.dumps(row), flush=True)
+
+
+def measure_finetune(models: list[Path], seeds: list[int], anneal: Path, out: Path) -> None:
+    """Each model at 1,000 evaluations (zero-shot, then move-bandit from it) on the sample of
+    `measure_anneal`, whose rows it extends."""
+    loaded = [load_checkpoint(path)[0] for path in models]
+    rows = [json.loads(line) for line in anneal.open()]
+    with out.open("w") as sink:
+        for row in rows:
+            task = parse_task_id(row["task"])
+            for seed in seeds:
                 for k, model in enumerate(loaded):
+                    zero = pretrained_list(task, seed, 1, model=model)
+                    row[f"model{k}_zero"] = _score(task, zero.placement)
                     result = pretrained_list(task, seed, 1_000, model=model)
                     assert result.evaluations <= 1_000
                     row[f"model{k}_1k_s{seed}"] = _score(task, result.placement)
-            rows.append(row)
             sink.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)
     summarise_finetune(rows, len(loaded), seeds)
@@ -142,19 +164,22 @@ def summarise_finetune(rows: list[dict], n_models: int, seeds: list[int]) -> Non
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["zero-shot", "finetune", "summary"])
+    parser.add_argument("what", choices=["zero-shot", "anneal", "finetune", "summary"])
     parser.add_argument("--models", default=",".join(str(HERE / "runs" / f"seed{s}.json") for s in (0, 1, 2)))
     parser.add_argument("--random", type=int, default=100)
     parser.add_argument("--sample", type=int, default=12)
     parser.add_argument("--seeds", default="0")
     args = parser.parse_args()
     models = [Path(p) for p in args.models.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
     (HERE / "results").mkdir(exist_ok=True)
     if args.what == "zero-shot":
         measure_zero_shot(models, args.random, HERE / "results" / "zero_shot.jsonl")
+    elif args.what == "anneal":
+        measure_anneal(args.sample, seeds, HERE / "results" / "anneal10k.jsonl")
     elif args.what == "finetune":
-        measure_finetune(models, args.sample, [int(s) for s in args.seeds.split(",")],
-                         HERE / "results" / "finetune.jsonl")
+        results = HERE / "results"
+        measure_finetune(models, seeds, results / "anneal10k.jsonl", results / "finetune.jsonl")
     else:
         rows = [json.loads(line) for line in (HERE / "results" / "zero_shot.jsonl").open()]
         summarise_zero_shot(rows, len(models))
