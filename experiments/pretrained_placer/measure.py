@@ -1,16 +1,20 @@
 """Measure `pretrained-list` (baselines/learning/pretrained.py) against its targets (issue 29).
 
-    python experiments/pretrained_placer/measure.py zero-shot [--models runs/seed0.json,...] [--random 100]
+    python experiments/pretrained_placer/measure.py baselines [--random 50]
+    python experiments/pretrained_placer/measure.py zero-shot --model runs/seed0.json --tag 0 [--random 50]
     python experiments/pretrained_placer/measure.py anneal [--sample 12] [--seeds 0]
-    python experiments/pretrained_placer/measure.py finetune [--models ...] [--seeds 0]
+    python experiments/pretrained_placer/measure.py finetune --model runs/seed0.json --tag 0 [--seeds 0]
+    python experiments/pretrained_placer/measure.py summary [--models 3]
 
-``zero-shot``: every task of the generalisation track v2 (100 test graphs of synthetic-v1 x k80x4,
-k40x4, p100x4) and each of its graphs on one test cluster of random-v1 (graph i on random-v1:1000+i
-for the first ``--random`` graphs): the model's placement at one evaluation against HEFT and m-ETF (as
-registered: up to 7 evaluations with their memory retries) and best-single. ``finetune``: a sample of
-the gen-v2 tasks whose best known (the best runtime of any gen-v2 submission) is below 0.97 x best
-single: the agent at 1,000 evaluations (move-bandit from its zero-shot placement) against anneal at
-10,000. Rows go to ``results/*.jsonl``; the summary is printed.
+Zero-shot tasks: every task of the generalisation track v2 (100 test graphs of synthetic-v1 x k80x4,
+k40x4, p100x4) and the first ``--random`` of its graphs on one test cluster of random-v1 each (graph i
+on random-v1:1000+i). ``baselines``: HEFT, m-ETF (as registered: up to 7 evaluations with their memory
+retries) and best-single on them; ``zero-shot``: a model at one evaluation. ``anneal``: a sample of the
+gen-v2 tasks whose best known (the best runtime of any gen-v2 submission) is below 0.97 x best single,
+with anneal at 10,000 evaluations and move-bandit at 1,000; ``finetune``: a model at 1,000 evaluations
+(move-bandit from its zero-shot placement) on that sample. Every step appends to ``results/*.jsonl``
+and skips the tasks already there, so a step cut short goes on where it stopped; ``summary`` prints
+the tables of the README from the tasks every file has.
 """
 
 from __future__ import annotations
@@ -47,25 +51,49 @@ def zero_shot_tasks(random_graphs: int) -> list[str]:
     return ids + [f"{g}/random-v1:{1000 + i}/train" for i, g in enumerate(graphs[:random_graphs])]
 
 
-def measure_zero_shot(models: list[Path], random_graphs: int, out: Path) -> None:
-    loaded = [load_checkpoint(path)[0] for path in models]
-    rows = []
-    with out.open("w") as sink:
-        for n, task_id in enumerate(zero_shot_tasks(random_graphs)):
+def measure_baselines(random_graphs: int, out: Path) -> None:
+    """HEFT, m-ETF and best-single on every zero-shot task (tasks already in ``out`` are kept)."""
+    done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
+    with out.open("a") as sink:
+        for task_id in zero_shot_tasks(random_graphs):
+            if task_id in done:
+                continue
             task = parse_task_id(task_id)
             row = {"task": task_id, "split": split_of_task(task_id),
                    "cluster": "random" if "random-v1" in task_id else "preset", "ops": task.n_ops}
             for name in ("heft", "m-etf", "best-single"):
                 row[name] = _score(task, run_agent(task, name).placement)
-            for k, model in enumerate(loaded):
-                result = pretrained_list(task, 0, 1, model=model)
-                row[f"model{k}"] = _score(task, result.placement)
-                row[f"model{k}_evaluations"] = result.evaluations
-            rows.append(row)
             sink.write(json.dumps(row) + "\n")
-            if n % 50 == 0:
-                print(f"{n} tasks", flush=True)
-    summarise_zero_shot(rows, len(loaded))
+            sink.flush()
+
+
+def measure_zero_shot(model_path: Path, tasks: list[str], out: Path) -> None:
+    """The model at one evaluation on each of ``tasks`` (tasks already in ``out`` are kept)."""
+    model = load_checkpoint(model_path)[0]
+    done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
+    with out.open("a") as sink:
+        for task_id in tasks:
+            if task_id in done:
+                continue
+            task = parse_task_id(task_id)
+            result = pretrained_list(task, 0, 1, model=model)
+            row = {"task": task_id, "model": _score(task, result.placement),
+                   "evaluations": result.evaluations}
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+
+
+def merged_zero_shot(results: Path, n_models: int) -> list[dict]:
+    """The baselines' rows with each model's result (``model<k>``), for the tasks every model has."""
+    rows = {row["task"]: row for row in map(json.loads, (results / "baselines.jsonl").open())}
+    for k in range(n_models):
+        mine = {row["task"]: row for row in map(json.loads, (results / f"zero_shot_model{k}.jsonl").open())}
+        for task_id in list(rows):
+            if task_id in mine:
+                rows[task_id][f"model{k}"] = mine[task_id]["model"]
+            else:
+                del rows[task_id]
+    return list(rows.values())
 
 
 def summarise_zero_shot(rows: list[dict], n_models: int) -> None:
@@ -76,14 +104,20 @@ def summarise_zero_shot(rows: list[dict], n_models: int) -> None:
     for row in rows:
         groups.setdefault((row["split"], row["cluster"]), []).append(row)
         groups.setdefault(("all", "all"), []).append(row)
+    for row in rows:  # per pair, the median seed (an infeasible placement counts as infinitely slow)
+        runtimes = sorted(r[0] if r[1] else np.inf for r in (row[f"model{k}"] for k in range(n_models)))
+        middle = runtimes[len(runtimes) // 2]
+        row["median"] = (middle, True) if np.isfinite(middle) else (runtimes[0], False)
     for (split, cluster), members in sorted(groups.items()):
-        for k in range(n_models):
-            mine = [_key(*r[f"model{k}"]) for r in members]
+        for k in [*range(n_models), "median"]:
+            mine = [_key(*r[f"model{k}" if k != "median" else "median"]) for r in members]
             beats = {name: np.mean([m < _key(*r[name]) for m, r in zip(mine, members)])
                      for name in ("heft", "m-etf", "best-single")}
             both = np.mean([m < _key(*r["heft"]) and m < _key(*r["m-etf"]) for m, r in zip(mine, members)])
-            ratio = np.exp(np.mean([np.log(r["heft"][0] / r[f"model{k}"][0]) for r in members]))
-            print(f"| {split} | {cluster} | {len(members)} | seed {k} | {beats['heft']:.0%} | "
+            name = f"model{k}" if k != "median" else "median"
+            ratio = np.exp(np.mean([np.log(r["heft"][0] / r[name][0]) for r in members]))
+            label = f"seed {k}" if k != "median" else "median of seeds"
+            print(f"| {split} | {cluster} | {len(members)} | {label} | {beats['heft']:.0%} | "
                   f"{beats['m-etf']:.0%} | {both:.0%} | {beats['best-single']:.0%} | {ratio:.3f} |")
 
 
@@ -97,27 +131,36 @@ def best_known() -> dict[str, float]:
 
 
 def finetune_sample(sample: int) -> list[str]:
-    """``sample`` gen-v2 tasks, drawn with seed 0 among those whose best known is below 0.97 x best
-    single."""
+    """Up to ``sample`` gen-v2 tasks of each test split whose best known is below 0.97 x best single,
+    drawn with seed 0, interleaved (unseen sizes, unseen families, ...) so that a run cut short holds
+    both splits."""
     known = best_known()
-    eligible = []
+    eligible: dict[str, list[str]] = {}
     for task_id in gen_v2_task_ids():
         task = parse_task_id(task_id)
         single = _score(task, run_agent(task, "best-single").placement)[0]
         if known.get(task_id, np.inf) < 0.97 * single:
-            eligible.append(task_id)
+            eligible.setdefault(split_of_task(task_id), []).append(task_id)
     rng = np.random.default_rng(0)
-    chosen = sorted(rng.choice(len(eligible), min(sample, len(eligible)), replace=False).tolist())
-    print(f"{len(eligible)} of 300 gen-v2 tasks have best known < 0.97 x best single; sample {len(chosen)}",
-          flush=True)
-    return [eligible[i] for i in chosen]
+    drawn = {split: [ids[i] for i in rng.choice(len(ids), min(sample, len(ids)), replace=False).tolist()]
+             for split, ids in sorted(eligible.items())}
+    print("eligible (best known < 0.97 x best single) per split: "
+          + ", ".join(f"{split} {len(ids)}" for split, ids in sorted(eligible.items())), flush=True)
+    order = []
+    for k in range(sample):
+        order += [ids[k] for ids in drawn.values() if k < len(ids)]
+    return order
 
 
 def measure_anneal(sample: int, seeds: list[int], out: Path) -> None:
-    """Anneal at 10,000 and move-bandit at 1,000 (no pre-training) on the sample."""
+    """Anneal at 10,000 and move-bandit at 1,000 (no pre-training) on the sample; tasks already in
+    ``out`` are kept and not run again."""
     known = best_known()
-    with out.open("w") as sink:
+    done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
+    with out.open("a") as sink:
         for task_id in finetune_sample(sample):
+            if task_id in done:
+                continue
             task = parse_task_id(task_id)
             row = {"task": task_id, "split": split_of_task(task_id), "best_known": known[task_id],
                    "best_single": _score(task, run_agent(task, "best-single").placement)[0]}
@@ -127,62 +170,84 @@ def measure_anneal(sample: int, seeds: list[int], out: Path) -> None:
                 row[f"anneal10k_s{seed}_wall"] = round(time.perf_counter() - started, 1)
                 row[f"bandit1k_s{seed}"] = _score(task, run_agent(task, "move-bandit", seed, 1_000).placement)
             sink.write(json.dumps(row) + "\n")
+            sink.flush()
             print(json.dumps(row), flush=True)
 
 
-def measure_finetune(models: list[Path], seeds: list[int], anneal: Path, out: Path) -> None:
-    """Each model at 1,000 evaluations (zero-shot, then move-bandit from it) on the sample of
-    `measure_anneal`, whose rows it extends."""
-    loaded = [load_checkpoint(path)[0] for path in models]
-    rows = [json.loads(line) for line in anneal.open()]
-    with out.open("w") as sink:
-        for row in rows:
-            task = parse_task_id(row["task"])
+def measure_finetune(model_path: Path, seeds: list[int], anneal: Path, out: Path) -> None:
+    """The model at one and at 1,000 evaluations (zero-shot, then move-bandit from it) on the sample
+    of `measure_anneal` (tasks already in ``out`` are kept)."""
+    model = load_checkpoint(model_path)[0]
+    done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
+    with out.open("a") as sink:
+        for task_id in [json.loads(line)["task"] for line in anneal.open()]:
+            if task_id in done:
+                continue
+            task = parse_task_id(task_id)
+            row: dict = {"task": task_id}
             for seed in seeds:
-                for k, model in enumerate(loaded):
-                    zero = pretrained_list(task, seed, 1, model=model)
-                    row[f"model{k}_zero"] = _score(task, zero.placement)
-                    result = pretrained_list(task, seed, 1_000, model=model)
-                    assert result.evaluations <= 1_000
-                    row[f"model{k}_1k_s{seed}"] = _score(task, result.placement)
+                result = pretrained_list(task, seed, 1_000, model=model)
+                assert result.evaluations <= 1_000
+                row[f"zero_s{seed}"] = [result.info["zero_shot_runtime"], None]
+                row[f"1k_s{seed}"] = _score(task, result.placement)
             sink.write(json.dumps(row) + "\n")
-            print(json.dumps(row), flush=True)
-    summarise_finetune(rows, len(loaded), seeds)
+            sink.flush()
+
+
+def merged_finetune(results: Path, n_models: int) -> list[dict]:
+    rows = {row["task"]: row for row in map(json.loads, (results / "anneal10k.jsonl").open())}
+    for k in range(n_models):
+        path = results / f"finetune_model{k}.jsonl"
+        mine = {row["task"]: row for row in map(json.loads, path.open())} if path.exists() else {}
+        for task_id in list(rows):
+            if task_id in mine:
+                rows[task_id].update({f"model{k}_{key}": value for key, value in mine[task_id].items()
+                                      if key != "task"})
+            else:
+                del rows[task_id]
+    return list(rows.values())
 
 
 def summarise_finetune(rows: list[dict], n_models: int, seeds: list[int]) -> None:
-    print("| split | pairs | entry (1k) | seed | >= anneal 10k | median runtime / anneal 10k |")
+    print("| split | pairs | entry | seed | >= anneal 10k | median runtime / anneal 10k |")
     print("|---|---:|---|---:|---:|---:|")
     for split in sorted({r["split"] for r in rows}) + ["all"]:
         members = [r for r in rows if split in ("all", r["split"])]
         for seed in seeds:
-            for name in [f"model{k}_1k" for k in range(n_models)] + ["bandit1k"]:
-                ok = [_key(*r[f"{name}_s{seed}"]) <= _key(*r[f"anneal10k_s{seed}"]) for r in members]
-                ratio = np.median([r[f"{name}_s{seed}"][0] / r[f"anneal10k_s{seed}"][0] for r in members])
+            names = [f"model{k}_1k" for k in range(n_models)] + [f"model{k}_zero" for k in range(n_models)]
+            for name in [*names, "bandit1k"]:
+                mine = [r[f"{name}_s{seed}"] for r in members]
+                ok = [m[0] <= r[f"anneal10k_s{seed}"][0] for m, r in zip(mine, members)]
+                ratio = np.median([m[0] / r[f"anneal10k_s{seed}"][0] for m, r in zip(mine, members)])
                 print(f"| {split} | {len(members)} | {name} | {seed} | {np.mean(ok):.0%} | {ratio:.3f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["zero-shot", "anneal", "finetune", "summary"])
-    parser.add_argument("--models", default=",".join(str(HERE / "runs" / f"seed{s}.json") for s in (0, 1, 2)))
-    parser.add_argument("--random", type=int, default=100)
+    parser.add_argument("what", choices=["baselines", "zero-shot", "anneal", "finetune", "summary"])
+    parser.add_argument("--model", type=Path, help="a checkpoint (zero-shot, finetune)")
+    parser.add_argument("--tag", type=int, default=0, help="the model's number in the result files")
+    parser.add_argument("--models", type=int, default=3, help="summary: how many models to merge")
+    parser.add_argument("--random", type=int, default=50)
     parser.add_argument("--sample", type=int, default=12)
     parser.add_argument("--seeds", default="0")
     args = parser.parse_args()
-    models = [Path(p) for p in args.models.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
-    (HERE / "results").mkdir(exist_ok=True)
-    if args.what == "zero-shot":
-        measure_zero_shot(models, args.random, HERE / "results" / "zero_shot.jsonl")
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    if args.what == "baselines":
+        measure_baselines(args.random, results / "baselines.jsonl")
+    elif args.what == "zero-shot":
+        out = results / f"zero_shot_model{args.tag}.jsonl"
+        measure_zero_shot(args.model, zero_shot_tasks(args.random), out)
     elif args.what == "anneal":
-        measure_anneal(args.sample, seeds, HERE / "results" / "anneal10k.jsonl")
+        measure_anneal(args.sample, seeds, results / "anneal10k.jsonl")
     elif args.what == "finetune":
-        results = HERE / "results"
-        measure_finetune(models, seeds, results / "anneal10k.jsonl", results / "finetune.jsonl")
+        out = results / f"finetune_model{args.tag}.jsonl"
+        measure_finetune(args.model, seeds, results / "anneal10k.jsonl", out)
     else:
-        rows = [json.loads(line) for line in (HERE / "results" / "zero_shot.jsonl").open()]
-        summarise_zero_shot(rows, len(models))
+        summarise_zero_shot(merged_zero_shot(results, args.models), args.models)
+        summarise_finetune(merged_finetune(results, args.models), args.models, seeds)
 
 
 if __name__ == "__main__":
