@@ -34,8 +34,10 @@ machine of that run in it.
 Placing. With ``budget=1`` (zero-shot) the agent schedules once and evaluates once. With ``budget``
 None it retries an out-of-memory schedule with the overflowing devices' memory shrunk, as HEFT does
 (`baselines.scheduling.memory_aware`, at most 7 evaluations). With a larger ``budget`` it fine-tunes:
-the zero-shot placement (its memory retries counted) starts ``move-bandit`` (annealing whose move
-mix a bandit adapts), which spends the rest of the budget; the best placement evaluated is returned.
+the better of the zero-shot placement (its memory retries counted) and the best of the constructive
+heuristics `baselines.search.START_AGENTS` (their evaluations counted, as anneal's start) starts
+``move-bandit`` (annealing whose move mix a bandit adapts), which spends the rest of the budget; the
+best placement evaluated is returned.
 Deterministic for a seed.
 """
 
@@ -67,6 +69,7 @@ from baselines.scheduling import (
     task_dag,
     upward_rank,
 )
+from baselines.search import find_start
 from placement_gym.cost_model import simulate
 from placement_gym.evaluation.agents import AgentResult
 from placement_gym.evaluation.budget import Budget
@@ -98,8 +101,9 @@ CONTEXT_FEATURES: tuple[str, ...] = (
 )
 N_WEIGHTS = len(PRIORITY_FEATURES) + len(DEVICE_FEATURES) * len(CONTEXT_FEATURES)
 CHECKPOINT = Path(__file__).with_name("pretrained_list.json")
-# Fine-tuning needs at least the zero-shot placement's attempts and a batch of moves.
-FINETUNE_MIN_BUDGET = MEMORY_RETRIES + 1 + 16
+# Fine-tuning needs the heuristics' start (26 evaluations on a typical task), the zero-shot placement's
+# attempts and a batch of moves.
+FINETUNE_MIN_BUDGET = 64
 # An infeasible placement's loss in training: as bad as four times HEFT's runtime, plus its overflow.
 INFEASIBLE_LOSS = math.log(4.0)
 
@@ -294,14 +298,19 @@ def pretrained_list(task: Task, seed: int = 0, budget: int | Budget | None = Non
             return AgentResult(placement, 1, {"own_makespan": schedule.makespan,
                                               "simulated_runtime": score.runtime, "memory_retries": 0})
         return zero_shot(task, model, attempts)
-    start = zero_shot(task, model, MEMORY_RETRIES + 1)
     own = budget if isinstance(budget, Budget) else Budget(task, int(budget))
-    # The zero-shot's own simulations are counted; re-scoring its placement as the start costs one more.
-    own.used += start.evaluations
-    result = move_bandit(task, seed=seed, budget=own, start=start.placement)
+    # The constructive heuristics (anneal's start candidates) and the zero-shot placement compete for
+    # the start: on graphs larger than any of training HEFT often wins (experiments/pretrained_placer).
+    heuristics = find_start(task, own, None, seed)
+    start = zero_shot(task, model, MEMORY_RETRIES + 1)
+    own.used += start.evaluations  # its own simulations; re-scoring it below costs one more
+    zero = own.scores(start.placement[None])[0]
+    best = start.placement if zero.key < heuristics.score.key else heuristics.placement
+    result = move_bandit(task, seed=seed, budget=own, start=best)  # its start is memoised: not counted
     return AgentResult(result.placement, result.evaluations,
                        {**result.info, "zero_shot_runtime": start.info["simulated_runtime"],
-                        "zero_shot_evaluations": start.evaluations})
+                        "zero_shot_evaluations": start.evaluations,
+                        "start": "zero-shot" if best is start.placement else heuristics.source})
 
 
 # ---------------------------------------------------------------------------------------------------

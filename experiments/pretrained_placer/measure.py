@@ -104,10 +104,9 @@ def summarise_zero_shot(rows: list[dict], n_models: int) -> None:
     for row in rows:
         groups.setdefault((row["split"], row["cluster"]), []).append(row)
         groups.setdefault(("all", "all"), []).append(row)
-    for row in rows:  # per pair, the median seed (an infeasible placement counts as infinitely slow)
-        runtimes = sorted(r[0] if r[1] else np.inf for r in (row[f"model{k}"] for k in range(n_models)))
-        middle = runtimes[len(runtimes) // 2]
-        row["median"] = (middle, True) if np.isfinite(middle) else (runtimes[0], False)
+    for row in rows:  # per pair, the median seed (infeasible placements rank last)
+        ranked = sorted((row[f"model{k}"] for k in range(n_models)), key=lambda r: _key(*r))
+        row["median"] = ranked[len(ranked) // 2]
     for (split, cluster), members in sorted(groups.items()):
         for k in [*range(n_models), "median"]:
             mine = [_key(*r[f"model{k}" if k != "median" else "median"]) for r in members]
