@@ -1,9 +1,9 @@
 """Measure `pretrained-list` (baselines/learning/pretrained.py) against its targets (issue 29).
 
     python experiments/pretrained_placer/measure.py baselines [--random 50]
-    python experiments/pretrained_placer/measure.py zero-shot --model runs/seed0.json --tag 0 [--random 50]
+    python experiments/pretrained_placer/measure.py zero-shot --model checkpoints/seed0.json --tag 0 [--random 50]
     python experiments/pretrained_placer/measure.py anneal [--sample 12] [--seeds 0]
-    python experiments/pretrained_placer/measure.py finetune --model runs/seed0.json --tag 0 [--seeds 0]
+    python experiments/pretrained_placer/measure.py finetune --model checkpoints/seed0.json --tag 0 [--seeds 0]
     python experiments/pretrained_placer/measure.py summary [--models 3]
 
 Zero-shot tasks: every task of the generalisation track v2 (100 test graphs of synthetic-v1 x k80x4,
