@@ -1,10 +1,11 @@
 """Measure `pretrained-list` (baselines/learning/pretrained.py) against its targets (issue 29).
 
-    python experiments/pretrained_placer/measure.py baselines [--random 50]
-    python experiments/pretrained_placer/measure.py zero-shot --model checkpoints/seed0.json --tag 0 [--random 50]
-    python experiments/pretrained_placer/measure.py anneal [--sample 12] [--seeds 0]
-    python experiments/pretrained_placer/measure.py finetune --model checkpoints/seed0.json --tag 0 [--seeds 0]
-    python experiments/pretrained_placer/measure.py summary [--models 3]
+    (from experiments/pretrained_placer/, with the repository root on PYTHONPATH)
+    python measure.py baselines [--random 50]
+    python measure.py zero-shot --model checkpoints/seed0.json --tag 0 [--random 50]
+    python measure.py anneal [--sample 12] [--seeds 0]
+    python measure.py finetune --model checkpoints/seed0.json --tag 0 [--seeds 0]
+    python measure.py summary [--models 3]
 
 Zero-shot tasks: every task of the generalisation track v2 (100 test graphs of synthetic-v1 x k80x4,
 k40x4, p100x4) and the first ``--random`` of its graphs on one test cluster of random-v1 each (graph i
