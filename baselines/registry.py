@@ -49,6 +49,7 @@ AGENT_MODULES: tuple[str, ...] = (
     "baselines.learning.sb3_agents",
     "baselines.learning.move_policy",
     "baselines.learning.move_bandit",
+    "baselines.learning.pretrained",
 )
 SINGLE_PREFIX = "single:"
 

@@ -266,16 +266,17 @@ def priority_order(task: Task, priority: np.ndarray):
                 heapq.heappush(heap, (-priority[s], s))
 
 
-def memory_aware(task: Task, build: Callable[[np.ndarray], tuple[np.ndarray, dict]]) -> AgentResult:
+def memory_aware(task: Task, build: Callable[[np.ndarray], tuple[np.ndarray, dict]],
+                 attempts: int = MEMORY_RETRIES + 1) -> AgentResult:
     """Run ``build(capacity) -> (placement, info)`` with the devices' memory capacities, simulate the
     placement, and while it is out of memory rebuild with the overflowing devices' usable memory
-    shrunk (see `MEMORY_RETRIES`). Returns the best attempt (feasible first, then by runtime); every
-    attempt's `simulate` counts as an evaluation, and ``info["memory_retries"]`` says how many
-    rebuilds there were."""
+    shrunk (see `MEMORY_RETRIES`), at most ``attempts`` times in all. Returns the best attempt
+    (feasible first, then by runtime); every attempt's `simulate` counts as an evaluation, and
+    ``info["memory_retries"]`` says how many rebuilds there were."""
     real = task.cluster.memory_capacity.astype(np.float64)
     capacity = real.copy()
     best, evaluations = None, 0
-    for _ in range(MEMORY_RETRIES + 1):
+    for _ in range(max(1, min(attempts, MEMORY_RETRIES + 1))):
         placement, info = build(capacity)
         simulated = simulate(task, placement)
         evaluations += 1
