@@ -28,10 +28,10 @@ SUITE_MISMATCH_EXIT = 3
 
 # The suite data the commands read, as the wheel packages it (pyproject's force-include): a copy of
 # the committed leaderboard/ folder's submissions/, bounds.json, reruns.json, README.md,
-# generalisation_v2.md and suite v2's page and bounds.
+# generalisation_v2.md and suites v2's and v3's pages and bounds.
 PACKAGED_NAME = "_leaderboard"
 PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md", "generalisation_v2.md", "suite_v2.md",
-                  "bounds_v2.json")
+                  "bounds_v2.json", "suite_v3.md", "bounds_v3.json")
 CHECKOUT_ORIGIN = "the source checkout's leaderboard/ folder"
 PACKAGED_ORIGIN = "the read-only copy packaged with placement-gym"
 
