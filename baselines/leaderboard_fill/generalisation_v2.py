@@ -22,6 +22,9 @@ The entries (`placement_gym.leaderboard.generalisation`: what the suite holds an
   (`counted_pretraining`). Then per budget B: ``<agent>-zero-shot`` (B = 1: the greedy placement of the
   policy) and ``<agent>-finetuned`` (B = 100, 1,000: the greedy placement, then B - 1 evaluations of
   training on the task; the best kept), each task from a copy of the pre-trained model;
+* ``pretrained-list`` (`PRETRAINED`): the shipped checkpoint (`baselines.learning.pretrained`), pre-trained
+  on ``synthetic-v1:train`` outside the harness, its compute declared from the checkpoint's record; per
+  seed and budget: one evaluation (B = 1), or move-bandit from its placement (B = 100, 1,000);
 * ``best-known``: the best-known portfolio (`baselines.portfolio`) at ``--portfolio-budget``
   evaluations per task, seed 0: it makes the track's best known runtimes (above the tracks, so it
   ranks in none).
@@ -53,6 +56,7 @@ HEURISTICS = ("best-single", "round-robin", "random", "expert", "partition", "he
 SEEDED_HEURISTICS = ("random",)
 SEARCHES = ("anneal", "move-bandit")
 LEARNED = ("placeto", "hsdag")
+PRETRAINED = ("pretrained-list",)  # shipped pre-trained: entered with its checkpoint's training record
 BUDGETS = (1, 100, 1_000)
 SEEDS = (0, 1, 2)
 SEARCH_MIN_BUDGET = 100  # anneal's start (the best of the constructive heuristics) takes 26 evaluations
@@ -137,6 +141,26 @@ def fill_learned(name: str, seed: int, budgets: list[int], args: argparse.Namesp
              pretraining=pretraining)
 
 
+def fill_pretrained(name: str, seed: int, budgets: list[int], args: argparse.Namespace) -> None:
+    """``name`` with its shipped checkpoint at each budget: pre-trained once, outside the harness, so its
+    pre-training compute is the checkpoint's record (``counted: declared``)."""
+    from baselines.learning.pretrained import load_checkpoint
+
+    record = load_checkpoint()[1]
+    pretraining = {"evaluations": int(record["evaluations"]), "wall_s": float(record["wall_s"]),
+                   "machine": str(record["machine"]), "counted": "declared"}
+    trained = (f"{name}: the shipped checkpoint, pre-trained (seed {record['seed']}) on "
+               f"{record['config']['dataset']}:train graphs of at most {record['config']['max_ops']} ops")
+    for budget in budgets:
+        how = ("its placement, one evaluation" if budget == 1 else
+               f"then move-bandit from the better of its placement and anneal's start, {budget} evaluations "
+               "in all")
+        print(f"{name} seed {seed} budget {budget}", flush=True)
+        _run(default_agent(name), args, algorithm=name, seed=seed, budget=budget,
+             description=f"{trained}; {how}.", trained_on=[f"{record['config']['dataset']}:train"],
+             pretraining=pretraining)
+
+
 def fill_portfolio(budget: int, args: argparse.Namespace) -> None:
     print(f"best-known portfolio at {budget} evaluations per task", flush=True)
     _run(default_agent("best-known"), args, algorithm="best-known", seed=0, budget=budget,
@@ -151,7 +175,7 @@ def _ints(text: str) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    everything = (*HEURISTICS, *SEARCHES, *LEARNED, "best-known")
+    everything = (*HEURISTICS, *SEARCHES, *LEARNED, *PRETRAINED, "best-known")
     parser.add_argument("--agents", default=",".join(everything), help="comma-separated names: %(default)s")
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
@@ -185,6 +209,9 @@ def main() -> None:
         elif name in LEARNED:
             for seed in seeds:
                 fill_learned(name, seed, budgets, args)
+        elif name in PRETRAINED:
+            for seed in seeds:
+                fill_pretrained(name, seed, budgets, args)
         else:
             fill_portfolio(args.portfolio_budget, args)
     if not args.no_render:
