@@ -224,3 +224,56 @@ def test_only_a_learned_entry_recorded_on_another_platform_is_excused(algorithm,
             assert "1 learned files not comparable" in out
         else:
             assert f"{source.name}: not reproduced on {task_id}" in err
+
+
+def test_the_parts_of_the_rerun_sample_cover_every_entry_once():
+    """``reruns --part K/N`` (CI's day/3): over K = 0..N-1 the parts are disjoint and together are the
+    whole one-file-per-entry sample of the committed records."""
+    from placement_gym.leaderboard.rerun_records import sample_per_entry
+
+    records = read_records(REPO / "leaderboard")
+    entries: dict[tuple, list[str]] = {}
+    for name in records:
+        data = json.loads((SUBMISSIONS / name).read_text())
+        key = (data.get("track", "cost_model"), data["algorithm"], repr(data.get("budget")))
+        entries.setdefault(key, []).append(name)
+    whole = sample_per_entry(entries, records)
+    assert len(whole) == len(entries) > 3
+    parts = [sample_per_entry(entries, records, (k, 3)) for k in range(3)]
+    assert all(parts) and sorted(n for part in parts for n in part) == whole
+
+
+def test_a_forged_record_fails_only_the_part_that_holds_its_entry(recorded_heft, tmp_path, capsys):
+    """A record whose re-run cannot reproduce (heft's placement of one task moved by one op) fails
+    ``reruns --part`` for the bucket of heft's entry and no other; malformed parts are a one-line error."""
+    from placement_gym.leaderboard.rerun_records import entry_bucket
+
+    board = tmp_path / "board"
+    shutil.copytree(recorded_heft, board)
+    bucket = entry_bucket(("cost_model", "heft", "None"), 2)
+    assert main(["leaderboard", "reruns", "--part", f"{bucket}/2", "--dir", str(board)]) == 0
+    assert "(1 files)" in capsys.readouterr().out
+    path = board / "submissions" / HEFT
+    data = json.loads(path.read_text())
+    task_id = sorted(data["results"])[0]
+    placement = data["results"][task_id]["placement"]
+    op = sorted(placement)[0]
+    placement[op] = next(d for d in sorted(set(placement.values())) if d != placement[op])
+    task = get_suite(CURRENT_SUITE).get(task_id).task()
+    simulated = simulate(task, placement_problems(task, placement, str)[0])
+    data["results"][task_id].update(runtime=float(simulated.runtime), feasible=bool(simulated.feasible))
+    data["results"][task_id].pop("trace", None)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    import hashlib
+
+    records = json.loads((board / RECORDS_NAME).read_text())
+    records["records"][HEFT].update(sha256=hashlib.sha256(path.read_bytes()).hexdigest(), tasks=[task_id])
+    (board / RECORDS_NAME).write_text(json.dumps(records))
+    assert main(["leaderboard", "reruns", "--part", f"{1 - bucket}/2", "--dir", str(board)]) == 0
+    assert "(0 files)" in capsys.readouterr().out
+    assert main(["leaderboard", "reruns", "--part", f"{bucket}/2", "--dir", str(board)]) == 1
+    assert f"{HEFT}: not reproduced on {task_id}" in capsys.readouterr().err
+    for bad in ("2/2", "x/3", "1/0", "1"):
+        assert main(["leaderboard", "reruns", "--part", bad, "--dir", str(board)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "K/N" in err

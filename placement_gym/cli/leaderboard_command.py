@@ -244,12 +244,21 @@ def run_reruns(args: argparse.Namespace) -> int:
     from placement_gym.leaderboard.rerun_records import (
         RECORDS_NAME,
         file_sha256,
+        parse_part,
         read_records,
         sample_per_entry,
         this_platform,
     )
     from placement_gym.leaderboard.submission import read_submission
 
+    if args.all and args.part:
+        print("placement-gym: leaderboard reruns: --all and --part exclude each other", file=sys.stderr)
+        return 2
+    try:
+        part = parse_part(args.part) if args.part else None
+    except ValueError as error:
+        print(f"placement-gym: leaderboard reruns: {error}", file=sys.stderr)
+        return 2
     directory = _directory(args)
     records = read_records(directory)
     folder = directory / "submissions"
@@ -268,7 +277,7 @@ def run_reruns(args: argparse.Namespace) -> int:
         key = (data.get("track", "cost_model"), data["algorithm"], repr(data.get("budget")))
         entries.setdefault(key, []).append(name)
     chosen = sorted(n for names in entries.values() for n in names) if args.all else \
-        sample_per_entry(entries, records)
+        sample_per_entry(entries, records, part)
     here = this_platform()
     learned = {row["name"] for row in describe_agents() if row["kind"] == "learned"}
     algorithms = {name: key[1] for key, names in entries.items() for name in names}
@@ -292,7 +301,8 @@ def run_reruns(args: argparse.Namespace) -> int:
         print(f"{BAD_MARK} {problem}", file=sys.stderr)
     if problems:
         return 1
-    what = "every record" if args.all else "one file per entry"
+    what = ("every record" if args.all else "one file per entry" if part is None
+            else f"one file per entry of bucket {part[0]} of {part[1]}")
     apart = (f", {len(not_comparable)} learned files not comparable on {here}" if not_comparable else "")
     print(f"{directory / RECORDS_NAME}: {len(records)} records match their files; re-ran {what} "
           f"({len(chosen)} files), {len(chosen) - len(not_comparable)} reproduced{apart}, none failed")
@@ -483,6 +493,10 @@ def add_parser(subparsers) -> None:
     reruns.add_argument("--all", action="store_true",
                         help="re-run every record's tasks (default: one file per entry, drawn by the hash of "
                         "the entry's files; hours for the whole leaderboard)")
+    reruns.add_argument("--part", metavar="K/N",
+                        help="re-run only the entries in bucket K of N (by the hash of the entry: track, "
+                        "algorithm, budget), or day/N for the day's bucket (CI: day/3, every entry every "
+                        "third day); every record's file hash is still checked")
     common(reruns)
     reruns.set_defaults(run=run_reruns)
 

@@ -18,8 +18,9 @@ re-running every task of every entry takes about eleven CPU-hours on the develop
 ``placement-gym leaderboard reruns`` checks the records: every file hash, then a re-run of the recorded
 tasks of one file per entry (`sample_per_entry`: chosen by the hash of the entry's file hashes, so that
 any new or changed file of an entry draws the sample again), or of every record with ``--all``. CI runs
-the sample. The budget tracks rank only entries whose budget is verified; the others are shown in a
-table of their own, labelled unverified (their runtimes are still re-simulated).
+the sample of a third of the entries a day (``--part day/3``, `entry_bucket`). The budget tracks rank
+only entries whose budget is verified; the others are shown in a table of their own, labelled unverified
+(their runtimes are still re-simulated).
 
 A record also names the ``platform`` it was made on (`this_platform`: the CPU maker and architecture).
 A learned agent trains with torch, whose float kernels (MKL's) take other paths on another maker's
@@ -35,6 +36,7 @@ import hashlib
 import json
 import os
 import platform
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,13 +134,38 @@ def verified_files(records: dict[str, RerunRecord], files: dict[str, bytes]) -> 
             if name in records and records[name].sha256 == file_sha256(raw)}
 
 
-def sample_per_entry(entries: dict[tuple, list[str]], records: dict[str, RerunRecord]) -> list[str]:
+def sample_per_entry(entries: dict[tuple, list[str]], records: dict[str, RerunRecord],
+                     part: tuple[int, int] | None = None) -> list[str]:
     """One recorded file per entry (``entries``: {entry key: its file names}), chosen by the hash of the
-    entry's recorded file hashes: sorted by file name. Entries with no record are left out."""
+    entry's recorded file hashes: sorted by file name. Entries with no record are left out. ``part``
+    ``(k, n)``: only the entries in bucket ``k`` of ``n`` (`entry_bucket`), so that a check split over
+    ``n`` runs still re-runs every entry once."""
     chosen = []
     for key in sorted(entries, key=repr):
+        if part is not None and entry_bucket(key, part[1]) != part[0]:
+            continue
         names = sorted(n for n in entries[key] if n in records)
         if names:
             digest = hashlib.sha256("".join(records[n].sha256 for n in names).encode()).digest()
             chosen.append(names[int.from_bytes(digest[:8], "big") % len(names)])
     return sorted(chosen)
+
+
+def entry_bucket(key: tuple, buckets: int) -> int:
+    """The bucket of an entry (its key: track, algorithm, budget) among ``buckets``: the first 8 bytes of
+    the SHA-256 of the key's repr, modulo ``buckets``; stable across runs, Python versions and machines."""
+    return int.from_bytes(hashlib.sha256(repr(key).encode()).digest()[:8], "big") % buckets
+
+
+def parse_part(text: str) -> tuple[int, int]:
+    """``"K/N"`` as ``(K, N)`` with ``0 <= K < N``; ``"day/N"``: K is the day (days since 1970-01-01
+    UTC) modulo N. ValueError naming what is allowed otherwise."""
+    try:
+        first, second = text.split("/")
+        buckets = int(second)
+        bucket = int(time.time() // 86400) % buckets if first == "day" else int(first)
+        if not 0 <= bucket < buckets:
+            raise ValueError
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"--part takes K/N with 0 <= K < N, or day/N, got {text!r}") from None
+    return bucket, buckets
