@@ -112,9 +112,11 @@ DEFAULT_TENSOR_EFFICIENCY: dict[str, float] = {"matmul": 0.7, "conv": 0.6}
 assert tuple(DEFAULT_TENSOR_EFFICIENCY) == TENSOR_CATEGORIES
 
 
-# Calibrated by experiments/calibration/fit.py (its README has the command and output): each
-# architecture's compute efficiency scales the defaults of its kind so that the one-device rows of
-# docs/calibration.md on that architecture come out within their tolerance.
+# Each architecture's efficiencies (the defaults of its kind where it sets none) put the one-device
+# rows of docs/calibration.md on that architecture within their tolerance. experiments/calibration/fit.py
+# checks it (its README has the command and output): it scales the FP32 efficiency row, and separately
+# the tensor efficiency, and prints per architecture the interval of scales that keeps every such row
+# within its tolerance, and whether the shipped figures (scale 1) lie inside.
 ARCHITECTURES: dict[str, Architecture] = {
     # Kepler (K80 die, K40): TensorFlow 1.x on cuDNN 5.1 reaches about half the FLOP efficiency of
     # later generations (boost clocks are rarely held under load); ECC-on GDDR5 about 75% of its peak.

@@ -736,13 +736,18 @@ def _with_recomputation(
     edge_producer = producer[edge_tensor]
     inner_edge = (edge_producer >= 0) & (segment[np.clip(edge_producer, 0, n - 1)] == segment[edge_dst])
     inner[edge_dst[inner_edge]] = True
+    # Those entry ops grouped by segment once (a stable sort keeps op order within a segment), so the
+    # readers of every token are one slice: linear in tokens + entry ops, not their product.
     entry = np.flatnonzero(replayed & ~inner)
-    first_token = len(producer) + len(copied)
-    for i, s in enumerate(token_segment.tolist()):
-        reading = entry[segment[entry] == s]
-        tensors.append(np.full(len(reading), first_token + i))
-        readers.append(replay_index[reading])
+    entry = entry[np.argsort(segment[entry], kind="stable")]
+    entry_segment = segment[entry]
+    start = np.searchsorted(entry_segment, token_segment, side="left")
+    count = np.searchsorted(entry_segment, token_segment, side="right") - start
     n_tokens = len(token_source)
+    first_token = len(producer) + len(copied)
+    within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    tensors.append(first_token + np.repeat(np.arange(n_tokens), count))
+    readers.append(replay_index[entry[np.repeat(start, count) + within]])
     n_total = len(ops_from_old)
     merged = np.unique(np.concatenate(tensors) * n_total + np.concatenate(readers))
     new_ops = (
