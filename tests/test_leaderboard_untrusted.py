@@ -146,3 +146,15 @@ def test_the_harness_refuses_a_bad_name_before_the_agent_runs():
     with pytest.raises(SubmissionError, match="field 'algorithm'"):
         evaluate(agent, get_suite(CURRENT_SUITE).subset([TASK_ID]), algorithm=EVIL)
     assert ran == []
+
+
+def test_task_ids_of_datasets_are_code_spans_and_markup_is_not():
+    """A dataset's task id (with ':') renders as a code span like any other; a name that carries markup
+    or a cell separator stays escaped text."""
+    from placement_gym.leaderboard.markdown import code_span
+
+    assert code_span("unrolled-v1:gnmt-tf-4/k40x8/inference") == "`unrolled-v1:gnmt-tf-4/k40x8/inference`"
+    assert code_span("gnmt8/k40x8/train+mb4") == "`gnmt8/k40x8/train+mb4`"
+    for evil in ("a:`b`", "x:y|z", "[a](javascript:alert(1))", ":leading", "a: b"):
+        assert not code_span(evil).startswith("`"), evil
+    assert code_span("x:y|z") == "x:y\\|z"

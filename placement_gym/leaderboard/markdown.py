@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-# Text that is safe inside a Markdown code span as it is (task ids, file names, suite versions).
-_CODE_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]*")
+# Text that is safe inside a Markdown code span as it is (task ids, dataset task ids such as
+# ``synthetic-v1:regal-5/k80x4/train``, file names, suite versions): no backtick, no "|", no space.
+_CODE_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+:-]*")
 # Characters that start Markdown markup inside a table cell: escaped with a backslash.
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")
 
