@@ -136,9 +136,31 @@ def test_pretraining_is_reproducible_bit_for_bit():
     assert record["loss_history"] == record_again["loss_history"]
     assert record["evaluations"] == record_again["evaluations"] > 0
     assert first.vector().tobytes() != other.vector().tobytes()
-    # Scoring the population in two processes changes nothing.
-    parallel, _ = pretrain(TINY, seed=3, workers=2)
-    assert parallel.vector().tobytes() == first.vector().tobytes()
+
+
+@pytest.mark.slow
+def test_pretraining_on_ray_gives_the_serial_model_bit_for_bit():
+    ray = pytest.importorskip("ray")
+    serial, record = pretrain(TINY, seed=3)
+    on_ray, ray_record = pretrain(TINY, seed=3, backend="ray", workers=2)
+    assert on_ray.vector().tobytes() == serial.vector().tobytes()
+    assert ray_record["loss_history"] == record["loss_history"]
+    assert ray_record["backend"] == "ray" and ray_record["workers"] == 2
+    assert not ray.is_initialized()  # the instance it started is shut down
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--workers", "2"], "add --ray"),
+    (["--address", "auto"], "add --ray"),
+    (["--ray", "--workers", "0"], "workers must be a positive integer"),
+])
+def test_pretraining_cli_refuses_bad_options_in_one_line(argv, words, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "baselines.learning.pretrained", *argv,
+                           "--out", str(tmp_path / "model.json")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert words in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "model.json").exists()
 
 
 def test_training_tasks_come_from_the_train_splits_only():

@@ -29,7 +29,8 @@ Adam) over the weights, each generation on a batch of training tasks drawn from 
 of ``random-v1``; the objective is the mean ``log(runtime / HEFT's runtime)`` (an infeasible
 placement counts ``log 4`` plus its memory overflow). The checkpoint `CHECKPOINT` is the result of
 ``python -m baselines.learning.pretrained`` (its defaults), with the evaluations, wall time and
-machine of that run in it.
+machine of that run in it; ``--ray`` (with ``--address`` for a cluster) scores each generation's
+population as Ray jobs, with the same weights.
 
 Placing. With ``budget=1`` (zero-shot) the agent schedules once and evaluates once. With ``budget``
 None it retries an out-of-memory schedule with the overflowing devices' memory shrunk, as HEFT does
@@ -73,6 +74,7 @@ from baselines.search import find_start
 from placement_gym.cost_model import simulate
 from placement_gym.evaluation.agents import AgentResult
 from placement_gym.evaluation.budget import Budget
+from placement_gym.evaluation.parallel import check_backend, connect_ray, import_ray, run_jobs
 from placement_gym.task.compiled import Task
 
 PRIORITY_FEATURES: tuple[str, ...] = (
@@ -403,15 +405,19 @@ def _heft_reference(task_id: str) -> tuple[float, int]:
     return float(result.info["simulated_runtime"]), int(result.evaluations)
 
 
-def pretrain(config: PretrainConfig = PretrainConfig(), seed: int = 0, workers: int = 1,
+def pretrain(config: PretrainConfig = PretrainConfig(), seed: int = 0, *, backend: str = "serial",
+             address: str | None = None, workers: int | None = None,
              log: Any = None) -> tuple[PretrainedModel, dict]:
     """Train the weights from HEFT's (`PretrainedModel.heft`) by the evolution strategy of the module
     docstring; returns the model and the record of the run (config, seed, evaluations, wall time,
-    machine, loss per generation). ``workers`` > 1 scores the population in that many processes
-    (the same result: every score is a pure function of its weights and task). Deterministic for
-    ``seed``."""
+    backend, workers, the driver's machine, loss per generation). Each generation's population is
+    scored as independent jobs of `placement_gym.evaluation.parallel.run_jobs` (``backend``,
+    ``address``, ``workers``: as there; on Ray one instance serves every generation): serial, on a
+    local Ray instance, or on the Ray cluster at ``address``, with the same result, every score being
+    a pure function of its weights and tasks. Deterministic for ``seed``."""
     if config.population < 2 or config.population % 2:
         raise ValueError(f"population must be even and >= 2, got {config.population}")
+    check_backend(backend, address, workers)
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     pool = training_tasks(config, seed)
@@ -421,11 +427,8 @@ def pretrain(config: PretrainConfig = PretrainConfig(), seed: int = 0, workers: 
     m, v = np.zeros_like(theta), np.zeros_like(theta)
     beta1, beta2 = 0.9, 0.999
     history = []
-    executor = None
-    if workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        executor = ProcessPoolExecutor(workers)
+    ray = import_ray("pretrain(backend='ray')") if backend == "ray" else None
+    joined = ray is not None and connect_ray(ray, address, workers)
     try:
         for generation in range(config.generations):
             chosen = rng.choice(len(pool), config.tasks_per_generation, replace=False).tolist()
@@ -434,7 +437,7 @@ def pretrain(config: PretrainConfig = PretrainConfig(), seed: int = 0, workers: 
             noise = np.concatenate([half, -half])
             candidates = [theta + config.sigma * eps for eps in noise] + [theta]
             jobs = [(c.tolist(), batch) for c in candidates]
-            results = list(executor.map(_losses, jobs)) if executor else [_losses(j) for j in jobs]
+            results = run_jobs(_losses, jobs, backend=backend, address=address, workers=workers)
             evaluations += sum(len(r) for r in results)
             losses = np.array([np.mean(r) for r in results])
             ranks = np.empty(config.population)
@@ -452,13 +455,14 @@ def pretrain(config: PretrainConfig = PretrainConfig(), seed: int = 0, workers: 
                     f"best {losses[:-1].min():+.4f}, {evaluations} evaluations, "
                     f"{time.perf_counter() - started:.0f} s")
     finally:
-        if executor is not None:
-            executor.shutdown()
+        if joined:
+            ray.shutdown()
     record = {
         "config": {**config.__dict__, "clusters": list(config.clusters)},
         "seed": seed,
         "evaluations": evaluations,
         "wall_s": round(time.perf_counter() - started, 1),
+        "backend": backend,
         "workers": workers,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                    f"{platform.system()}",
@@ -484,12 +488,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m baselines.learning.pretrained``: pre-train and write the checkpoint."""
     parser = argparse.ArgumentParser(description="pre-train the pretrained-list agent's weights")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=1, help="processes scoring the population")
+    parser.add_argument("--ray", action="store_true", help="score each population as Ray jobs")
+    parser.add_argument("--address", help="with --ray: 'auto' or 'ray://HEAD:10001' (default: local Ray)")
+    parser.add_argument("--workers", type=int, help="with --ray: jobs at once (default: every CPU)")
     parser.add_argument("--generations", type=int, default=PretrainConfig.generations)
     parser.add_argument("--out", type=Path, default=CHECKPOINT, help="where to write the checkpoint")
     args = parser.parse_args(argv)
+    if (args.address is not None or args.workers is not None) and not args.ray:
+        parser.error("--address and --workers say where Ray scores the population: add --ray")
     config = PretrainConfig(generations=args.generations)
-    model, record = pretrain(config, args.seed, args.workers, log=lambda line: print(line, flush=True))
+    try:
+        model, record = pretrain(config, args.seed, backend="ray" if args.ray else "serial",
+                                 address=args.address, workers=args.workers,
+                                 log=lambda line: print(line, flush=True))
+    except (ValueError, ImportError) as error:
+        parser.error(str(error))
     save_checkpoint(model, record, args.out)
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
 

@@ -4,8 +4,9 @@
 ``fn(job)`` for every job and returns the results in job order. Each job carries everything it
 depends on (names, budgets, its own seed), so a result does not depend on which process ran it or
 when: the Ray run gives exactly the serial run's results. The dataset-wide ``evaluate --dataset``,
-the best-known portfolio over many tasks (`baselines.portfolio.best_known_for_tasks`) and the
-pre-training of the GNN placers (`baselines.learning.generalize.pretrain`) run their jobs through it.
+the best-known portfolio over many tasks (`baselines.portfolio.best_known_for_tasks`), the
+pre-training of the GNN placers (`baselines.learning.generalize.pretrain`) and the evolution strategy
+of `pretrained-list` (`baselines.learning.pretrained.pretrain`) run their jobs through it.
 
 Where the jobs run (Ray does the cluster work; there is no home-made cluster code here):
 
