@@ -277,3 +277,24 @@ def test_a_forged_record_fails_only_the_part_that_holds_its_entry(recorded_heft,
         assert main(["leaderboard", "reruns", "--part", bad, "--dir", str(board)]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "K/N" in err
+
+
+def test_a_mapping_and_a_text_of_one_placement_compare_as_the_same_placement():
+    """An entry of one suite may carry another suite's results as {op: device} beside re-runs that
+    write text: the comparison goes through the task's op order, and still sees one moved op."""
+    from placement_gym.evaluation.placements import placement_to_dict, placement_to_text
+    from placement_gym.leaderboard.rerun import placement_differences
+    from placement_gym.task.named import parse_task_id
+
+    task = parse_task_id("cifar10_cnn/k80x2/train")
+    array = [i % task.n_devices for i in range(task.n_forward)]
+    mapping, text = placement_to_dict(task, array), placement_to_text(task, array)
+    assert placement_differences(mapping, text, task) == []
+    assert placement_differences(text, mapping, task) == []
+    moved = dict(mapping)
+    op = task.graph.op_names[3]
+    moved[op] = task.cluster.device_names[(array[3] + 1) % task.n_devices]
+    reasons = placement_differences(moved, text, task)
+    assert len(reasons) == 1 and "differs on 1 of" in reasons[0] and "first 3" in reasons[0]
+    # Without the task the two forms cannot be lined up: the op names are not indices.
+    assert placement_differences(mapping, text) != []

@@ -33,9 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from placement_gym.evaluation.agents import leaderboard_agent
+from placement_gym.evaluation.placements import placement_problems, placement_to_text
 from placement_gym.leaderboard.harness import evaluate
 from placement_gym.leaderboard.submission import load_submission
 from placement_gym.leaderboard.suite import get_suite
+from placement_gym.task.compiled import Task
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,13 @@ class Rerun:
         return next((task for task in self.tasks if not task.ok), None)
 
 
-def placement_differences(expected: dict | str, got: dict | str) -> list[str]:
-    """Why two placements (``{op name: device name}``, or both as text) differ: the first op placed
-    differently and how many are, or ops only one of them places (empty: the same placement)."""
+def placement_differences(expected: dict | str, got: dict | str, task: Task | None = None) -> list[str]:
+    """Why two placements (``{op name: device name}``, or as text) differ: the first op placed
+    differently and how many are, or ops only one of them places (empty: the same placement). A
+    mapping compared with a text is first written as text in ``task``'s op order (an entry of one
+    suite may hold another suite's results in the other form)."""
+    if task is not None and isinstance(expected, str) != isinstance(got, str):
+        expected, got = (_as_text(task, p) for p in (expected, got))
     if isinstance(expected, str) or isinstance(got, str):
         expected, got = (dict(enumerate(p)) if isinstance(p, str) else p for p in (expected, got))
     reasons = []
@@ -91,11 +97,20 @@ def placement_differences(expected: dict | str, got: dict | str) -> list[str]:
     return reasons
 
 
-def compare_results(task_id: str, expected: dict, got: dict, what: str) -> TaskRerun:
+def _as_text(task: Task, placement: dict | str) -> dict | str:
+    """``placement`` as text, or as it is when it is text already or no placement of ``task``."""
+    if isinstance(placement, str):
+        return placement
+    array, problems = placement_problems(task, placement)
+    return placement if problems else placement_to_text(task, array)
+
+
+def compare_results(task_id: str, expected: dict, got: dict, what: str,
+                    task: Task | None = None) -> TaskRerun:
     """The verdict on one task: ``got`` (a re-run's result) against ``expected`` (``what`` says where
-    that comes from): the placement, its runtime and feasibility, the evaluation count and, where
-    ``expected`` has one, the learning curve."""
-    reasons = placement_differences(expected["placement"], got["placement"])
+    that comes from): the placement (a mapping and a text compared through ``task``), its runtime and
+    feasibility, the evaluation count and, where ``expected`` has one, the learning curve."""
+    reasons = placement_differences(expected["placement"], got["placement"], task)
     for name in ("runtime", "feasible"):
         if not reasons and expected[name] != got[name]:  # the same placement scored otherwise
             reasons.append(f"{name}: {expected[name]!r} {what}, {got[name]!r} re-run")
@@ -155,7 +170,8 @@ def rerun_submission(
             if twice:
                 verdict = compare_results(task_id, run(task_id), got, "in the first re-run")
             else:
-                verdict = compare_results(task_id, data["results"][task_id], got, "in the file")
+                verdict = compare_results(task_id, data["results"][task_id], got, "in the file",
+                                          suite.get(task_id).task())
         except Exception as error:  # noqa: BLE001 - an agent that fails has not reproduced its entry
             verdict = TaskRerun(task_id, False, (f"the agent failed: {type(error).__name__}: {error}",))
         verdicts.append(verdict)
