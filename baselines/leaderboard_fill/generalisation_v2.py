@@ -144,11 +144,10 @@ def fill_learned(name: str, seed: int, budgets: list[int], args: argparse.Namesp
 def fill_pretrained(name: str, seed: int, budgets: list[int], args: argparse.Namespace) -> None:
     """``name`` with its shipped checkpoint at each budget: pre-trained once, outside the harness, so its
     pre-training compute is the checkpoint's record (``counted: declared``)."""
-    from baselines.learning.pretrained import load_checkpoint
+    from baselines.learning.pretrained import declared_pretraining, load_checkpoint
 
     record = load_checkpoint()[1]
-    pretraining = {"evaluations": int(record["evaluations"]), "wall_s": float(record["wall_s"]),
-                   "machine": str(record["machine"]), "counted": "declared"}
+    pretraining = declared_pretraining()
     trained = (f"{name}: the shipped checkpoint, pre-trained (seed {record['seed']}) on "
                f"{record['config']['dataset']}:train graphs of at most {record['config']['max_ops']} ops")
     for budget in budgets:

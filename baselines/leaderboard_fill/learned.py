@@ -73,11 +73,16 @@ def run_one(agent: str, seed: int, task_id: str, budget: int, suite: str | None 
     from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite
 
     torch.set_num_threads(1)
+    pretraining = None
+    if agent == "pretrained-list":  # pre-trained outside the harness: its checkpoint's record, declared
+        from baselines.learning.pretrained import declared_pretraining
+
+        pretraining = declared_pretraining()
     return evaluate(
         harness_agent(agent),
         get_suite(suite or CURRENT_SUITE).subset([task_id]), budget, algorithm=agent,
         authors=["placement-gym baselines"],
-        description=agent_descriptions().get(agent, ""), seed=seed,
+        description=agent_descriptions().get(agent, ""), seed=seed, pretraining=pretraining,
     )
 
 

@@ -165,6 +165,15 @@ class TaskFeatures:
     total_work: float  # seconds (sum over ops of the mean time)
 
 
+def declared_pretraining(path: str | Path = CHECKPOINT) -> dict:
+    """The leaderboard's ``pretraining`` object of the checkpoint at ``path`` (default the shipped one):
+    its training record's evaluations, wall time and machine, ``counted: declared`` (it was trained
+    outside the harness)."""
+    record = load_checkpoint(path)[1]
+    return {"evaluations": int(record["evaluations"]), "wall_s": float(record["wall_s"]),
+            "machine": str(record["machine"]), "counted": "declared"}
+
+
 def _scaled_log(values: np.ndarray) -> np.ndarray:
     logs = np.log1p(np.maximum(values, 0.0))
     top = logs.max() if len(logs) else 0.0

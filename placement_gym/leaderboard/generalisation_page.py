@@ -22,7 +22,7 @@ from placement_gym.leaderboard.generalisation import (
     get_split,
     split_of_task,
 )
-from placement_gym.leaderboard.markdown import file_list, markdown_table, markdown_text
+from placement_gym.leaderboard.markdown import file_list, markdown_table, markdown_text, pretraining_text
 from placement_gym.leaderboard.ranking import (
     best_known_runtimes,
     budget_track,
@@ -35,22 +35,6 @@ from placement_gym.leaderboard.suite import GEN_V2, get_suite
 PAGE_NAME = "generalisation_v2.md"
 GEN_V2_BUDGETS: tuple[int, ...] = (1, 100, 1_000)
 _SPLIT_TITLES = {"test-sizes": "unseen sizes", "test-families": "unseen families"}
-
-
-def _pretraining_text(submissions: tuple[dict, ...]) -> str:
-    """The pre-training compute of an entry's submissions (each seed its own): evaluations and wall
-    time (a range when the seeds differ), who counted them and the machine."""
-    values = [d.get("pretraining") or {} for d in submissions]
-    evaluations = sorted(v.get("evaluations", 0) for v in values)
-    walls = sorted(float(v.get("wall_s", 0.0)) for v in values)
-    if not evaluations[-1] and not walls[-1]:
-        return "none"
-    span = (f"{evaluations[0]:,}" if evaluations[0] == evaluations[-1]
-            else f"{evaluations[0]:,}–{evaluations[-1]:,}")
-    wall = f"{walls[0]:.0f}" if round(walls[0]) == round(walls[-1]) else f"{walls[0]:.0f}–{walls[-1]:.0f}"
-    counted = sorted({v.get("counted", "declared") for v in values})
-    machines = sorted({v.get("machine", "") for v in values})
-    return markdown_text(f"{span} evaluations, {wall} s ({'/'.join(counted)}; {'; '.join(machines)})")
 
 
 def render_generalisation_v2(submissions: list[tuple[str, dict]]) -> str:
@@ -101,7 +85,7 @@ def render_generalisation_v2(submissions: list[tuple[str, dict]]) -> str:
             str(i + 1), markdown_text(r["name"]), r["budget"], f"{r['score']:.3f}",
             *[f"{per_split[name].get(r['algorithm'], 0.0):.3f}" for name in GEN_V2_TEST_SPLITS],
             str(r["seeds"]), f"{r['tasks']}/{len(task_ids)}", str(r["infeasible"]),
-            _pretraining_text(by_label[r["algorithm"]].submissions), file_list(r["sources"]),
+            pretraining_text(by_label[r["algorithm"]].submissions), file_list(r["sources"]),
         ] for i, r in enumerate(overall)]
         title = "zero-shot: 1 evaluation" if budget == 1 else f"at most {budget:,} evaluations"
         lines += [f"## {title[0].upper()}{title[1:]} per task", ""]

@@ -34,3 +34,19 @@ def markdown_table(columns: list[str], rows: list[list[str]], right: list[bool])
 
 def file_list(sources: tuple[str, ...]) -> str:
     return ", ".join(code_span(name) for name in sources)
+
+
+def pretraining_text(submissions: tuple[dict, ...]) -> str:
+    """The pre-training compute of an entry's submissions (each seed its own): evaluations and wall
+    time (a range when the seeds differ), who counted them and the machine."""
+    values = [d.get("pretraining") or {} for d in submissions]
+    evaluations = sorted(v.get("evaluations", 0) for v in values)
+    walls = sorted(float(v.get("wall_s", 0.0)) for v in values)
+    if not evaluations[-1] and not walls[-1]:
+        return "none"
+    span = (f"{evaluations[0]:,}" if evaluations[0] == evaluations[-1]
+            else f"{evaluations[0]:,}–{evaluations[-1]:,}")
+    wall = f"{walls[0]:.0f}" if round(walls[0]) == round(walls[-1]) else f"{walls[0]:.0f}–{walls[-1]:.0f}"
+    counted = sorted({v.get("counted", "declared") for v in values})
+    machines = sorted({v.get("machine", "") for v in values})
+    return markdown_text(f"{span} evaluations, {wall} s ({'/'.join(counted)}; {'; '.join(machines)})")

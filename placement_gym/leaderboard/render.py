@@ -37,7 +37,13 @@ from placement_gym.leaderboard.curves import (
 from placement_gym.leaderboard.generalisation import SPLITS, get_split
 from placement_gym.leaderboard.generalisation_page import PAGE_NAME as GEN_V2_PAGE
 from placement_gym.leaderboard.generalisation_page import render_generalisation_v2
-from placement_gym.leaderboard.markdown import code_span, file_list, markdown_table, markdown_text
+from placement_gym.leaderboard.markdown import (
+    code_span,
+    file_list,
+    markdown_table,
+    markdown_text,
+    pretraining_text,
+)
 from placement_gym.leaderboard.ranking import (
     TRACK_BUDGETS,
     AlgorithmRuns,
@@ -496,6 +502,7 @@ def render_markdown(
             ]
         previous = budget
         lines += [*_overall_table(rows, n, names=True), ""] if rows else ["No entries.", ""]
+    lines += _pretraining_section(ranked)
     lines += _unverified_section(submissions, suite, unverified, lower_bounds)
     if groups:
         lines += [f"![score per algorithm and budget track]({page.chart})", ""]
@@ -529,6 +536,23 @@ def render_markdown(
     lines += _generalisation_track(submissions, suite, lower_bounds)
     lines += _real_track(submissions, suite)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _pretraining_section(groups: list[AlgorithmRuns]) -> list[str]:
+    """What the pre-trained entries spent before their scored runs (their files' ``pretraining``),
+    which no budget track counts (empty: no such entry)."""
+    rows = [(g.label, pretraining_text(g.submissions)) for g in groups]
+    rows = [(label, text) for label, text in rows if text != "none"]
+    if not rows:
+        return []
+    return [
+        "Pre-trained entries: what they spent before their scored runs (the files' `pretraining`: "
+        "evaluations and wall time, who counted them, the machine), on tasks outside this suite; "
+        "no budget track counts it.",
+        "",
+        *[f"- {markdown_text(label)}: {text}" for label, text in rows],
+        "",
+    ]
 
 
 def _generalisation_track(
