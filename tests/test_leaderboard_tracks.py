@@ -113,7 +113,6 @@ def test_a_track_holds_per_algorithm_the_largest_entry_that_fits_by_measured_eva
     assert "liar" not in first_track and "| search | 1k |" in first_track and "10k" not in first_track
 
 
-
 def test_the_page_states_what_pre_trained_entries_spent_before_their_runs():
     name, placer = fake("placer", 1_000, 1_000, 0.03)
     placer["pretraining"] = {"evaluations": 12_345, "wall_s": 678.0, "machine": "a 2-core VM",
@@ -123,6 +122,7 @@ def test_the_page_states_what_pre_trained_entries_spent_before_their_runs():
     assert "- placer: 12,345 evaluations, 678 s (declared; a 2-core VM)" in section
     assert "search" not in section
     assert "Pre-trained entries" not in render_markdown([fake("search", 1_000, 1_000, 0.029)], SUITE)
+
 
 def test_the_bounds_file_raises_a_bound_and_names_its_argument(tmp_path):
     frozen = frozen_bounds(SUITE)
