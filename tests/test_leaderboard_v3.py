@@ -3,6 +3,7 @@ memory (checked here by running that heuristic), accepted beside v2."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from placement_gym.cost_model import simulate
@@ -56,3 +57,78 @@ def test_a_heuristic_fits_every_new_task(task_id):
     result = simulate(task, run_installed_agent(task, V3_FITTED_BY[task_id]).placement)
     assert result.feasible
     assert (result.peak_memory <= task.cluster.memory_capacity).all()
+
+
+# --- the fill's --from-suite: a v3 file starts from v1's results of the tasks the suites share ----------
+
+_SHARED = "cifar10_cnn/k80x2/train"  # 30 ops, in v1 and v3 with the same frozen fingerprint
+
+
+def _one_device(device):
+    def agent(task, seed, budget):
+        return np.full(task.n_forward, device, dtype=np.int64)
+
+    return agent
+
+
+def test_carry_over_copies_a_shared_tasks_result_that_then_validates(tmp_path):
+    from baselines.leaderboard_fill.learned import carry_over, done_tasks, merge, submission_path
+    from placement_gym.leaderboard import evaluate, get_suite, load_submission
+    from placement_gym.leaderboard.validate import validate_file
+
+    source, out = tmp_path / "source", tmp_path / "out"
+    v1_file = merge(evaluate(_one_device(1), get_suite("v1").subset([_SHARED]), 200, algorithm="pg"), source)
+    assert carry_over("pg", 0, 200, out, V3, ["v1", "v2"], source) == 1
+    target = submission_path("pg", 0, 200, out, V3)
+    copied = load_submission(target)
+    assert copied["suite"] == V3 and copied["budget"] == 200 and copied["algorithm"] == "pg"
+    assert copied["results"] == load_submission(v1_file)["results"]
+    check = validate_file(target)
+    assert check.ok and [t.task_id for t in check.tasks] == [_SHARED], check.problems
+    assert done_tasks("pg", 0, 200, out, V3) == {_SHARED}
+    # Nothing more to copy, and a seed or budget with no earlier file copies nothing.
+    assert carry_over("pg", 0, 200, out, V3, ["v1"], source) == 0
+    assert carry_over("pg", 1, 200, out, V3, ["v1"], source) == 0
+    assert carry_over("pg", 0, 1000, out, V3, ["v1"], source) == 0
+    assert not submission_path("pg", 1, 200, out, V3).exists()
+
+
+def test_carry_over_keeps_the_results_a_file_holds(tmp_path):
+    from baselines.leaderboard_fill.learned import carry_over, merge
+    from placement_gym.leaderboard import evaluate, get_suite, load_submission
+
+    source, out = tmp_path / "source", tmp_path / "out"
+    merge(evaluate(_one_device(1), get_suite("v1").subset([_SHARED]), 200, algorithm="pg"), source)
+    own = merge(evaluate(_one_device(0), get_suite(V3).subset([_SHARED]), 200, algorithm="pg"), out)
+    before = load_submission(own)["results"]
+    assert carry_over("pg", 0, 200, out, V3, ["v1"], source) == 0
+    assert load_submission(own)["results"] == before
+
+
+def test_carry_over_skips_a_task_whose_fingerprint_changed(tmp_path, monkeypatch):
+    import dataclasses
+
+    import placement_gym.leaderboard as leaderboard
+    from baselines.leaderboard_fill.learned import carry_over, merge, submission_path
+    from placement_gym.leaderboard import evaluate, get_suite
+
+    source, out = tmp_path / "source", tmp_path / "out"
+    merge(evaluate(_one_device(1), get_suite("v1").subset([_SHARED]), 200, algorithm="pg"), source)
+    v1 = get_suite("v1")
+    moved = dataclasses.replace(v1.get(_SHARED), best_single_runtime=v1.get(_SHARED).best_single_runtime * 2)
+    changed_v1 = dataclasses.replace(v1, tasks=tuple(moved if t.task_id == _SHARED else t for t in v1.tasks))
+    monkeypatch.setattr(leaderboard, "get_suite",
+                        lambda version: changed_v1 if version == "v1" else get_suite(version))
+    assert carry_over("pg", 0, 200, out, V3, ["v1"], source) == 0
+    assert not submission_path("pg", 0, 200, out, V3).exists()
+
+
+@pytest.mark.parametrize("bad", ["v3", "gen-v2", "v9"])
+def test_the_fill_refuses_a_from_suite_it_cannot_copy_from(bad, monkeypatch, capsys):
+    from baselines.leaderboard_fill.learned import main
+
+    monkeypatch.setattr("sys.argv", ["learned", "--suite", V3, "--from-suite", f"v1,{bad}", "--no-render"])
+    with pytest.raises(SystemExit) as raised:
+        main()
+    assert raised.value.code == 2 and "--from-suite takes cost-model suites other than --suite (v3)" in \
+        capsys.readouterr().err

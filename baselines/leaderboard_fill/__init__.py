@@ -3,7 +3,8 @@ per kind of agent, each run from the repository root with ``python -m``:
 
 - `baselines.leaderboard_fill.classic`: the heuristic, search and exact agents, one submission each;
 - `baselines.leaderboard_fill.learned`: the learned agents, three seeds, resumable (it also made the
-  small entry CI re-runs, ``leaderboard/reproducible/v1-pg-200-seed0.json``);
+  small entry CI re-runs, ``leaderboard/reproducible/v1-pg-200-seed0.json``, and, with ``--from-suite``,
+  any registry agent's entries of a later suite from an earlier suite's files);
 - `baselines.leaderboard_fill.generalisation`: the GNN placers on the generalisation track.
 
 Each runs an agent through the leaderboard harness (`placement_gym.leaderboard.evaluate`) and writes

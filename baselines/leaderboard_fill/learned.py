@@ -6,7 +6,18 @@ Run from the repository root (hours of CPU; stop it any time and run it again to
         [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions] [--suite v1]
 
 ``--suite`` (default ``v1``, the current suite) picks the accepted suite the runs are made on (``v2``:
-v1's tasks plus today's workloads; `placement_gym.leaderboard.suite.V2_NEW_TASKS`).
+v1's tasks plus today's workloads; `placement_gym.leaderboard.suite.V2_NEW_TASKS`; ``v3``: v1's tasks
+plus those workloads in forms a heuristic fits, ``V3_NEW_TASKS``).
+
+``--from-suite v1,v2`` starts each file of ``--suite`` from the files of those earlier suites in
+``leaderboard/submissions`` made by the same agent, seed and budget (`carry_over`): their results for the
+tasks the two suites share with the same frozen fingerprint are copied, and only the other tasks run. A
+run is a function of the task, agent, seed and budget, so the copy is the run ``validate --rerun``
+would make again; ``validate`` re-simulates every copied placement like any other. Suite v3's entries
+were made this way, for example::
+
+    python -m baselines.leaderboard_fill.learned --suite v3 --from-suite v1,v2 \
+        --agents anneal,move-bandit --seeds 0,1,2 --budget 10000
 
 Each (agent, seed, task) runs once through the leaderboard harness on a one-task subset of the suite,
 and its result is merged at once into ``leaderboard/submissions/<suite>-<agent>-seed<seed>.json``:
@@ -97,6 +108,41 @@ def merge(part: dict, folder: Path) -> Path:
     return save_submission(merged, path)
 
 
+def carry_over(agent: str, seed: int, budget: int, folder: Path, suite: str, from_suites: list[str],
+               source: Path = LEADERBOARD / "submissions") -> int:
+    """Copy into the (agent, seed, budget) file of ``suite`` in ``folder`` the results that the files of
+    ``from_suites`` in ``source`` (same agent, seed and budget; earlier suites first) hold for tasks
+    ``suite`` shares with theirs unchanged (equal frozen fingerprints), for tasks it does not hold yet.
+    The file is created from the first source's header when it does not exist. Returns how many results
+    were added."""
+    from placement_gym.leaderboard import get_suite, load_submission, save_submission
+
+    target_suite = get_suite(suite)
+    path = submission_path(agent, seed, budget, folder, suite)
+    merged = load_submission(path) if path.is_file() else None
+    added: dict[str, dict] = {}
+    for old in from_suites:
+        source_path = submission_path(agent, seed, budget, source, old)
+        if not source_path.is_file():
+            continue
+        old_submission = load_submission(source_path)
+        if old_submission.get("budget") != budget:
+            raise SystemExit(f"{source_path} was made with budget {old_submission.get('budget')}, "
+                             f"not {budget}")
+        old_suite = get_suite(old)
+        held = set(merged["results"]) if merged else set()
+        for task_id, result in old_submission["results"].items():
+            if (task_id in target_suite.task_ids and task_id not in held and task_id not in added
+                    and old_suite.get(task_id) == target_suite.get(task_id)):
+                added[task_id] = result
+        merged = merged or dict(old_submission, suite=suite, results={})
+    if added:
+        results = {**merged["results"], **added}
+        merged["results"] = {t: results[t] for t in target_suite.task_ids if t in results}
+        save_submission(merged, path)
+    return len(added)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", default=",".join(LEARNED_AGENTS), help="comma-separated agent names")
@@ -108,6 +154,9 @@ def main() -> None:
                         help="folder of the submission files (default: %(default)s)")
     parser.add_argument("--suite", default=None,
                         help="suite version the runs are made on (default: the current suite, v1)")
+    parser.add_argument("--from-suite", default=None,
+                        help="comma-separated earlier suites whose files (same agent, seed and budget, in "
+                             "leaderboard/submissions) give the results of the tasks they share")
     parser.add_argument("--no-render", action="store_true")
     args = parser.parse_args()
 
@@ -119,6 +168,11 @@ def main() -> None:
     args.suite = args.suite or CURRENT_SUITE
     if args.suite not in COST_MODEL_SUITES:
         parser.error(f"--suite must be one of {', '.join(COST_MODEL_SUITES)}, got {args.suite!r}")
+    from_suites = [v.strip() for v in (args.from_suite or "").split(",") if v.strip()]
+    for version in from_suites:
+        if version not in COST_MODEL_SUITES or version == args.suite:
+            parser.error(f"--from-suite takes cost-model suites other than --suite ({args.suite}): "
+                         f"{', '.join(v for v in COST_MODEL_SUITES if v != args.suite)}; got {version!r}")
 
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -128,6 +182,12 @@ def main() -> None:
     # Cheapest first: forward ops x devices is roughly what an evaluation and a policy step cost.
     cost = {t: suite.get(t).task().n_forward * suite.get(t).task().n_devices for t in suite.task_ids}
     tasks = sorted(suite.task_ids, key=cost.__getitem__)
+    for a in agents:
+        for s in seeds:
+            copied = carry_over(a, s, args.budget, args.out_dir, args.suite, from_suites)
+            if copied:
+                name = submission_path(a, s, args.budget, args.out_dir, args.suite).name
+                print(f"{name}: {copied} results carried over from {', '.join(from_suites)}", flush=True)
     done = {(a, s): done_tasks(a, s, args.budget, args.out_dir, args.suite) for a in agents for s in seeds}
     jobs = [(a, s, t) for t in tasks for a in agents for s in seeds if t not in done[a, s]]
     total = len(agents) * len(seeds) * len(tasks)
