@@ -74,18 +74,20 @@ _AGENTS: dict[str, Agent] = {}
 _DESCRIPTIONS: dict[str, str] = {}
 _IN_ALL: dict[str, Callable[[Task], bool]] = {}
 _TAKES_BUDGET: set[str] = set()
+_PRETRAINING: dict[str, Callable[[], dict]] = {}
 
 
 def register(
     name: str, description: str, in_all: Callable[[Task], bool] | None = None,
-    takes_budget: bool = False,
+    takes_budget: bool = False, pretraining: Callable[[], dict] | None = None,
 ) -> Callable[[Agent], Agent]:
     """Decorator: register ``agent`` under ``name`` (re-registering a name replaces the agent, so
     that reloading a module in a session does not fail). ``in_all(task)`` says whether
     ``--agent all`` runs it on ``task`` (default: always; `exact` only on small graphs).
     ``takes_budget``: the agent's ``budget`` may be a `placement_gym.evaluation.budget.Budget`, through
     which it then makes every evaluation, so that ``placement-gym train`` reads its learning curve from the
-    budget (`budget_agents`)."""
+    budget (`budget_agents`). ``pretraining()``, for an agent shipped pre-trained outside the harness,
+    gives the leaderboard's ``pretraining`` object its entries declare (`declared_pretraining`)."""
     if not name or name == "all" or name.startswith(SINGLE_PREFIX):
         raise ValueError(f"agent name {name!r} is reserved or empty")
 
@@ -100,6 +102,10 @@ def register(
             _TAKES_BUDGET.add(name)
         else:
             _TAKES_BUDGET.discard(name)
+        if pretraining is not None:
+            _PRETRAINING[name] = pretraining
+        else:
+            _PRETRAINING.pop(name, None)
         return agent
 
     return decorate
@@ -159,6 +165,15 @@ def agent_descriptions() -> dict[str, str]:
     load_agents()
     single = f"{SINGLE_PREFIX}<device>"
     return {single: SIMPLE_AGENT_DESCRIPTIONS[single], **_DESCRIPTIONS}
+
+
+def declared_pretraining(name: str) -> dict | None:
+    """The ``pretraining`` object (evaluations, wall time, machine; ``counted: declared``) that the
+    leaderboard entries of agent ``name`` declare, for an agent registered with ``pretraining``; None
+    for any other agent, whose entries learn inside the harness or not at all."""
+    load_agents()
+    declare = _PRETRAINING.get(name)
+    return declare() if declare is not None else None
 
 
 def names_for_all(task: Task) -> list[str]:

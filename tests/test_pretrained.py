@@ -56,6 +56,22 @@ def test_checkpoint_loads_with_its_training_record():
     assert CHECKPOINT.stat().st_size < 20_000
 
 
+def test_its_entries_declare_the_checkpoints_pretraining_and_no_other_agents_do():
+    """The registry says which agent was pre-trained outside the harness; the fill writes it into the
+    submission, read from the shipped checkpoint's own record."""
+    from baselines.leaderboard_fill.learned import run_one
+    from baselines.registry import declared_pretraining
+
+    record = json.loads(CHECKPOINT.read_text())["training"]
+    declared = {"evaluations": record["evaluations"], "wall_s": record["wall_s"],
+                "machine": record["machine"], "counted": "declared"}
+    assert declared_pretraining("pretrained-list") == declared
+    assert declared_pretraining("anneal") is None and declared_pretraining("heft") is None
+    for agent, expected in (("pretrained-list", declared), ("anneal", None)):
+        submission = run_one(agent, 0, "cifar10_cnn/k80x2/train", 20, "v1")
+        assert submission.get("pretraining") == expected, agent
+
+
 @pytest.mark.parametrize("text", ["", "{}", '{"weights": [1, 2]}', "[1, 2, 3]"])
 def test_a_malformed_checkpoint_is_a_one_line_error(tmp_path, text):
     path = tmp_path / "bad.json"

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from baselines.leaderboard_fill.generalisation import held_out_agent
-from baselines.registry import default_agent
+from baselines.registry import declared_pretraining, default_agent
 from placement_gym.datasets import get_dataset
 from placement_gym.leaderboard import evaluate, get_suite, render, save_submission, submission_filename
 from placement_gym.leaderboard.generalisation import GEN_V2_CLUSTERS, GEN_V2_DATASET, measure_gen_v2
@@ -144,10 +144,10 @@ def fill_learned(name: str, seed: int, budgets: list[int], args: argparse.Namesp
 def fill_pretrained(name: str, seed: int, budgets: list[int], args: argparse.Namespace) -> None:
     """``name`` with its shipped checkpoint at each budget: pre-trained once, outside the harness, so its
     pre-training compute is the checkpoint's record (``counted: declared``)."""
-    from baselines.learning.pretrained import declared_pretraining, load_checkpoint
+    from baselines.learning.pretrained import load_checkpoint
 
     record = load_checkpoint()[1]
-    pretraining = declared_pretraining()
+    pretraining = declared_pretraining(name)
     trained = (f"{name}: the shipped checkpoint, pre-trained (seed {record['seed']}) on "
                f"{record['config']['dataset']}:train graphs of at most {record['config']['max_ops']} ops")
     for budget in budgets:

@@ -80,20 +80,16 @@ def run_one(agent: str, seed: int, task_id: str, budget: int, suite: str | None 
     process; returns its submission."""
     import torch
 
-    from baselines.registry import agent_descriptions, harness_agent
+    from baselines.registry import agent_descriptions, declared_pretraining, harness_agent
     from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite
 
     torch.set_num_threads(1)
-    pretraining = None
-    if agent == "pretrained-list":  # pre-trained outside the harness: its checkpoint's record, declared
-        from baselines.learning.pretrained import declared_pretraining
-
-        pretraining = declared_pretraining()
     return evaluate(
         harness_agent(agent),
         get_suite(suite or CURRENT_SUITE).subset([task_id]), budget, algorithm=agent,
         authors=["placement-gym baselines"],
-        description=agent_descriptions().get(agent, ""), seed=seed, pretraining=pretraining,
+        description=agent_descriptions().get(agent, ""), seed=seed,
+        pretraining=declared_pretraining(agent),  # an agent pre-trained outside the harness declares it
     )
 
 

@@ -287,7 +287,8 @@ def _shipped() -> tuple[PretrainedModel, dict]:
 
 
 @register("pretrained-list", "list scheduler with priorities and device scores pre-trained on "
-          "synthetic-v1:train (zero-shot; with a budget, move-bandit from its placement)", takes_budget=True)
+          "synthetic-v1:train (zero-shot; with a budget, move-bandit from its placement)", takes_budget=True,
+          pretraining=declared_pretraining)
 def pretrained_list(task: Task, seed: int = 0, budget: int | Budget | None = None, *,
                     model: PretrainedModel | None = None) -> AgentResult:
     """Place ``task`` with the pre-trained list scheduler (see the module docstring). ``budget``: 1
