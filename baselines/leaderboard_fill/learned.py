@@ -63,16 +63,21 @@ def submission_path(agent: str, seed: int, budget: int, folder: Path = LEADERBOA
 
 def done_tasks(agent: str, seed: int, budget: int, folder: Path, suite: str | None = None) -> set[str]:
     """Tasks the (agent, seed) submission of ``suite`` in ``folder`` already holds at this budget."""
+    submission = submission_at_budget(submission_path(agent, seed, budget, folder, suite), budget)
+    return set(submission["results"]) if submission else set()
+
+
+def submission_at_budget(path: Path, budget: int) -> dict | None:
+    """The submission at ``path`` (None when there is none); SystemExit when it was made at another budget."""
     from placement_gym.leaderboard import load_submission
 
-    path = submission_path(agent, seed, budget, folder, suite)
     if not path.is_file():
-        return set()
+        return None
     submission = load_submission(path)
     if submission.get("budget") != budget:
         raise SystemExit(f"{path} was made with budget {submission.get('budget')}, not {budget}: "
                          "move it away or pass --budget to match")
-    return set(submission["results"])
+    return submission
 
 
 def run_one(agent: str, seed: int, task_id: str, budget: int, suite: str | None = None) -> dict:
@@ -111,31 +116,21 @@ def carry_over(agent: str, seed: int, budget: int, folder: Path, suite: str, fro
     ``suite`` shares with theirs unchanged (equal frozen fingerprints), for tasks it does not hold yet.
     The file is created from the first source's header when it does not exist. Returns how many results
     were added."""
-    from placement_gym.leaderboard import get_suite, load_submission, save_submission
+    from placement_gym.leaderboard import get_suite
 
     target_suite = get_suite(suite)
-    path = submission_path(agent, seed, budget, folder, suite)
-    merged = load_submission(path) if path.is_file() else None
-    added: dict[str, dict] = {}
+    held = done_tasks(agent, seed, budget, folder, suite)
+    header, added = None, {}
     for old in from_suites:
-        source_path = submission_path(agent, seed, budget, source, old)
-        if not source_path.is_file():
+        old_submission = submission_at_budget(submission_path(agent, seed, budget, source, old), budget)
+        if old_submission is None:
             continue
-        old_submission = load_submission(source_path)
-        if old_submission.get("budget") != budget:
-            raise SystemExit(f"{source_path} was made with budget {old_submission.get('budget')}, "
-                             f"not {budget}")
-        old_suite = get_suite(old)
-        held = set(merged["results"]) if merged else set()
-        for task_id, result in old_submission["results"].items():
-            if (task_id in target_suite.task_ids and task_id not in held and task_id not in added
-                    and old_suite.get(task_id) == target_suite.get(task_id)):
-                added[task_id] = result
-        merged = merged or dict(old_submission, suite=suite, results={})
-    if added:
-        results = {**merged["results"], **added}
-        merged["results"] = {t: results[t] for t in target_suite.task_ids if t in results}
-        save_submission(merged, path)
+        old_suite, header = get_suite(old), header or old_submission
+        added.update({t: r for t, r in old_submission["results"].items()
+                      if t in target_suite.task_ids and t not in held and t not in added
+                      and old_suite.get(t) == target_suite.get(t)})
+    if added:  # merge keeps the file's header when it exists, else takes the first source's
+        merge(dict(header, suite=suite, results=added), folder)
     return len(added)
 
 
