@@ -30,6 +30,9 @@ The model
 * Hint: a whole solution, the hint placement (default best-single) with its list schedule replayed
   in integer time, so the solver holds a solution from its first second. Above `_PROBING_MAX_OPS`
   task ops presolve probing is off (it used the whole 30 s on grouped inception_v3 here).
+* Size: the model has a variable or constraint per device for every op and per link for every tensor
+  read across units (`model_terms`); one of more than `MAX_MODEL_TERMS` terms is not built (memory
+  grows about 1.5 kB per term), and the hint is the answer where asked (``fallback_to_hint``).
 * Time is in integer units of `TIME_UNIT` (0.1 us); durations and transfer times are rounded
   down (after a 1e-6-unit allowance for floating-point noise), so that the model never charges more
   than the simulator.
@@ -78,6 +81,10 @@ from placement_gym.task.groups import Grouping, make_grouping
 
 MAX_UNITS = 60  # units (ops or groups) above which the model is refused: CP-SAT rarely proves it
 DEFAULT_TIME_LIMIT = 30.0  # seconds
+# Terms (see `model_terms`) above which the model is not built: building it takes about 1.5 kB per term
+# (gnmt4/k40x8 grouped 40 ways: 175,266 terms, 0.28 GB, and CP-SAT found no solution of it in 60 s on
+# 2 cores); a 70B training step on 36 devices has 7.4 million and was killed for memory at 18 GB.
+MAX_MODEL_TERMS = 1_000_000
 TIME_UNIT = 1e-7  # seconds per integer time unit
 _ROUNDING_SLACK = 1e-6  # units: floating-point noise allowed before rounding down
 NUM_WORKERS = 2
@@ -110,6 +117,27 @@ def _units(task: Task, groups, max_units: int) -> Grouping:
             f"groups={_AUTO_PARTITION}; 'auto' picks one) or raise max_units"
         )
     return grouping
+
+
+def model_terms(task: Task, grouping: Grouping, links: bool = True) -> int:
+    """The size of `exact`'s model of ``task`` placed as ``grouping``, in terms that each cost the model a
+    variable or constraint per device or per link: one optional interval per (op, device), and per
+    directed link one transfer interval for every tensor read outside its producer's unit
+    (``links=True``) or one conditional delay for every (tensor, reader) pair across units
+    (``links=False``). Linear in the graph's size; the model is not built."""
+    unit = grouping.group_of_op[task.op_forward]
+    pointer = task.tensor_consumer_pointer
+    tensor = np.repeat(np.arange(task.n_tensors, dtype=np.int64), np.diff(pointer))
+    reader = task.tensor_consumers[pointer[0] : pointer[-1]].astype(np.int64)
+    producer = task.tensor_producer[tensor]
+    across = producer >= 0
+    across[across] = unit[reader[across]] != unit[producer[across]]
+    if links:
+        crossing = np.unique(tensor[across]).size
+    else:
+        crossing = np.unique(tensor[across] * task.n_ops + reader[across]).size
+    n_dev = task.n_devices
+    return int(task.n_ops * n_dev + crossing * n_dev * (n_dev - 1))
 
 
 def _ticks(seconds: np.ndarray) -> np.ndarray:
@@ -156,7 +184,7 @@ def _working_set(task: Task) -> np.ndarray:
     return ws
 
 
-class _Model:
+class PlacementModel:
     """The CP-SAT model of one task and grouping (see the module docstring)."""
 
     def __init__(self, task: Task, grouping: Grouping, links: bool, memory: bool) -> None:
@@ -364,6 +392,7 @@ def exact(
     links: bool = True,
     memory: bool = True,
     max_units: int = MAX_UNITS,
+    max_model_terms: int = MAX_MODEL_TERMS,
     num_workers: int = NUM_WORKERS,
     deterministic: bool = False,
     fallback_to_hint: bool = False,
@@ -377,38 +406,50 @@ def exact(
     (default best-single). ``links``: model link contention. ``memory``: the memory constraints.
     ``fallback_to_hint``: when CP-SAT finds no solution within the time limit (it can spend all of it
     in presolve on the largest graphs), return the hint placement (``info["fallback"]`` is True, and
-    objective_s and bound_s are None) instead of raising RuntimeError.
+    objective_s and bound_s are None) instead of raising RuntimeError. ``max_model_terms``: a model of
+    more terms (`model_terms`) is not built: ValueError, or with ``fallback_to_hint`` the hint with
+    status ``MODEL_TOO_LARGE``.
     Returns the solver's placement; ``info`` has status, objective_s, bound_s, runtime (simulated),
-    feasible, hint_runtime, units, fallback, wall_s."""
+    feasible, hint_runtime, units, model_terms, fallback, wall_s."""
     limit = DEFAULT_TIME_LIMIT if budget is None else float(budget)
     if not limit > 0:
         raise ValueError(f"exact: budget is a time limit in seconds and must be > 0, got {budget!r}")
     grouping = _units(task, groups, max_units)
+    terms = model_terms(task, grouping, links)
+    if terms > max_model_terms and not fallback_to_hint:
+        raise ValueError(
+            f"exact: the model of task {task.id} would have {terms:,} terms (ops x devices plus transfers "
+            f"x links), more than max_model_terms={max_model_terms:,}; pass groups= with fewer units, "
+            "links=False, a larger max_model_terms, or fallback_to_hint=True"
+        )
     began = time.perf_counter()
     hint = best_single_placement(task) if hint is None else task.check_placement(hint)
-    model = _Model(task, grouping, links, memory)
-    model.hint(_canonical_hint(task, grouping, hint))
     solver = cp_model.CpSolver()
-    solver.parameters.num_workers = num_workers
-    solver.parameters.random_seed = int(seed)
-    if task.n_ops > _PROBING_MAX_OPS:
-        # CP-SAT's presolve probing took the whole 30 s on inception_v3 (807 task ops) on 2 shared
-        # cores, before the search could use the hint; without it the search starts within seconds.
-        solver.parameters.cp_model_probing_level = 0
-    if deterministic:
-        solver.parameters.interleave_search = True
-        solver.parameters.max_deterministic_time = limit
-    else:
-        solver.parameters.max_time_in_seconds = limit
-    status = solver.solve(model.model)
-    status_name = solver.status_name(status)
-    solved = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    if not solved and not fallback_to_hint:
-        raise RuntimeError(
-            f"exact: CP-SAT found no placement of task {task.id} within {limit} s "
-            f"(status {status_name}); raise budget, pass groups= to shrink the model, or "
-            "fallback_to_hint=True"
-        )
+    status_name = "MODEL_TOO_LARGE"
+    solved = False
+    if terms <= max_model_terms:
+        model = PlacementModel(task, grouping, links, memory)
+        model.hint(_canonical_hint(task, grouping, hint))
+        solver.parameters.num_workers = num_workers
+        solver.parameters.random_seed = int(seed)
+        if task.n_ops > _PROBING_MAX_OPS:
+            # CP-SAT's presolve probing took the whole 30 s on inception_v3 (807 task ops) on 2 shared
+            # cores, before the search could use the hint; without it the search starts within seconds.
+            solver.parameters.cp_model_probing_level = 0
+        if deterministic:
+            solver.parameters.interleave_search = True
+            solver.parameters.max_deterministic_time = limit
+        else:
+            solver.parameters.max_time_in_seconds = limit
+        status = solver.solve(model.model)
+        status_name = solver.status_name(status)
+        solved = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        if not solved and not fallback_to_hint:
+            raise RuntimeError(
+                f"exact: CP-SAT found no placement of task {task.id} within {limit} s "
+                f"(status {status_name}); raise budget, pass groups= to shrink the model, or "
+                "fallback_to_hint=True"
+            )
     placement = model.placement(solver) if solved else hint
     result = simulate(task, placement)
     hint_result = simulate(task, hint)
@@ -421,6 +462,7 @@ def exact(
         "feasible": result.feasible,
         "hint_runtime": hint_result.runtime,
         "units": grouping.n_groups,
+        "model_terms": terms,
         "grouping": grouping.name,
         "links": links,
         "time_limit_s": limit,
@@ -460,7 +502,7 @@ def cpsat_bound(
             f"takes at most max_ops={max_ops} (a grouped model bounds only grouped placements)"
         )
     grouping = make_grouping(task.graph, None)
-    model = _Model(task, grouping, links=True, memory=True)
+    model = PlacementModel(task, grouping, links=True, memory=True)
     model.hint(_canonical_hint(task, grouping, best_single_placement(task)))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = num_workers

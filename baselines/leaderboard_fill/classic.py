@@ -62,12 +62,17 @@ EXACT_SETTINGS = {"groups": "auto", "links": True, "memory": True, "fallback_to_
 def exact_agent(time_limit: float, statuses: dict[str, str]):
     """The `exact` agent with `EXACT_SETTINGS` and ``time_limit`` seconds per task, as a harness agent,
     and the description its submission carries. ``statuses`` collects the solver's status per task id
-    (``"hint"`` where it found nothing in time and the hint was returned)."""
+    (``"hint"`` where it found nothing in time and the hint was returned, ``"model too large, hint"``
+    where the model was not built, `baselines.exact.MAX_MODEL_TERMS`)."""
+    from baselines.exact import MAX_MODEL_TERMS  # needs ortools, which only this agent does
+
     solver = get_agent("exact")
 
     def agent(task: Task, seed: int, budget: int | None) -> AgentResult:
         result = solver(task, seed=seed, budget=time_limit, **EXACT_SETTINGS)
-        statuses[task.id] = "hint" if result.info["fallback"] else result.info["status"]
+        status = result.info["status"]
+        statuses[task.id] = "model too large, hint" if status == "MODEL_TOO_LARGE" else (
+            "hint" if result.info["fallback"] else status)
         print(f"  exact {task.id}: {statuses[task.id]}, {result.info['units']} units, runtime "
               f"{result.info['runtime']:.6g} s, {result.info['wall_s']:.0f} s", flush=True)
         return result
@@ -80,7 +85,8 @@ def exact_agent(time_limit: float, statuses: dict[str, str]):
         "schedule, then the runtimes of the result and of the hint). Where the solver stopped at the time "
         "limit its placement is its best by then, not "
         "a proven optimum; where it found no solution in time (presolve of the largest graphs) the entry is "
-        "the hint."
+        f"the hint, and so it is without a solve where the model would exceed {MAX_MODEL_TERMS:,} terms "
+        "(ops x devices plus transfers x links: memory)."
     )
     return agent, description
 
