@@ -219,6 +219,24 @@ def test_exact_bound_never_exceeds_the_best_simulated_runtime(seed):
     assert result.info["objective_s"] <= result.info["runtime"] * (1 + 1e-12)
 
 
+def test_exact_never_returns_a_placement_slower_than_its_hint():
+    # p's large output keeps a and b with it; a (10 ms) is listed before b (1 ms), which feeds c (10 ms).
+    # The solver's optimum runs b first and c on the other device (11 ms in its free order), but the
+    # simulator's list schedule runs a first (21.2 ms), slower than everything on one device (21.1 ms).
+    pytest.importorskip("ortools")
+    from baselines.exact import exact
+
+    ops = [("p", 1e8, 1e8, 0), ("a", 1e10, 1e3, 0), ("b", 1e9, 1e3, 0), ("c", 1e10, 1e3, 0)]
+    edges = [("x", "p"), ("p", "a"), ("p", "b"), ("b", "c")]
+    task = make_task(hand_graph(ops, edges, inputs=[("x", 1e3)]), hand_cluster(2), "inference")
+    optimum, _ = _brute_force(task)
+    result = exact(task, seed=0, budget=10)
+    assert result.info["status"] == "OPTIMAL" and result.info["objective_s"] < 0.6 * optimum
+    assert result.info["runtime"] == simulate(task, result.placement).runtime
+    assert result.info["runtime"] <= result.info["hint_runtime"]
+    assert result.info["runtime"] == pytest.approx(optimum, rel=1e-12) and result.info["kept_hint"]
+
+
 def test_exact_respects_static_memory():
     pytest.importorskip("ortools")
     from baselines.exact import exact
