@@ -78,6 +78,9 @@ def test_carry_over_copies_a_shared_tasks_result_that_then_validates(tmp_path):
 
     source, out = tmp_path / "source", tmp_path / "out"
     v1_file = merge(evaluate(_one_device(1), get_suite("v1").subset([_SHARED]), 200, algorithm="pg"), source)
+    # A fill of other tasks (--tasks) copies nothing.
+    assert carry_over("pg", 0, 200, out, V3, ["v1", "v2"], source, task_ids=["rnnlm/k80x4/train"]) == 0
+    assert not submission_path("pg", 0, 200, out, V3).exists()
     assert carry_over("pg", 0, 200, out, V3, ["v1", "v2"], source) == 1
     target = submission_path("pg", 0, 200, out, V3)
     copied = load_submission(target)

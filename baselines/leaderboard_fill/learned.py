@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Collection
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -110,15 +111,17 @@ def merge(part: dict, folder: Path) -> Path:
 
 
 def carry_over(agent: str, seed: int, budget: int, folder: Path, suite: str, from_suites: list[str],
-               source: Path = LEADERBOARD / "submissions") -> int:
+               source: Path = LEADERBOARD / "submissions", task_ids: Collection[str] | None = None) -> int:
     """Copy into the (agent, seed, budget) file of ``suite`` in ``folder`` the results that the files of
     ``from_suites`` in ``source`` (same agent, seed and budget; earlier suites first) hold for tasks
-    ``suite`` shares with theirs unchanged (equal frozen fingerprints), for tasks it does not hold yet.
+    ``suite`` shares with theirs unchanged (equal frozen fingerprints), for tasks it does not hold yet
+    (of ``task_ids`` only, when given).
     The file is created from the first source's header when it does not exist. Returns how many results
     were added."""
     from placement_gym.leaderboard import get_suite
 
     target_suite = get_suite(suite)
+    wanted = set(target_suite.task_ids if task_ids is None else task_ids)
     held = done_tasks(agent, seed, budget, folder, suite)
     header, added = None, {}
     for old in from_suites:
@@ -127,7 +130,7 @@ def carry_over(agent: str, seed: int, budget: int, folder: Path, suite: str, fro
             continue
         old_suite, header = get_suite(old), header or old_submission
         added.update({t: r for t, r in old_submission["results"].items()
-                      if t in target_suite.task_ids and t not in held and t not in added
+                      if t in wanted and t in target_suite.task_ids and t not in held and t not in added
                       and old_suite.get(t) == target_suite.get(t)})
     if added:  # merge keeps the file's header when it exists, else takes the first source's
         merge(dict(header, suite=suite, results=added), folder)
@@ -175,7 +178,8 @@ def main() -> None:
     tasks = sorted(suite.task_ids, key=cost.__getitem__)
     for a in agents:
         for s in seeds:
-            copied = carry_over(a, s, args.budget, args.out_dir, args.suite, from_suites)
+            copied = carry_over(a, s, args.budget, args.out_dir, args.suite, from_suites,
+                                task_ids=suite.task_ids)
             if copied:
                 name = submission_path(a, s, args.budget, args.out_dir, args.suite).name
                 print(f"{name}: {copied} results carried over from {', '.join(from_suites)}", flush=True)
