@@ -32,7 +32,7 @@ The model
   task ops presolve probing is off (it used the whole 30 s on grouped inception_v3 here).
 * Size: the model has a variable or constraint per device for every op and per link for every tensor
   read across units (`model_terms`); one of more than `MAX_MODEL_TERMS` terms is not built (memory
-  grows about 1.5 kB per term), and the hint is the answer where asked (``fallback_to_hint``).
+  grows about 1.6 kB per term), and the hint is the answer where asked (``fallback_to_hint``).
 * Time is in integer units of `TIME_UNIT` (0.1 us); durations and transfer times are rounded
   down (after a 1e-6-unit allowance for floating-point noise), so that the model never charges more
   than the simulator.
@@ -82,7 +82,7 @@ from placement_gym.task.groups import Grouping, make_grouping
 
 MAX_UNITS = 60  # units (ops or groups) above which the model is refused: CP-SAT rarely proves it
 DEFAULT_TIME_LIMIT = 30.0  # seconds
-# Terms (see `model_terms`) above which the model is not built: building it takes about 1.5 kB per term
+# Terms (see `model_terms`) above which the model is not built: building it takes about 1.6 kB per term
 # (gnmt4/k40x8 grouped 40 ways: 175,266 terms, 0.28 GB, and CP-SAT found no solution of it in 60 s on
 # 2 cores); a 70B training step on 36 devices has 7.4 million and was killed for memory at 18 GB.
 MAX_MODEL_TERMS = 1_000_000
@@ -458,13 +458,13 @@ def exact(
     # The model's schedule is not the simulator's list schedule, so the solver's placement can simulate
     # slower than the hint (cifar10_resnet56/k80x2: OPTIMAL at 0.1026 s, the hint 0.1018 s); the agent
     # returns the better of the two placements it evaluated.
-    kept_hint = (not hint_result.feasible, hint_result.runtime) < (not result.feasible, result.runtime)
-    if kept_hint:
-        placement, result = hint, hint_result
+    hint_faster = (not hint_result.feasible, hint_result.runtime) < (not result.feasible, result.runtime)
+    kept_hint = not solved or hint_faster
+    placement, result = (hint, hint_result) if kept_hint else (placement, result)
     info = {
         "status": status_name,
         "fallback": not solved,
-        "kept_hint": bool(kept_hint or not solved),
+        "kept_hint": kept_hint,
         "objective_s": solver.objective_value * TIME_UNIT if solved else None,
         "bound_s": solver.best_objective_bound * TIME_UNIT if solved else None,
         "runtime": result.runtime,

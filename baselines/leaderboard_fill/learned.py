@@ -121,7 +121,9 @@ def carry_over(agent: str, seed: int, budget: int, folder: Path, suite: str, fro
     from placement_gym.leaderboard import get_suite
 
     target_suite = get_suite(suite)
-    wanted = set(target_suite.task_ids if task_ids is None else task_ids)
+    wanted = set(target_suite.task_ids)
+    if task_ids is not None:
+        wanted &= set(task_ids)
     held = done_tasks(agent, seed, budget, folder, suite)
     header, added = None, {}
     for old in from_suites:
@@ -130,7 +132,7 @@ def carry_over(agent: str, seed: int, budget: int, folder: Path, suite: str, fro
             continue
         old_suite, header = get_suite(old), header or old_submission
         added.update({t: r for t, r in old_submission["results"].items()
-                      if t in wanted and t in target_suite.task_ids and t not in held and t not in added
+                      if t in wanted and t not in held and t not in added
                       and old_suite.get(t) == target_suite.get(t)})
     if added:  # merge keeps the file's header when it exists, else takes the first source's
         merge(dict(header, suite=suite, results=added), folder)
