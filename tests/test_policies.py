@@ -202,6 +202,40 @@ def test_a_batch_of_equal_observations_matches_row_by_row_encoding():
     assert not th.allclose(logits_d[1], logits_1[0])  # the placement entry is read
 
 
+def test_a_repeated_call_without_gradients_is_not_encoded_again_yet_follows_weights_and_observation(
+        monkeypatch):
+    env = DevicePlacementEnv(graph=GRAPH, cluster=CLUSTER)
+    net = _policy(env).graph_net
+    obs = _batch(env.reset()[0])
+    encodings = []
+    encode = net._encode
+    monkeypatch.setattr(net, "_encode", lambda o: encodings.append(1) or encode(o))
+
+    def with_gradients(o):
+        logits, values = net(o)
+        return logits.detach(), values.detach()
+
+    reference = with_gradients(obs)
+    with th.no_grad():
+        first = net(obs)
+        first[0].add_(5.0)  # what a caller does to its outputs must not reach the kept copy
+        second = net(obs)
+    assert len(encodings) == 2  # one with gradients, one without; the repeat was not encoded
+    assert th.equal(second[0], reference[0]) and th.equal(second[1], reference[1])
+
+    with th.no_grad():
+        net.policy_out.bias.add_(0.5)  # an optimiser step between two rollouts
+        moved = net(obs)
+    assert th.equal(moved[0], with_gradients(obs)[0]) and not th.allclose(moved[0], reference[0])
+
+    other = {key: value.clone() for key, value in obs.items()}
+    other["placement"][0, :, 0] = 1.0
+    with th.no_grad():
+        changed = net(other)
+    assert th.equal(changed[0], with_gradients(other)[0]) and not th.allclose(changed[0], moved[0])
+    assert len(encodings) == 6  # each new weight or observation is encoded
+
+
 def test_maskable_ppo_with_the_factorised_policy():
     pytest.importorskip("sb3_contrib")
     from sb3_contrib import MaskablePPO

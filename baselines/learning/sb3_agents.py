@@ -304,7 +304,8 @@ class SB3PPOAgent(_SB3Agent):
 
     def _make_model(self, vec_env: DummyVecEnv) -> BaseAlgorithm:
         # One-step episodes: gamma and GAE do not matter; the observation never changes, so a
-        # minibatch costs one graph encoding (PlacementGraphNet) and 10 epochs per rollout are cheap.
+        # minibatch costs one graph encoding (PlacementGraphNet) and 10 epochs per rollout are cheap,
+        # and a rollout's steps share one encoding (the network keeps its last no-gradient call).
         return PPO(
             FactorizedPlacementPolicy, vec_env, learning_rate=self.learning_rate, n_steps=self.n_steps,
             batch_size=self.batch_size, n_epochs=self.n_epochs, ent_coef=self.entropy_coef, verbose=0,
