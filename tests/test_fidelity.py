@@ -184,6 +184,7 @@ def test_profile_command_writes_a_profile_find_profile_finds(cache, capsys):
     assert json.loads(capsys.readouterr().out)["measured"] is False
 
 
+@pytest.mark.slow
 def test_fidelity_command_json_and_png(cache, tmp_path, capsys):
     png = tmp_path / "scatter.png"
     code = main(["fidelity", "--graph", "cifar10_cnn", "--cluster", "cpu2", "--batch", "2", "--samples", "4",
@@ -211,6 +212,7 @@ def test_bad_devices_exit_2_with_one_line(devices, cache, capsys):
     assert err.startswith("placement-gym: error:") and "\n" not in err
 
 
+@pytest.mark.slow
 def test_optimizer_flag_reaches_the_profile_the_task_and_the_executor(cache, tmp_path, capsys):
     from placement_gym.real.profile import find_profile, profile_key
 

@@ -157,7 +157,8 @@ def test_help_lines_are_the_commands_own():
 
 
 def test_validate_ends_with_a_summary_and_lists_only_failures(capsys, tmp_path):
-    submissions = sorted((REPO / "leaderboard" / "submissions").glob("*.json"))[:1]
+    # A small file (13 tasks, one placement each) keeps the check about the output, not about validating
+    submissions = [REPO / "leaderboard" / "submissions" / "v1-best-single-seed0.json"]
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     code = main(["leaderboard", "validate", str(submissions[0]), str(bad)])

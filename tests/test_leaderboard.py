@@ -366,6 +366,8 @@ def test_cli_validate_submit_render_check(submission, tmp_path, capsys):
     capsys.readouterr()
 
 
+# Slow (over a minute); CI runs the same checks on every run besides (.ci/run: validate and render --check).
+@pytest.mark.slow
 def test_committed_leaderboard_is_valid_and_up_to_date():
     board = REPO / "leaderboard"
     if not list((board / "submissions").glob("*.json")):

@@ -225,6 +225,7 @@ def test_the_v2_page_takes_the_stored_bounds_of_v1s_tasks_as_v1_froze_them(tmp_p
     assert load_bounds(tmp_path, other)[SMALL_V1].source == FROZEN_SOURCE
 
 
+@pytest.mark.slow
 def test_a_suites_own_bounds_file_is_written_read_and_checked_beside_the_current_suites(tmp_path):
     """``bounds_v2.json`` holds v2's bounds next to the current suite's ``bounds.json``: the v2 page
     takes a new task's bound from the first and a v1 task's from either; writing v2's leaves v1's file

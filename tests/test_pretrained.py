@@ -131,6 +131,7 @@ def _cli(*args: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_cli_places_a_bundled_graph_and_a_users_onnx_file(tmp_path):
     report = _cli("evaluate", "--agent", "pretrained-list", "--graph", "inception_v3", "--cluster", "k80x4",
                   "--json")

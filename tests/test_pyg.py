@@ -280,6 +280,7 @@ def _assert_batch_of(batch, singles) -> None:
     assert offset == batch.num_nodes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_vector_env_observation_becomes_a_batch(pyg, mode):
     vector_kwargs = {"shared_memory": False} if mode == "async" else {}

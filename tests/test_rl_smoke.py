@@ -36,6 +36,7 @@ def _final_step(env: DevicePlacementStagedEnv, choose) -> tuple[float, float]:
     return reward, float(info["runtime"])
 
 
+@pytest.mark.slow
 def test_ppo_beats_random_search_on_the_staged_env():
     env = DevicePlacementStagedEnv(graph=GRAPH, cluster=CLUSTER)  # train_step, sparse log_speedup
     rng = np.random.default_rng(0)

@@ -69,6 +69,7 @@ def test_stock_ppo_trains_and_collects_runtime(env_id, vector_env):
     assert any(moved)
 
 
+@pytest.mark.slow
 def test_single_shot_actions_are_one_device_per_node():
     env = RECIPE["make_env"]("DevicePlacement-v0")
     algorithm = RECIPE["make_ppo"](env)
@@ -79,6 +80,7 @@ def test_single_shot_actions_are_one_device_per_node():
     assert terminated and np.isfinite(reward) and info["runtime"] > 0
 
 
+@pytest.mark.slow
 def test_same_seed_same_policy():
     def trained_parameters(seed):
         algorithm, collector, *_ = RECIPE["train"](

@@ -215,6 +215,7 @@ def test_a_missing_optional_dependency_names_the_extra(tmp_path, modules, argv, 
     assert "unknown" not in lines[0]
 
 
+@pytest.mark.slow
 def test_without_torch_the_search_agents_still_train(tmp_path):
     # anneal and cem need neither torch nor the learned agents: the train command still runs them.
     code, out, err = run_without("torch", ["train", "--agent", "anneal", *TASK_ARGS, "--budget", "40",

@@ -122,6 +122,7 @@ def test_a_submission_that_links_to_dev_zero_is_refused_in_one_line(tmp_path):
     assert_one_line_refusal(done, "zero.json", "symbolic link")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
 def test_render_refuses_a_link_to_dev_zero_in_submissions(board):
     (board / "submissions" / "v1-zero-seed0.json").symlink_to("/dev/zero")
@@ -298,6 +299,7 @@ def test_the_chart_is_not_written_through_a_link(board, outside):
     assert (board / "leaderboard.png").read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.slow
 def test_render_does_not_draw_curves_into_a_linked_folder(board, tmp_path, capsys):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

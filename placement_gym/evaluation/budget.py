@@ -12,7 +12,9 @@ in one of two ways:
 * **clip** (`scores`, what searches call): the rows that fit are evaluated and recorded, then
   `BudgetExhausted` is raised, so a search spends its last evaluations. `scores` is memoised: a
   placement evaluated before by `scores` is neither evaluated nor counted again (hill climbing on a
-  small graph proposes the same rejected moves many times).
+  small graph proposes the same rejected moves many times). The memo holds each placement's 32-byte
+  sha256 (`placement_digest`), not the placement, so that 100,000 evaluations of a 100,000-op graph
+  take megabytes, not the 80 GB their rows would.
 
 A search that only asks whether a placement beats a runtime passes it as ``scores(rows, cutoff=r)``:
 the cost model may then stop a row's simulation once its runtime is proven above ``r``
@@ -46,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from placement_gym.common.content_hash import placement_digest
 from placement_gym.cost_model import SimulationResult, simulate
 from placement_gym.cost_model.fast import check_cutoff
 from placement_gym.evaluation.evaluator import (
@@ -204,7 +207,7 @@ class Budget:
         ``cutoff`` (seconds; None: none): rows whose runtime is proven above it may come back cut (the
         module docstring), each one evaluation; a memoised cut score serves a cutoff below its bound."""
         limit = check_cutoff(cutoff)
-        keys = [row.tobytes() for row in placements]
+        keys = [placement_digest(row) for row in placements]
         new = list(dict.fromkeys(k for k in keys if not self._known(k, limit)))
         fits = new[: max(self.remaining, 0)]
         self.cut_again += sum(k in self.memo for k in fits)
@@ -226,7 +229,7 @@ class Budget:
         result = simulate(self.task, placement, schedule=True)
         peaks = np.asarray(result.peak_memory, dtype=np.float64)
         self._record(placement[None], np.array([result.runtime]), np.array([bool(result.feasible)]),
-                     peaks[None], keys=[placement.tobytes()])
+                     peaks[None], keys=[placement_digest(placement)])
         return result.schedule
 
     # ------------------------------------------------------------------------------- bookkeeping
