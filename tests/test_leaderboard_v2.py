@@ -183,7 +183,7 @@ def test_the_v2_page_ranks_v2_submissions_and_the_readme_v1_submissions():
 
 
 @pytest.mark.slow
-def test_render_suite_v2_writes_its_page_and_leaves_the_readme_alone(tmp_path, capsys):
+def test_render_suite_v2_writes_its_page_and_leaves_the_readme_alone(tmp_path, capsys, monkeypatch):
     """Validation measures every task of v2 (its fingerprint), so this builds the 103k-op task too."""
     from placement_gym.cli import main
 
@@ -202,6 +202,21 @@ def test_render_suite_v2_writes_its_page_and_leaves_the_readme_alone(tmp_path, c
     assert not (board / "README.md").exists()
     assert main([*arguments, "--check"]) == 0
     assert main(["leaderboard", "render", "--check", "--dir", str(board)]) == 1  # no README was written
+    capsys.readouterr()
+    # Several suites in one call: the file is validated once, and the stale page is the one named.
+    import importlib
+
+    # (the package's attribute `render` is the function, not the module)
+    render_module = importlib.import_module("placement_gym.leaderboard.render")
+
+    validated = []
+    monkeypatch.setattr(render_module, "validate_submission",
+                        lambda data, source: validated.append(source) or validate_submission(data, source))
+    both = ["leaderboard", "render", "--check", "--suite", "v1", "--suite", V2, "--dir", str(board)]
+    assert main(both) == 1 and len(validated) == 1
+    stale = capsys.readouterr().err
+    assert "README.md" in stale and "suite_v2.md" not in stale and "--suite" not in stale
+    assert main(both[:2] + both[3:]) == 0 and main(both) == 0  # written for both, then up to date
     capsys.readouterr()
 
 

@@ -341,12 +341,14 @@ def run_submit(args: argparse.Namespace) -> int:
 @_exits_on_suite_mismatch
 def run_render(args: argparse.Namespace) -> int:
     from placement_gym.common.untrusted import UntrustedFileError
-    from placement_gym.leaderboard.render import RenderRefused, page_names, render
+    from placement_gym.leaderboard.render import RenderRefused, page_names, render_pages
+    from placement_gym.leaderboard.suite import CURRENT_SUITE
 
     directory = _directory(args, writes=not args.check)
-    names = [str(directory / name) for name in page_names(args.suite)]
+    suites = tuple(dict.fromkeys(args.suite or [CURRENT_SUITE]))
+    names = [str(directory / name) for suite in suites for name in page_names(suite)]
     try:
-        fresh = render(directory, check=args.check, chart=not args.no_chart, suite=args.suite)
+        stale = render_pages(directory, suites, check=args.check, chart=not args.no_chart)
     except RenderRefused as refused:  # a number that fails validation is never published
         _print_checks(refused.checks, args.json)
         print(f"placement-gym: {refused}", file=sys.stderr)
@@ -357,13 +359,14 @@ def run_render(args: argparse.Namespace) -> int:
     if not args.check:
         print(f"wrote {' and '.join(names)}")
         return 0
-    if fresh:
+    if not stale:
         print(f"{' and '.join(names)} {'are' if len(names) > 1 else 'is'} up to date")
         return 0
-    from placement_gym.leaderboard.suite import CURRENT_SUITE
-
-    again = "" if args.suite == CURRENT_SUITE else f" --suite {args.suite}"
-    print(f"{' or '.join(names)} is stale; run 'placement-gym leaderboard render{again}'", file=sys.stderr)
+    for suite in suites:
+        if any(name in stale for name in page_names(suite)):
+            pages = " or ".join(str(directory / name) for name in page_names(suite))
+            again = "" if suite == CURRENT_SUITE else f" --suite {suite}"
+            print(f"{pages} is stale; run 'placement-gym leaderboard render{again}'", file=sys.stderr)
     return 1
 
 
@@ -505,10 +508,11 @@ def add_parser(subparsers) -> None:
     render.add_argument("--check", action="store_true",
                         help="exit 1 when the README or the generalisation-v2 page is stale; write nothing")
     render.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
-    render.add_argument("--suite", choices=COST_MODEL_SUITES, default=CURRENT_SUITE,
+    render.add_argument("--suite", choices=COST_MODEL_SUITES, action="append",
                         help=f"the cost-model suite whose page to render (default: {CURRENT_SUITE}, the "
                         "README and the generalisation-v2 page); another suite's page is suite_<SUITE>.md, "
-                        "its chart leaderboard_<SUITE>.png, its curves under curves/<SUITE>/")
+                        "its chart leaderboard_<SUITE>.png, its curves under curves/<SUITE>/; repeat it "
+                        "for several suites, the submissions validated once")
     common(render)
     render.set_defaults(run=run_render)
 

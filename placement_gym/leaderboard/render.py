@@ -715,31 +715,43 @@ def render(
     Otherwise writes and returns True. Nothing is read or written through a symbolic link
     (`placement_gym.common.untrusted`): a link among the files and folders it reads or writes is an
     `UntrustedFileError`."""
+    return not render_pages(directory, (suite,), check, chart)
+
+
+def render_pages(
+    directory: str | Path, suites: tuple[str, ...], check: bool = False, chart: bool = True
+) -> list[str]:
+    """`render` for several suites, validating the submissions once: with ``check=True`` the names of
+    the pages that are stale or missing (nothing written), otherwise writes every page and returns []."""
     directory = Path(directory)
-    layout = suite_page(suite)
-    for name in (SUBMISSIONS_DIR, *page_names(suite), layout.chart, layout.curves, RECORDS_NAME):
-        inside(directory, name)  # before validating
+    layouts = [suite_page(suite) for suite in suites]
+    for suite, layout in zip(suites, layouts):
+        for name in (SUBMISSIONS_DIR, *page_names(suite), layout.chart, layout.curves, RECORDS_NAME):
+            inside(directory, name)  # before validating
     files = _checked_files(directory / SUBMISSIONS_DIR)
     submissions = [(name, data) for name, _, data in files]
     verified = verified_files(read_records(directory), {name: raw for name, raw, _ in files})
-    ranked = get_suite(suite)
-    bounds = load_bounds(directory, ranked)
-    pages = {layout.page: render_markdown(submissions, ranked, bounds, verified)}
-    if GEN_V2_PAGE in page_names(suite):
-        pages[GEN_V2_PAGE] = render_generalisation_v2(submissions)
-    if check:
+    stale = []
+    for suite, layout in zip(suites, layouts):
+        ranked = get_suite(suite)
+        bounds = load_bounds(directory, ranked)
+        pages = {layout.page: render_markdown(submissions, ranked, bounds, verified)}
+        if GEN_V2_PAGE in page_names(suite):
+            pages[GEN_V2_PAGE] = render_generalisation_v2(submissions)
+        if check:
+            for name, text in pages.items():
+                page = inside(directory, name)
+                if not os.path.lexists(page):
+                    stale.append(name)
+                    continue
+                committed = read_bytes(page, MAX_README_BYTES, name, follow_symlinks=False)
+                # A checkout may turn line ends into CRLF (git's autocrlf); that is not a stale table.
+                if committed.decode("utf-8", "replace").replace("\r\n", "\n") != text:
+                    stale.append(name)
+            continue
         for name, text in pages.items():
-            page = inside(directory, name)
-            if not os.path.lexists(page):
-                return False
-            committed = read_bytes(page, MAX_README_BYTES, name, follow_symlinks=False)
-            # A checkout may turn line ends into CRLF (git's autocrlf); that is not a stale table.
-            if committed.decode("utf-8", "replace").replace("\r\n", "\n") != text:
-                return False
-        return True
-    for name, text in pages.items():
-        write_inside(directory, name, text)
-    if chart:
-        render_chart(submissions, directory / layout.chart, ranked, verified)
-        render_all_curves(submissions, directory, bounds, ranked)
-    return True
+            write_inside(directory, name, text)
+        if chart:
+            render_chart(submissions, directory / layout.chart, ranked, verified)
+            render_all_curves(submissions, directory, bounds, ranked)
+    return stale
