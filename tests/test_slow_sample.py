@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import SLOW_BUCKETS
 
 pytest_plugins = ["pytester"]
 
@@ -27,7 +28,7 @@ def _selected(pytester, *args: str) -> set[str]:
 
 def test_the_buckets_split_the_slow_tests_and_lose_none(pytester):
     slow = {f"test_slow_{i}" for i in range(30)}
-    buckets = [_selected(pytester, f"--slow={k}/3") for k in range(3)]
+    buckets = [_selected(pytester, f"--slow={k}/{SLOW_BUCKETS}") for k in range(SLOW_BUCKETS)]
     for chosen in buckets:
         assert "test_quick" in chosen and 0 < len(chosen & slow) < 30
     assert set.union(*buckets) - {"test_quick"} == slow
