@@ -145,20 +145,20 @@ def random_cluster(
     )
 
 
-# --- slow tests: every one runs, a quarter of them a day -----------------------------------------------
+# --- slow tests: every one runs, a fifth of them a day -------------------------------------------------
 # A test marked ``slow`` (over about 3 s on the 2-core development machine: the tutorials, the RL
 # libraries, Ray, subprocess CLI runs) runs when its bucket (CRC-32 of its node id, modulo
 # `SLOW_BUCKETS`) is the day's (days since 1970-01-01 UTC, modulo `SLOW_BUCKETS`), so that plain
-# ``pytest`` (README's command, and CI) stays short and every slow test still runs every fourth day.
+# ``pytest`` (README's command, and CI) stays short and every slow test still runs every fifth day.
 # ``--slow=all`` runs every one, ``--slow=none`` none, ``--slow=K/N`` bucket K of N; naming tests
 # (``file::test``), ``-k`` or ``-m`` runs every slow test selected.
-SLOW_BUCKETS = 4
+SLOW_BUCKETS = 5
 
 
 def pytest_addoption(parser):
     parser.addoption(
         "--slow", default="sample", metavar="WHICH",
-        help="tests marked slow to run: sample (default: the day's quarter, as CI), all, none, or K/N "
+        help="tests marked slow to run: sample (default: the day's fifth, as CI), all, none, or K/N "
              "(bucket K of N, K from 0)",
     )
 
@@ -189,7 +189,7 @@ def pytest_report_header(config):
     choice = _slow_choice(config)
     if isinstance(choice, str):
         return f"slow tests: {choice}"
-    return (f"slow tests: bucket {choice[0]} of {choice[1]} (a quarter of them each day; --slow=all runs "
+    return (f"slow tests: bucket {choice[0]} of {choice[1]} (a fifth of them each day; --slow=all runs "
             "every one)")
 
 
