@@ -17,7 +17,7 @@ from placement_gym.cli.bench import cutoff_speedup, incremental_ceiling, move_ce
 from placement_gym.cluster import load_cluster
 from placement_gym.cost_model import simulate
 from placement_gym.task.compiled import make_task
-from placement_gym.task.named import get_task
+from placement_gym.task.named import get_task, parse_task_id
 
 GRAPH = "cifar10_cnn"
 TINY = ["bench", "--graphs", GRAPH, "--sizes", "none", "--repeats", "1", "--seconds", "0", "--batch", "2",
@@ -126,3 +126,20 @@ def test_an_unknown_start_agent_fails_before_any_row(capsys):
     assert main([*TINY, "--incremental-moves", "1", "--incremental-from", "no_such_agent"]) == 2
     captured = capsys.readouterr()
     assert "no_such_agent" in captured.err and GRAPH not in captured.err  # no row started
+
+
+def test_task_ids_are_rows_of_their_own_tasks(capsys):
+    # A pipelined step on another cluster: the row is that task's (its op count), checked against the
+    # reference and timed against this checkout like any other row.
+    task_id = "cifar10_cnn/k80x2/train+mb3"
+    rows = bench_json(capsys, "--graphs", "none", "--tasks", task_id, "--against", str(CHECKOUT))["rows"]
+    (row,) = rows
+    assert row["graph"] == task_id and row["ops"] == parse_task_id(task_id).n_ops
+    assert row["ops"] > 3 * get_task(GRAPH, "k80x2").n_forward  # three micro-batches, forward and backward
+    assert row["agree"] is True and row["identical_against"] is True
+
+
+def test_an_unknown_task_id_fails_before_any_row(capsys):
+    assert main([*TINY, "--tasks", "cifar10_cnn/no_such_cluster/train"]) == 2
+    captured = capsys.readouterr()
+    assert "no_such_cluster" in captured.err and GRAPH not in captured.err

@@ -1,7 +1,8 @@
 """Benchmark of the cost model: the fast simulator, its batched call and the reference, side by side.
 
 Each row is one task (``train_step`` on ``k80x4``): a bundled graph, or a synthetic layered graph of
-``n`` ops (`layered_graph`), so that the time per op can be compared from 1k to 1M ops. Before
+``n`` ops (`layered_graph`), so that the time per op can be compared from 1k to 1M ops; or any task
+named by its id (``tasks``: ``gnmt8/k40x8/train+mb4``, a pipelined step on another cluster). Before
 timing, the row checks that the fast simulator, the batched call and the reference give the same
 runtime (bit for bit, as docs/design.md requires) on the first placement. The timed calls all go
 through the same ``batch`` seeded random placements: single calls (fast and reference) one after the
@@ -47,7 +48,7 @@ from placement_gym.evaluation.agents import Agent, AgentResult, lookup_agent
 from placement_gym.graph import bundled_graph_names
 from placement_gym.graph.synthetic import layered_graph
 from placement_gym.task.compiled import Task, make_task
-from placement_gym.task.named import get_task
+from placement_gym.task.named import get_task, parse_task_id
 
 BENCH_CLUSTER = "k80x4"  # the papers' usual machine: a CPU + 4 K80 dies
 BENCH_OBJECTIVE = "train_step"
@@ -350,9 +351,13 @@ for line in sys.stdin:
     if ask["do"] == "load":
         spec = ask["task"]
         try:  # a graph that commit does not have: that row goes without, the others still run
-            task = (get_task(spec["graph"], spec["cluster"], spec["objective"]) if "graph" in spec else
-                    make_task(layered_graph(spec["layered"]), load_cluster(spec["cluster"]),
-                              spec["objective"]))
+            if "task" in spec:
+                from placement_gym.task.named import parse_task_id
+                task = parse_task_id(spec["task"])
+            else:
+                task = (get_task(spec["graph"], spec["cluster"], spec["objective"]) if "graph" in spec else
+                        make_task(layered_graph(spec["layered"]), load_cluster(spec["cluster"]),
+                                  spec["objective"]))
         except Exception as error:
             reply({"error": f"{type(error).__name__}: {error}"})
             continue
@@ -492,9 +497,10 @@ def bench_targets(rows: Sequence[BenchRow]) -> list[BenchTarget]:
     ]
 
 
-def bench_cases(graphs: Sequence[str] | None, sizes: Sequence[int]) -> list[tuple[str, dict[str, Any]]]:
-    """(label, task spec for `build_case`) for each bundled graph named (None: all) and each synthetic
-    size."""
+def bench_cases(graphs: Sequence[str] | None, sizes: Sequence[int],
+                tasks: Sequence[str] = ()) -> list[tuple[str, dict[str, Any]]]:
+    """(label, task spec for `build_case`) for each bundled graph named (None: all), each synthetic
+    size and each task id of ``tasks`` (`parse_task_id`; an unknown one fails here, before any row)."""
     known = bundled_graph_names()
     names = known if graphs is None else list(graphs)
     unknown = [name for name in names if name not in known]
@@ -504,14 +510,19 @@ def bench_cases(graphs: Sequence[str] | None, sizes: Sequence[int]) -> list[tupl
     bad = [n for n in sizes if n < 1]
     if bad:
         raise ValueError(f"synthetic graph sizes must be positive op counts, got {bad}")
+    for task_id in tasks:
+        parse_task_id(task_id)
     common = {"cluster": BENCH_CLUSTER, "objective": BENCH_OBJECTIVE}
     return ([(name, {"graph": name, **common}) for name in names]
-            + [(f"layered{n}", {"layered": n, **common}) for n in sizes])
+            + [(f"layered{n}", {"layered": n, **common}) for n in sizes]
+            + [(task_id, {"task": task_id}) for task_id in tasks])
 
 
 def build_case(spec: dict[str, Any]) -> Task:
-    """The task of a `bench_cases` spec: a bundled ``graph`` or a ``layered`` graph of that many ops (the
-    subprocess of `AgainstRunner` builds it the same way)."""
+    """The task of a `bench_cases` spec: a bundled ``graph``, a ``layered`` graph of that many ops or a
+    ``task`` id (the subprocess of `AgainstRunner` builds it the same way)."""
+    if "task" in spec:
+        return parse_task_id(spec["task"])
     if "graph" in spec:
         return get_task(spec["graph"], spec["cluster"], spec["objective"])
     return make_task(layered_graph(spec["layered"]), load_cluster(spec["cluster"]), spec["objective"])
@@ -529,15 +540,17 @@ def run_bench(
     incremental_from: str = "random",
     against: str | os.PathLike | None = None,
     cutoff_moves: int = 0,
+    tasks: Sequence[str] = (),
 ) -> list[BenchRow]:
-    """Benchmark the bundled ``graphs`` (None: all) and synthetic layered graphs of ``sizes`` ops.
+    """Benchmark the bundled ``graphs`` (None: all), synthetic layered graphs of ``sizes`` ops and the
+    tasks of the ids ``tasks``.
 
     ``incremental_moves`` > 0: each bundled graph's row gets `incremental_ceiling` over that many moves
     from the placement ``incremental_from`` (`start_placement`); ``cutoff_moves`` > 0: each row (bundled
     or layered) gets `cutoff_speedup` over that many moves from the same start. ``against``: a checkout
     of another commit of this project, whose simulator `compare_against` times side by side with this one.
     ``progress(i, total, label, row)`` is called before each row (row None) and after it."""
-    cases = bench_cases(graphs, sizes)
+    cases = bench_cases(graphs, sizes, tasks)
     if (incremental_moves > 0 or cutoff_moves > 0) and incremental_from != "random":
         start_agent(incremental_from)  # an unknown name fails before the first row, not after it
     runner = AgainstRunner(against) if against is not None else None

@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     rows = run_bench(_names(args.graphs), args.sizes, repeats=args.repeats, seconds=args.seconds,
                      batch=args.batch, seed=args.seed, progress=_Progress(),
                      incremental_moves=args.incremental_moves or 0, incremental_from=args.incremental_from,
-                     against=args.against, cutoff_moves=args.cutoff_moves or 0)
+                     against=args.against, cutoff_moves=args.cutoff_moves or 0,
+                     tasks=_names(args.tasks) or [])
     end = load_average()
     if args.json:
         print(f"at the end: {describe_load(end, cores)}", file=stream)
@@ -117,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
                      [f"{r.ns_per_op_against:,.0f}", f"{r.ns_per_op_alternating:,.0f}",
                       f"{r.speedup_against:.2f}x", "yes" if r.identical_against else "NO"])
     print_table(columns, cells, numeric=[False, True, True, False] + [True] * (len(columns) - 4),
-                title=f"cost model speed: {BENCH_OBJECTIVE} on {BENCH_CLUSTER}, random placements "
-                      f"(seed {args.seed})")
+                title=f"cost model speed, random placements (seed {args.seed})"
+                      + ("" if all("/" in r.graph for r in rows) else
+                         f"; graphs not named by a task id: {BENCH_OBJECTIVE} on {BENCH_CLUSTER}"))
     print(f"at the end: {describe_load(end, cores)}")
     if not all(row.agree for row in rows):
         print("warning: the fast simulator and the reference disagree on a row marked NO", file=sys.stderr)
@@ -180,6 +182,10 @@ def add_parser(subparsers: Subcommands) -> None:
                              "(default: 1000,10000,100000); 1000000 works, slowly: on a 2-core VM its task "
                              "takes about 40 s to build and its row about 6 minutes (3 of them one reference "
                              "call) and 6 GB of memory with --batch 16")
+    parser.add_argument("--tasks", default="none",
+                        help="task ids to time as well, comma-separated, or none (default: none), as the "
+                             "leaderboard names tasks: graph/cluster/objective with options, such as "
+                             "gnmt8/k40x8/train+mb4 (a pipelined step on 8 K40s)")
     parser.add_argument("--repeats", type=positive_int, default=3,
                         help="least number of fast and batched calls per row (default: 3)")
     parser.add_argument("--seconds", type=_positive_float, default=1.0,
