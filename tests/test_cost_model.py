@@ -222,6 +222,29 @@ def test_the_memory_sweep_finds_the_peak_of_every_event_order(n_buffers, n_devic
     np.testing.assert_array_equal(peak, sorted_sweep_peak(device, nbytes, alloc, free, n_devices))
 
 
+@pytest.mark.parametrize("n_times", [1, 7, 300])
+def test_the_memory_sweep_of_events_bunched_in_time(n_times):
+    # Nearly every event in the first thousandth of the horizon, so in the first bucket: cells of
+    # hundreds of events, which the sweep sorts in n log n, not by insertion. Few distinct times make
+    # frees and allocations meet at equal times.
+    from placement_gym.cost_model import fast
+
+    rng = np.random.default_rng(n_times)
+    n_buffers, n_devices = 600, 2
+    times = np.sort(rng.uniform(0.0, 1e-3, n_times))
+    device = rng.integers(0, n_devices, n_buffers)
+    nbytes = rng.integers(1, 1000, n_buffers).astype(float)
+    alloc = times[rng.integers(0, n_times, n_buffers)]
+    free = np.maximum(alloc, times[rng.integers(0, n_times, n_buffers)])
+    free[:2] = 1.0  # two buffers live to the horizon
+    peak = np.zeros(n_devices)
+    cells, events = n_buffers + n_devices, 2 * n_buffers
+    fast._peak_live_bytes(device, nbytes, alloc, free, 1.0, peak, np.empty(cells), np.empty(cells),
+                          np.empty(cells, dtype=np.int64), np.empty(events, dtype=np.int64), np.empty(events),
+                          np.empty(events), np.empty(n_devices))
+    np.testing.assert_array_equal(peak, sorted_sweep_peak(device, nbytes, alloc, free, n_devices))
+
+
 def test_the_memory_sweep_by_hand():
     # Device 0: 4 bytes from 2 on (freed at inf), 5 over [0, 2), 3 over [1, 3): 8 at 1, then 7 at 2,
     # not 12 (the free at 2 comes before the allocation at 2, listed first here); device 1: 6 over

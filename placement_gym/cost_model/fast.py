@@ -120,6 +120,10 @@ def _work_sizes(ints):
     return n_int, n_float
 
 
+# A cell of `_peak_live_bytes` with more events than this is sorted in n log n, not by insertion.
+_FEW_EVENTS = 32
+
+
 @numba.njit(cache=True)
 def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, horizon, peak, grown,
                      usage_at, head, after, time, change, usage):
@@ -140,7 +144,10 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
     it (that plus its allocations), and takes as a first peak the usage at the end of every cell,
     which the sweep passes through. Only a cell whose bound is above its device's first peak can
     hold a higher one: only its events are sorted (by time, frees first) and swept from its
-    starting usage. Few cells pass, so most events are added twice and never sorted."""
+    starting usage. Few cells pass, so most events are added twice and never sorted. Where events bunch
+    in time (the expert's placement of `llama2_70b/dgx-h100x4/train+bf16+rc`: 28k of its 34k events in
+    118 cells, up to 631 in one), a cell of more than `_FEW_EVENTS` is sorted by time
+    in n log n instead of by insertion (n squared); it gives the same peaks."""
     n_buffers = buffer_device.shape[0]
     n_devices = peak.shape[0]
     n_buckets = n_buffers // n_devices + 1
@@ -182,7 +189,8 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
     for _ in range(n_buckets):
         for e in range(n_devices):
             if grown[cell] > peak[e]:
-                # The cell's events, sorted by insertion as they are taken from its list.
+                # The cell's events, sorted by insertion (by time, frees first) as they are taken
+                # from its list; past `_FEW_EVENTS` of them, only appended (sorted below).
                 n = 0
                 event = head[cell]
                 while event >= 0:
@@ -193,20 +201,38 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
                     else:
                         t = buffer_alloc[b]
                         c = buffer_bytes[b]
-                    j = n - 1
-                    while j >= 0 and (time[j] > t or (time[j] == t and change[j] > 0.0 and c < 0.0)):
-                        time[j + 1] = time[j]
-                        change[j + 1] = change[j]
-                        j -= 1
-                    time[j + 1] = t
-                    change[j + 1] = c
+                    if n < _FEW_EVENTS:
+                        j = n - 1
+                        while j >= 0 and (time[j] > t or (time[j] == t and change[j] > 0.0 and c < 0.0)):
+                            time[j + 1] = time[j]
+                            change[j + 1] = change[j]
+                            j -= 1
+                        time[j + 1] = t
+                        change[j + 1] = c
+                    else:
+                        time[n] = t
+                        change[n] = c
                     n += 1
                     event = after[event]
                 u = usage_at[cell]
-                for i in range(n):
-                    u += change[i]
-                    if u > peak[e]:
-                        peak[e] = u
+                if n <= _FEW_EVENTS:
+                    for i in range(n):
+                        u += change[i]
+                        if u > peak[e]:
+                            peak[e] = u
+                else:
+                    # A crowded cell (events bunched in time): sorted by time in n log n. At one time
+                    # the frees come first and the allocations then only raise the usage, so the
+                    # most reached at that time is the usage after all of its events.
+                    order = np.argsort(time[:n])
+                    i = 0
+                    while i < n:
+                        t = time[order[i]]
+                        while i < n and time[order[i]] == t:
+                            u += change[order[i]]
+                            i += 1
+                        if u > peak[e]:
+                            peak[e] = u
             cell += 1
 
 
