@@ -329,7 +329,9 @@ def start_agent(name: str) -> Agent:
 # --- the same single calls with another checkout's simulator ------------------------------------------
 
 # Runs under the other checkout (PYTHONPATH), so it uses only what the project had at commit 4bd99e3:
-# get_task, layered_graph, load_cluster, make_task, simulate. Lines of JSON in, lines of JSON out.
+# get_task, layered_graph, load_cluster, make_task, simulate (and, for a task id's row only,
+# parse_task_id: a checkout without it or without that task answers that row with an error). Lines of
+# JSON in, lines of JSON out.
 AGAINST_SCRIPT = r"""
 import hashlib, json, sys, time
 import numpy as np
