@@ -92,6 +92,41 @@ def test_a_good_submission_with_text_http_link_and_unicode_names_passes(good, tm
     capsys.readouterr()
 
 
+def test_a_save_stopped_while_writing_leaves_the_file_as_it_was(good, tmp_path, monkeypatch):
+    # A fill stopped during a save (killed, out of disk) must leave the previous, valid file and no
+    # stray temporary file; the write itself is stopped here, halfway through the new text.
+    import os
+
+    path = save_submission(good, tmp_path / "s.json")
+    before = path.read_bytes()
+    changed = copy.deepcopy(good)
+    changed["description"] = "changed " * 400
+
+    real_fdopen = os.fdopen
+
+    class HalfWriter:
+        def __init__(self, file):
+            self.file = file
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+        def write(self, data):
+            self.file.write(data[: len(data) // 2])
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: HalfWriter(real_fdopen(fd, mode)))
+    with pytest.raises(KeyboardInterrupt):
+        save_submission(changed, path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+    assert validate_file(path).ok
+
+
 # --- rendering escapes what it is given, even without validation -------------------------------------------
 
 def _overall_row(text: str, name_fragment: str) -> str:

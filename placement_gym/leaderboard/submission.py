@@ -74,7 +74,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from placement_gym.common.untrusted import UntrustedFileError, parse_json, path_text, read_bytes, shown
+from placement_gym.common.untrusted import (
+    UntrustedFileError,
+    parse_json,
+    path_text,
+    read_bytes,
+    shown,
+    write_inside,
+)
 from placement_gym.leaderboard.suite import GEN_V2
 
 SCHEMA_VERSION = 1
@@ -377,10 +384,11 @@ def dump_submission(data: dict) -> str:
 
 
 def save_submission(data: dict, path: str | Path) -> Path:
-    """Schema-check and write a submission; returns the path."""
+    """Schema-check and write a submission; returns the path. The file is replaced atomically
+    (`write_inside`), so a run stopped while it writes leaves the file as it was, never half of it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_submission(check_schema(data, str(path))))
+    text = dump_submission(check_schema(data, str(path)))
+    write_inside(path.parent, path.name, text)
     return path
 
 
