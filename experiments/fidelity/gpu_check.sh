@@ -4,6 +4,7 @@
 #
 #   OUT=/some/folder bash experiments/fidelity/gpu_check.sh   # on the GPU machine
 #   GPU_CHECK_DRY=1 bash experiments/fidelity/gpu_check.sh    # anywhere: the same steps on the CPU
+#   GPU_CHECK_STEP_S=100 ...                                     # each profile or fidelity step's limit (150 s)
 #
 # Steps (each under its own time limit, a failed step reported and the next one run):
 #   1. the machine: nvidia-smi, torch and CUDA versions;
@@ -12,15 +13,19 @@
 #   3. fidelity on it for two bundled graphs (cifar10_resnet56 training, resnet50 inference): the analytical
 #      model with the preset's figures (and the profiled one) against runs of the same placements,
 #      single-GPU placements among them;
-#   4. fidelity on `local` (cpu:0 and gpu:0 with measured figures): CPU + GPU placements.
+#   4. fidelity on `local` (cpu:0 and gpu:0 with measured figures): CPU + GPU placements;
+#   5. h200.json (gpu:0 of hopper.json alone): the single-GPU placement of three graphs at larger batches,
+#      where compute is a larger share of a step than at batch 8.
 # Everything lands under $OUT (default /tmp/gpu_check): one JSON and one PNG per run, and summary.txt.
-# The dry run on the 2-core development VM took 6.5 minutes; there the resnet50 steps ran past their
-# limits (both devices being the one loaded CPU), and the script went on to the next step.
+# On one H200 (16 CPU cores) steps 1-4 took 168 s and step 5 about 60 s, with GPU_CHECK_STEP_S=100; its
+# figures are in experiments/fidelity/h200/ and docs/real_hardware.md. A dry run on the 2-core
+# development VM runs the steps past their limits (both devices being the one loaded CPU) and goes on.
 set -u
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
 export PLACEMENT_GYM_CACHE="$OUT/cache" PLACEMENT_GYM_OUTPUT="$OUT"
 DRY=${GPU_CHECK_DRY:-0}
+LIMIT=${GPU_CHECK_STEP_S:-150}  # seconds per profile or fidelity step
 GPU=cuda:0
 [ "$DRY" = 1 ] && GPU=cpu
 SUMMARY="$OUT/summary.txt"
@@ -60,25 +65,36 @@ for device in data["devices"]:
 data["name"] = "hopper-h200"
 data["description"] = "cpu:0 and gpu:0 of the h100x8 preset, the GPU with the H200's memory and bandwidth"
 json.dump(data, open(sys.argv[1], "w"), indent=1)
+data["devices"] = [d for d in data["devices"] if d["name"] == "gpu:0"]
+data["links"] = []
+data["name"], data["description"] = "h200", "gpu:0 of hopper-h200 alone"
+json.dump(data, open(sys.argv[1].replace("hopper.json", "h200.json"), "w"), indent=1)
 EOF
-echo "hopper.json: exit $?" | tee -a "$SUMMARY"
+echo "hopper.json, h200.json: exit $?" | tee -a "$SUMMARY"
 
 for run in "cifar10_resnet56 train_step 8" "resnet50 inference 8"; do
     set -- $run
     # The profile first, with fewer timed runs than fidelity's default: its CPU half is the slow part.
-    step 150 "profile-$1" placement-gym profile --graph "$1" --batch "$3" --cluster "$OUT/hopper.json" \
+    step "$LIMIT" "profile-$1" placement-gym profile --graph "$1" --batch "$3" --cluster "$OUT/hopper.json" \
         --devices "cpu:0=cpu,gpu:0=$GPU" --repeats 3
-    step 150 "hopper-$1-$2" placement-gym fidelity --graph "$1" --objective "$2" --batch "$3" \
+    step "$LIMIT" "hopper-$1-$2" placement-gym fidelity --graph "$1" --objective "$2" --batch "$3" \
         --cluster "$OUT/hopper.json" --devices "cpu:0=cpu,gpu:0=$GPU" --samples 12 --repeats 4 --json \
         --out "$OUT/hopper-$1-$2.png"
 done
 if [ "$DRY" = 1 ]; then
-    step 150 local-cifar10_resnet56 placement-gym fidelity --graph cifar10_resnet56 --batch 8 --cluster cpu2 \
+    step "$LIMIT" local-cifar10_resnet56 placement-gym fidelity --graph cifar10_resnet56 --batch 8 --cluster cpu2 \
         --samples 12 --repeats 4 --json --out "$OUT/local-cifar10_resnet56.png"
 else
-    step 150 local-cifar10_resnet56 placement-gym fidelity --graph cifar10_resnet56 --batch 8 --cluster local \
+    step "$LIMIT" local-cifar10_resnet56 placement-gym fidelity --graph cifar10_resnet56 --batch 8 --cluster local \
         --samples 12 --repeats 4 --json --out "$OUT/local-cifar10_resnet56.png"
 fi
+
+for run in "resnet50 inference 32" "resnet50 train_step 8" "resnet50 train_step 32" "inception_v3 train_step 32" \
+           "bert_base inference 16" "bert_base train_step 16"; do
+    set -- $run
+    step "$LIMIT" "single-$1-$2-$3" placement-gym fidelity --graph "$1" --objective "$2" --batch "$3" \
+        --cluster "$OUT/h200.json" --devices "gpu:0=$GPU" --samples 1 --repeats 5 --json --out "$OUT/single-$1-$2-$3.png"
+done
 
 python - "$OUT" <<'EOF' | tee -a "$SUMMARY"
 import json, pathlib, sys
