@@ -14,10 +14,10 @@
 #      model with the preset's figures (and the profiled one) against runs of the same placements,
 #      single-GPU placements among them;
 #   4. fidelity on `local` (cpu:0 and gpu:0 with measured figures): CPU + GPU placements;
-#   5. h200.json (gpu:0 of hopper.json alone): the single-GPU placement of three graphs at larger batches,
+#   5. h200.json (gpu:0 of hopper.json alone): the single-GPU placement of nine bundled graphs at larger batches,
 #      where compute is a larger share of a step than at batch 8.
 # Everything lands under $OUT (default /tmp/gpu_check): one JSON and one PNG per run, and summary.txt.
-# On one H200 (16 CPU cores) steps 1-4 took 168 s and step 5 about 60 s, with GPU_CHECK_STEP_S=100; its
+# On one H200 (16 CPU cores) steps 1-4 took 168 s and step 5 about 320 s, with GPU_CHECK_STEP_S=100; its
 # figures are in experiments/fidelity/h200/ and docs/real_hardware.md. A dry run on the 2-core
 # development VM runs the steps past their limits (both devices being the one loaded CPU) and goes on.
 set -u
@@ -35,7 +35,7 @@ step() {  # step SECONDS NAME COMMAND...: run with a limit, keep its output, not
     local limit=$1 name=$2
     shift 2
     local started=$SECONDS
-    timeout "$limit" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
+    timeout -k 10 "$limit" "$@"  # -k: a step stuck in a driver call past its limit is killed > "$OUT/$name.out" 2> "$OUT/$name.err"
     local code=$?
     echo "$name: exit $code ($((SECONDS - started)) s)" | tee -a "$SUMMARY"
 }
@@ -90,7 +90,8 @@ else
 fi
 
 for run in "resnet50 inference 32" "resnet50 train_step 8" "resnet50 train_step 32" "inception_v3 train_step 32" \
-           "bert_base inference 16" "bert_base train_step 16"; do
+           "bert_base inference 16" "bert_base train_step 16" "cifar10_cnn train_step 128" "resnet152 inference 32" \
+           "llama2_7b inference 1" "bert_large inference 16" "rnnlm inference 64" "gnmt2 inference 128"; do
     set -- $run
     step "$LIMIT" "single-$1-$2-$3" placement-gym fidelity --graph "$1" --objective "$2" --batch "$3" \
         --cluster "$OUT/h200.json" --devices "gpu:0=$GPU" --samples 1 --repeats 5 --json --out "$OUT/single-$1-$2-$3.png"
