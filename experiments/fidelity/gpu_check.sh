@@ -14,7 +14,7 @@
 #      model with the preset's figures (and the profiled one) against runs of the same placements,
 #      single-GPU placements among them;
 #   4. fidelity on `local` (cpu:0 and gpu:0 with measured figures): CPU + GPU placements;
-#   5. h200.json (gpu:0 of hopper.json alone): the single-GPU placement of nine bundled graphs at larger batches,
+#   5. h200.json (gpu:0 of hopper.json alone): the single-GPU placement of nine bundled graphs, most at larger batches,
 #      where compute is a larger share of a step than at batch 8.
 # Everything lands under $OUT (default /tmp/gpu_check): one JSON and one PNG per run, and summary.txt.
 # On one H200 (16 CPU cores) steps 1-4 took 168 s and step 5 about 320 s, with GPU_CHECK_STEP_S=100; its
@@ -26,8 +26,8 @@ mkdir -p "$OUT"
 export PLACEMENT_GYM_CACHE="$OUT/cache" PLACEMENT_GYM_OUTPUT="$OUT"
 DRY=${GPU_CHECK_DRY:-0}
 LIMIT=${GPU_CHECK_STEP_S:-150}  # seconds per profile or fidelity step
-GPU=cuda:0
-[ "$DRY" = 1 ] && GPU=cpu
+GPU=cuda:0 LOCAL=local
+[ "$DRY" = 1 ] && GPU=cpu LOCAL=cpu2
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 
@@ -35,7 +35,8 @@ step() {  # step SECONDS NAME COMMAND...: run with a limit, keep its output, not
     local limit=$1 name=$2
     shift 2
     local started=$SECONDS
-    timeout -k 10 "$limit" "$@"  # -k: a step stuck in a driver call past its limit is killed > "$OUT/$name.out" 2> "$OUT/$name.err"
+    # -k: a step stuck in a driver call past its limit is killed 10 s later
+    timeout -k 10 "$limit" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
     local code=$?
     echo "$name: exit $code ($((SECONDS - started)) s)" | tee -a "$SUMMARY"
 }
@@ -81,13 +82,8 @@ for run in "cifar10_resnet56 train_step 8" "resnet50 inference 8"; do
         --cluster "$OUT/hopper.json" --devices "cpu:0=cpu,gpu:0=$GPU" --samples 12 --repeats 4 --json \
         --out "$OUT/hopper-$1-$2.png"
 done
-if [ "$DRY" = 1 ]; then
-    step "$LIMIT" local-cifar10_resnet56 placement-gym fidelity --graph cifar10_resnet56 --batch 8 --cluster cpu2 \
-        --samples 12 --repeats 4 --json --out "$OUT/local-cifar10_resnet56.png"
-else
-    step "$LIMIT" local-cifar10_resnet56 placement-gym fidelity --graph cifar10_resnet56 --batch 8 --cluster local \
-        --samples 12 --repeats 4 --json --out "$OUT/local-cifar10_resnet56.png"
-fi
+step "$LIMIT" local-cifar10_resnet56 placement-gym fidelity --graph cifar10_resnet56 --batch 8 --cluster "$LOCAL" \
+    --samples 12 --repeats 4 --json --out "$OUT/local-cifar10_resnet56.png"
 
 for run in "resnet50 inference 32" "resnet50 train_step 8" "resnet50 train_step 32" "inception_v3 train_step 32" \
            "bert_base inference 16" "bert_base train_step 16" "cifar10_cnn train_step 128" "resnet152 inference 32" \
