@@ -135,3 +135,23 @@ def test_the_fill_refuses_a_from_suite_it_cannot_copy_from(bad, monkeypatch, cap
         main()
     assert raised.value.code == 2 and "--from-suite takes cost-model suites other than --suite (v3)" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--agents", "2"], "--agents: unknown agent '2'"),
+    (["--agents", "pg,hsdga"], "--agents: unknown agent 'hsdga'; did you mean 'hsdag'?"),
+    (["--seeds", "0,x"], "--seeds takes comma-separated whole numbers, got '0,x'"),
+    (["--budget", "0"], "--budget must be >= 1 evaluation, got 0"),
+    (["--tasks", "gnmt9/k40x8/train"], "--tasks: task 'gnmt9/k40x8/train' is not in suite v3"),
+])
+def test_the_fill_refuses_bad_agents_seeds_budgets_and_tasks_before_it_runs(args, message, tmp_path,
+                                                                             monkeypatch, capsys):
+    from baselines.leaderboard_fill.learned import main
+
+    monkeypatch.setattr("sys.argv", ["learned", "--suite", V3, "--out-dir", str(tmp_path), "--no-render",
+                                     *args])
+    with pytest.raises(SystemExit) as raised:
+        main()
+    err = capsys.readouterr().err
+    assert raised.value.code == 2 and message in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # nothing run, nothing written

@@ -158,6 +158,8 @@ def main() -> None:
 
     from rich.progress import track
 
+    from baselines.registry import NOT_RERUNNABLE, agent_descriptions
+    from placement_gym.common.names import unknown_name
     from placement_gym.leaderboard import CURRENT_SUITE, get_suite, render
     from placement_gym.leaderboard.suite import COST_MODEL_SUITES
 
@@ -170,11 +172,26 @@ def main() -> None:
             parser.error(f"--from-suite takes cost-model suites other than --suite ({args.suite}): "
                          f"{', '.join(v for v in COST_MODEL_SUITES if v != args.suite)}; got {version!r}")
 
+    # Checked here, not in the workers: a bad name would otherwise surface as a worker's traceback.
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    known = sorted(set(agent_descriptions()) - set(NOT_RERUNNABLE))
+    for name in agents:
+        if name not in known and not name.startswith("single:"):
+            parser.error(f"--agents: {unknown_name('agent', name, known)}")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--seeds takes comma-separated whole numbers, got {args.seeds!r}")
+    if not agents or not seeds:
+        parser.error("--agents and --seeds each need at least one value")
+    if args.budget < 1:
+        parser.error(f"--budget must be >= 1 evaluation, got {args.budget}")
     suite = get_suite(args.suite)
     if args.tasks is not None:
-        suite = suite.subset([t.strip() for t in args.tasks.split(",") if t.strip()])
+        try:
+            suite = suite.subset([t.strip() for t in args.tasks.split(",") if t.strip()])
+        except ValueError as error:
+            parser.error(f"--tasks: {error}")
     # Cheapest first: forward ops x devices is roughly what an evaluation and a policy step cost.
     cost = {t: suite.get(t).task().n_forward * suite.get(t).task().n_devices for t in suite.task_ids}
     tasks = sorted(suite.task_ids, key=cost.__getitem__)
