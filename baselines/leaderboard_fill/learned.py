@@ -158,8 +158,7 @@ def main() -> None:
 
     from rich.progress import track
 
-    from baselines.registry import NOT_RERUNNABLE, agent_descriptions
-    from placement_gym.common.names import unknown_name
+    from baselines.registry import get_agent, harness_agent
     from placement_gym.leaderboard import CURRENT_SUITE, get_suite, render
     from placement_gym.leaderboard.suite import COST_MODEL_SUITES
 
@@ -174,10 +173,12 @@ def main() -> None:
 
     # Checked here, not in the workers: a bad name would otherwise surface as a worker's traceback.
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    known = sorted(set(agent_descriptions()) - set(NOT_RERUNNABLE))
     for name in agents:
-        if name not in known and not name.startswith("single:"):
-            parser.error(f"--agents: {unknown_name('agent', name, known)}")
+        try:  # the registry's own lookups: the known names, the install hint, the not re-runnable
+            get_agent(name)
+            harness_agent(name)
+        except (ValueError, ImportError) as error:
+            parser.error(f"--agents: {error}")
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
