@@ -13,12 +13,14 @@ plus those workloads in forms a heuristic fits, ``V3_NEW_TASKS``).
 ``leaderboard/submissions`` made by the same agent, seed and budget (`carry_over`): their results for the
 tasks the two suites share with the same frozen fingerprint are copied, and only the other tasks run. A
 run is a function of the task, agent, seed and budget, so the copy is the run ``validate --rerun``
-would make again; ``validate`` re-simulates every copied placement like any other. With ``--tasks``,
-only the named tasks are copied, so a file begun by a one-task fill holds that task alone until a fill
-without ``--tasks`` adds the shared ones. Suite v3's entries were made this way, for example::
+would make again; ``validate`` re-simulates every copied placement like any other. Suite v3's entries
+were made this way, for example::
 
     python -m baselines.leaderboard_fill.learned --suite v3 --from-suite v1,v2 \
         --agents anneal,move-bandit --seeds 0,1,2 --budget 10000
+
+With ``--tasks``, only the named tasks are copied, so a file begun by a one-task fill holds that task
+alone until a fill without ``--tasks`` adds the shared ones.
 
 Each (agent, seed, task) runs once through the leaderboard harness on a one-task subset of the suite,
 and its result is merged at once into ``leaderboard/submissions/<suite>-<agent>-seed<seed>.json``:
