@@ -4,6 +4,7 @@ Run from the repository root (hours of CPU; stop it any time and run it again to
 
     python -m baselines.leaderboard_fill.learned [--agents pg,spotlight] [--seeds 0,1,2] [--workers 2]
         [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions] [--suite v1]
+        [--checkpoints DIR]
 
 ``--suite`` (default ``v1``, the current suite) picks the accepted suite the runs are made on (``v2``:
 v1's tasks plus today's workloads; `placement_gym.leaderboard.suite.V2_NEW_TASKS`; ``v3``: v1's tasks
@@ -31,6 +32,15 @@ first, so that every agent covers the same tasks at any time. The leaderboard is
 settings (`baselines.registry.harness_agent`), which is what ``placement-gym leaderboard validate
 --rerun`` runs again.
 
+A stopped fill starts the task it was on again, unless ``--checkpoints DIR`` is given: then each run
+keeps a checkpoint in a folder of ``DIR`` of its own (`checkpoint_folder`; every 5 training
+iterations, replaced whole) and the next fill continues it; the folder is removed once the result is
+merged. The result is the run's without a stop, bit for bit, for the learned agents whose resumed runs
+repeat the uninterrupted ones (all but ``sb3-maskable-ppo``, whose env's episode in progress is not
+saved; it and the search agents are refused); its ``wall_s`` adds the seconds of the stopped part up
+to its last checkpoint. This is how a run longer than a working session (placeto at 10,000 on the
+103k-op task of v3) is made in parts.
+
 ``--tasks`` and ``--out-dir`` make small entries elsewhere: the one CI re-runs bit for bit,
 ``leaderboard/reproducible/v1-pg-200-seed0.json``, was made with::
 
@@ -42,7 +52,11 @@ settings (`baselines.registry.harness_agent`), which is what ``placement-gym lea
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import os
+import re
+import shutil
 import time
 from collections.abc import Collection
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -84,22 +98,44 @@ def submission_at_budget(path: Path, budget: int) -> dict | None:
     return submission
 
 
-def run_one(agent: str, seed: int, task_id: str, budget: int, suite: str | None = None) -> dict:
+def run_one(agent: str, seed: int, task_id: str, budget: int, suite: str | None = None,
+            checkpoints: Path | None = None) -> dict:
     """One harness run on a one-task subset of ``suite`` (default: the current suite), in a worker
-    process; returns its submission."""
+    process; returns its submission. With ``checkpoints`` (a learned agent that resumes exactly) the
+    run keeps a checkpoint in its `checkpoint_folder` and continues from the one there: its result
+    is the run's without a stop, its ``wall_s`` the stopped part's seconds plus this part's."""
     import torch
 
+    from baselines.learning.trainer import checkpoint_wall_s, resumable_agent
     from baselines.registry import agent_descriptions, declared_pretraining, harness_agent
     from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite
 
     torch.set_num_threads(1)
-    return evaluate(
-        harness_agent(agent),
-        get_suite(suite or CURRENT_SUITE).subset([task_id]), budget, algorithm=agent,
+    suite = suite or CURRENT_SUITE
+    earlier_s = 0.0
+    if checkpoints is None:
+        run = harness_agent(agent)
+    else:
+        folder = checkpoint_folder(checkpoints, suite, agent, seed, budget, task_id)
+        run, earlier_s = resumable_agent(agent, folder), checkpoint_wall_s(folder)
+    part = evaluate(
+        run,
+        get_suite(suite).subset([task_id]), budget, algorithm=agent,
         authors=["placement-gym baselines"],
         description=agent_descriptions().get(agent, ""), seed=seed,
         pretraining=declared_pretraining(agent),  # an agent pre-trained outside the harness declares it
     )
+    result = part["results"][task_id]
+    result["wall_s"] = round(result["wall_s"] + earlier_s, 6)
+    return part
+
+
+def checkpoint_folder(root: Path, suite: str, agent: str, seed: int, budget: int, task_id: str) -> Path:
+    """Where ``--checkpoints root`` keeps the checkpoint of one (agent, seed, budget, task) run: a
+    folder per run, named readably after the task id and told apart by its digest."""
+    readable = re.sub(r"[^A-Za-z0-9.+=-]+", "_", task_id)
+    digest = hashlib.sha256(task_id.encode()).hexdigest()[:8]
+    return root / f"{suite}-{agent}-{budget}-seed{seed}" / f"{readable}-{digest}"
 
 
 def merge(part: dict, folder: Path) -> Path:
@@ -156,6 +192,9 @@ def main() -> None:
     parser.add_argument("--from-suite", default=None,
                         help="comma-separated earlier suites whose files (same agent, seed and budget, in "
                              "leaderboard/submissions) give the results of the tasks they share")
+    parser.add_argument("--checkpoints", type=Path, default=None,
+                        help="folder where each run of a learned agent that resumes exactly keeps a "
+                             "checkpoint, so that a stopped fill continues the task it was on")
     parser.add_argument("--no-render", action="store_true")
     args = parser.parse_args()
 
@@ -182,6 +221,13 @@ def main() -> None:
             harness_agent(name)
         except (ValueError, ImportError) as error:
             parser.error(f"--agents: {error}")
+        if args.checkpoints is not None:
+            from baselines.learning.trainer import resumable_agent
+
+            try:
+                resumable_agent(name, args.checkpoints)
+            except ValueError as error:
+                parser.error(f"--checkpoints: {error}")
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
@@ -213,9 +259,16 @@ def main() -> None:
           f"{len(tasks)} tasks)", flush=True)
     start = time.perf_counter()
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_one, a, s, t, args.budget, args.suite) for a, s, t in jobs]
+        futures = {pool.submit(run_one, a, s, t, args.budget, args.suite, args.checkpoints): (a, s, t)
+                   for a, s, t in jobs}
         for future in track(as_completed(futures), total=len(futures), description="learned runs"):
             merge(future.result(), args.out_dir)
+            if args.checkpoints is not None:  # the result is kept: its checkpoint is of no more use
+                a, s, t = futures[future]
+                folder = checkpoint_folder(args.checkpoints, args.suite, a, s, args.budget, t)
+                shutil.rmtree(folder, ignore_errors=True)
+                with contextlib.suppress(OSError):  # the (agent, seed) folder, once it holds no other run
+                    folder.parent.rmdir()
     print(f"done in {time.perf_counter() - start:.0f} s")
     if not args.no_render:
         render(LEADERBOARD, suite=args.suite)

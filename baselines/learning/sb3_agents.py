@@ -331,6 +331,7 @@ class SB3MaskablePPOAgent(_SB3Agent):
     name = "sb3-maskable-ppo"
     description = "sb3-contrib MaskablePPO on the refine env (every step and every reset 1 evaluation)"
     reset_evaluates = True
+    resumes_exactly = False
 
     def __init__(self, task: Task, seed: int = 0, groups: Any = "chains", **config: Any) -> None:
         super().__init__(task, seed, groups=groups, **config)

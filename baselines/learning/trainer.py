@@ -15,6 +15,7 @@ best single device, run once through the evaluator, since the other two are cost
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from placement_gym.task.compiled import Task
 from placement_gym.task.ids import identity_mismatch, task_identity
 
 DEFAULT_BUDGET = 1000
+CHECKPOINT = "checkpoint.pt"  # the file name of a run's checkpoint in its output folder
 
 
 def register_learned(cls: type[LearnedAgent]) -> type[LearnedAgent]:
@@ -53,13 +55,51 @@ def register_learned(cls: type[LearnedAgent]) -> type[LearnedAgent]:
     def agent(task: Task, seed: int = 0, budget: int | None = None, *, evaluator: Any = None) -> AgentResult:
         budget = budget or DEFAULT_BUDGET
         result = train(cls.name, task, budget, seed=seed, progress=False, evaluator=evaluator)
-        info = {"best_runtime": result.best_runtime, "iterations": result.iterations}
-        if evaluator is not None:  # the default's info stays as it was
-            info["scored_by"] = result.scored_by
-        return AgentResult(result.best_placement, result.evaluations, info)
+        return _agent_result(result, scored_by=evaluator is not None)
 
     register(cls.name, cls.description, in_all=lambda task: False)(agent)
     return cls
+
+
+def _agent_result(result: TrainResult, scored_by: bool = False) -> AgentResult:
+    info = {"best_runtime": result.best_runtime, "iterations": result.iterations}
+    if scored_by:  # the cost model's info stays as it was
+        info["scored_by"] = result.scored_by
+    return AgentResult(result.best_placement, result.evaluations, info)
+
+
+def resumable_agent(name: str, folder: str | Path, checkpoint_every: int = 5) -> Callable[..., AgentResult]:
+    """Learned agent ``name`` as the registry gives it, ``agent(task, seed, budget)`` (`register_learned`),
+    made to survive a stop: its run writes a checkpoint to ``folder`` every ``checkpoint_every``
+    iterations (``outputs=False``: nothing else, so the task counts the agent's evaluations alone) and,
+    when ``folder`` holds one, continues from it. For an agent that `resumes_exactly` the result, the
+    evaluations the task counted and their trace are those of the registry's agent run without a stop;
+    ValueError for any other agent (`checkpoint_wall_s` gives the time the stopped part took)."""
+    cls = get_learned(name)
+    if not cls.resumes_exactly:
+        exact = ", ".join(sorted(n for n, c in LEARNED_AGENTS.items() if c.resumes_exactly))
+        raise ValueError(f"{name} does not resume a stopped run exactly, so it cannot continue one; "
+                         f"agents that do: {exact}")
+    folder = Path(folder)
+
+    def agent(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:
+        resume = (folder / CHECKPOINT).is_file()
+        result = train(name, task, budget or DEFAULT_BUDGET, seed=seed, out_dir=folder, resume=resume,
+                       progress=False, checkpoint_every=checkpoint_every, outputs=False)
+        return _agent_result(result)
+
+    return agent
+
+
+def checkpoint_wall_s(folder: str | Path) -> float:
+    """The seconds the run whose checkpoint ``folder`` holds had trained when it was written (0.0
+    without one)."""
+    path = Path(folder) / CHECKPOINT
+    if not path.is_file():
+        return 0.0
+    import torch
+
+    return float(torch.load(path, weights_only=False)["wall_s"])
 
 
 def search_agents() -> list[str]:
@@ -143,16 +183,22 @@ def train(
     threads: int | None = 1,
     evaluator: Any = None,
     tensorboard: str | Path | None = None,
+    outputs: bool = True,
     **config: Any,
 ) -> TrainResult:
     """Train ``agent`` on ``task`` until ``budget`` evaluations are spent; deterministic for a seed
     on the CPU. With ``out_dir``: a checkpoint every ``checkpoint_every`` iterations and at the end
-    (``checkpoint.pt``; ``resume=True`` continues from it, and refuses one made on another task:
+    (``checkpoint.pt``, replaced whole, so a run killed while writing it keeps the one before;
+    ``resume=True`` continues from it, and refuses one made on another task:
     `placement_gym.task.ids.task_identity`), the learning curve (``curve.csv``, and
-    ``curve.png`` when matplotlib is installed) and the best placement (``best_placement.json``).
-    A checkpoint may be resumed with a larger ``budget`` to continue the run. ``threads``: torch's
-    intra-op threads for this process (default 1: the policies are small, and one thread is faster
-    and leaves the other cores to simulation or parallel runs; None leaves torch's setting).
+    ``curve.png`` when matplotlib is installed) and the best placement (``best_placement.json``);
+    ``outputs=False`` writes the checkpoint alone and computes no `references` (their evaluations
+    would count on ``task``). The checkpoint keeps what ``task`` counted of the run
+    (`Task.evaluations_since`), so after a resume ``task.evaluations`` and its trace read as those
+    of a run never stopped. A checkpoint may be resumed with a larger ``budget`` to continue the
+    run. ``threads``: torch's intra-op threads for this process (default 1: the policies are small,
+    and one thread is faster and leaves the other cores to simulation or parallel runs; None leaves
+    torch's setting).
     ``evaluator``: what scores the placements (`Budget`'s ``evaluator``: None is the cost model; or any
     `placement_gym.evaluation.evaluator.Evaluator`: `placement_gym.evaluation.evaluator.make_evaluator`'s, a
     `RayEvaluatorPool`...);
@@ -165,8 +211,8 @@ def train(
     the budget, its placement exactly that of a plain run, and reports the same curve and files
     (no checkpoint: ``resume`` is refused; ``config`` goes to the agent as keyword options)."""
     if agent not in LEARNED_AGENTS and agent in search_agents():
-        return _train_search(agent, task, budget, seed, out_dir, resume, progress, evaluator, tensorboard,
-                             **config)
+        return _train_search(agent, task, budget, seed, out_dir if outputs else None, resume, progress,
+                             evaluator, tensorboard, outputs, **config)
     try:
         import torch
     except ImportError as error:
@@ -176,12 +222,13 @@ def train(
         torch.set_num_threads(int(threads))
 
     cls = get_learned(agent)
+    counted_from = task.evaluations
     torch.manual_seed(seed)
     model = cls(task, seed=seed, **config)
     # Named `budgeted`: every evaluation of the run goes through it, scored by ``evaluator``.
     budgeted = Budget(task, budget, evaluator)
     out = Path(out_dir) if out_dir is not None else None
-    checkpoint = out / "checkpoint.pt" if out else None
+    checkpoint = out / CHECKPOINT if out else None
     iterations, wall_before = 0, 0.0
     if resume:
         if checkpoint is None or not checkpoint.is_file():
@@ -197,10 +244,13 @@ def train(
         budgeted.load_state_dict(state["evaluator"])
         torch.set_rng_state(state["torch_rng"])
         iterations, wall_before = state["iterations"], state["wall_s"]
+        if "task_evaluations" in state:  # a checkpoint written before it was kept leaves the count as is
+            task.resume_evaluations(counted_from, state["task_evaluations"])
 
     def save() -> None:
         if checkpoint is not None:
             out.mkdir(parents=True, exist_ok=True)
+            partial = checkpoint.with_name(checkpoint.name + ".partial")
             torch.save(
                 {
                     "agent": agent,
@@ -210,12 +260,14 @@ def train(
                     "seed": seed,
                     "model": model.state_dict(),
                     "evaluator": budgeted.state_dict(),
+                    "task_evaluations": task.evaluations_since(counted_from),
                     "torch_rng": torch.get_rng_state(),
                     "iterations": iterations,
                     "wall_s": wall_before + time.perf_counter() - started,
                 },
-                checkpoint,
+                partial,
             )
+            partial.replace(checkpoint)
 
     board = TensorBoardLog(tensorboard_writer(tensorboard, run_name(agent, task, seed, budgeted.scored_by)))
     first_step = budgeted.used
@@ -241,10 +293,11 @@ def train(
         bar.close()
     save()
     wall_s = wall_before + time.perf_counter() - started
-    found = references(task, evaluator) if (out is not None or tensorboard is not None) else {}
+    wants_references = outputs and (out is not None or tensorboard is not None)
+    found = references(task, evaluator) if wants_references else {}
     board.close(first_step, budgeted.used, found)
     files = write_outputs(out, task, agent, budgeted.curve, budgeted.best_runtime, budgeted.best_feasible,
-                           budgeted.best_placement, budgeted.scored_by, found) if out else {}
+                           budgeted.best_placement, budgeted.scored_by, found) if out and outputs else {}
     return TrainResult(
         agent=agent,
         task=task.id,
@@ -272,6 +325,7 @@ def _train_search(
     progress: bool,
     evaluator: Any,
     tensorboard: str | Path | None,
+    outputs: bool,
     **config: Any,
 ) -> TrainResult:
     """`train` of a search agent: one run of it through a `Budget`, whose curve the run reports (the
@@ -306,7 +360,7 @@ def _train_search(
     wall_s = time.perf_counter() - started
     info = result.info
     out = Path(out_dir) if out_dir is not None else None
-    found = references(task, evaluator) if (out is not None or tensorboard is not None) else {}
+    found = references(task, evaluator) if outputs and (out is not None or tensorboard is not None) else {}
     board.close(curve[0][0] if curve else 0, int(result.evaluations), found)
     scored_by = info.get("scored_by", COST_MODEL)
     placement = task.check_placement(result.placement)

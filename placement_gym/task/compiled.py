@@ -218,6 +218,18 @@ class Task:
         trace = self._evaluations.trace
         return None if trace is None else list(trace)
 
+    def evaluations_since(self, start: int) -> dict:
+        """What this task counted since its `evaluations` stood at ``start`` (the count, the trace's
+        improvements and the best so far), for a checkpoint of a run that began there; `resume_evaluations`
+        restores it."""
+        return self._evaluations.since(start)
+
+    def resume_evaluations(self, start: int, saved: dict) -> None:
+        """Continue a stopped run that began when this task's `evaluations` stood at ``start``: what it
+        counted (``saved``, its `evaluations_since`) replaces what was counted since ``start``, so the
+        count and the trace read as those of one run never stopped."""
+        self._evaluations.resume(start, saved)
+
     def __deepcopy__(self, memo: dict) -> Task:
         # A deep copy is derived from this task (its counter is shared) and keeps deep copies of the
         # cached values, so that reading a deep copy's best single device is no evaluation.

@@ -40,6 +40,22 @@ class EvaluationCounter:
             self.best = float(running[-1])
         self.count += n
 
+    def since(self, start: int) -> dict:
+        """What was counted since the counter stood at ``start``: the count, the best feasible runtime
+        so far and the trace's entries (None without a trace), their counts taken from ``start``."""
+        trace = None if self.trace is None else [(n - start, r) for n, r in self.trace if n > start]
+        return {"count": self.count - start, "best": float(self.best), "trace": trace}
+
+    def resume(self, start: int, saved: dict) -> None:
+        """Count, from ``start``, what ``saved`` (`since` of a stopped run that began at its own start)
+        recorded, in place of what was counted here since ``start``: the counter then stands as if that
+        run had been made here without a stop."""
+        self.count = start + int(saved["count"])
+        if self.trace is not None and saved["trace"] is not None:
+            before = [entry for entry in self.trace if entry[0] <= start]
+            self.trace[:] = before + [(start + n, r) for n, r in saved["trace"]]
+            self.best = float(saved["best"])
+
     def __copy__(self) -> EvaluationCounter:
         return self
 
