@@ -8,29 +8,10 @@ import numpy as np
 import pytest
 
 from baselines.leaderboard_fill.learned import checkpoint_folder, main, run_one
-from baselines.learning.agent import get_learned
 from placement_gym.task.counter import EvaluationCounter
+from tests.interrupt import stopped_after
 
 TASK = "cifar10_cnn/k80x2/train"  # 30 ops, in suite v1
-
-
-def _stopped(agent: str, stop_at: int, budget: int, checkpoints) -> None:
-    """Run the fill's run of ``agent`` until it has used ``stop_at`` evaluations, then stop it as a kill
-    would (an exception out of the training loop, no clean-up)."""
-    cls = get_learned(agent)
-    original = cls.iteration
-
-    def iteration(self, evaluator):
-        if evaluator.used >= stop_at:
-            raise KeyboardInterrupt
-        return original(self, evaluator)
-
-    cls.iteration = iteration
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            run_one(agent, 1, TASK, budget, "v1", checkpoints)
-    finally:
-        cls.iteration = original
 
 
 @pytest.mark.parametrize("agent, stop_at, budget", [
@@ -41,7 +22,8 @@ def _stopped(agent: str, stop_at: int, budget: int, checkpoints) -> None:
 def test_a_stopped_run_resumes_to_the_submission_of_the_run_never_stopped(agent, stop_at, budget, tmp_path):
     import torch
 
-    _stopped(agent, stop_at, budget, tmp_path)
+    with stopped_after(agent, stop_at):
+        run_one(agent, 1, TASK, budget, "v1", tmp_path)
     checkpoint = checkpoint_folder(tmp_path, "v1", agent, 1, budget, TASK) / "checkpoint.pt"
     saved = torch.load(checkpoint, weights_only=False)
     assert 0 < saved["evaluator"]["used"] < stop_at  # the resume starts from a checkpoint, not from 0

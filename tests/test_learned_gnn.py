@@ -17,6 +17,7 @@ from placement_gym.evaluation.budget import Budget  # noqa: E402
 from placement_gym.task.compiled import make_task  # noqa: E402
 from placement_gym.task.named import get_task  # noqa: E402
 from tests.conftest import hand_cluster, hand_graph  # noqa: E402
+from tests.interrupt import stopped_after  # noqa: E402
 from tests.random_search import (  # noqa: E402
     SEEDS,
     assert_below_random_search,
@@ -151,26 +152,9 @@ def test_resumed_training_matches_an_uninterrupted_run(cifar, agent, tmp_path):
 
 def _train_interrupted(agent, task, budget, stop_at, seed, out_dir, config):
     """Train with checkpoints, stop after about ``stop_at`` evaluations, resume to ``budget``."""
-    import baselines.learning.trainer as trainer
-
-    cls = get_learned(agent)
-    original = cls.iteration
-
-    def iteration(self, evaluator):
-        if evaluator.used >= stop_at:
-            raise KeyboardInterrupt
-        return original(self, evaluator)
-
-    cls.iteration = iteration
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            trainer.train(agent, task, budget, seed=seed, out_dir=out_dir, progress=False, checkpoint_every=1,
-                          **config)
-    finally:
-        cls.iteration = original
-    return trainer.train(
-        agent, task, budget, seed=seed, out_dir=out_dir, resume=True, progress=False, **config
-    )
+    with stopped_after(agent, stop_at):
+        train(agent, task, budget, seed=seed, out_dir=out_dir, progress=False, checkpoint_every=1, **config)
+    return train(agent, task, budget, seed=seed, out_dir=out_dir, resume=True, progress=False, **config)
 
 
 @pytest.mark.parametrize("agent", AGENTS)
