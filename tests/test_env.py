@@ -405,3 +405,21 @@ def test_no_render_mode_renders_nothing(cnn_env):
 def test_package_registers_the_env():
     assert "DevicePlacement-v0" in gym.registry
     assert placement_gym.__version__
+
+
+def test_a_restored_single_shot_env_continues_as_the_saved_one_would():
+    """After a step the episode is over in both (a step before a reset is refused); after a reset
+    both give the same observation and the same step."""
+    saved = DevicePlacementEnv(graph="cifar10_cnn", cluster="k80x2", obs_mode="flat")
+    saved.reset(seed=1)
+    saved.step(np.ones(saved.n_nodes, dtype=np.int64))
+    restored = DevicePlacementEnv(graph="cifar10_cnn", cluster="k80x2", obs_mode="flat")
+    restored.restore_episode(saved.episode_state())
+    assert restored.evaluations == saved.evaluations == 1
+    for env in (saved, restored):
+        with pytest.raises(RuntimeError, match="call reset"):
+            env.step(np.zeros(env.n_nodes, dtype=np.int64))
+    np.testing.assert_array_equal(restored.reset()[0], saved.reset()[0])
+    mine, theirs = (env.step(np.zeros(env.n_nodes, dtype=np.int64))[:3] for env in (restored, saved))
+    for a, b in zip(mine, theirs, strict=True):
+        np.testing.assert_array_equal(a, b)

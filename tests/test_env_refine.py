@@ -261,3 +261,29 @@ def test_observation_after_moves_is_the_one_built_afresh(obs_mode, mask_in_obs, 
                 expected["action_mask"] = masks
         np.testing.assert_equal(obs, expected)
     assert len(masks_seen) >= 2  # the memory limit bites
+
+
+@pytest.mark.parametrize("groups", [None, "chains"])
+def test_a_restored_episode_continues_as_the_saved_env_would(groups):
+    """An env stopped mid-sweep and a new env given its `episode_state` take the same next steps:
+    observations, rewards, masks and ends, into the next episode (drawn from the restored generator)."""
+    settings = SMALL | {"groups": groups, "obs_mode": "flat", "mask_in_obs": True}
+    saved = DevicePlacementRefineEnv(**settings)
+    saved.reset(seed=3)
+    for device in (1, 0, 1):
+        saved.step(device)
+    state = saved.episode_state()
+    restored = DevicePlacementRefineEnv(**settings)
+    restored.restore_episode(state)
+    assert restored.evaluations == saved.evaluations == 4
+    moves = np.random.default_rng(0).integers(0, 2, size=saved.n_nodes)
+    outputs = {}
+    for env in (saved, restored):
+        steps = [env.step(int(device))[:3] + (env.action_masks(),) for device in moves[3:]]
+        outputs[id(env)] = [*steps, (env.reset()[0],), env.step(1)[:3]]  # the next start, from the generator
+    assert restored.evaluations == saved.evaluations  # the restore itself evaluated nothing more
+    for mine, theirs in zip(outputs[id(restored)], outputs[id(saved)], strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="episode state at step 999"):
+        restored.restore_episode(state | {"steps": 999})

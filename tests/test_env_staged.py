@@ -183,3 +183,26 @@ def test_bad_actions_and_order_of_calls():
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DevicePlacementStagedEnv(**SMALL, **kwargs)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_a_restored_episode_continues_as_the_saved_env_would(dense):
+    """An env stopped mid-episode and a new env given its `episode_state` take the same next steps
+    (observations, rewards, masks, ends) and start the next episode alike."""
+    settings = SMALL | {"dense": dense, "obs_mode": "flat", "mask_in_obs": True}
+    saved = DevicePlacementStagedEnv(**settings)
+    saved.reset(seed=2)
+    for device in (1, 0, 1):
+        saved.step(device)
+    restored = DevicePlacementStagedEnv(**settings)
+    restored.restore_episode(saved.episode_state())
+    assert restored.stage == 3 and restored.evaluations == saved.evaluations
+    moves = np.random.default_rng(0).integers(0, 2, size=saved.n_nodes)
+    outputs = {}
+    for env in (saved, restored):
+        steps = [env.step(int(device))[:3] + (env.action_masks(),) for device in moves[3:]]
+        outputs[id(env)] = [*steps, (env.reset()[0],), env.step(1)[:3]]
+    assert restored.evaluations == saved.evaluations
+    for mine, theirs in zip(outputs[id(restored)], outputs[id(saved)], strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -35,10 +35,9 @@ settings (`baselines.registry.harness_agent`), which is what ``placement-gym lea
 A stopped fill starts the task it was on again, unless ``--checkpoints DIR`` is given: then each run
 keeps a checkpoint in a folder of ``DIR`` of its own (`checkpoint_folder`; every 5 training
 iterations, replaced whole) and the next fill continues it; the folder is removed once the result is
-merged. The result is the run's without a stop, bit for bit, for the learned agents whose resumed runs
-repeat the uninterrupted ones (all but ``sb3-maskable-ppo``, whose env's episode in progress is not
-saved; it and the search agents are refused); its ``wall_s`` adds the seconds of the stopped part up
-to its last checkpoint. This is how a run longer than a working session (placeto at 10,000 on the
+merged. The result is the run's without a stop, bit for bit (every learned agent resumes exactly; the
+search agents keep no checkpoint and are refused); its ``wall_s`` adds the seconds of the stopped part
+up to its last checkpoint. This is how a run longer than a working session (placeto at 10,000 on the
 103k-op task of v3) is made in parts.
 
 ``--tasks`` and ``--out-dir`` make small entries elsewhere: the one CI re-runs bit for bit,
@@ -101,9 +100,9 @@ def submission_at_budget(path: Path, budget: int) -> dict | None:
 def run_one(agent: str, seed: int, task_id: str, budget: int, suite: str | None = None,
             checkpoints: Path | None = None) -> dict:
     """One harness run on a one-task subset of ``suite`` (default: the current suite), in a worker
-    process; returns its submission. With ``checkpoints`` (a learned agent that resumes exactly) the
-    run keeps a checkpoint in its `checkpoint_folder` and continues from the one there: its result
-    is the run's without a stop, its ``wall_s`` the stopped part's seconds plus this part's."""
+    process; returns its submission. With ``checkpoints`` (a learned agent) the run keeps a checkpoint in
+    its `checkpoint_folder` and continues from the one there: its result is the run's without a stop, its
+    ``wall_s`` the stopped part's seconds plus this part's."""
     import torch
 
     from baselines.learning.trainer import checkpoint_wall_s, resumable_agent
@@ -193,8 +192,8 @@ def main() -> None:
                         help="comma-separated earlier suites whose files (same agent, seed and budget, in "
                              "leaderboard/submissions) give the results of the tasks they share")
     parser.add_argument("--checkpoints", type=Path, default=None,
-                        help="folder where each run of a learned agent that resumes exactly keeps a "
-                             "checkpoint, so that a stopped fill continues the task it was on")
+                        help="folder where each run of a learned agent keeps a checkpoint, so that a "
+                             "stopped fill continues the task it was on")
     parser.add_argument("--no-render", action="store_true")
     args = parser.parse_args()
 

@@ -24,9 +24,6 @@ class LearnedAgent:
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    # Whether a run resumed from any checkpoint `train` writes before its end repeats the run never
-    # stopped, bit for bit (what a stopped leaderboard fill needs to continue instead of starting again).
-    resumes_exactly: ClassVar[bool] = True
 
     def __init__(self, task: Task, seed: int = 0, **config: Any) -> None:
         self.task = task

@@ -24,25 +24,21 @@ exactly one evaluation is left and the next refine step would end its episode, t
 without the reset that follows, so the budget is spent exactly: ``evaluations == budget``. SB3 is
 driven through its public API only (``learn``, ``predict``, ``num_timesteps``, ``logger``).
 
-Checkpoints (`state_dict`): the policy's and its Adam optimiser's state dicts, SB3's count of
-timesteps (its counts of updates and episodes only feed its logs), the agent's numpy generator and
-the numpy global-generator state SB3 shuffles minibatches with (the agent keeps its own copy and
-swaps it in around each update, so other code using ``np.random`` neither disturbs it nor is
-disturbed). What resumes exactly and what does not:
-
-* ``sb3-ppo`` resumes exactly when the checkpoint was taken after a complete rollout (every
-  checkpoint `train` writes, except the last one of a run whose budget is not a multiple of
-  ``n_steps``): its env keeps no state between its one-step episodes.
-* SB3's rollout buffer is not saved: the steps of a rollout cut short by the budget were evaluated
-  (and count towards the best placement) but are not trained on, after a resume either.
-* ``sb3-maskable-ppo``'s env (the episode in progress: its placement, position and the env's
-  generator) is not saved: a resumed run starts a new episode (one evaluation for its reset), its
-  starting placement drawn from a generator seeded with (seed, timesteps so far). Such a run
-  continues training from the saved weights but does not repeat the uninterrupted run's numbers.
+Checkpoints (`state_dict`): SB3's own save of the model (``save``: the policy, its Adam optimiser,
+the count of timesteps and the observation SB3 acts on next, which ``load(..., force_reset=False)``
+keeps), the env's episode in progress (`DevicePlacementRefineEnv.episode_state`: placement, position,
+last result, the env's generator; `DevicePlacementEnv.episode_state` likewise), the agent's numpy
+generator and the numpy global-generator state SB3 shuffles minibatches with (the agent keeps its own
+copy and swaps it in around each update, so other code using ``np.random`` neither disturbs it nor is
+disturbed). `train` writes checkpoints between rollouts, when SB3's rollout buffer is spent, so a run
+resumed from one repeats the run never stopped, bit for bit, for both agents, mid-episode included
+(tests/test_learned_sb3.py). The steps of a rollout cut short by the budget are evaluated (and count
+towards the best placement) but not trained on.
 """
 
 from __future__ import annotations
 
+import io
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -102,6 +98,7 @@ class _SB3Agent(LearnedAgent):
     iteration, checkpoints (see the module docstring). Subclasses build the env and the model."""
 
     reset_evaluates: ClassVar[bool] = False
+    algorithm: ClassVar[type[BaseAlgorithm]]  # the SB3 class `_make_model` builds
 
     def __init__(
         self,
@@ -166,19 +163,25 @@ class _SB3Agent(LearnedAgent):
 
     def _ensure_model(self) -> BaseAlgorithm:
         if self.model is None:
-            self.env = self._make_env()
-            self.watched = _LastObservation(self.env)
-            self.vec_env = DummyVecEnv([lambda: self.watched])
+            self._make_vec_env()
             # The env's first reset draws from this seed (refine: the random starting placement).
             self.vec_env.seed(self.seed % SEED_MODULUS)
             # No seed= for SB3: it would reseed torch's, numpy's and Python's global generators; the
             # policy's initial weights come from torch's generator, which `train` seeds.
-            self.model = self._make_model(self.vec_env)
-            # A logger with no output: without one, every `learn` call (one per rollout here) makes
-            # SB3 create a new empty log folder in the temporary directory.
-            self.model.set_logger(Logger(folder=None, output_formats=[]))
+            self._use_model(self._make_model(self.vec_env))
             self.episode_open = False
         return self.model
+
+    def _make_vec_env(self) -> None:
+        self.env = self._make_env()
+        self.watched = _LastObservation(self.env)
+        self.vec_env = DummyVecEnv([lambda: self.watched])
+
+    def _use_model(self, model: BaseAlgorithm) -> None:
+        # A logger with no output: without one, every `learn` call (one per rollout here) makes SB3
+        # create a new empty log folder in the temporary directory.
+        model.set_logger(Logger(folder=None, output_formats=[]))
+        self.model = model
 
     def steps_cost(self, steps: int) -> int:
         """Evaluations the env's next ``steps`` steps cost: one each, plus (when resets evaluate) the
@@ -246,11 +249,10 @@ class _SB3Agent(LearnedAgent):
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict() | {"numpy_global": self._numpy_state, "model": None}
         if self.model is not None:
-            state["model"] = {
-                "policy": self.model.policy.state_dict(),
-                "optimizer": self.model.policy.optimizer.state_dict(),
-                "num_timesteps": self.model.num_timesteps,
-            }
+            saved = io.BytesIO()
+            self.model.save(saved)  # SB3's own: weights, optimiser, counters, the observation it acts on
+            state["model"] = {"sb3": saved.getvalue(), "episode": self.env.episode_state(),
+                              "observation": self.watched.observation, "episode_open": self.episode_open}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -259,14 +261,17 @@ class _SB3Agent(LearnedAgent):
         saved = state["model"]
         if saved is None:
             return
-        # A new model and env: the saved episode is not restored, SB3's first `learn` resets.
-        self.model = None
-        model = self._ensure_model()
-        model.policy.load_state_dict(saved["policy"])
-        model.policy.optimizer.load_state_dict(saved["optimizer"])
-        model.num_timesteps = saved["num_timesteps"]
-        # The new episode is drawn from a seed of its own.
-        self.vec_env.seed((self.seed + saved["num_timesteps"]) % SEED_MODULUS)
+        if "sb3" not in saved:
+            raise ValueError(f"this {self.name} checkpoint was written by an older placement-gym, which "
+                             "did not keep the episode in progress: start a new run")
+        self._make_vec_env()  # not seeded: the saved generator state goes to the env below
+        # force_reset=False keeps the observation SB3 acts on next, so the next rollout continues the
+        # episode the saved one was in; `train` restores torch's generator after this.
+        self._use_model(self.algorithm.load(io.BytesIO(saved["sb3"]), env=self.vec_env, device="cpu",
+                                            force_reset=False))
+        self.env.restore_episode(saved["episode"])
+        self.watched.observation = saved["observation"]
+        self.episode_open = saved["episode_open"]
 
 
 @register_learned
@@ -278,8 +283,8 @@ class SB3PPOAgent(_SB3Agent):
     ``n_steps`` (64 placements per rollout and update), ``batch_size`` (32), ``n_epochs`` (10),
     ``entropy_coef`` (0.0),
     ``hidden`` (64, width of the graph network), ``rounds`` (2 rounds of message passing), ``groups``
-    ("chains"; None for one node per op; any ``groups=`` value of the envs). Checkpoints resume
-    exactly at a rollout boundary (module docstring).
+    ("chains"; None for one node per op; any ``groups=`` value of the envs). A resumed run repeats
+    the run never stopped (module docstring).
 
     The defaults were chosen on budgets of 1,000 (cifar10_cnn/k80x2 seeds 0-2, inception_v3/k80x4,
     bert_large/k80x4, gnmt4/k80x4) among learning rates 3e-3/1e-2/3e-2 and rollouts of 32/64/128:
@@ -290,6 +295,7 @@ class SB3PPOAgent(_SB3Agent):
     not on bert_large (20.2 against 14.1 s)."""
 
     name = "sb3-ppo"
+    algorithm = PPO
     description = "stable-baselines3 PPO, factorised graph policy, single-shot env (every step 1 evaluation)"
 
     def __init__(self, task: Task, seed: int = 0, learning_rate: float = 1e-2, n_steps: int = 64,
@@ -326,12 +332,12 @@ class SB3MaskablePPOAgent(_SB3Agent):
     ``entropy_coef`` (0.0), ``hidden`` (64: two layers of this width for the actor and for the critic),
     ``groups`` ("chains": chains of ops merged, HSDAG's coarsening and this project's Placeto
     default, which shortens episodes and the flattened observation; None for one node per op).
-    Resumed runs do not repeat the uninterrupted run exactly (module docstring)."""
+    A resumed run repeats the run never stopped, mid-episode included (module docstring)."""
 
     name = "sb3-maskable-ppo"
     description = "sb3-contrib MaskablePPO on the refine env (every step and every reset 1 evaluation)"
     reset_evaluates = True
-    resumes_exactly = False
+    algorithm = MaskablePPO
 
     def __init__(self, task: Task, seed: int = 0, groups: Any = "chains", **config: Any) -> None:
         super().__init__(task, seed, groups=groups, **config)

@@ -72,14 +72,11 @@ def resumable_agent(name: str, folder: str | Path, checkpoint_every: int = 5) ->
     """Learned agent ``name`` as the registry gives it, ``agent(task, seed, budget)`` (`register_learned`),
     made to survive a stop: its run writes a checkpoint to ``folder`` every ``checkpoint_every``
     iterations (``outputs=False``: nothing else, so the task counts the agent's evaluations alone) and,
-    when ``folder`` holds one, continues from it. For an agent that `resumes_exactly` the result, the
-    evaluations the task counted and their trace are those of the registry's agent run without a stop;
-    ValueError for any other agent (`checkpoint_wall_s` gives the time the stopped part took)."""
-    cls = get_learned(name)
-    if not cls.resumes_exactly:
-        exact = ", ".join(sorted(n for n, c in LEARNED_AGENTS.items() if c.resumes_exactly))
-        raise ValueError(f"{name} does not resume a stopped run exactly, so it cannot continue one; "
-                         f"agents that do: {exact}")
+    when ``folder`` holds one, continues from it. The result, the evaluations the task counted and their
+    trace are those of the registry's agent run without a stop (every learned agent resumes exactly);
+    ValueError for a name that is not a learned agent (`checkpoint_wall_s` gives the time the stopped
+    part took)."""
+    get_learned(name)
     folder = Path(folder)
 
     def agent(task: Task, seed: int = 0, budget: int | None = None) -> AgentResult:

@@ -250,6 +250,34 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         self._observation.set_current(self.current_node)
         return self._obs(), float(reward), terminated, False, self._info(node, sweep)
 
+    def episode_state(self) -> dict[str, Any]:
+        """The episode in progress, for a checkpoint: the placement, the position in the visit order,
+        the last result, the count of evaluations and the env's generator (`restore_episode`)."""
+        return {"nodes": self._nodes.copy(), "steps": self._steps, "needs_reset": self._needs_reset,
+                "initial_runtime": self._initial_runtime, "reward_runtime": self._reward_runtime,
+                "result": self._result, "evaluations": self.evaluations,
+                "np_random": self.np_random.bit_generator.state}
+
+    def restore_episode(self, state: dict[str, Any]) -> None:
+        """Continue the episode ``state`` (`episode_state` of an env of the same task and settings)
+        holds: the next step, its reward, observation and action mask are those the saved env would
+        have given. Evaluates nothing."""
+        steps = int(state["steps"])
+        if not 0 <= steps <= self.episode_length:
+            raise ValueError(f"episode state at step {steps}; this env's episodes have {self.episode_length}")
+        self._nodes[:] = self.check_node_placement(np.asarray(state["nodes"]))
+        if not self._identity:
+            self._ops[:] = self.op_placement(self._nodes)
+        if self._static_used is not None:
+            self._static_used[:] = self._used_static(self._nodes, slice(None))
+        self._steps, self._needs_reset = steps, bool(state["needs_reset"])
+        self._initial_runtime = float(state["initial_runtime"])
+        self._reward_runtime = float(state["reward_runtime"])
+        self._result, self.evaluations = state["result"], int(state["evaluations"])
+        self.np_random.bit_generator.state = state["np_random"]
+        self._observation.set_placement(self._nodes)
+        self._observation.set_current(self.current_node)
+
     def action_masks(self) -> np.ndarray:
         """Allowed devices for the current node, bool ``(n_devices,)`` (see Action Space); every
         device once the episode has ended or before the first reset."""

@@ -165,6 +165,25 @@ class DevicePlacementEnv(PlacementEnvBase):
         obs, reward, info = self.outcome(placement, result)
         return obs, reward, True, False, info
 
+    def episode_state(self) -> dict[str, Any]:
+        """The env's state, for a checkpoint: whether an episode is open, the last placement and its
+        result, the count of evaluations and the env's generator (`restore_episode`)."""
+        return {"needs_reset": self._needs_reset, "placement": self._placement, "result": self._result,
+                "evaluations": self.evaluations, "np_random": self.np_random.bit_generator.state}
+
+    def restore_episode(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (`episode_state` of an env of the same task and settings): the next
+        step or reset behaves as the saved env's would have. Evaluates nothing."""
+        placement = state["placement"]
+        self._placement = None if placement is None else self.check_node_placement(np.asarray(placement))
+        self._needs_reset, self._result = bool(state["needs_reset"]), state["result"]
+        self.evaluations = int(state["evaluations"])
+        self.np_random.bit_generator.state = state["np_random"]
+        if self._placement is None:
+            self._observation.clear_placement()
+        else:
+            self._observation.set_placement(self._placement)
+
     def outcome(self, placement: np.ndarray, result) -> tuple[Any, float, dict[str, Any]]:
         """The observation, reward and info that `step` returns for ``placement`` (one device per node,
         as `check_node_placement` returns it) scored as ``result`` (a `SimulationResult` of

@@ -181,6 +181,34 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
             self._needs_reset = True
         return self._obs(), float(reward), terminated, False, info
 
+    def episode_state(self) -> dict[str, Any]:
+        """The episode in progress, for a checkpoint: the nodes placed so far, the stage, the last result,
+        the runtime the next dense reward starts from, the count of evaluations and the env's generator
+        (`restore_episode`)."""
+        return {"placed": self._nodes[:self._stage].copy(), "needs_reset": self._needs_reset,
+                "last_result": self._last_result, "previous_runtime": self._previous_runtime,
+                "evaluations": self.evaluations, "np_random": self.np_random.bit_generator.state}
+
+    def restore_episode(self, state: dict[str, Any]) -> None:
+        """Continue the episode ``state`` (`episode_state` of an env of the same task and settings)
+        holds: the next step, its reward, observation and action mask are those the saved env would
+        have given. Evaluates nothing."""
+        placed = np.asarray(state["placed"])
+        if placed.ndim != 1 or len(placed) > self.n_nodes:
+            raise ValueError(f"episode state with placed nodes of shape {placed.shape}; this env has "
+                             f"{self.n_nodes} nodes")
+        nodes = np.full(self.n_nodes, self.completion_device, dtype=np.int64)
+        nodes[:len(placed)] = placed
+        self._nodes[:] = self.check_node_placement(nodes)
+        self._stage, self._needs_reset = len(placed), bool(state["needs_reset"])
+        self._last_result, self._previous_runtime = state["last_result"], float(state["previous_runtime"])
+        self.evaluations = int(state["evaluations"])
+        self.np_random.bit_generator.state = state["np_random"]
+        self._observation.clear_placement()
+        for node in range(self._stage):
+            self._observation.place(node, int(self._nodes[node]))
+        self._observation.set_current(None if self._stage == self.n_nodes else self._stage)
+
     def action_masks(self) -> np.ndarray:
         """Allowed devices for the current node, bool ``(n_devices,)`` (see Action Space); every
         device once the episode has ended."""
