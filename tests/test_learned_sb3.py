@@ -132,6 +132,11 @@ def test_a_run_stopped_mid_episode_resumes_exactly(task, tmp_path, name):
     resumed = train(name, task, 70, seed=1, out_dir=tmp_path, resume=True, progress=False, **config)
     assert resumed.curve == straight.curve and resumed.best_runtime == straight.best_runtime
 
+    del state["model"]["model"]["episode"]  # as a checkpoint written before episodes were kept
+    torch.save(state, tmp_path / "checkpoint.pt")
+    with pytest.raises(ValueError, match="written by an older placement-gym.*start a new run"):
+        train(name, task, 70, seed=1, out_dir=tmp_path, resume=True, progress=False, **config)
+
 
 def test_same_seed_same_run(task):
     runs = [train("sb3-ppo", task, 40, seed=2, progress=False, **SMALL).curve for _ in range(2)]

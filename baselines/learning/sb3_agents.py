@@ -24,21 +24,25 @@ exactly one evaluation is left and the next refine step would end its episode, t
 without the reset that follows, so the budget is spent exactly: ``evaluations == budget``. SB3 is
 driven through its public API only (``learn``, ``predict``, ``num_timesteps``, ``logger``).
 
-Checkpoints (`state_dict`): SB3's own save of the model (``save``: the policy, its Adam optimiser,
-the count of timesteps and the observation SB3 acts on next, which ``load(..., force_reset=False)``
-keeps), the env's episode in progress (`DevicePlacementRefineEnv.episode_state`: placement, position,
-last result, the env's generator; `DevicePlacementEnv.episode_state` likewise), the agent's numpy
-generator and the numpy global-generator state SB3 shuffles minibatches with (the agent keeps its own
-copy and swaps it in around each update, so other code using ``np.random`` neither disturbs it nor is
-disturbed). `train` writes checkpoints between rollouts, when SB3's rollout buffer is spent, so a run
-resumed from one repeats the run never stopped, bit for bit, for both agents, mid-episode included
-(tests/test_learned_sb3.py). The steps of a rollout cut short by the budget are evaluated (and count
-towards the best placement) but not trained on.
+Checkpoints (`state_dict`): the policy's and its Adam optimiser's state dicts (tensors, written as
+they are: sb3-maskable-ppo's policy on v3's 103k-op task has a flattened observation of 2,858,570
+values, so some 366 million weights, 1.5 GB, and twice that in Adam's moments), SB3's count of
+timesteps, the env's state (`episode_state` of `DevicePlacementEnv` and `DevicePlacementRefineEnv`:
+the episode in progress, its last result, the env's generator) and the observation SB3 acts on next,
+the agent's numpy generator and the numpy global-generator state SB3 shuffles minibatches with (the
+agent keeps its own copy and swaps it in around each update, so other code using ``np.random``
+neither disturbs it nor is disturbed). A model built anew starts its first rollout with a reset; on
+a resumed run that reset returns the restored episode's observation and leaves the env as it is
+(`_LastObservation`), so the rollout continues the episode. (SB3 also marks that first step as an
+episode start, which no computation of PPO reads: a rollout's returns read the start flags of its
+later steps.) `train` writes checkpoints between rollouts, when SB3's rollout buffer is spent, so a
+run resumed from one repeats the run never stopped, bit for bit, for both agents, mid-episode
+included (tests/test_learned_sb3.py). The steps of a rollout cut short by the budget are evaluated
+(and count towards the best placement) but not trained on.
 """
 
 from __future__ import annotations
 
-import io
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -70,17 +74,30 @@ SEED_MODULUS = 2**32
 
 class _LastObservation(gym.Wrapper):
     """Keeps the observation its env last returned (from a reset or a step, SB3's automatic resets
-    included), for the steps the agent takes outside SB3's rollouts."""
+    included), for the steps the agent takes outside SB3's rollouts; and continues a restored episode
+    (`resume`)."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         self.observation: Any = None
+        self._resumed: Any = None
+
+    def resume(self, observation: Any) -> None:
+        """The env was restored to an episode in progress whose observation is ``observation``: the
+        next reset, unless a step comes first, returns it and leaves the env as it is. A model built
+        anew starts its first rollout with a reset (it holds no observation yet), so that rollout
+        continues the episode."""
+        self._resumed = observation
 
     def reset(self, **kwargs: Any):
+        if self._resumed is not None:
+            self.observation, self._resumed = self._resumed, None
+            return self.observation, {}
         self.observation, info = self.env.reset(**kwargs)
         return self.observation, info
 
     def step(self, action: Any):
+        self._resumed = None
         result = self.env.step(action)
         self.observation = result[0]
         return result
@@ -98,7 +115,6 @@ class _SB3Agent(LearnedAgent):
     iteration, checkpoints (see the module docstring). Subclasses build the env and the model."""
 
     reset_evaluates: ClassVar[bool] = False
-    algorithm: ClassVar[type[BaseAlgorithm]]  # the SB3 class `_make_model` builds
 
     def __init__(
         self,
@@ -249,10 +265,14 @@ class _SB3Agent(LearnedAgent):
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict() | {"numpy_global": self._numpy_state, "model": None}
         if self.model is not None:
-            saved = io.BytesIO()
-            self.model.save(saved)  # SB3's own: weights, optimiser, counters, the observation it acts on
-            state["model"] = {"sb3": saved.getvalue(), "episode": self.env.episode_state(),
-                              "observation": self.watched.observation, "episode_open": self.episode_open}
+            state["model"] = {
+                "policy": self.model.policy.state_dict(),
+                "optimizer": self.model.policy.optimizer.state_dict(),
+                "num_timesteps": self.model.num_timesteps,
+                "episode": self.env.episode_state(),
+                "observation": self.watched.observation,
+                "episode_open": self.episode_open,
+            }
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -261,17 +281,20 @@ class _SB3Agent(LearnedAgent):
         saved = state["model"]
         if saved is None:
             return
-        if "sb3" not in saved:
+        if "episode" not in saved:
             raise ValueError(f"this {self.name} checkpoint was written by an older placement-gym, which "
                              "did not keep the episode in progress: start a new run")
         self._make_vec_env()  # not seeded: the saved generator state goes to the env below
-        # force_reset=False keeps the observation SB3 acts on next, so the next rollout continues the
-        # episode the saved one was in; `train` restores torch's generator after this.
-        self._use_model(self.algorithm.load(io.BytesIO(saved["sb3"]), env=self.vec_env, device="cpu",
-                                            force_reset=False))
+        # `train` restores torch's generator after this (building the policy draws from it).
+        self._use_model(self._make_model(self.vec_env))
+        self.model.policy.load_state_dict(saved["policy"])
+        self.model.policy.optimizer.load_state_dict(saved["optimizer"])
+        self.model.num_timesteps = saved["num_timesteps"]
         self.env.restore_episode(saved["episode"])
-        self.watched.observation = saved["observation"]
         self.episode_open = saved["episode_open"]
+        if self.episode_open:  # SB3's next rollout starts with a reset: it gets the episode restored
+            self.watched.resume(saved["observation"])
+        self.watched.observation = saved["observation"]
 
 
 @register_learned
@@ -295,7 +318,6 @@ class SB3PPOAgent(_SB3Agent):
     not on bert_large (20.2 against 14.1 s)."""
 
     name = "sb3-ppo"
-    algorithm = PPO
     description = "stable-baselines3 PPO, factorised graph policy, single-shot env (every step 1 evaluation)"
 
     def __init__(self, task: Task, seed: int = 0, learning_rate: float = 1e-2, n_steps: int = 64,
@@ -337,7 +359,6 @@ class SB3MaskablePPOAgent(_SB3Agent):
     name = "sb3-maskable-ppo"
     description = "sb3-contrib MaskablePPO on the refine env (every step and every reset 1 evaluation)"
     reset_evaluates = True
-    algorithm = MaskablePPO
 
     def __init__(self, task: Task, seed: int = 0, groups: Any = "chains", **config: Any) -> None:
         super().__init__(task, seed, groups=groups, **config)
