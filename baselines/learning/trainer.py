@@ -55,15 +55,15 @@ def register_learned(cls: type[LearnedAgent]) -> type[LearnedAgent]:
     def agent(task: Task, seed: int = 0, budget: int | None = None, *, evaluator: Any = None) -> AgentResult:
         budget = budget or DEFAULT_BUDGET
         result = train(cls.name, task, budget, seed=seed, progress=False, evaluator=evaluator)
-        return _agent_result(result, scored_by=evaluator is not None)
+        return _agent_result(result, report_scorer=evaluator is not None)
 
     register(cls.name, cls.description, in_all=lambda task: False)(agent)
     return cls
 
 
-def _agent_result(result: TrainResult, scored_by: bool = False) -> AgentResult:
+def _agent_result(result: TrainResult, report_scorer: bool = False) -> AgentResult:
     info = {"best_runtime": result.best_runtime, "iterations": result.iterations}
-    if scored_by:  # the cost model's info stays as it was
+    if report_scorer:  # the cost model's info stays as it was
         info["scored_by"] = result.scored_by
     return AgentResult(result.best_placement, result.evaluations, info)
 
@@ -96,7 +96,8 @@ def checkpoint_wall_s(folder: str | Path) -> float:
         return 0.0
     import torch
 
-    return float(torch.load(path, weights_only=False)["wall_s"])
+    # Memory-mapped: the weights, gigabytes for some agents, are not read.
+    return float(torch.load(path, weights_only=False, mmap=True)["wall_s"])
 
 
 def search_agents() -> list[str]:
