@@ -209,8 +209,8 @@ def train(
     the budget, its placement exactly that of a plain run, and reports the same curve and files
     (no checkpoint: ``resume`` is refused; ``config`` goes to the agent as keyword options)."""
     if agent not in LEARNED_AGENTS and agent in search_agents():
-        return _train_search(agent, task, budget, seed, out_dir if outputs else None, resume, progress,
-                             evaluator, tensorboard, outputs, **config)
+        return _train_search(agent, task, budget, seed, out_dir, resume, progress, evaluator, tensorboard,
+                             outputs, **config)
     try:
         import torch
     except ImportError as error:
@@ -363,7 +363,7 @@ def _train_search(
     scored_by = info.get("scored_by", COST_MODEL)
     placement = task.check_placement(result.placement)
     files = write_outputs(out, task, agent, curve, float(info["runtime"]), bool(info["feasible"]),
-                           placement, scored_by, found) if out else {}
+                           placement, scored_by, found) if out and outputs else {}
     return TrainResult(
         agent=agent,
         task=task.id,

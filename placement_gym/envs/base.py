@@ -226,6 +226,16 @@ class PlacementEnvBase(gym.Env):
                 )
         return graph
 
+    def episode_state(self) -> dict[str, Any]:
+        """What every env keeps for a checkpoint: its count of evaluations and its generator (each env
+        adds its episode in progress; `restore_episode`)."""
+        return {"evaluations": self.evaluations, "np_random": self.np_random.bit_generator.state}
+
+    def restore_episode(self, state: dict[str, Any]) -> None:
+        """Restore what `episode_state` kept (each env restores its episode in progress too)."""
+        self.evaluations = int(state["evaluations"])
+        self.np_random.bit_generator.state = state["np_random"]
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Seed the env's generator (`gymnasium.Env.reset`) once ``options`` is checked: a dict or
         None (each env's own `reset` says which keys it reads)."""

@@ -253,10 +253,10 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     def episode_state(self) -> dict[str, Any]:
         """The episode in progress, for a checkpoint: the placement, the position in the visit order,
         the last result, the count of evaluations and the env's generator (`restore_episode`)."""
-        return {"nodes": self._nodes.copy(), "steps": self._steps, "needs_reset": self._needs_reset,
-                "initial_runtime": self._initial_runtime, "reward_runtime": self._reward_runtime,
-                "result": self._result, "evaluations": self.evaluations,
-                "np_random": self.np_random.bit_generator.state}
+        return super().episode_state() | {
+            "nodes": self._nodes.copy(), "steps": self._steps, "needs_reset": self._needs_reset,
+            "initial_runtime": self._initial_runtime, "reward_runtime": self._reward_runtime,
+            "result": self._result}
 
     def restore_episode(self, state: dict[str, Any]) -> None:
         """Continue the episode ``state`` (`episode_state` of an env of the same task and settings)
@@ -273,8 +273,8 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         self._steps, self._needs_reset = steps, bool(state["needs_reset"])
         self._initial_runtime = float(state["initial_runtime"])
         self._reward_runtime = float(state["reward_runtime"])
-        self._result, self.evaluations = state["result"], int(state["evaluations"])
-        self.np_random.bit_generator.state = state["np_random"]
+        self._result = state["result"]
+        super().restore_episode(state)
         self._observation.set_placement(self._nodes)
         self._observation.set_current(self.current_node)
 

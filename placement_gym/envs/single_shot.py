@@ -168,8 +168,8 @@ class DevicePlacementEnv(PlacementEnvBase):
     def episode_state(self) -> dict[str, Any]:
         """The env's state, for a checkpoint: whether an episode is open, the last placement and its
         result, the count of evaluations and the env's generator (`restore_episode`)."""
-        return {"needs_reset": self._needs_reset, "placement": self._placement, "result": self._result,
-                "evaluations": self.evaluations, "np_random": self.np_random.bit_generator.state}
+        return super().episode_state() | {"needs_reset": self._needs_reset, "placement": self._placement,
+                                          "result": self._result}
 
     def restore_episode(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (`episode_state` of an env of the same task and settings): the next
@@ -177,8 +177,7 @@ class DevicePlacementEnv(PlacementEnvBase):
         placement = state["placement"]
         self._placement = None if placement is None else self.check_node_placement(np.asarray(placement))
         self._needs_reset, self._result = bool(state["needs_reset"]), state["result"]
-        self.evaluations = int(state["evaluations"])
-        self.np_random.bit_generator.state = state["np_random"]
+        super().restore_episode(state)
         if self._placement is None:
             self._observation.clear_placement()
         else:

@@ -187,7 +187,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         (`restore_episode`)."""
         return {"placed": self._nodes[:self._stage].copy(), "needs_reset": self._needs_reset,
                 "last_result": self._last_result, "previous_runtime": self._previous_runtime,
-                "evaluations": self.evaluations, "np_random": self.np_random.bit_generator.state}
+                **super().episode_state()}
 
     def restore_episode(self, state: dict[str, Any]) -> None:
         """Continue the episode ``state`` (`episode_state` of an env of the same task and settings)
@@ -202,8 +202,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         self._nodes[:] = self.check_node_placement(nodes)
         self._stage, self._needs_reset = len(placed), bool(state["needs_reset"])
         self._last_result, self._previous_runtime = state["last_result"], float(state["previous_runtime"])
-        self.evaluations = int(state["evaluations"])
-        self.np_random.bit_generator.state = state["np_random"]
+        super().restore_episode(state)
         self._observation.clear_placement()
         for node in range(self._stage):
             self._observation.place(node, int(self._nodes[node]))
