@@ -91,6 +91,22 @@ def test_references_are_the_best_single_device_heft_and_the_bound():
                      LOWER_BOUND: lower_bound(task)}
 
 
+@pytest.mark.parametrize("agent", ["pg", "cem"])
+def test_the_references_count_no_evaluation_on_the_run_s_task(agent, tmp_path):
+    # The reference lines (HEFT's placement simulated among them) are not part of the run: the task
+    # counts the run's evaluations alone, as the harness reads them.
+    # counted as without an output folder (cem's repeats of a placement are not simulated again)
+    counted = []
+    single_device(get_task(GRAPH, CLUSTER))  # its first computation counts, once per task
+    for out_dir in (None, tmp_path):
+        task = get_task(GRAPH, CLUSTER)
+        before = task.evaluations
+        result = train(agent, task, 20, seed=0, out_dir=out_dir, progress=False)
+        counted.append(task.evaluations - before)
+    assert set(result.references) == {BEST_SINGLE, HEFT, LOWER_BOUND}
+    assert counted[1] == counted[0] and 0 < counted[0] <= result.evaluations == 20
+
+
 def test_the_curve_png_draws_the_references_as_labelled_lines():
     pytest.importorskip("matplotlib")
     found = {BEST_SINGLE: 0.030, HEFT: 0.027, LOWER_BOUND: 0.020}

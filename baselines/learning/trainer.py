@@ -190,8 +190,8 @@ def train(
     ``resume=True`` continues from it, and refuses one made on another task:
     `placement_gym.task.ids.task_identity`), the learning curve (``curve.csv``, and
     ``curve.png`` when matplotlib is installed) and the best placement (``best_placement.json``);
-    ``outputs=False`` writes the checkpoint alone and computes no `references` (their evaluations
-    would count on ``task``). The checkpoint keeps what ``task`` counted of the run
+    ``outputs=False`` writes the checkpoint alone and computes no `references` (which count nothing on
+    ``task``: they are computed on a copy). The checkpoint keeps what ``task`` counted of the run
     (`Task.evaluations_since`), so after a resume ``task.evaluations`` and its trace read as those
     of a run never stopped. A checkpoint may be resumed with a larger ``budget`` to continue the
     run. ``threads``: torch's intra-op threads for this process (default 1: the policies are small,
