@@ -94,8 +94,7 @@ def test_references_are_the_best_single_device_heft_and_the_bound():
 @pytest.mark.parametrize("agent", ["pg", "cem"])
 def test_the_references_count_no_evaluation_on_the_run_s_task(agent, tmp_path):
     # The reference lines (HEFT's placement simulated among them) are not part of the run: the task
-    # counts the run's evaluations alone, as the harness reads them.
-    # counted as without an output folder (cem's repeats of a placement are not simulated again)
+    # counts what it counts without an output folder (cem's repeated placements are not simulated again).
     counted = []
     single_device(get_task(GRAPH, CLUSTER))  # its first computation counts, once per task
     for out_dir in (None, tmp_path):

@@ -44,12 +44,12 @@ def references(task: Task, evaluator: Any = None) -> dict[str, float]:
     runtimes (None: the cost model): `BEST_SINGLE` (the best single device), `HEFT` (HEFT's
     placement) and `LOWER_BOUND` (`placement_gym.cost_model.lower_bound`); for an evaluator that is
     not a cost model (real runs), the best single device alone, evaluated once through it (not
-    counted in any budget). A cost model computes them on copies of its task, so that ``task.evaluations``
-    (and its trace) count only a run's own evaluations."""
+    counted in any budget). They are computed on copies of the tasks (``task`` and a given cost model's),
+    so that ``task.evaluations`` (and its trace) count only a run's own evaluations."""
     task = task.independent_copy()
     scorer = as_evaluator(task, evaluator)
-    if isinstance(scorer, CostModelEvaluator):
-        scorer = CostModelEvaluator(scorer.task if scorer.task is task else scorer.task.independent_copy())
+    if isinstance(scorer, CostModelEvaluator) and scorer.task is not task:
+        scorer = CostModelEvaluator(scorer.task.independent_copy())
     found = {BEST_SINGLE: float(best_single_runtime(scorer, task))}
     if isinstance(scorer, CostModelEvaluator):
         # A profiled evaluator's task holds the measured figures: HEFT's placement (made on the
