@@ -15,9 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from placement_gym.evaluation.placements import single_placement
-from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite
+from placement_gym.leaderboard import evaluate, get_suite
 
 TASK_ID = "cifar10_cnn/k80x2/train"
+# The suite of the good submission: v1 writes placements as {op name: device name}, which cases edit.
+SUITE = "v1"
 EVIL = "evil | <img src=x onerror=alert(1)> [click](javascript:alert(1))"
 Change = Callable[[dict, dict], None]
 
@@ -25,7 +27,7 @@ Change = Callable[[dict, dict], None]
 def good_submission() -> dict:
     """A valid one-task submission: every op on the last device (0 evaluations)."""
     return evaluate(lambda task, seed, budget: single_placement(task, task.n_devices - 1),
-                    get_suite(CURRENT_SUITE).subset([TASK_ID]), algorithm="last-device", authors=["tests"],
+                    get_suite(SUITE).subset([TASK_ID]), algorithm="last-device", authors=["tests"],
                     description="every op on the last device")
 
 
@@ -79,7 +81,7 @@ def _trace(*points: tuple[int, float], scale_by_runtime: bool = True) -> Change:
 
 
 def _below_bound(data, result):
-    bound = get_suite(CURRENT_SUITE).get(TASK_ID).lower_bound
+    bound = get_suite(SUITE).get(TASK_ID).lower_bound
     _trace((1, 0.5 * bound), scale_by_runtime=False)(data, result)
 
 

@@ -181,7 +181,7 @@ def test_packaged_leaderboard_data_is_in_the_wheel_config():
     force = config["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     packaged = {target: source for source, target in force.items()}
     for name in ("submissions", "bounds.json", "reruns.json", "README.md", "generalisation_v2.md",
-                 "suite_v2.md", "bounds_v2.json", "suite_v3.md", "bounds_v3.json"):
+                 "suite_v2.md", "bounds_v2.json", "suite_v1.md", "bounds_v1.json"):
         assert packaged.get(f"placement_gym/_leaderboard/{name}") == f"leaderboard/{name}"
 
 

@@ -29,11 +29,16 @@ from placement_gym.leaderboard import (
     validate_file,
     validate_submission,
 )
-from placement_gym.leaderboard.render import RenderRefused
+from placement_gym.leaderboard.render import RenderRefused, suite_page
 from placement_gym.task.named import parse_task_id
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ("cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train")
+# The suite of these tests' submissions: v1's files write placements as {op name: device name}, which the
+# tampering tests edit (the text placements of v2 and v3: tests/test_leaderboard_v2.py); its page is
+# `suite_page(SUITE)`.
+SUITE = "v1"
+PAGE, CHART = suite_page(SUITE).page, suite_page(SUITE).chart
 # Suite v0's tasks; v1 (the calibrated cost model) froze the same ones again.
 SUITE_TASKS = {
     "cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train", "inception_v3/k80x4/train",
@@ -44,7 +49,7 @@ SUITE_TASKS = {
 
 
 def mini_suite():
-    return get_suite(CURRENT_SUITE).subset(SMALL)
+    return get_suite(SUITE).subset(SMALL)
 
 
 def last_device_agent(task, seed, budget):
@@ -69,7 +74,7 @@ def reasons(data: dict, task_id: str = SMALL[0]) -> str:
 
 # --- suite -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("version", ["v0", CURRENT_SUITE])
+@pytest.mark.parametrize("version", ["v0", SUITE])
 def test_suite_lists_the_benchmark_tasks_and_every_task_builds(version):
     suite = SUITES[version]
     assert set(suite.task_ids) == SUITE_TASKS and len(suite.task_ids) == len(SUITE_TASKS)
@@ -102,7 +107,7 @@ def test_unknown_suite_and_task_are_clear_errors():
 
 def test_harness_round_trip_validates(submission, tmp_path):
     assert set(submission["results"]) == set(SMALL)
-    assert submission["suite"] == CURRENT_SUITE and submission["algorithm"] == "round-robin"
+    assert submission["suite"] == SUITE and submission["algorithm"] == "round-robin"
     for task_id, result in submission["results"].items():
         task = parse_task_id(task_id)
         expected = round_robin_placement(task)
@@ -237,10 +242,10 @@ def make_board(tmp_path: Path, submission: dict) -> Path:
 
 def test_render_is_deterministic_and_ranks_by_runtime(submission, tmp_path):
     board = make_board(tmp_path, submission)
-    render(board, chart=False)
-    first = (board / "README.md").read_bytes()
-    render(board, chart=False)
-    assert (board / "README.md").read_bytes() == first
+    render(board, chart=False, suite=SUITE)
+    first = (board / PAGE).read_bytes()
+    render(board, chart=False, suite=SUITE)
+    assert (board / PAGE).read_bytes() == first
     text = first.decode()
     # Per task, the faster of the two submissions is ranked first.
     for task_id in SMALL:
@@ -253,14 +258,14 @@ def test_render_is_deterministic_and_ranks_by_runtime(submission, tmp_path):
 def test_render_shows_no_speedup_for_an_infeasible_placement(submission):
     data = copy.deepcopy(submission)
     data["results"][SMALL[0]]["feasible"] = False
-    section = render_markdown([("a.json", data)]).split(f"### `{SMALL[0]}`")[1].split("###")[0]
+    section = render_markdown([("a.json", data)], SUITE).split(f"### `{SMALL[0]}`")[1].split("###")[0]
     row = next(line for line in section.splitlines() if line.startswith("| 1 "))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[4:7] == ["0.000", "-", "-"] and cells[9] == "no"
 
 
 def test_render_speedup_and_gap_use_best_single_and_lower_bound(submission):
-    text = render_markdown([("a.json", submission)])
+    text = render_markdown([("a.json", submission)], SUITE)
     task_id = SMALL[0]
     task = parse_task_id(task_id)
     runtime = submission["results"][task_id]["runtime"]
@@ -281,7 +286,7 @@ def test_render_shows_other_tracks_and_never_other_suites(submission):
     real["results"][SMALL[0]]["measured_runtime"] = 0.5
     old = copy.deepcopy(submission)
     old.update(suite="v-old", algorithm="ancient")
-    text = render_markdown([("a.json", submission), ("r.json", real), ("o.json", old)])
+    text = render_markdown([("a.json", submission), ("r.json", real), ("o.json", old)], SUITE)
     assert "## Real-hardware track" in text and "2x K80" in text and "| 0.5 |" in text
     # The generalisation track always states its split; without entries it says so.
     assert "No submissions yet." in text.split("## Generalisation track")[1].split("##")[0]
@@ -294,31 +299,31 @@ def test_render_chart_writes_a_png(submission, tmp_path, capsys):
     board = make_board(tmp_path, submission)
     assert main(["leaderboard", "validate", "--rerun", str(board / "submissions" / "a.json"), "--record",
                  "--dir", str(board)]) == 0
-    render(board)
-    assert (board / "leaderboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    render(board, suite=SUITE)
+    assert (board / CHART).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_render_refuses_a_tampered_submission(submission, tmp_path, capsys):
     board = make_board(tmp_path, submission)
     task_id = SMALL[0]
     below_bound = copy.deepcopy(submission)  # a runtime edited below the lower bound: rank 1, negative gap
-    below_bound["results"][task_id]["runtime"] = SUITES[CURRENT_SUITE].get(task_id).lower_bound / 2
+    below_bound["results"][task_id]["runtime"] = SUITES[SUITE].get(task_id).lower_bound / 2
     save_submission(below_bound, board / "submissions" / "c.json")
     for command in (["render"], ["render", "--check"], ["render", "--no-chart"]):
-        assert main(["leaderboard", *command, "--dir", str(board)]) == 1
+        assert main(["leaderboard", *command, "--suite", SUITE, "--dir", str(board)]) == 1
         out, err = capsys.readouterr()
         assert "c.json" in err and "claimed runtime" in err and "c.json" in out
-        assert not (board / "README.md").exists() and not (board / "leaderboard.png").exists()
+        assert not (board / PAGE).exists() and not (board / CHART).exists()
     moved = copy.deepcopy(submission)  # an edited placement: its claimed runtime is no longer its own
     placement = moved["results"][task_id]["placement"]
     op = sorted(placement)[0]
     placement[op] = next(d for d in parse_task_id(task_id).cluster.device_names if d != placement[op])
     save_submission(moved, board / "submissions" / "c.json")
     with pytest.raises(RenderRefused) as refused:
-        render(board)
+        render(board, suite=SUITE)
     assert [c.source for c in refused.value.checks] == [str(board / "submissions" / "c.json")]
     (board / "submissions" / "c.json").unlink()
-    assert render(board) and (board / "README.md").is_file()
+    assert render(board, suite=SUITE) and (board / PAGE).is_file()
 
 
 def test_entries_trained_on_their_task_with_zero_evaluations_validate_and_render(submission, tmp_path):
@@ -332,8 +337,8 @@ def test_entries_trained_on_their_task_with_zero_evaluations_validate_and_render
     assert validate_submission(data).ok
     board = tmp_path / "board"
     save_submission(data, board / "submissions" / "a.json")
-    assert render(board, chart=False)
-    assert "| 1 | round-robin |" in (board / "README.md").read_text()
+    assert render(board, chart=False, suite=SUITE)
+    assert "| 1 | round-robin |" in (board / PAGE).read_text()
 
 
 # --- command line ---------------------------------------------------------------------------------------
@@ -357,12 +362,13 @@ def test_cli_validate_submit_render_check(submission, tmp_path, capsys):
     assert len(list((board / "submissions").glob("*.json"))) == 1
     assert main(["leaderboard", "submit", str(good), "--dir", str(board)]) == 2  # exists, no --force
 
-    assert main(["leaderboard", "render", "--check", "--dir", str(board)]) == 1  # no README yet
-    assert main(["leaderboard", "render", "--no-chart", "--dir", str(board)]) == 0
-    assert main(["leaderboard", "render", "--check", "--dir", str(board)]) == 0
+    # No page yet, then rendered and up to date.
+    assert main(["leaderboard", "render", "--check", "--suite", SUITE, "--dir", str(board)]) == 1
+    assert main(["leaderboard", "render", "--no-chart", "--suite", SUITE, "--dir", str(board)]) == 0
+    assert main(["leaderboard", "render", "--check", "--suite", SUITE, "--dir", str(board)]) == 0
     save_submission(evaluate(last_device_agent, mini_suite(), algorithm="late"),
                     board / "submissions" / "late.json")
-    assert main(["leaderboard", "render", "--check", "--dir", str(board)]) == 1  # stale now
+    assert main(["leaderboard", "render", "--check", "--suite", SUITE, "--dir", str(board)]) == 1  # stale now
     capsys.readouterr()
 
 

@@ -9,7 +9,6 @@ import pytest
 
 from placement_gym.evaluation.placements import single_placement
 from placement_gym.leaderboard import (
-    CURRENT_SUITE,
     check_schema,
     evaluate,
     get_suite,
@@ -19,7 +18,8 @@ from placement_gym.leaderboard import (
 from placement_gym.leaderboard.generalisation import SPLITS, get_split, graph_of
 from placement_gym.leaderboard.submission import SubmissionError
 
-SPLIT = get_split(CURRENT_SUITE)
+SUITE = "v1"  # the cost-model suite with a split of its task ids (gen-v2 is a suite of its own)
+SPLIT = get_split(SUITE)
 HELD_OUT = "cifar10_resnet56/k80x2/train"  # the cheapest held-out task
 TRAINING = "cifar10_cnn/k80x2/train"
 
@@ -30,14 +30,14 @@ def last_device_agent(task, seed, budget):
 
 @pytest.fixture(scope="module")
 def entry() -> dict:
-    return evaluate(last_device_agent, get_suite(CURRENT_SUITE).subset([HELD_OUT]), algorithm="zero-shot-cpu",
+    return evaluate(last_device_agent, get_suite(SUITE).subset([HELD_OUT]), algorithm="zero-shot-cpu",
                     track="generalisation", trained_on=[TRAINING], authors=["tests"])
 
 
 # --- the split ------------------------------------------------------------------------------------------
 
 def test_split_partitions_the_suite_by_graph():
-    suite = get_suite(CURRENT_SUITE)
+    suite = get_suite(SUITE)
     held, train = set(SPLIT.held_out_tasks()), set(SPLIT.training_tasks())
     assert held and train and not held & train and held | train == set(suite.task_ids)
     assert {graph_of(t) for t in held} == set(SPLIT.held_out_graphs)
@@ -45,7 +45,7 @@ def test_split_partitions_the_suite_by_graph():
 
 
 def test_held_out_tasks_span_clusters_families_and_device_counts_seen_in_training():
-    suite = get_suite(CURRENT_SUITE)
+    suite = get_suite(SUITE)
     held = SPLIT.held_out_tasks()
     assert len({t.split("/")[1] for t in held}) >= 3, "held-out tasks should span several clusters"
     assert len(SPLIT.held_out_graphs) >= 3
@@ -62,10 +62,10 @@ def test_unknown_split_and_bad_task_id_are_clear_errors():
     assert set(SPLITS) == {"v0", "v1", "gen-v2"}
 
 
-def test_the_current_split_holds_out_the_same_graphs_and_tasks_as_v0():
+def test_the_v1_split_holds_out_the_same_graphs_and_tasks_as_v0():
     """v1 froze v0's tasks again under the calibrated cost model; the split (graph names) is the same."""
     v0 = get_split("v0")
-    assert SPLIT.suite == CURRENT_SUITE and SPLIT.held_out_graphs == v0.held_out_graphs
+    assert SPLIT.suite == SUITE and SPLIT.held_out_graphs == v0.held_out_graphs
     assert SPLIT.held_out_tasks() == v0.held_out_tasks() and SPLIT.training_tasks() == v0.training_tasks()
 
 
@@ -91,7 +91,7 @@ def test_training_on_a_held_out_graph_is_rejected(entry):
 
 
 def test_results_on_a_training_task_are_rejected(entry):
-    other = evaluate(last_device_agent, get_suite(CURRENT_SUITE).subset([TRAINING]), algorithm="x")
+    other = evaluate(last_device_agent, get_suite(SUITE).subset([TRAINING]), algorithm="x")
     data = copy.deepcopy(entry)
     data["results"][TRAINING] = other["results"][TRAINING]
     check = validate_submission(data)
@@ -126,16 +126,16 @@ def test_a_generalisation_submission_must_state_trained_on(entry):
 def test_render_shows_the_track_on_held_out_tasks_only(entry):
     data = copy.deepcopy(entry)
     # A result on a training task is ignored by the tables (validation rejects the file anyway).
-    other = evaluate(last_device_agent, get_suite(CURRENT_SUITE).subset([TRAINING]), algorithm="x")
+    other = evaluate(last_device_agent, get_suite(SUITE).subset([TRAINING]), algorithm="x")
     data["results"][TRAINING] = other["results"][TRAINING]
-    text = render_markdown([("g.json", data)])
+    text = render_markdown([("g.json", data)], SUITE)
     track = text.split("## Generalisation track")[1]
     # The entry is the only one, so the best known on its one task of the 6 held out: score 1/6.
     assert f"| 1 | zero-shot-cpu | default | {1 / 6:.3f} | 1 | 1/6 | 0 |" in track and "1 tasks" in track
     runtime = data["results"][HELD_OUT]["runtime"]
     assert f"| `{HELD_OUT}` | 1 | zero-shot-cpu | default | {runtime:.6g} | 1.000 |" in track
     assert f"| `{TRAINING}` |" not in track
-    frozen = get_suite(CURRENT_SUITE).get(HELD_OUT)
+    frozen = get_suite(SUITE).get(HELD_OUT)
     assert f"{frozen.best_single_runtime / runtime:.3f}x" in track
     # Not part of the cost-model track.
     assert "zero-shot-cpu" not in text.split("## Generalisation track")[0]
@@ -150,7 +150,7 @@ def test_train_on_tasks_then_place_held_out_counts_held_out_evaluations():
     from baselines.learning.generalize import place_held_out, train_on_tasks
     from placement_gym.cost_model import simulate
 
-    suite = get_suite(CURRENT_SUITE)
+    suite = get_suite(SUITE)
     model, evaluators = train_on_tasks("hsdag", [suite.get(TRAINING).task()], 32, seed=0, batch=16, hidden=8)
     assert [e.used for e in evaluators] == [32]
     task = suite.get(HELD_OUT).task()
@@ -163,11 +163,11 @@ def test_train_on_tasks_then_place_held_out_counts_held_out_evaluations():
 
 
 def test_harness_runs_only_held_out_tasks_on_the_generalisation_track():
-    small = get_suite(CURRENT_SUITE).subset([TRAINING, HELD_OUT])
+    small = get_suite(SUITE).subset([TRAINING, HELD_OUT])
     data = evaluate(last_device_agent, small, algorithm="g", track="generalisation", trained_on=[TRAINING])
     assert list(data["results"]) == [HELD_OUT] and validate_submission(data).ok
     with pytest.raises(ValueError, match="needs trained_on"):
         evaluate(last_device_agent, small, algorithm="g", track="generalisation")
     with pytest.raises(ValueError, match="no held-out task"):
-        evaluate(last_device_agent, get_suite(CURRENT_SUITE).subset([TRAINING]), algorithm="g",
+        evaluate(last_device_agent, get_suite(SUITE).subset([TRAINING]), algorithm="g",
                  track="generalisation", trained_on=[TRAINING])

@@ -12,6 +12,7 @@ from placement_gym.leaderboard import CURRENT_SUITE, get_suite, render_markdown
 from placement_gym.leaderboard.ranking import Run, median_run, overall_rows, task_score
 
 SUITE = get_suite(CURRENT_SUITE)
+N_TASKS = len(SUITE.tasks)
 TASK_A, TASK_B = "cifar10_cnn/k80x2/train", "cifar10_resnet56/k80x2/train"
 
 
@@ -116,12 +117,12 @@ def test_overall_is_over_per_task_medians():
     gaps = [0.03 / SUITE.get(TASK_A).lower_bound, 0.07 / SUITE.get(TASK_B).lower_bound]
     assert math.isclose(row["geomean_gap"], math.sqrt(gaps[0] * gaps[1]) - 1, rel_tol=1e-12)
     # The score's reference is the best run of any seed (0.02 and 0.06), not the best median; tasks not
-    # run count 0 among the suite's 13.
-    score = (0.02 / 0.03 + 0.06 / 0.07) / 13
+    # run count 0 among the suite's tasks.
+    score = (0.02 / 0.03 + 0.06 / 0.07) / N_TASKS
     assert math.isclose(row["score"], score, rel_tol=1e-12)
     overall = render_markdown(board).split("## Overall")[1].split("## Per task")[0]
     geomean = math.sqrt(speedups[0] * speedups[1])
-    assert f"| 1 | learner | 10k | {score:.3f} | 3 | 2/13 | 0 | {geomean:.3f}x |" in overall
+    assert f"| 1 | learner | 10k | {score:.3f} | 3 | 2/{N_TASKS} | 0 | {geomean:.3f}x |" in overall
     assert "`s0.json`, `s1.json`, `s2.json`" in overall
 
 
@@ -165,8 +166,8 @@ def test_score_per_task_is_best_known_over_runtime_and_zero_when_infeasible():
 
 def test_one_task_cannot_lift_an_entry_above_one_better_on_every_other_task():
     # The headline case: on bert_large/k80x4 the best single device is the CPU (no GPU holds the model),
-    # so a placement there has a huge speedup. "steady" is 10% faster than "one-trick" on the 12 other
-    # tasks; "one-trick" is 10x faster than "steady" on bert_large/k80x4 only.
+    # so a placement there has a huge speedup. "steady" is 10% faster than "one-trick" on every
+    # other task; "one-trick" is 10x faster than "steady" on bert_large/k80x4 only.
     big = "bert_large/k80x4/train"
     steady, one_trick = {}, {}
     for suite_task in SUITE.tasks:
@@ -181,8 +182,8 @@ def test_one_task_cannot_lift_an_entry_above_one_better_on_every_other_task():
     assert by_name["one-trick"]["geomean_speedup"] > by_name["steady"]["geomean_speedup"], (
         "test premise: the geomean speedup alone would rank one-trick first")
     assert [r["algorithm"] for r in rows] == ["steady", "one-trick"]
-    assert math.isclose(by_name["steady"]["score"], (12 + 0.1) / 13, rel_tol=1e-12)
-    assert math.isclose(by_name["one-trick"]["score"], (12 / 1.1 + 1) / 13, rel_tol=1e-12)
+    assert math.isclose(by_name["steady"]["score"], (N_TASKS - 1 + 0.1) / N_TASKS, rel_tol=1e-12)
+    assert math.isclose(by_name["one-trick"]["score"], ((N_TASKS - 1) / 1.1 + 1) / N_TASKS, rel_tol=1e-12)
 
 
 def test_no_task_moves_a_score_by_more_than_one_over_the_number_of_tasks():
@@ -193,7 +194,7 @@ def test_no_task_moves_a_score_by_more_than_one_over_the_number_of_tasks():
                  for name in ("a", "b", "c")]
         before = {r["algorithm"]: r["score"] for r in overall_rows(board, SUITE)}
         assert all(0.0 <= score <= 1.0 for score in before.values())
-        # Any change to one entry's runtime on one task, however large, moves its own score by <= 1/13.
+        # Any change to one entry's runtime on one task, however large, moves its own score by <= 1/N_TASKS.
         task_id = rng.choice(SUITE.task_ids)
         board[0][1]["results"][task_id]["runtime"] *= 10 ** rng.uniform(-6, 6)
         board[0][1]["results"][task_id]["feasible"] = True

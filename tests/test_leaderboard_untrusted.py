@@ -9,11 +9,20 @@ import json
 from pathlib import Path
 
 import pytest
-from hostile_submissions import EVIL, INCONSISTENT, MALFORMED, TASK_ID, UNREADABLE, good_submission, mutated
+from hostile_submissions import (
+    EVIL,
+    INCONSISTENT,
+    MALFORMED,
+    SUITE,
+    TASK_ID,
+    UNREADABLE,
+    good_submission,
+    mutated,
+)
 
 from placement_gym.cli import main
 from placement_gym.evaluation.placements import single_placement
-from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, render_markdown, save_submission
+from placement_gym.leaderboard import evaluate, get_suite, render_markdown, save_submission
 from placement_gym.leaderboard.submission import (
     MAX_FILE_BYTES,
     MAX_NESTING,
@@ -138,7 +147,7 @@ def test_render_escapes_an_evil_algorithm_name(good):
     data = copy.deepcopy(good)
     data["algorithm"] = EVIL
     assert not validate_submission(data).ok  # validation refuses it; rendering must not trust it either
-    text = render_markdown([("a.json", data)])
+    text = render_markdown([("a.json", data)], SUITE)
     # No HTML tag and no link syntax survive: "[" and "]" are escaped, so "(javascript:...)" is text.
     assert "<img" not in text and "[click](" not in text
     row = _overall_row(text, "evil")
@@ -150,7 +159,7 @@ def test_render_escapes_an_evil_algorithm_name(good):
 def test_render_escapes_free_text_of_the_real_track(good):
     data = copy.deepcopy(good)
     data.update(track="real", hardware="<script>x</script> | 8x `H100`")
-    text = render_markdown([("r.json", data)]).split("## Real-hardware track")[1]
+    text = render_markdown([("r.json", data)], SUITE).split("## Real-hardware track")[1]
     assert "<script>" not in text and "&lt;script&gt;x&lt;/script&gt; \\| 8x \\`H100\\`" in text
 
 
@@ -179,7 +188,7 @@ def test_the_harness_refuses_a_bad_name_before_the_agent_runs():
         return single_placement(task, 0)
 
     with pytest.raises(SubmissionError, match="field 'algorithm'"):
-        evaluate(agent, get_suite(CURRENT_SUITE).subset([TASK_ID]), algorithm=EVIL)
+        evaluate(agent, get_suite(SUITE).subset([TASK_ID]), algorithm=EVIL)
     assert ran == []
 
 

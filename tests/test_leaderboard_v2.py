@@ -1,5 +1,5 @@
-"""Suite v2: v1's tasks with v1's frozen figures plus today's workloads, accepted but not yet the
-suite the README ranks; its submissions write placements as text."""
+"""Suite v2: v1's tasks with v1's frozen figures plus today's workloads, accepted and ranked on a page
+of its own; its submissions write placements as text."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from placement_gym.cost_model import simulate
 from placement_gym.leaderboard import CURRENT_SUITE, SUITES, evaluate, get_suite, validate_submission
 from placement_gym.leaderboard.harness import MAPPING_SUITES
+from placement_gym.leaderboard.render import suite_page
 from placement_gym.leaderboard.suite import (
     ACCEPTED_SUITES,
     V2,
@@ -23,8 +24,8 @@ SMALL_V1 = "cifar10_cnn/k80x2/train"  # 30 ops: built in a blink
 SMALL_NEW = "mixtral_8x7b/h100x8/inference+bf16"  # the quickest new task to build and simulate (~0.3 s)
 
 
-def test_v2_is_accepted_but_the_rendered_suite_stays_v1():
-    assert CURRENT_SUITE == "v1"
+def test_v2_is_accepted_and_ranked_on_a_page_of_its_own():
+    assert CURRENT_SUITE != V2 and suite_page(V2).page == "suite_v2.md"
     assert V2 in ACCEPTED_SUITES and V2 not in MAPPING_SUITES
 
 
@@ -110,7 +111,7 @@ def test_the_learned_fill_merges_a_v2_run_into_a_v2_file(tmp_path):
     part = evaluate(first_device, get_suite(V2).subset([SMALL_V1]), 200, algorithm="pg")
     path = merge(part, tmp_path)
     assert path.name == "v2-pg-200-seed0.json" == submission_path("pg", 0, 200, tmp_path, V2).name
-    assert submission_path("pg", 0, 200, tmp_path).name == "v1-pg-200-seed0.json"
+    assert submission_path("pg", 0, 200, tmp_path).name == f"{CURRENT_SUITE}-pg-200-seed0.json"
     assert done_tasks("pg", 0, 200, tmp_path, V2) == {SMALL_V1}
     assert done_tasks("pg", 0, 200, tmp_path) == set()
 
@@ -140,7 +141,8 @@ def _first_device(task, seed, budget):
 def test_each_cost_model_suite_has_its_page_and_the_generalisation_suite_none():
     from placement_gym.leaderboard.render import page_names, suite_page
 
-    assert page_names("v1") == ("README.md", "generalisation_v2.md")
+    assert page_names(CURRENT_SUITE) == ("README.md", "generalisation_v2.md")
+    assert page_names("v1") == ("suite_v1.md",) and suite_page("v1").curves == "curves/v1"
     v2 = suite_page(V2)
     # v2 holds v1's task ids: its curves get a folder of their own, so that neither overwrites the other.
     assert (v2.page, v2.chart, v2.curves) == ("suite_v2.md", "leaderboard_v2.png", "curves/v2")
@@ -158,18 +160,19 @@ def test_a_curve_file_name_has_no_colon():
     assert curve_file_name(SMALL_V1) == "cifar10_cnn_k80x2_train.png"  # v1's names as they were
 
 
-def test_the_v2_page_ranks_v2_submissions_and_the_readme_v1_submissions():
+def test_the_v2_page_ranks_v2_submissions_and_the_v1_page_v1_submissions():
     from placement_gym.leaderboard import render_markdown
 
     v2_entry = evaluate(_round_robin, get_suite(V2).subset([SMALL_V1, SMALL_NEW]), algorithm="rr-on-v2")
     v1_entry = evaluate(_first_device, get_suite("v1").subset([SMALL_V1]), algorithm="first-on-v1")
     submissions = [("v2-rr.json", v2_entry), ("v1-first.json", v1_entry)]
     page = render_markdown(submissions, V2)
-    readme = render_markdown(submissions)
+    v1_page = render_markdown(submissions, "v1")
     assert page.startswith("# Leaderboard, suite v2\n")
     assert "`placement-gym leaderboard render --suite v2`" in page
     assert "rr-on-v2" in page and "first-on-v1" not in page
-    assert "first-on-v1" in readme and "rr-on-v2" not in readme and readme.startswith("# Leaderboard\n")
+    assert "first-on-v1" in v1_page and "rr-on-v2" not in v1_page
+    assert v1_page.startswith("# Leaderboard, suite v1\n")
     # A task of v2 alone is listed, with its frozen best single device, and its curves are under curves/v2.
     section = page.split(f"### `{SMALL_NEW}`")[1].split("\n### ")[0]
     frozen = SUITES[V2].get(SMALL_NEW)
@@ -179,7 +182,7 @@ def test_the_v2_page_ranks_v2_submissions_and_the_readme_v1_submissions():
     # The only entry on the task is its best known runtime.
     assert f"best known {runtime:.6g} s" in section
     assert f"](curves/v2/{SMALL_NEW.replace('/', '_')}.png)" in section
-    assert f"### `{SMALL_NEW}`" not in readme
+    assert f"### `{SMALL_NEW}`" not in v1_page
 
 
 @pytest.mark.slow
@@ -215,7 +218,7 @@ def test_render_suite_v2_writes_its_page_and_leaves_the_readme_alone(tmp_path, c
     both = ["leaderboard", "render", "--check", "--suite", "v1", "--suite", V2, "--dir", str(board)]
     assert main(both) == 1 and len(validated) == 1
     stale = capsys.readouterr().err
-    assert "README.md" in stale and "suite_v2.md" not in stale and "--suite" not in stale
+    assert "suite_v1.md" in stale and "--suite v1" in stale and "suite_v2.md" not in stale
     assert main(both[:2] + both[3:]) == 0 and main(both) == 0  # written for both, then up to date
     capsys.readouterr()
 

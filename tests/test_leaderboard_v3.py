@@ -1,5 +1,5 @@
 """Suite v3: v1's tasks with v1's frozen figures plus today's workloads in forms a heuristic fits in
-memory (checked here by running that heuristic), accepted beside v2."""
+memory (checked here by running that heuristic), the current suite (the README ranks it)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from placement_gym.cost_model import simulate
 from placement_gym.evaluation.agents import run_installed_agent
 from placement_gym.leaderboard import CURRENT_SUITE, SUITES
 from placement_gym.leaderboard.harness import MAPPING_SUITES
+from placement_gym.leaderboard.render import README_NAME, suite_page
 from placement_gym.leaderboard.suite import (
     ACCEPTED_SUITES,
     V2_NEW_TASKS,
@@ -18,6 +19,7 @@ from placement_gym.leaderboard.suite import (
     V3_NEW_TASKS,
     fingerprint_problems,
 )
+from placement_gym.leaderboard.task_bounds import BOUNDS_NAME, bounds_name
 from placement_gym.task.named import parse_task_id
 
 # On the 2-core development machine: the 103k-op graph's dataset ~15 s to build on first use and its
@@ -25,9 +27,11 @@ from placement_gym.task.named import parse_task_id
 _SLOW_TASKS = ("unrolled-v1:gnmt-tf-4/k40x8/inference",)
 
 
-def test_v3_is_accepted_beside_v2():
-    assert CURRENT_SUITE == "v1"
+def test_v3_is_the_current_suite_and_v1_keeps_a_page_of_its_own():
+    assert CURRENT_SUITE == V3 and suite_page(V3).page == README_NAME and bounds_name(V3) == BOUNDS_NAME
     assert V3 in ACCEPTED_SUITES and V3 not in MAPPING_SUITES
+    assert "v1" in ACCEPTED_SUITES and suite_page("v1").page == "suite_v1.md"
+    assert bounds_name("v1") == "bounds_v1.json"
 
 
 def test_v3_holds_every_v1_task_with_v1s_frozen_figures_and_v2s_shared_ones():

@@ -14,13 +14,16 @@ import pytest
 from placement_gym.cli import main
 from placement_gym.cost_model import simulate
 from placement_gym.evaluation.placements import placement_problems
-from placement_gym.leaderboard import CURRENT_SUITE, get_suite
-from placement_gym.leaderboard.render import checked_submissions
+from placement_gym.leaderboard import get_suite
+from placement_gym.leaderboard.render import checked_submissions, suite_page
 from placement_gym.leaderboard.rerun_records import RECORDS_NAME, read_records
 
 REPO = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPO / "leaderboard" / "submissions"
 HEFT = "v1-heft-seed0.json"
+# The suite of the committed files these tests copy, and its page.
+SUITE = "v1"
+PAGE = suite_page(SUITE).page
 
 
 def _board(tmp_path: Path, *names: str) -> Path:
@@ -51,7 +54,7 @@ def test_ranked_runtimes_are_the_re_simulated_ones_not_the_claimed(tmp_path, cap
     board = _board(tmp_path, HEFT)
     heft = json.loads((SUBMISSIONS / HEFT).read_text())
     (board / "submissions" / "v1-shaved-seed0.json").write_text(json.dumps(_shaved(heft, "shaved")))
-    suite = get_suite(CURRENT_SUITE)
+    suite = get_suite(SUITE)
     for name, data in checked_submissions(board / "submissions"):
         for task_id, result in data["results"].items():
             task = suite.get(task_id).task()
@@ -59,9 +62,9 @@ def test_ranked_runtimes_are_the_re_simulated_ones_not_the_claimed(tmp_path, cap
             simulated = simulate(task, placement)
             assert result["runtime"] == float(simulated.runtime), (name, task_id)
             assert result["feasible"] == bool(simulated.feasible)
-    assert main(["leaderboard", "render", "--no-chart", "--dir", str(board)]) == 0
+    assert main(["leaderboard", "render", "--no-chart", "--suite", SUITE, "--dir", str(board)]) == 0
     capsys.readouterr()
-    text = (board / "README.md").read_text()
+    text = (board / PAGE).read_text()
     # The shaved claims appear nowhere; both entries show the same runtimes and the same score per task.
     claimed = {f"{r['runtime'] * (1 - 9e-7):.6g}" for r in heft["results"].values()}
     shown_runtimes = {f"{r['runtime']:.6g}" for r in heft["results"].values()}
@@ -108,9 +111,9 @@ def test_an_entry_nobody_can_rerun_is_shown_apart_as_unverified(recorded_heft, t
     assert main(["leaderboard", "validate", str(path), "--dir", str(board)]) == 0  # its fields are in order
     assert main(["leaderboard", "validate", "--rerun", str(path), "--record", "--dir", str(board)]) != 0
     assert list(read_records(board)) == [HEFT]
-    assert main(["leaderboard", "render", "--no-chart", "--dir", str(board)]) == 0
+    assert main(["leaderboard", "render", "--no-chart", "--suite", SUITE, "--dir", str(board)]) == 0
     capsys.readouterr()
-    text = (board / "README.md").read_text()
+    text = (board / PAGE).read_text()
     tracks = _section(text, "## Overall, by budget track", "### Unverified budgets")
     assert "heft" in tracks and "mine" not in tracks
     assert "mine" in _section(text, "### Unverified budgets", "## Bounds and best known")
@@ -129,8 +132,8 @@ def test_editing_a_recorded_file_drops_its_verification(recorded_heft, tmp_path,
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     assert main(["leaderboard", "reruns", "--dir", str(board)]) == 1
     assert "changed since its re-run was recorded" in capsys.readouterr().err
-    assert main(["leaderboard", "render", "--no-chart", "--dir", str(board)]) == 0
-    text = (board / "README.md").read_text()
+    assert main(["leaderboard", "render", "--no-chart", "--suite", SUITE, "--dir", str(board)]) == 0
+    text = (board / PAGE).read_text()
     assert "heft" not in _section(text, "## Overall, by budget track", "### Unverified budgets")
 
 
@@ -146,7 +149,7 @@ def test_a_record_whose_rerun_does_not_reproduce_fails_the_check(recorded_heft, 
     placement = data["results"][task_id]["placement"]
     op = sorted(placement)[0]
     placement[op] = next(d for d in sorted(set(placement.values())) if d != placement[op])
-    task = get_suite(CURRENT_SUITE).get(task_id).task()
+    task = get_suite(SUITE).get(task_id).task()
     moved, _ = placement_problems(task, placement, str)
     simulated = simulate(task, moved)
     data["results"][task_id].update(runtime=float(simulated.runtime), feasible=bool(simulated.feasible))
@@ -174,9 +177,9 @@ def test_a_relabelled_seed_that_joins_an_entry_makes_the_entry_unverified(record
     path.write_text(json.dumps(relabelled))
     assert main(["leaderboard", "validate", str(path), "--dir", str(board)]) == 0
     assert main(["leaderboard", "validate", "--rerun", str(path), "--record", "--dir", str(board)]) == 1
-    assert main(["leaderboard", "render", "--no-chart", "--dir", str(board)]) == 0
+    assert main(["leaderboard", "render", "--no-chart", "--suite", SUITE, "--dir", str(board)]) == 0
     capsys.readouterr()
-    text = (board / "README.md").read_text()
+    text = (board / PAGE).read_text()
     assert "heft" not in _section(text, "## Overall, by budget track", "### Unverified budgets")
     assert "v1-heft-seed1.json" in _section(text, "### Unverified budgets", "## Bounds and best known")
 
@@ -187,7 +190,7 @@ def _forge(path: Path) -> str:
     data = json.loads(path.read_text())
     task_id = sorted(data["results"])[0]
     placement = data["results"][task_id]["placement"]
-    task = get_suite(CURRENT_SUITE).get(task_id).task()
+    task = get_suite(SUITE).get(task_id).task()
     op = sorted(placement)[0]
     placement[op] = next(d for d in task.cluster.device_names if d != placement[op])
     moved, _ = placement_problems(task, placement, str)
@@ -259,7 +262,7 @@ def test_a_forged_record_fails_only_the_part_that_holds_its_entry(recorded_heft,
     placement = data["results"][task_id]["placement"]
     op = sorted(placement)[0]
     placement[op] = next(d for d in sorted(set(placement.values())) if d != placement[op])
-    task = get_suite(CURRENT_SUITE).get(task_id).task()
+    task = get_suite(SUITE).get(task_id).task()
     simulated = simulate(task, placement_problems(task, placement, str)[0])
     data["results"][task_id].update(runtime=float(simulated.runtime), feasible=bool(simulated.feasible))
     data["results"][task_id].pop("trace", None)

@@ -27,7 +27,7 @@ from placement_gym.common.untrusted import (
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_CLUSTER = REPO / "examples" / "my_cluster.json"
-HEFT = "v1-heft-seed0.json"
+HEFT = "v1-heft-seed0.json"  # a committed file of suite v1, whose page is suite_v1.md
 OUTSIDE_TEXT = b"outside the leaderboard folder: keep me\n"
 # Enough address space for the interpreter and numpy, far too little to read /dev/zero until MemoryError
 # (so that the tests of a link to /dev/zero cannot take the machine's memory even where they fail).
@@ -292,10 +292,10 @@ def test_the_chart_is_not_written_through_a_link(board, outside):
 
     (board / "leaderboard.png").symlink_to(outside)
     with pytest.raises(UntrustedFileError, match="symbolic link"):
-        render_chart(load_submissions(board / "submissions"), board / "leaderboard.png")
+        render_chart(load_submissions(board / "submissions"), board / "leaderboard.png", "v1")
     assert outside.read_bytes() == OUTSIDE_TEXT
     (board / "leaderboard.png").unlink()
-    assert render_chart(load_submissions(board / "submissions"), board / "leaderboard.png")
+    assert render_chart(load_submissions(board / "submissions"), board / "leaderboard.png", "v1")
     assert (board / "leaderboard.png").read_bytes().startswith(b"\x89PNG")
 
 
@@ -304,12 +304,13 @@ def test_render_does_not_draw_curves_into_a_linked_folder(board, tmp_path, capsy
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (board / "curves").symlink_to(elsewhere, target_is_directory=True)
-    assert _render(board) == 1
+    # The page of the file's suite, v1, whose curves go to curves/v1/.
+    assert _render(board, "--suite", "v1") == 1
     assert "symbolic link" in capsys.readouterr().err
-    assert list(elsewhere.iterdir()) == [] and not (board / "README.md").exists()
+    assert list(elsewhere.iterdir()) == [] and not (board / "suite_v1.md").exists()
     (board / "curves").unlink()
-    assert _render(board) == 0  # once the link is gone it renders
-    assert any((board / "curves").iterdir())
+    assert _render(board, "--suite", "v1") == 0  # once the link is gone it renders
+    assert any((board / "curves" / "v1").iterdir())
 
 
 def test_render_refuses_a_submissions_folder_that_is_a_link(board, tmp_path, capsys):

@@ -4,13 +4,13 @@ Run from the repository root (``--dir``, default ``leaderboard``: the submission
 ``submissions/`` folder and its README.md is rendered)::
 
     python -m baselines.leaderboard_fill.classic [--agents heft,cpop] [--seed 0] [--dir leaderboard]
-        [--suite v1] [--no-render]
+        [--suite v3] [--no-render]
     python -m baselines.leaderboard_fill.classic --agents exact [--exact-time-limit 60]
     python -m baselines.leaderboard_fill.classic --write-suite v3   # freeze suites/v3.json and stop
 
-``--suite`` (default ``v1``, the current suite) picks the accepted suite the entries run on: ``v2`` and
-``v3`` add the workloads of `placement_gym.leaderboard.suite.V2_NEW_TASKS` and ``V3_NEW_TASKS`` (their
-placements are written as text). ``--write-suite v2`` (``v3``) measures that suite
+``--suite`` (default ``v3``, the current suite) picks the accepted suite the entries run on: ``v1`` has
+13 tasks; ``v2`` and ``v3`` add the workloads of `placement_gym.leaderboard.suite.V2_NEW_TASKS` and
+``V3_NEW_TASKS`` (their placements are written as text). ``--write-suite v2`` (``v3``) measures that suite
 (`placement_gym.leaderboard.suite.measure_v2`, ``measure_v3``: v1's tasks with their frozen figures,
 which the code must still reproduce, and the new tasks' fingerprints; for v3, after checking that a
 heuristic fits each new task) and writes ``placement_gym/leaderboard/suites/<version>.json``.

@@ -3,10 +3,11 @@
 Run from the repository root (hours of CPU; stop it any time and run it again to resume)::
 
     python -m baselines.leaderboard_fill.learned [--agents pg,spotlight] [--seeds 0,1,2] [--workers 2]
-        [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions] [--suite v1]
+        [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions] [--suite v3]
         [--checkpoints DIR]
 
-``--suite`` (default ``v1``, the current suite) picks the accepted suite the runs are made on (``v2``:
+``--suite`` (default ``v3``, the current suite) picks the accepted suite the runs are made on (``v1``:
+13 tasks; ``v2``:
 v1's tasks plus today's workloads; `placement_gym.leaderboard.suite.V2_NEW_TASKS`; ``v3``: v1's tasks
 plus those workloads in forms a heuristic fits, ``V3_NEW_TASKS``).
 
@@ -187,7 +188,7 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=LEADERBOARD / "submissions",
                         help="folder of the submission files (default: %(default)s)")
     parser.add_argument("--suite", default=None,
-                        help="suite version the runs are made on (default: the current suite, v1)")
+                        help="suite version the runs are made on (default: the current suite, v3)")
     parser.add_argument("--from-suite", default=None,
                         help="comma-separated earlier suites whose files (same agent, seed and budget, in "
                              "leaderboard/submissions) give the results of the tasks they share")

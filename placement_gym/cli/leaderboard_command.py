@@ -28,10 +28,10 @@ SUITE_MISMATCH_EXIT = 3
 
 # The suite data the commands read, as the wheel packages it (pyproject's force-include): a copy of
 # the committed leaderboard/ folder's submissions/, bounds.json, reruns.json, README.md,
-# generalisation_v2.md and suites v2's and v3's pages and bounds.
+# generalisation_v2.md and suites v1's and v2's pages and bounds.
 PACKAGED_NAME = "_leaderboard"
 PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md", "generalisation_v2.md", "suite_v2.md",
-                  "bounds_v2.json", "suite_v3.md", "bounds_v3.json")
+                  "bounds_v2.json", "suite_v1.md", "bounds_v1.json")
 CHECKOUT_ORIGIN = "the source checkout's leaderboard/ folder"
 PACKAGED_ORIGIN = "the read-only copy packaged with placement-gym"
 
@@ -517,8 +517,8 @@ def add_parser(subparsers) -> None:
     render.set_defaults(run=run_render)
 
     bounds = commands.add_parser("bounds", help="compute the proven lower bound of every task of a suite "
-                                 "into DIR/bounds.json (about half a minute for suite v1; v2's new tasks "
-                                 "take about 20 minutes more)",
+                                 "into DIR/bounds.json (about half a minute for suite v1; the new tasks "
+                                 "of v2 or v3 take about 20 minutes more)",
                                  description="Compute the proven lower bounds the leaderboard shows "
                                  "(docs/bounds.md) and write DIR/bounds.json (DIR/bounds_<SUITE>.json for "
                                  "a suite other than the current one); --check recomputes them instead "

@@ -1,12 +1,12 @@
 """The leaderboard: versioned task suites, submission files, validation and rendering.
 
-``evaluate(agent, suite="v1", budget=N, algorithm=...)`` runs any agent over a suite and writes a
+``evaluate(agent, suite="v3", budget=N, algorithm=...)`` runs any agent over a suite and writes a
 submission; `validate_file` re-evaluates one (raising `SuiteMismatchError` when the cost model no
 longer reproduces the suite's fingerprint, `check_suite`); `render` validates every submission, then
 writes the leaderboard README and chart (several seeds of an algorithm as one entry, the median seed
 per task, ranked by a per-task score no task can dominate) or raises `RenderRefused`; `get_split`
-gives a suite's generalisation split (training graphs and held-out graphs). Suite v2 (v1's tasks plus
-today's workloads) is frozen and accepted, but the README ranks v1 (`CURRENT_SUITE`) until v2 has entries.
+gives a suite's generalisation split (training graphs and held-out graphs). The README ranks suite v3
+(`CURRENT_SUITE`: v1's tasks plus today's workloads); v1 and v2 are accepted and ranked on pages of their own.
 """
 
 from placement_gym.leaderboard.generalisation import SPLITS, Split, get_split

@@ -29,14 +29,13 @@ every submission. The frozen figures are data, one file per version in `SUITE_FO
 figures and measures the new ones), and keep the older files so that old submissions stay readable and
 are shown with their version.
 
-Accepted suites (`ACCEPTED_SUITES`): ``v1``, the current suite (`CURRENT_SUITE`), the one the
-leaderboard's README ranks; ``v2`` (`V2`: v1's 13 tasks with v1's figures, plus `V2_NEW_TASKS`), frozen
-and validated, ranked on a page of its own (``render --suite v2``); ``v3`` (`V3`: v1's tasks plus
-`V3_NEW_TASKS`, v2's workloads in forms a heuristic fits in memory, `V3_FITTED_BY`), likewise
-(``render --suite v3``); `CURRENT_SUITE` stays ``v1`` until a newer suite has every baseline; and
-``gen-v2``, the generalisation track's own suite. ``suites/v2.json`` and ``suites/v3.json`` are written
-by ``python -m baselines.leaderboard_fill.classic --write-suite v2`` (or ``v3``; `measure_v2`,
-`measure_v3`).
+Accepted suites (`ACCEPTED_SUITES`): ``v3`` (`V3`: v1's tasks plus `V3_NEW_TASKS`, v2's workloads in
+forms a heuristic fits in memory, `V3_FITTED_BY`), the current suite (`CURRENT_SUITE`), the one the
+leaderboard's README ranks; ``v1`` (`V1`, 13 tasks), the README's before it, and ``v2`` (`V2`: v1's 13
+tasks with v1's figures, plus `V2_NEW_TASKS`), frozen and validated, each ranked on a page of its own
+(``render --suite v1``, ``render --suite v2``); and ``gen-v2``, the generalisation track's own suite.
+``suites/v2.json`` and ``suites/v3.json`` are written by ``python -m baselines.leaderboard_fill.classic
+--write-suite v2`` (or ``v3``; `measure_v2`, `measure_v3`).
 """
 
 from __future__ import annotations
@@ -56,9 +55,9 @@ from placement_gym.task.cache import TaskCache
 from placement_gym.task.compiled import Task
 from placement_gym.task.named import parse_task_id
 
-# The suite the leaderboard's README ranks. v2 is accepted (validated) and has a page of its own
-# (`render --suite v2`): it stays v1 until v2 has entries.
-CURRENT_SUITE = "v1"
+# Suite v1: 13 tasks of 2016-2018 graphs and machines plus one H100 box, the README's until v3 had every
+# baseline at the three budgets; accepted and ranked on a page of its own (`render --suite v1`).
+V1 = "v1"
 # Suite v2: every task of v1, with v1's frozen figures, then `V2_NEW_TASKS`.
 V2 = "v2"
 # The workloads v2 adds: a multi-node mixed-precision pipelined training step, a mixture of experts, a
@@ -106,10 +105,13 @@ V3_DESCRIPTION = (
     "graph of 103,202 forward ops (unrolled-v1:gnmt-tf-4: GNMT-8 at 400 tokens, unrolled at TensorFlow's "
     "granularity) on the same K40s. Its submissions write placements as text (one character per op)."
 )
+# The suite the leaderboard's README ranks; the other cost-model suites have pages of their own
+# (`render --suite v1`).
+CURRENT_SUITE = V3
 # The generalisation track, version 2: a suite of its own, of dataset graphs (`generalisation`), whose
 # submissions are all of the generalisation track.
 GEN_V2 = "gen-v2"
-ACCEPTED_SUITES: tuple[str, ...] = (CURRENT_SUITE, V2, V3, GEN_V2)
+ACCEPTED_SUITES: tuple[str, ...] = (V1, V2, V3, GEN_V2)
 # The accepted suites of the cost-model track: what the fill scripts run and `render --suite` renders.
 COST_MODEL_SUITES: tuple[str, ...] = tuple(s for s in ACCEPTED_SUITES if s != GEN_V2)
 # The frozen suites, one JSON file per version (`suite_to_dict`), shipped in the package.
@@ -344,7 +346,7 @@ def extend_suite(base: str | Suite, version: str, task_ids: tuple[str, ...] | li
 
 def measure_v2() -> Suite:
     """Suite v2 as the current code measures it (what ``suites/v2.json`` freezes)."""
-    return extend_suite("v1", V2, V2_NEW_TASKS, V2_DESCRIPTION)
+    return extend_suite(V1, V2, V2_NEW_TASKS, V2_DESCRIPTION)
 
 
 def unfitted_v3_tasks() -> dict[str, str]:
@@ -369,7 +371,7 @@ def measure_v3() -> Suite:
     if problems:
         raise ValueError("suite v3 would hold tasks no heuristic fits: "
                          + "; ".join(f"{k}: {v}" for k, v in problems.items()))
-    return extend_suite("v1", V3, V3_NEW_TASKS, V3_DESCRIPTION)
+    return extend_suite(V1, V3, V3_NEW_TASKS, V3_DESCRIPTION)
 
 
 # --- checking a fingerprint -------------------------------------------------------------------------------

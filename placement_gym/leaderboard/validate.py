@@ -1,7 +1,7 @@
 """Re-check a submission: re-evaluate every placement with the cost model, task by task.
 
-Only the submissions of an accepted suite (`ACCEPTED_SUITES`: the current suite v1, the frozen v2 that
-is not rendered yet, and gen-v2) are accepted, and only while the current cost model reproduces that
+Only the submissions of an accepted suite (`ACCEPTED_SUITES`: the current suite v3, the earlier v1 and
+v2, and gen-v2) are accepted, and only while the current cost model reproduces that
 suite (its fingerprint, `suite`; every task of the suite is measured, not only the file's): a
 mismatch raises `SuiteMismatchError` (the code, not the submission, has to change: bump the suite). A
 retired suite's files live in the leaderboard's ``retired/`` folder and are neither checked nor ranked.
