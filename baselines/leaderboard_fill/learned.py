@@ -7,9 +7,8 @@ Run from the repository root (hours of CPU; stop it any time and run it again to
         [--checkpoints DIR]
 
 ``--suite`` (default ``v3``, the current suite) picks the accepted suite the runs are made on (``v1``:
-13 tasks; ``v2``:
-v1's tasks plus today's workloads; `placement_gym.leaderboard.suite.V2_NEW_TASKS`; ``v3``: v1's tasks
-plus those workloads in forms a heuristic fits, ``V3_NEW_TASKS``).
+13 tasks; ``v2``: v1's tasks plus today's workloads, `placement_gym.leaderboard.suite.V2_NEW_TASKS`;
+``v3``: v1's tasks plus those workloads in forms a heuristic fits, ``V3_NEW_TASKS``).
 
 ``--from-suite v1,v2`` starts each file of ``--suite`` from the files of those earlier suites in
 ``leaderboard/submissions`` made by the same agent, seed and budget (`carry_over`): their results for the

@@ -31,7 +31,7 @@ are shown with their version.
 
 Accepted suites (`ACCEPTED_SUITES`): ``v3`` (`V3`: v1's tasks plus `V3_NEW_TASKS`, v2's workloads in
 forms a heuristic fits in memory, `V3_FITTED_BY`), the current suite (`CURRENT_SUITE`), the one the
-leaderboard's README ranks; ``v1`` (`V1`, 13 tasks), the README's before it, and ``v2`` (`V2`: v1's 13
+leaderboard's README ranks; ``v1`` (`V1`: 13 tasks from the papers) and ``v2`` (`V2`: v1's 13
 tasks with v1's figures, plus `V2_NEW_TASKS`), frozen and validated, each ranked on a page of its own
 (``render --suite v1``, ``render --suite v2``); and ``gen-v2``, the generalisation track's own suite.
 ``suites/v2.json`` and ``suites/v3.json`` are written by ``python -m baselines.leaderboard_fill.classic
@@ -55,8 +55,8 @@ from placement_gym.task.cache import TaskCache
 from placement_gym.task.compiled import Task
 from placement_gym.task.named import parse_task_id
 
-# Suite v1: 13 tasks of 2016-2018 graphs and machines plus one H100 box, the README's until v3 had every
-# baseline at the three budgets; accepted and ranked on a page of its own (`render --suite v1`).
+# Suite v1: 13 tasks of the papers' graphs and machines (2016-2018, plus one H100 box), ranked on a page
+# of its own (`render --suite v1`).
 V1 = "v1"
 # Suite v2: every task of v1, with v1's frozen figures, then `V2_NEW_TASKS`.
 V2 = "v2"
