@@ -149,6 +149,32 @@ def test_a_malformed_bounds_file_is_refused(tmp_path, bad):
         read_bounds(path)
 
 
+def test_a_check_on_a_sample_recomputes_those_tasks_only(tmp_path, capsys):
+    """``bounds --check --tasks``: a made-up bound is named when its task is in the sample and not
+    otherwise; a stored task the suite lacks is named either way; --tasks needs --check."""
+    from placement_gym.cli import main
+    from placement_gym.leaderboard.task_bounds import check_bounds, compute_bounds
+
+    other = "cifar10_resnet56/k80x2/train"
+    stored = compute_bounds(SUITE.subset([TASK, other]))
+    stored["tasks"][other]["bound"] *= 2  # no code proves this
+    (tmp_path / BOUNDS_NAME).write_text(json.dumps(stored))
+    assert check_bounds(tmp_path, SUITE, task_ids=[TASK]) == []
+    assert [p.split(":")[0] for p in check_bounds(tmp_path, SUITE, task_ids=[other])] == [other]
+    arguments = ["leaderboard", "bounds", "--check", "--dir", str(tmp_path), "--tasks"]
+    assert main([*arguments, TASK]) == 0 and "the bounds of 1 task(s)" in capsys.readouterr().out
+    assert main([*arguments, f"{TASK},{other}"]) == 1 and other in capsys.readouterr().err
+    stored["tasks"]["cifar10_cnn/k80x4/train"] = stored["tasks"][TASK]
+    (tmp_path / BOUNDS_NAME).write_text(json.dumps(stored))
+    assert check_bounds(tmp_path, SUITE, task_ids=[TASK]) == [
+        f"cifar10_cnn/k80x4/train: not a task of suite {SUITE.version}"]
+    with pytest.raises(ValueError, match="not in suite"):
+        check_bounds(tmp_path, SUITE, task_ids=["cifar10_cnn/k80x4/train"])
+    assert main(["leaderboard", "bounds", "--dir", str(tmp_path), "--tasks", TASK]) == 2  # a usage error
+    assert "--tasks is an option of --check" in capsys.readouterr().err
+    assert json.loads((tmp_path / BOUNDS_NAME).read_text()) == stored  # nothing written
+
+
 def test_rerun_compares_the_recorded_trace():
     from placement_gym.leaderboard.rerun import compare_results
 

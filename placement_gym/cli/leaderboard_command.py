@@ -373,10 +373,14 @@ def run_render(args: argparse.Namespace) -> int:
 @_exits_on_suite_mismatch
 def run_bounds(args: argparse.Namespace) -> int:
     """``bounds``: write the suite's bounds file (DIR/bounds.json for the current suite,
-    DIR/bounds_<SUITE>.json for another), or with ``--check`` recompute it and name what differs."""
+    DIR/bounds_<SUITE>.json for another), or with ``--check`` recompute it (``--tasks``: those tasks
+    only) and name what differs."""
     from placement_gym.leaderboard.suite import CURRENT_SUITE, get_suite, require_suite
     from placement_gym.leaderboard.task_bounds import bounds_name, check_bounds, write_bounds
 
+    if args.tasks is not None and not args.check:
+        raise ValueError("--tasks is an option of --check (the bounds file holds every task of the suite)")
+    chosen = None if args.tasks is None else [t.strip() for t in args.tasks.split(",") if t.strip()]
     require_suite(args.suite)
     suite = get_suite(args.suite)
     directory = _directory(args, writes=not args.check)
@@ -393,12 +397,13 @@ def run_bounds(args: argparse.Namespace) -> int:
         print(f"placement-gym: {path} does not exist; run 'placement-gym leaderboard bounds{again}'",
               file=sys.stderr)
         return 1
-    problems = check_bounds(directory, suite, progress)
+    problems = check_bounds(directory, suite, progress, chosen)
     for problem in problems:
         print(f"{BAD_MARK} {problem}", file=sys.stderr)
     if problems:
         return 1
-    print(f"{path}: every bound of suite {suite.version} recomputed and equal")
+    which = "every bound" if chosen is None else f"the bounds of {len(chosen)} task(s)"
+    print(f"{path}: {which} of suite {suite.version} recomputed and equal")
     return 0
 
 
@@ -524,6 +529,9 @@ def add_parser(subparsers) -> None:
                                  "a suite other than the current one); --check recomputes them instead "
                                  "and exits 1 naming each stored bound that differs.")
     bounds.add_argument("--check", action="store_true", help="recompute and compare; write nothing")
+    bounds.add_argument("--tasks", metavar="IDS",
+                        help="with --check: recompute only these comma-separated task ids of the suite "
+                        "(a sample, where the whole suite takes long)")
     bounds.add_argument("--suite", choices=COST_MODEL_SUITES, default=CURRENT_SUITE,
                         help=f"the cost-model suite whose bounds to compute (default: {CURRENT_SUITE})")
     common(bounds)
