@@ -172,6 +172,7 @@ def test_a_check_on_a_sample_recomputes_those_tasks_only(tmp_path, capsys):
         check_bounds(tmp_path, SUITE, task_ids=["cifar10_cnn/k80x4/train"])
     assert main(["leaderboard", "bounds", "--dir", str(tmp_path), "--tasks", TASK]) == 2  # a usage error
     assert "--tasks is an option of --check" in capsys.readouterr().err
+    assert main([*arguments, " , "]) == 2 and "--tasks names no task" in capsys.readouterr().err
     assert json.loads((tmp_path / BOUNDS_NAME).read_text()) == stored  # nothing written
 
 

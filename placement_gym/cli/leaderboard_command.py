@@ -381,6 +381,8 @@ def run_bounds(args: argparse.Namespace) -> int:
     if args.tasks is not None and not args.check:
         raise ValueError("--tasks is an option of --check (the bounds file holds every task of the suite)")
     chosen = None if args.tasks is None else [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if chosen == []:
+        raise ValueError("--tasks names no task; give comma-separated task ids of the suite")
     require_suite(args.suite)
     suite = get_suite(args.suite)
     directory = _directory(args, writes=not args.check)
