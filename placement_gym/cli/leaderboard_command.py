@@ -191,6 +191,11 @@ def _recorded_name(path: Path, directory: Path) -> str:
     return path.name
 
 
+def _task_ids(text: str | None) -> list[str] | None:
+    """The ids of a ``--tasks`` option (comma-separated, blanks dropped); None when it was not given."""
+    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
 def _rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bool,
                    record_in: Path | None = None) -> int:
     """The command line's ``validate --rerun``: print the verdict per task (a table, or JSON) and
@@ -199,7 +204,7 @@ def _rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bo
     from placement_gym.leaderboard.rerun import TaskRerun, rerun_json, rerun_submission
     from placement_gym.leaderboard.rerun_records import write_record
 
-    chosen = None if tasks is None else [t.strip() for t in tasks.split(",") if t.strip()]
+    chosen = _task_ids(tasks)
     if record_in is not None:
         from placement_gym.leaderboard.submission import read_submission
 
@@ -380,7 +385,7 @@ def run_bounds(args: argparse.Namespace) -> int:
 
     if args.tasks is not None and not args.check:
         raise ValueError("--tasks is an option of --check (the bounds file holds every task of the suite)")
-    chosen = None if args.tasks is None else [t.strip() for t in args.tasks.split(",") if t.strip()]
+    chosen = _task_ids(args.tasks)
     if chosen == []:
         raise ValueError("--tasks names no task; give comma-separated task ids of the suite")
     require_suite(args.suite)
