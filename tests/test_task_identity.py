@@ -134,8 +134,10 @@ def test_the_optimizer_is_part_of_a_training_id():
         "momentum": "cifar10_cnn/k80x2/train+momentum",
         "sgd": "cifar10_cnn/k80x2/train+sgd",
     }
-    # Inference has no update ops: the optimizer changes nothing, and the id says nothing of it.
-    assert get_task("cifar10_cnn", "k80x2", "inference", "sgd").id == "cifar10_cnn/k80x2/inference"
+    # Inference has no update ops: the id says nothing of an optimizer, and one is refused.
+    assert get_task("cifar10_cnn", "k80x2", "inference").id == "cifar10_cnn/k80x2/inference"
+    with pytest.raises(ValueError, match="optimizer 'sgd' applies to a training step"):
+        get_task("cifar10_cnn", "k80x2", "inference", "sgd")
 
 
 # --- parsing ids ----------------------------------------------------------------------------------------

@@ -281,12 +281,19 @@ def run_agents(args: argparse.Namespace) -> int:
 
 
 def run_datasets(args: argparse.Namespace) -> int:
+    import sys
+
     from placement_gym.datasets import DATASETS, clusters, get_dataset
 
     if args.build is not None:
         dataset = get_dataset(args.build)
         started = time.perf_counter()
-        rows = dataset.manifest()
+        try:
+            rows = dataset.manifest()
+        except KeyboardInterrupt:  # the build's workers are stopped by then (Dataset.build_manifest)
+            print(f"placement-gym datasets --build {dataset.name}: interrupted; nothing was cached, so the "
+                  "next build starts over", file=sys.stderr)
+            return 130
         ops = [row.ops for row in rows]
         print(f"{dataset.name}: {len(rows):,} graphs of {min(ops):,} to {max(ops):,} ops, manifest "
               f"{dataset.manifest_path} ({time.perf_counter() - started:.1f} s)")
@@ -340,7 +347,9 @@ def add_parsers(subparsers: Subcommands) -> None:
                     "graphs, families and the size of each split (train, valid, test-sizes, "
                     "test-families). --json gives each as an object with name, description, graphs, "
                     "families, held_out_families, splits and built. --build NAME builds the dataset's "
-                    "manifest (every graph once; cached in the output folder) and says its op range.")
+                    "manifest (every graph once; cached in the output folder) and says its op range; "
+                    "Ctrl-C (SIGINT) stops it and its worker processes at once (exit code 130), and the "
+                    "workers end by themselves if the command is killed.")
     datasets.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     datasets.add_argument("--build", metavar="NAME", default=None, help="build this dataset's manifest")
     datasets.set_defaults(run=run_datasets)

@@ -10,9 +10,12 @@ of a split; ``dataset_graph("synthetic-v1:regal-17")`` one graph by its name. `D
 from __future__ import annotations
 
 from placement_gym.common.names import unknown_name
+from placement_gym.common.untrusted import shown
 from placement_gym.datasets import architecture_grids
 from placement_gym.datasets.dataset import SPLIT_ALIASES, SPLITS, Dataset, FamilySpec
 from placement_gym.graph.opgraph import OpGraph
+
+MAX_NAME_CHARS = 100  # far longer than any dataset's name: a longer one is refused without a guess
 
 _CONV_GRID = {"cells": (3, 6, 9, 12, 15), "nodes": (4, 5, 6, 7), "channels": (16, 24, 32, 48),
               "batch": (32, 64, 128)}
@@ -95,6 +98,8 @@ DATASETS: dict[str, Dataset] = {
 
 def get_dataset(name: str) -> Dataset:
     """The dataset called ``name``, or a ValueError naming the known ones."""
+    if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:  # no guess at, nor echo of, a huge name
+        raise ValueError(f"unknown dataset {shown(name)}; allowed: {', '.join(DATASETS)}")
     if name not in DATASETS:
         raise ValueError(unknown_name("dataset", name, DATASETS))
     return DATASETS[name]
@@ -112,9 +117,24 @@ def dataset_graph(name: str) -> OpGraph:
 
 
 def dataset_split(text: str) -> tuple[Dataset, list[str]]:
-    """``"<name>:<split>"`` (or a bare name: every graph) as the dataset and the ids of the split."""
-    name, _, split = str(text).partition(":")
-    return (dataset := get_dataset(name)), dataset.ids(split or "all")
+    """``"<name>:<split>"`` (or a bare name: every graph) as the dataset and the ids of the split; a
+    one-line ValueError naming the splits for a split that is empty (``"synthetic-v1:"``, which would
+    otherwise read as every graph, the held-out test graphs among them) or unknown."""
+    if not isinstance(text, str):
+        raise ValueError(f"a dataset split is a str '<name>:<split>', got {shown(text)} "
+                         f"({type(text).__name__})")
+    name, colon, split = text.partition(":")
+    dataset = get_dataset(name)
+    if not colon:
+        return dataset, dataset.ids("all")
+    if split not in SPLITS and split not in SPLIT_ALIASES:
+        allowed = f"{', '.join([*SPLITS, *SPLIT_ALIASES])} ({name} alone: every graph)"
+        if not split:
+            raise ValueError(f"dataset {shown(text)} names no split after the colon; allowed: {allowed}")
+        graph = dataset.has_graph(split)
+        one = f" ({split!r} is a graph of {name}: give graph='{name}:{split}')" if graph else ""
+        raise ValueError(f"unknown split {shown(split)}; allowed: {allowed}{one}")
+    return dataset, dataset.ids(split)
 
 
 __all__ = ["DATASETS", "SPLITS", "SPLIT_ALIASES", "Dataset", "FamilySpec", "dataset_graph", "dataset_split",

@@ -46,10 +46,11 @@ from placement_gym.cluster.presets import (
     gpu_ports,
     tensorflow_executor,
 )
-from placement_gym.common.names import unknown_name
+from placement_gym.common.untrusted import shown
 
 FAMILY = "random-v1"
 TRAIN_CLUSTERS, TEST_CLUSTERS = 1000, 100
+MAX_INDEX_DIGITS = 18  # k of random-v1:<k>: any seed below 10**18
 MAX_GPUS = 15  # a cluster has 1 to MAX_GPUS GPUs and one host CPU: at most MAX_GPUS + 1 devices
 # GPU generation -> its figures and its NVLink pair bandwidth (None: no NVLink; RTX 2080's bridge is
 # left out: it joins two cards only)
@@ -106,8 +107,8 @@ def cluster_ids(split: str = "all") -> list[str]:
     """The ids of the family's ``train`` or ``test`` split (or ``all``)."""
     ranges = {"train": range(TRAIN_CLUSTERS), "test": range(TRAIN_CLUSTERS, TRAIN_CLUSTERS + TEST_CLUSTERS),
               "all": range(TRAIN_CLUSTERS + TEST_CLUSTERS)}
-    if split not in ranges:
-        raise ValueError(unknown_name("cluster split", split, ranges))
+    if not isinstance(split, str) or split not in ranges:
+        raise ValueError(f"unknown cluster split {shown(split)}; allowed: {', '.join(ranges)}")
     return [f"{FAMILY}:{k}" for k in ranges[split]]
 
 
@@ -118,7 +119,10 @@ def is_family_cluster_name(name: object) -> bool:
 
 def family_cluster(name: str) -> Cluster:
     """The cluster named ``random-v1:<k>``, or a ValueError saying what the names are."""
-    family, _, index = str(name).partition(":")
-    if family != FAMILY or not index.isdigit() or str(int(index)) != index:
-        raise ValueError(f"a family cluster's name is {FAMILY}:<k> (k an integer >= 0), got {name!r}")
+    family, _, index = name.partition(":") if isinstance(name, str) else ("", "", "")
+    # k in ASCII digits, no leading zero, short enough to convert (int() refuses 4,300 digits)
+    digits = index.isascii() and index.isdigit() and len(index) <= MAX_INDEX_DIGITS
+    if family != FAMILY or not digits or str(int(index)) != index:
+        raise ValueError(f"a family cluster's name is {FAMILY}:<k> (k an integer >= 0 of at most "
+                         f"{MAX_INDEX_DIGITS} digits), got {shown(name)}")
     return random_cluster(int(index))

@@ -31,14 +31,22 @@ Splits, fixed by the definition (no graph is in two):
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import itertools
 import json
 import multiprocessing
 import os
+import shutil
+import signal
+import stat
 import sys
-from collections.abc import Iterator
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -47,7 +55,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from placement_gym.common.paths import output_root
+from placement_gym.common.paths import OUTPUT_ENV, output_root
+from placement_gym.common.untrusted import parse_json, path_text, read_bytes, shown
 from placement_gym.datasets.architectures import require_export_extra
 from placement_gym.datasets.families import FAMILIES
 from placement_gym.graph.opgraph import OpGraph
@@ -57,10 +66,24 @@ SPLITS: tuple[str, ...] = ("train", "valid", "test-sizes", "test-families")
 SPLIT_ALIASES: dict[str, tuple[str, ...]] = {"test": ("test-sizes", "test-families"), "all": SPLITS}
 VALID_SHARE = 20  # one graph in this many of the seen families and sizes goes to valid
 MAX_WORKERS = 8
+MAX_INDEX_DIGITS = 18  # k of a graph id <family>-<k>: far above any family's count, below 2**63
 CHUNK = 250  # graphs a worker builds per task: few enough tasks, a progress bar that moves
 EXPORTED_VERSIONS = ("torch", "onnxscript")  # what else decides the graphs of an architecture family
 
+# A cached manifest or graph above these is not read (built again): the largest manifest
+# (synthetic-v1's 10,000 rows) is about 3 MB, the largest cached graph (GNMT-8 at 400 steps, 103,000
+# ops, at some 100 bytes an op) about 10 MB unpacked.
+MAX_MANIFEST_BYTES = 64 * 2**20
+MAX_CACHED_GRAPH_BYTES = 2**30
+PR_SET_PDEATHSIG = 1  # prctl(2) option: the signal a process gets when its parent dies (Linux)
+PARENT_CHECK_S = 0.5  # how often a build worker checks that its parent is alive (where prctl is not)
+STOP_GRACE_S = 1.0  # how long a stopped build worker has to end on SIGTERM before it is killed
+
 Grid = dict[str, tuple[int, ...]]
+
+
+class DatasetCacheError(ValueError):
+    """A dataset's cache (a manifest, a graph) that could not be written: a one-line message."""
 
 
 @dataclass(frozen=True)
@@ -143,15 +166,25 @@ class Dataset:
 
     def locate(self, graph_id: str) -> tuple[FamilySpec, int]:
         """The family spec and index of ``graph_id``, or a ValueError saying what the ids are."""
-        family, _, index = str(graph_id).rpartition("-")
-        for spec in self.families:
-            if spec.family == family and index.isdigit() and str(int(index)) == index:
-                if int(index) < spec.n_graphs:
+        family, _, index = graph_id.rpartition("-") if isinstance(graph_id, str) else ("", "", "")
+        # k in ASCII digits, no leading zero, short enough to convert (int() refuses 4,300 digits)
+        digits = index.isascii() and index.isdigit() and len(index) <= MAX_INDEX_DIGITS
+        if digits and str(int(index)) == index:
+            for spec in self.families:
+                if spec.family == family and int(index) < spec.n_graphs:
                     return spec, int(index)
         raise ValueError(
-            f"dataset {self.name} has no graph {graph_id!r}; ids are <family>-<k> with families "
+            f"dataset {self.name} has no graph {shown(graph_id)}; ids are <family>-<k> with families "
             + ", ".join(f"{s.family} (k < {s.n_graphs})" for s in self.families)
         )
+
+    def has_graph(self, graph_id: str) -> bool:
+        """Whether ``graph_id`` is the id of one of this dataset's graphs."""
+        try:
+            self.locate(graph_id)
+        except ValueError:
+            return False
+        return True
 
     def split_of(self, spec: FamilySpec, k: int) -> str:
         if spec.family in self.held_out_families:
@@ -174,7 +207,7 @@ class Dataset:
         graph = _read_cached_graph(path, name, json.dumps(origin, sort_keys=True))
         if graph is None:
             graph = family.build(params, k, name)
-            write_graph(graph, path, origin)
+            _write_whole(path, lambda temporary: write_graph(graph, temporary, origin))
         return graph
 
     def graph_path(self, graph_id: str) -> Path:
@@ -207,24 +240,33 @@ class Dataset:
         rows = self._read_cached()
         if rows is None:
             rows = self.build_manifest(progress)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(manifest_text(rows), encoding="utf-8")
+            text = manifest_text(rows)
+            _write_whole(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
         self._manifests[path] = rows
         return rows
 
     def _read_cached(self) -> list[GraphRecord] | None:
+        """The cached manifest's rows; None (build it again) when it is missing, not a regular file, above
+        `MAX_MANIFEST_BYTES`, not the frozen digest or not a manifest. Linear in its size: hashed, then
+        parsed with the bounds of `placement_gym.common.untrusted.parse_json`."""
+        path = self.manifest_path
         try:
-            text = self.manifest_path.read_text(encoding="utf-8")
-        except OSError:
+            data = read_bytes(path, MAX_MANIFEST_BYTES, "dataset manifest")
+        except (OSError, ValueError):
             return None
-        if self.manifest_sha256 and hashlib.sha256(text.encode()).hexdigest() != self.manifest_sha256:
+        if self.manifest_sha256 and hashlib.sha256(data).hexdigest() != self.manifest_sha256:
             return None  # stale or edited: built again
-        return [GraphRecord(**row) for row in json.loads(text)["graphs"]]
+        try:
+            return [GraphRecord(**row) for row in parse_json(data, path_text(path))["graphs"]]
+        except (ValueError, TypeError, KeyError):
+            return None  # not a manifest (a dataset without a frozen digest): built again
 
     def build_manifest(self, progress: bool | None = None, workers: int | None = None) -> list[GraphRecord]:
         """Every graph built once for its row, in ``workers`` processes (default: one a core, at most
         `MAX_WORKERS`; the rows come back in dataset order whatever the count); a ValueError when the
-        result's digest is not the frozen one (the graphs would not be this dataset's)."""
+        result's digest is not the frozen one (the graphs would not be this dataset's). An interrupt
+        stops the workers at once, and they exit by themselves if this process dies
+        (`_build_in_workers`)."""
         ids = [graph_id for graph_id, _, _ in self._graphs()]
         workers = min(os.cpu_count() or 1, MAX_WORKERS) if workers is None else max(1, int(workers))
         families = [FAMILIES[spec.family] for spec in self.families]
@@ -250,23 +292,7 @@ class Dataset:
             setups = tuple(dict.fromkeys(f.worker_setup for f in families if f.worker_setup is not None))
             # torch must not be forked once loaded: exported families build in fresh (spawned) processes.
             context = multiprocessing.get_context("spawn") if exported else None
-            parts = [[] for _ in chunks]
-            pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_run_all, initargs=(setups,))
-            try:
-                futures = {pool.submit(_records, self, chunk): i for i, chunk in enumerate(chunks)}
-                for future in as_completed(futures):
-                    parts[futures[future]] = future.result()
-                    if bar is not None:
-                        bar.update(len(parts[futures[future]]))
-            except BrokenProcessPool:
-                raise RuntimeError(
-                    f"building dataset {self.name}: a worker process died (out of memory, or the script that "
-                    "started the build runs it at import: worker processes import it again, so it needs "
-                    "`if __name__ == '__main__':`); `placement-gym datasets --build "
-                    f"{self.name}` builds it once for every later use"
-                ) from None
-            finally:  # on an error, the graphs not started yet are not built
-                pool.shutdown(wait=True, cancel_futures=True)
+            parts = self._build_in_workers(chunks, workers, context, setups, bar)
         if bar is not None:
             bar.close()
         rows = [row for part in parts for row in part]
@@ -281,6 +307,36 @@ class Dataset:
                 f"dataset's ({self.manifest_sha256[:16]}): {cause}"
             )
         return rows
+
+    def _build_in_workers(self, chunks: list[list[str]], workers: int, context: Any, setups: tuple,
+                          bar: Any) -> list[list[GraphRecord]]:
+        """The rows of each of ``chunks``, built by a pool of ``workers`` processes. An interrupt or an
+        error stops the workers at once (the chunks they were building are dropped, not waited for),
+        and a worker exits by itself when this process dies (`_start_worker`), so that no build goes
+        on without its caller."""
+        parts: list[list[GraphRecord]] = [[] for _ in chunks]
+        others = set(multiprocessing.active_children())  # the caller's own, which are not stopped
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                                   initargs=(os.getpid(), setups))
+        try:
+            futures = {pool.submit(_records, self, chunk): i for i, chunk in enumerate(chunks)}
+            for future in as_completed(futures):
+                parts[futures[future]] = future.result()
+                if bar is not None:
+                    bar.update(len(parts[futures[future]]))
+        except BrokenProcessPool:
+            raise RuntimeError(
+                f"building dataset {self.name}: a worker process died (out of memory, or the script that "
+                "started the build runs it at import: worker processes import it again, so it needs "
+                "`if __name__ == '__main__':`); `placement-gym datasets --build "
+                f"{self.name}` builds it once for every later use"
+            ) from None
+        except BaseException:  # KeyboardInterrupt included: the workers would finish their chunks first
+            _stop(set(multiprocessing.active_children()) - others)
+            raise
+        finally:  # the graphs not started yet are not built
+            pool.shutdown(wait=True, cancel_futures=True)
+        return parts
 
     def summary(self) -> dict[str, Any]:
         """What ``placement-gym datasets`` lists, without building anything."""
@@ -305,6 +361,20 @@ def exported_versions() -> str:
     return ", ".join(f"{package} {version(package)}" for package in EXPORTED_VERSIONS)
 
 
+def _unpacks_within_limit(path: Path, size: int) -> bool:
+    """Whether the ``.npz`` at ``path`` (``size`` bytes) and every array in it unpacked stay within
+    `MAX_CACHED_GRAPH_BYTES`: read from the archive's directory, before anything is unpacked (a
+    compressed file of kilobytes may unpack to gigabytes)."""
+    if size > MAX_CACHED_GRAPH_BYTES:
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return False
+    return unpacked <= MAX_CACHED_GRAPH_BYTES
+
+
 @functools.lru_cache(maxsize=32)
 def _read_stored(path: Path, mtime_ns: int, size: int) -> tuple[OpGraph, str] | None:
     try:
@@ -315,21 +385,77 @@ def _read_stored(path: Path, mtime_ns: int, size: int) -> tuple[OpGraph, str] | 
 
 
 def _read_cached_graph(path: Path, name: str, origin: str) -> OpGraph | None:
-    """The graph cached at ``path`` when it is ``name`` built from ``origin``; None otherwise. A file is
-    read once per version (graphs are immutable; a rewritten file has another mtime)."""
+    """The graph cached at ``path`` when it is ``name`` built from ``origin``; None otherwise (built
+    again): also for what is not a regular file or would unpack to more than `MAX_CACHED_GRAPH_BYTES`.
+    A file is read once per version (graphs are immutable; a rewritten file has another mtime)."""
     try:
-        stat = path.stat()
+        status = path.stat()
     except OSError:
         return None
-    stored = _read_stored(path, stat.st_mtime_ns, stat.st_size)
+    if not stat.S_ISREG(status.st_mode) or not _unpacks_within_limit(path, status.st_size):
+        return None
+    stored = _read_stored(path, status.st_mtime_ns, status.st_size)
     if stored is None or stored[0].name != name or stored[1] != origin:
         return None
     return stored[0]
 
 
-def _run_all(setups: tuple) -> None:
+def _start_worker(parent: int, setups: tuple) -> None:
+    """What a build worker runs first: it exits when ``parent`` (the building process) dies, leaves
+    Ctrl-C to the parent (which stops the workers: `Dataset._build_in_workers`) and runs ``setups``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        # The kernel sends SIGTERM the moment the parent dies (prctl(2), PR_SET_PDEATHSIG).
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        except (OSError, AttributeError):
+            pass
+    # Elsewhere, and should the parent have died before the prctl: a worker whose parent is gone has
+    # another parent pid (the process that adopted it).
+    threading.Thread(target=_exit_without, args=(parent,), daemon=True, name="exit-with-parent").start()
     for setup in setups:
         setup()
+
+
+def _exit_without(parent: int) -> None:
+    """End this process once ``parent`` is no longer its parent (checked every `PARENT_CHECK_S`)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os.kill(os.getpid(), signal.SIGTERM)  # as PR_SET_PDEATHSIG would
+
+
+def _stop(processes: set) -> None:
+    """Terminate ``processes`` (multiprocessing children) and reap them, killing any that lingers."""
+    for process in processes:
+        process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def _write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """Write ``path`` whole or not at all, leaving nothing behind on failure: ``write(temporary)``
+    writes the file in a fresh hidden folder beside ``path``, which is renamed into place; the folder
+    and whatever is in it are removed whatever happens (a full disk, an interrupt). An OSError is a
+    one-line `DatasetCacheError`."""
+    folder = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        write(folder / path.name)
+        os.replace(folder / path.name, path)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise DatasetCacheError(
+            f"cannot write the dataset cache {path_text(path)}: {reason} (free space there, or set "
+            f"{OUTPUT_ENV} to another folder)"
+        ) from None
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _records(dataset: Dataset, ids: list[str]) -> list[GraphRecord]:
@@ -348,7 +474,7 @@ def _split_names(split: str) -> tuple[str, ...]:
         return (split,)
     if split in SPLIT_ALIASES:
         return SPLIT_ALIASES[split]
-    raise ValueError(f"unknown split {split!r}; allowed: {', '.join([*SPLITS, *SPLIT_ALIASES])}")
+    raise ValueError(f"unknown split {shown(split)}; allowed: {', '.join([*SPLITS, *SPLIT_ALIASES])}")
 
 
 def _bar(total: int, label: str, enabled: bool | None):

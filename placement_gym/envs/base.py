@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from placement_gym.common.untrusted import shown
 from placement_gym.cost_model import SimulationResult, lower_bound, simulate, single_device
 from placement_gym.envs.config import RENDER_MODES, EnvConfig
 from placement_gym.envs.flat import FlatLayout
@@ -31,12 +32,19 @@ INFO_KEYS: tuple[str, ...] = (
     "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); 0 if not
 )
 REAL_INFO_KEYS: tuple[str, ...] = ("real_runtime", "real_spread", "real_repeats", "real_loss")
-def check_reset_options(options: Any) -> dict[str, Any]:
-    """``options`` of a `reset` as a dict ({} for None), or a ValueError saying what is allowed."""
+def check_reset_options(options: Any, allowed: tuple[str, ...] = (),
+                        env: str = "the env") -> dict[str, Any]:
+    """``options`` of a `reset` as a dict ({} for None), or a one-line ValueError saying what is allowed:
+    options must be a dict or None, with no key but those in ``allowed`` (a key no env reads would
+    otherwise be ignored without a word, a misspelt ``"grpah"`` among them). ``env`` names the env."""
     if options is None:
         return {}
     if not isinstance(options, dict):
-        raise ValueError(f"options must be a dict or None, got {options!r} ({type(options).__name__})")
+        raise ValueError(f"options must be a dict or None, got {shown(options)} ({type(options).__name__})")
+    unknown = next((key for key in options if key not in allowed), None)
+    if unknown is not None:
+        takes = f"allowed: {', '.join(allowed)}" if allowed else "it takes no options (None or {})"
+        raise ValueError(f"unknown reset option {shown(unknown)} of {env}; {takes}")
     return options
 
 
@@ -117,6 +125,8 @@ class PlacementEnvBase(gym.Env):
     ``env.unwrapped.task.id`` (it is not in ``info``)."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
+    # The keys `reset` reads from ``options`` (none); any other is refused (`check_reset_options`).
+    RESET_OPTIONS: tuple[str, ...] = ()
 
     def __init__(self, config: EnvConfig) -> None:
         """Set up from the shared settings (`placement_gym.envs.config.EnvConfig`, checked when made)."""
@@ -238,8 +248,8 @@ class PlacementEnvBase(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Seed the env's generator (`gymnasium.Env.reset`) once ``options`` is checked: a dict or
-        None (each env's own `reset` says which keys it reads)."""
-        check_reset_options(options)
+        None, with no key but `RESET_OPTIONS` (none: the envs read no option)."""
+        check_reset_options(options, self.RESET_OPTIONS, type(self).__name__)
         return super().reset(seed=seed, options=options)
 
     # --- observations -------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from placement_gym.envs.observation import check_obs_mode
 from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_oom_settings
 from placement_gym.evaluation.evaluator import COST_MODEL
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.task.compiled import PRECISIONS, Task, check_microbatches
+from placement_gym.task.compiled import PRECISIONS, Task, check_applies, check_microbatches
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 
@@ -57,7 +57,8 @@ class EnvConfig:
     - ``cluster``: a preset name (``placement_gym.cluster.PRESETS``), ``"local"``, ``"cpu<N>"``, a JSON
       file path, or a `Cluster`. Default ``"k80x4"``.
     - ``objective``: ``"train_step"`` (default) or ``"inference"``.
-    - ``optimizer``: ``"adam"`` (default), ``"momentum"`` or ``"sgd"`` (training only).
+    - ``optimizer``: ``"adam"`` (default), ``"momentum"`` or ``"sgd"`` (training only: another with
+      ``objective="inference"`` is refused, as is ``recompute``; `placement_gym.task.compiled.check_applies`).
     - ``precision``: ``"fp32"`` (default), ``"bf16"`` or ``"fp16"`` (mixed precision: matrix products
       on the tensor cores, 2-byte activations; `placement_gym.task.compiled`).
     - ``microbatches``: micro-batches of a pipelined step, 1 (default: none) to 1024, each a copy of
@@ -126,6 +127,7 @@ class EnvConfig:
         check_microbatches(self.microbatches)
         if not isinstance(self.recompute, (bool, np.bool_)):
             raise ValueError(f"recompute must be True or False, got {self.recompute!r}")
+        check_applies(self.objective, self.optimizer, bool(self.recompute))
         check_oom_settings(self.oom_runtime, self.oom_runtime_factor)
         check_obs_mode(self.obs_mode)
         if not isinstance(self.mask_in_obs, (bool, np.bool_)):

@@ -58,6 +58,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placement_gym.cluster.cluster import Cluster
+from placement_gym.common.untrusted import shown
 from placement_gym.datasets import dataset_split
 from placement_gym.datasets.clusters import FAMILY, MAX_GPUS, cluster_ids
 from placement_gym.envs.base import check_reset_options
@@ -65,6 +66,7 @@ from placement_gym.task.compiled import Task
 from placement_gym.task.named import named_cluster
 
 CACHED_ENVS = 32
+RESET_OPTIONS: tuple[str, ...] = ("graph", "cluster")  # what `DatasetPlacementEnv.reset` reads
 CLUSTER_SPLITS: tuple[str, ...] = ("train", "test", "all")
 CLUSTERS_ACCEPTS = (
     f"a cluster family ({FAMILY!r}), a family and split "
@@ -81,16 +83,17 @@ def cluster_pool(clusters: Any) -> tuple[list[str], dict[str, Any], int]:
     if isinstance(clusters, str):
         family, colon, split = clusters.partition(":")
         if family != FAMILY:
-            raise ValueError(f"clusters={clusters!r}: clusters must be {CLUSTERS_ACCEPTS}; for one cluster "
-                             "give cluster=")
+            raise ValueError(f"clusters={shown(clusters)}: clusters must be {CLUSTERS_ACCEPTS}; for one "
+                             "cluster give cluster=")
         if colon and split not in CLUSTER_SPLITS:
-            one = f" names one cluster (give cluster={clusters!r})" if split.isdigit() else ""
-            raise ValueError(f"clusters={clusters!r}{one}: unknown split {split!r} of {FAMILY}; allowed: "
+            one = f" names one cluster (give cluster={shown(clusters)})" if split.isdigit() else ""
+            which = f"unknown split {shown(split)}" if split else "no split after the colon"
+            raise ValueError(f"clusters={shown(clusters)}{one}: {which} of {FAMILY}; allowed: "
                              f"{', '.join(CLUSTER_SPLITS)}")
         names = cluster_ids(split or "all")
         return names, dict.fromkeys(names), 1 + MAX_GPUS
     if not isinstance(clusters, (list, tuple)) or not clusters:
-        raise ValueError(f"clusters must be {CLUSTERS_ACCEPTS}; got {clusters!r}")
+        raise ValueError(f"clusters must be {CLUSTERS_ACCEPTS}; got {shown(clusters)}")
     arguments: dict[str, Any] = {}
     largest = 0
     for i, entry in enumerate(clusters):
@@ -103,8 +106,8 @@ def cluster_pool(clusters: Any) -> tuple[list[str], dict[str, Any], int]:
             except ValueError as error:
                 raise ValueError(f"clusters[{i}]: {error}") from None
         else:
-            raise ValueError(f"clusters[{i}] must be a cluster name, a JSON path or a Cluster, got {entry!r} "
-                             f"({type(entry).__name__})")
+            raise ValueError(f"clusters[{i}] must be a cluster name, a JSON path or a Cluster, got "
+                             f"{shown(entry)} ({type(entry).__name__})")
         if name in arguments:
             raise ValueError(f"clusters lists {name!r} twice; give each cluster once")
         arguments[name] = entry
@@ -218,16 +221,17 @@ class DatasetPlacementEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Draw a graph of the split and a cluster of ``clusters`` (``options["graph"]``: that graph, by
-        its id in the dataset; ``options["cluster"]``: that cluster, by name) and reset their env; the
-        other ``options`` go to it."""
-        options = dict(check_reset_options(options))
+        its id in the dataset; ``options["cluster"]``: that cluster, by name) and reset their env; any
+        other key is refused."""
+        where = f"{self.env_class.__name__} over a set of tasks"
+        options = check_reset_options(options, RESET_OPTIONS, where)
         super().reset(seed=seed)
-        graph_id = self._chosen_graph(options.pop("graph", None))
-        cluster_name = self._chosen_cluster(options.pop("cluster", None))
+        graph_id = self._chosen_graph(options.get("graph"))
+        cluster_name = self._chosen_cluster(options.get("cluster"))
         self.graph_id, self.cluster_name = graph_id, cluster_name
         env = self.env
         before = env.evaluations
-        result = env.reset(seed=int(self.np_random.integers(2**32)), options=options or None)
+        result = env.reset(seed=int(self.np_random.integers(2**32)))
         self.evaluations += env.evaluations - before
         return result
 
@@ -238,9 +242,12 @@ class DatasetPlacementEnv(gym.Env):
             return None
         if chosen is None:
             return self.graph_ids[int(self.np_random.integers(len(self.graph_ids)))]
+        if not isinstance(chosen, str):
+            raise ValueError(f"options['graph'] is a graph id of {self.dataset.name} (a str such as "
+                             f"{self.graph_ids[0]!r}), got {shown(chosen)} ({type(chosen).__name__})")
         if chosen not in self._in_split:
             self.dataset.locate(chosen)  # a clear error for an id the dataset lacks
-            raise ValueError(f"graph {chosen!r} is not in this env's split of {self.dataset.name}")
+            raise ValueError(f"graph {shown(chosen)} is not in this env's split of {self.dataset.name}")
         return chosen
 
     def _chosen_cluster(self, chosen: Any) -> str | None:
@@ -250,10 +257,10 @@ class DatasetPlacementEnv(gym.Env):
             return None
         if chosen is None:
             return self.cluster_names[int(self.np_random.integers(len(self.cluster_names)))]
-        if chosen not in self._in_pool:
+        if not isinstance(chosen, str) or chosen not in self._in_pool:
             first, last = self.cluster_names[0], self.cluster_names[-1]
-            raise ValueError(f"cluster {chosen!r} is not among this env's {len(self.cluster_names)} clusters "
-                             f"({first} .. {last})")
+            raise ValueError(f"cluster {shown(chosen)} is not among this env's {len(self.cluster_names)} "
+                             f"clusters ({first} .. {last})")
         return chosen
 
     def step(self, action):

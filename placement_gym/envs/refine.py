@@ -206,8 +206,8 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         )
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode from the initial placement; returns ``(observation, info)``. ``options``
-        are not used."""
+        """Start an episode from the initial placement; returns ``(observation, info)``. ``options``:
+        None or ``{}`` (no option is read; a key is refused)."""
         super().reset(seed=seed, options=options)
         if self._fixed_initial is None:
             self._nodes[:] = self.np_random.integers(0, self.task.n_devices, size=self.n_nodes)

@@ -142,7 +142,8 @@ class DevicePlacementEnv(PlacementEnvBase):
         self._result = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode; returns ``(observation, info)``. ``options`` are not used."""
+        """Start an episode; returns ``(observation, info)``. ``options``: None or ``{}`` (no option is
+        read; a key is refused)."""
         super().reset(seed=seed, options=options)
         self._needs_reset = False
         self._placement = None

@@ -136,7 +136,8 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         return nodes
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode at stage 0; returns ``(observation, info)``. ``options`` are not used."""
+        """Start an episode at stage 0; returns ``(observation, info)``. ``options``: None or ``{}`` (no
+        option is read; a key is refused)."""
         super().reset(seed=seed, options=options)
         self._nodes[:] = self.completion_device
         self._stage = 0

@@ -110,8 +110,8 @@ class DevicePlacementVectorEnv(VectorEnv):
     def reset(self, *, seed: int | list[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Start an episode in every env, or in those of ``options["reset_mask"]`` (a bool array of
-        ``num_envs``); returns the batched observations and infos. ``seed``: None, an int (env i gets
-        ``seed + i``) or one seed (or None) per env."""
+        ``num_envs``; any other option is refused); returns the batched observations and infos.
+        ``seed``: None, an int (env i gets ``seed + i``) or one seed (or None) per env."""
         if isinstance(seed, (int, np.integer)):
             seeds: list[int | None] = [int(seed) + i for i in range(self.num_envs)]
         elif seed is None:
@@ -120,7 +120,7 @@ class DevicePlacementVectorEnv(VectorEnv):
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"seed: one seed per env ({self.num_envs}) expected, got {len(seeds)}")
-        options = dict(check_reset_options(options))
+        options = dict(check_reset_options(options, ("reset_mask",), type(self).__name__))
         mask = options.pop("reset_mask", None)
         if mask is None:
             mask = np.ones(self.num_envs, dtype=np.bool_)

@@ -102,12 +102,13 @@ import numpy as np
 
 from placement_gym.cluster.cluster import TENSOR_CATEGORY_COLUMNS, Cluster
 from placement_gym.common.limits import check_allocation
+from placement_gym.common.untrusted import shown
 from placement_gym.graph.op_costs import batch_norm_in_training
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
 from placement_gym.task.cache import copy_entries
 from placement_gym.task.counter import EvaluationCounter
 from placement_gym.task.device_indices import check_device_indices
-from placement_gym.task.ids import DEFAULT_PRECISION, make_task_id
+from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, make_task_id
 
 OBJECTIVES: dict[str, str] = {"train_step": "train", "inference": "inference"}
 # optimizer -> (state copies of the parameters, FLOPs per parameter element, bytes moved per parameter byte)
@@ -375,6 +376,21 @@ def check_microbatches(microbatches) -> int:
     return int(microbatches)
 
 
+def check_applies(objective: str, optimizer: str, recompute: bool = False) -> None:
+    """Refuse a step option that does not apply to ``objective`` with a one-line ValueError, rather than
+    compile a task that silently drops it: inference has no update op, so neither an optimizer other
+    than the default (`DEFAULT_OPTIMIZER`) nor recomputation (nothing is kept for a backward pass).
+    Micro-batches and precision apply to both objectives."""
+    if objective != "inference":
+        return
+    if optimizer != DEFAULT_OPTIMIZER:
+        raise ValueError(f"optimizer {shown(optimizer)} applies to a training step (objective "
+                         "'train_step'), not to inference, which has no update op; leave optimizer out for "
+                         "inference")
+    if recompute:
+        raise ValueError("recompute applies to a training step (objective 'train_step'), not to inference")
+
+
 def make_task(
     graph: OpGraph,
     cluster: Cluster,
@@ -385,10 +401,13 @@ def make_task(
     recompute: bool = False,
 ) -> Task:
     """Compile a task. ``objective``: ``"train_step"`` or ``"inference"``; ``optimizer`` (training
-    only): ``"adam"``, ``"momentum"`` or ``"sgd"``; ``precision``: ``"fp32"``, or ``"bf16"`` /
-    ``"fp16"`` (mixed precision, module docstring); ``microbatches``: the micro-batches of a pipelined
-    step, 1 (default: none) to `MAX_MICROBATCHES`, each a copy of the graph at its own batch, run in
-    GPipe's fill-drain order (module docstring); ``recompute`` (training only): activation
+    only: inference has no update op, and the compiler ignores it there, so that code that profiles
+    both objectives passes one optimizer; `placement_gym.task.named.get_task` and the envs refuse
+    one other than the default with inference, `check_applies`): ``"adam"``, ``"momentum"`` or
+    ``"sgd"``; ``precision``: ``"fp32"``, or ``"bf16"`` / ``"fp16"`` (mixed precision, module
+    docstring); ``microbatches``: the micro-batches of a pipelined step, 1 (default: none) to
+    `MAX_MICROBATCHES`, each a copy of the graph at its own batch, run in GPipe's fill-drain order
+    (module docstring); ``recompute`` (training only): activation
     recomputation, the forward pass replayed segment by segment in the backward pass (module
     docstring). The task's ``id`` names graph, cluster, objective,
     optimizer, precision, recomputation and micro-batches so that no other task shares it (format:

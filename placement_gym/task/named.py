@@ -12,7 +12,7 @@ from placement_gym.cluster import Cluster, load_cluster
 from placement_gym.datasets import dataset_graph, is_dataset_graph_name
 from placement_gym.datasets.clusters import family_cluster, is_family_cluster_name
 from placement_gym.graph import OpGraph, load_graph
-from placement_gym.task.compiled import OBJECTIVES, Task, check_microbatches, make_task
+from placement_gym.task.compiled import OBJECTIVES, Task, check_applies, check_microbatches, make_task
 from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, split_task_id
 
 _OBJECTIVE_BY_SUFFIX = {suffix: name for name, suffix in OBJECTIVES.items()}
@@ -62,14 +62,16 @@ def get_task(
     """A compiled task from a graph (bundled name, ONNX path, dataset graph name or `OpGraph`), a cluster
     (preset name, JSON path, family cluster name or `Cluster`), an objective (``"train_step"`` or
     ``"inference"``; the id suffixes ``"train"`` and ``"inference"`` are accepted too) and, for training, an
-    optimizer (``"adam"``, ``"momentum"``, ``"sgd"``), a precision (``"fp32"``, or ``"bf16"``/``"fp16"``:
-    mixed precision on the tensor cores, `placement_gym.task.compiled`) and the micro-batches of a
+    optimizer (``"adam"``, ``"momentum"``, ``"sgd"``; another than the default with inference is
+    refused), a precision (``"fp32"``, or ``"bf16"``/``"fp16"``: mixed precision on the tensor cores,
+    `placement_gym.task.compiled`) and the micro-batches of a
     pipelined step (``microbatches``, 1 to 1024: `placement_gym.task.compiled.make_task`) and whether
     it recomputes activations (``recompute``, training only: `placement_gym.task.compiled`). Tasks built
     from names or files are cached (a file until it changes)."""
     objective = _OBJECTIVE_BY_SUFFIX.get(objective, objective)
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
+    check_applies(objective, optimizer)  # an optimizer with inference, which has no update op
     microbatches = check_microbatches(microbatches)
     if isinstance(graph, (str, Path)) and isinstance(cluster, (str, Path)):
         return _cached_task(_source_key(graph), _source_key(cluster), objective, optimizer, precision,
