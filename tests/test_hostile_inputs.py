@@ -305,3 +305,69 @@ def test_parameter_metadata_of_an_onnx_file_is_parsed_strictly():
         with pytest.raises(ValueError, match=words) as error:
             graph_from_onnx(hostile)
         assert "\n" not in str(error.value) and PARAMETERS_METADATA_KEY in str(error.value)
+
+
+# --- 12. Versions nobody can read, and clusters past their limits (issue 62) -------------------------
+
+@pytest.mark.parametrize(("ir_version", "opset", "named"), [
+    (999, 18, "IR version 999"), (2, 18, "IR version 2"), (10, 999, "opset 999"), (10, 0, "opset 0")])
+def test_an_onnx_file_of_an_unknown_ir_version_or_opset_is_refused_naming_the_supported_range(
+        tmp_path, capsys, ir_version, opset, named):
+    hostile = model([helper.make_node("Relu", ["x"], ["y"])], [value("x", [2])], [value("y", [2])],
+                    opsets=(("", opset),))
+    hostile.ir_version = ir_version
+    path = tmp_path / "hostile.onnx"
+    onnx.save(hostile, path)
+    assert main(["graphs", "--info", str(path)]) == 2
+    message = capsys.readouterr().err.strip()
+    assert "\n" not in message and named in message
+    highest = onnx.IR_VERSION if "IR" in named else onnx.defs.onnx_opset_version()
+    assert f"to {highest}" in message  # the supported range, up to what the installed onnx knows
+
+
+def test_the_bundled_and_real_world_onnx_files_declare_supported_versions():
+    from pathlib import Path
+
+    from placement_gym.graph.onnx_import import supported_versions
+
+    (low_ir, high_ir), (low_opset, high_opset) = supported_versions()
+    root = Path(__file__).parent.parent
+    files = sorted(root.glob("graphs/*.onnx")) + sorted(root.glob("tests/fixtures/onnx_real/*.onnx"))
+    assert len(files) > 10
+    for path in files:
+        declared = onnx.load(path, load_external_data=False)
+        assert low_ir <= declared.ir_version <= high_ir, path
+        opsets = [o.version for o in declared.opset_import if o.domain in ("", "ai.onnx")]
+        assert opsets and all(low_opset <= v <= high_opset for v in opsets), path
+
+
+def test_a_cluster_file_of_a_hundred_thousand_devices_is_refused_before_reading_them(tmp_path):
+    device = {"kind": "cpu", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory": 1e10,
+              "launch_overhead": 1e-5}
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps({"devices": [{"name": f"d{k}", **device} for k in range(100_000)],
+                                "default_link": {"bandwidth": 1e10, "latency": 1e-5}}))
+    with pytest.raises(ValueError) as error:
+        load_cluster(str(path))
+    assert "100000 devices" in one_line(error) and LIMIT_VARIABLE in one_line(error)
+
+
+def test_a_cluster_file_with_more_links_than_ordered_pairs_is_refused_before_reading_them():
+    data = cluster_dict()
+    link = data["links"][0]
+    data["links"] = [dict(link) for _ in range(5)]
+    with pytest.raises(ClusterError, match="5 links; 2 devices have 2 ordered pairs") as error:
+        cluster_from_dict(data, "many-links")
+    one_line(error)
+
+
+def test_a_link_of_a_hundred_thousand_segments_is_refused_naming_the_most_allowed():
+    from placement_gym.cluster.load import MAX_LINK_SEGMENTS
+
+    data = cluster_dict()
+    data["links"][0]["segments"] = [f"s{k}" for k in range(100_000)]
+    with pytest.raises(ClusterError) as error:
+        cluster_from_dict(data, "segments")
+    assert "100000 segments" in one_line(error) and f"at most {MAX_LINK_SEGMENTS}" in one_line(error)
+    data["links"][0]["segments"] = [f"s{k}" for k in range(MAX_LINK_SEGMENTS)]
+    assert len(cluster_from_dict(data, "segments").segment_names) == MAX_LINK_SEGMENTS

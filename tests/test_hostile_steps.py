@@ -89,6 +89,19 @@ def test_an_optimizer_with_inference_is_refused(optimizer):
         "/inference+bf16+mb2")
     assert get_task("cifar10_cnn", "k80x2", "train_step", optimizer).id.endswith(f"/train+{optimizer}")
 
+    # the fidelity command compiles its task itself: it refuses the same before measuring anything
+    assert main(["fidelity", "--graph", "cifar10_cnn", "--objective", "inference", "--optimizer",
+                 optimizer]) == 2
+
+
+@pytest.mark.parametrize("where", ["graph", "cluster"])
+@pytest.mark.parametrize("name", ["x" * 5000, "a\x00b"])
+def test_a_name_no_file_system_holds_is_an_unknown_name_in_one_short_line(where, name):
+    names = {"graph": "cifar10_cnn", "cluster": "k80x2", where: name}
+    with pytest.raises(ValueError, match="unknown") as error:
+        get_task(names["graph"], names["cluster"])
+    _one_line(error)
+
 
 # --- reset options ------------------------------------------------------------------------------------
 

@@ -233,7 +233,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         run_fidelity,
         scatter_plot,
     )
-    from placement_gym.task.compiled import OBJECTIVES, make_task
+    from placement_gym.task.compiled import OBJECTIVES, check_applies, make_task
 
     _check_warmup(args)
     cluster, devices = resolve_devices(args.devices, args.cluster)
@@ -241,6 +241,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
 
     if args.objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {args.objective!r}; allowed: {', '.join(OBJECTIVES)}")
+    check_applies(args.objective, args.optimizer)  # make_task lets profiling pass one optimizer for both
     task = make_task(graph, cluster, args.objective, args.optimizer)
     scaled = rebatched_graph(graph, args.batch, model)  # checks --batch before any measuring
     profile, path, measured_now = _get_profile(

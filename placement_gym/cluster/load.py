@@ -48,12 +48,17 @@ printable text)::
   that no link lists. Optionally ``segments``: the names (non-empty strings, each at most once) of
   the shared path segments a transfer on the link occupies (a PCIe switch's uplink, a GPU's port in
   one direction): a segment carries one transfer at a time, so transfers on links that share one
-  contend. Default: none. With ``both_ways: true`` the reverse link gets the same segments; for
-  segments that differ by direction, list the two links separately. Segments need no declaration:
-  they are numbered in the order links first name them (a ``both_ways`` link names its own
-  direction first).
+  contend; at most `MAX_LINK_SEGMENTS` (64) per link. Default: none. With ``both_ways: true`` the
+  reverse link gets the same segments; for segments that differ by direction, list the two links
+  separately. Segments need no declaration: they are numbered in the order links first name them (a
+  ``both_ways`` link names its own direction first).
 - ``default_link`` (optional): ``bandwidth`` and ``latency`` only; it cannot have ``segments`` (a
   link that occupies shared segments is listed in ``links``).
+
+Limits are checked before what they bound is read (`cluster_from_dict`): the number of devices
+against the allocation limit of the link matrices (`check_cluster_size`), at most one link per
+ordered pair of devices, at most `MAX_LINK_SEGMENTS` segments per link; every check is a set or dict
+lookup, so reading takes time linear in the file.
 """
 
 from __future__ import annotations
@@ -78,7 +83,8 @@ from placement_gym.cluster.cluster import (
 from placement_gym.cluster.machine import get_real_cluster
 from placement_gym.cluster.presets import DEFAULT_EFFICIENCY, PRESETS
 from placement_gym.common.names import unknown_name
-from placement_gym.common.untrusted import UntrustedFileError, read_json
+from placement_gym.common.paths import is_file
+from placement_gym.common.untrusted import UntrustedFileError, read_json, shown
 from placement_gym.graph.opgraph import CATEGORIES
 
 REAL_CLUSTER_NAME = re.compile(r"local|cpu[1-9][0-9]*")
@@ -104,6 +110,9 @@ _RANGE_OF = {
     "bandwidth": "link_bandwidth", "latency": "link_latency", "tensor_peak_flops": "tensor_peak_flops",
 }
 _HOST_FIELDS = ("dispatch_threads",)
+# A transfer's path crosses a handful of shared segments (the presets: at most 4; a GPU's port, a
+# board's uplink, a PCIe switch, a NIC); the segment table has this many columns per ordered pair.
+MAX_LINK_SEGMENTS = 64
 DEFAULT_HOST = "host:0"
 
 
@@ -121,18 +130,21 @@ def _check_fields(where: str, data: Any, required: tuple[str, ...], allowed: tup
 def _figure(where: str, field: str, value: Any, key: str) -> float:
     """``value`` as a float in ``FIGURE_RANGES[key]``, or a `ClusterError` saying which figure is wrong
     and what is allowed."""
-    allowed = FIGURE_RANGES[key].describe()
+    limits = FIGURE_RANGES[key]
     # bool is an int subclass in Python; `true` is never a figure.
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ClusterError(f"{where}: {field} must be {allowed}, got {value!r} ({type(value).__name__})")
+        raise ClusterError(f"{where}: {field} must be {limits.describe()}, got {shown(value)} "
+                           f"({type(value).__name__})")
     try:
         number = float(value)
     except OverflowError:  # an integer beyond float range
         number = math.inf
     if math.isnan(number) or math.isinf(number):
-        raise ClusterError(f"{where}: {field} must be {allowed}, got {number} (not finite)")
-    if not FIGURE_RANGES[key].admits(number):
-        raise ClusterError(f"{where}: {field} must be {allowed}, got {value!r}")
+        raise ClusterError(f"{where}: {field} must be {limits.describe()}, got {number} (not finite)")
+    # Plain comparisons (what `FigureRange.admits` does on arrays): a file has a figure per link.
+    above = number > limits.low if limits.low_open else number >= limits.low
+    if not (above and number <= limits.high):
+        raise ClusterError(f"{where}: {field} must be {limits.describe()}, got {value!r}")
     return number
 
 
@@ -144,8 +156,14 @@ def _name(where: str, field: str, value: Any, allow_empty: bool = False) -> str:
 
 
 def _shown(name: Any) -> str:
-    """A device name as messages show it: as it is when printable, else its repr (no raw escapes)."""
-    return name if isinstance(name, str) and name.isprintable() else repr(name)
+    """A device name as messages show it: as it is when printable and short, else `shown`."""
+    return name if isinstance(name, str) and name.isprintable() and len(name) <= 40 else shown(name)
+
+
+def _listed(names: list[str], most: int = 8) -> str:
+    """The first ``most`` of ``names`` for a message, and how many more there are."""
+    listed = ", ".join(_shown(name) for name in names[:most])
+    return listed + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _efficiency_row(
@@ -181,12 +199,12 @@ def _dispatch_threads(source: str, hosts: Any, host_names: list[str]) -> tuple[i
         )
     threads = dict.fromkeys(host_names, 1)
     for host, entry in hosts.items():
-        where = f"{source}: host {host!r}"
+        where = f"{source}: host {shown(host)}"
         _name(f"{source}: hosts", "a host name", host)
         if host not in threads:
             raise ClusterError(
                 f"{where} is listed in hosts but no device names it "
-                f"(hosts named by devices: {', '.join(host_names)}; a device names its host in its "
+                f"(hosts named by devices: {_listed(host_names)}; a device names its host in its "
                 "'host' field, default 'host:0')"
             )
         _check_fields(where, entry, _HOST_FIELDS, _HOST_FIELDS)
@@ -198,17 +216,24 @@ def _dispatch_threads(source: str, hosts: Any, host_names: list[str]) -> tuple[i
 
 
 def _segments(where: str, value: Any) -> tuple[str, ...]:
-    """A link's ``segments``: distinct non-empty strings."""
+    """A link's ``segments``: at most `MAX_LINK_SEGMENTS` distinct non-empty strings."""
     if not isinstance(value, list):
         raise ClusterError(
-            f"{where}: segments must be a list of segment names (non-empty strings), got {value!r}"
+            f"{where}: segments must be a list of segment names (non-empty strings), got {shown(value)}"
         )
+    if len(value) > MAX_LINK_SEGMENTS:
+        raise ClusterError(
+            f"{where}: {len(value)} segments; a link occupies at most {MAX_LINK_SEGMENTS} shared segments"
+        )
+    seen: set[str] = set()
     for position, segment in enumerate(value):
         _name(where, f"segments[{position}]", segment)
-        if segment in value[:position]:
+        if segment in seen:
             raise ClusterError(
-                f"{where}: segment {segment!r} is listed twice in segments (a link occupies a segment once)"
+                f"{where}: segment {shown(segment)} is listed twice in segments "
+                "(a link occupies a segment once)"
             )
+        seen.add(segment)
     return tuple(value)
 
 
@@ -226,14 +251,16 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
     devices = data["devices"]
     if not isinstance(devices, list) or not devices:
         raise ClusterError(f"{source}: devices must be a non-empty list of device objects")
+    check_cluster_size(cluster_name, len(devices))  # its link matrices, before any device is read
     names: list[str] = []
+    taken: set[str] = set()
     kinds: list[str] = []
     figures: dict[str, list[float]] = {field: [] for field in _DEVICE_FIGURES}
     efficiency: list[np.ndarray] = []
     tensor_peak: list[float] = []
     tensor_efficiency: list[np.ndarray] = []
     executor: dict[str, list[float]] = {field: [] for field in _EXECUTOR_FIGURES}
-    host_names: list[str] = []
+    host_index: dict[str, int] = {}  # host -> its number, in the order devices first name them
     device_host: list[int] = []
     for position, device in enumerate(devices):
         where = f"{source}: device #{position}"
@@ -241,14 +268,15 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
             where = f"{source}: device {device['name']!r}"
         _check_fields(where, device, _DEVICE_REQUIRED, _DEVICE_FIELDS)
         device_name = _name(where, "name", device["name"])
-        if device_name in names:
+        if device_name in taken:
             raise ClusterError(
-                f"{source}: duplicate device name {device_name!r} (device names must be unique)"
+                f"{source}: duplicate device name {shown(device_name)} (device names must be unique)"
             )
         kind = device["kind"]
         if kind not in DEVICE_KINDS:
             raise ClusterError(f"{where}: kind must be one of {', '.join(DEVICE_KINDS)}, got {kind!r}")
         names.append(device_name)
+        taken.add(device_name)
         kinds.append(kind)
         for field in _DEVICE_FIGURES:
             figures[field].append(_figure(where, field, device[field], _RANGE_OF[field]))
@@ -262,13 +290,11 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         for field in _EXECUTOR_FIGURES:
             executor[field].append(_figure(where, field, device.get(field, 0.0), _RANGE_OF[field]))
         host = _name(where, "host", device.get("host", DEFAULT_HOST))
-        if host not in host_names:
-            host_names.append(host)
-        device_host.append(host_names.index(host))
+        device_host.append(host_index.setdefault(host, len(host_index)))
+    host_names = list(host_index)
     host_dispatch_threads = _dispatch_threads(source, data.get("hosts"), host_names)
 
     n = len(names)
-    check_cluster_size(cluster_name, n)
     index = {device_name: i for i, device_name in enumerate(names)}
     bandwidth = np.zeros((n, n))
     latency = np.zeros((n, n))
@@ -278,6 +304,9 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
     links = data.get("links", [])
     if not isinstance(links, list):
         raise ClusterError(f"{source}: links must be a list of link objects")
+    if len(links) > n * (n - 1):  # before any link is read: more would list some pair twice
+        raise ClusterError(f"{source}: {len(links)} links; {n} devices have {n * (n - 1)} ordered pairs, "
+                           "each listed at most once")
     for position, link in enumerate(links):
         where = f"{source}: link #{position}"
         if isinstance(link, dict) and isinstance(link.get("src"), str) and isinstance(link.get("dst"), str):
@@ -288,8 +317,8 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
             device_name = link[end]
             if device_name not in index:
                 raise ClusterError(
-                    f"{where}: {end} {device_name!r} is not a device of this cluster "
-                    f"(devices: {', '.join(names)})"
+                    f"{where}: {end} {shown(device_name)} is not a device of this cluster "
+                    f"(devices: {_listed(names)})"
                 )
             ends.append(index[device_name])
         src, dst = ends
@@ -305,7 +334,8 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         route = _segments(where, link.get("segments", []))
         for i, j in [(src, dst), (dst, src)] if both_ways else [(src, dst)]:
             if given[i, j]:
-                raise ClusterError(f"{source}: link {names[i]} -> {names[j]} is given more than once")
+                raise ClusterError(
+                    f"{source}: link {_shown(names[i])} -> {_shown(names[j])} is given more than once")
             bandwidth[i, j], latency[i, j] = link_bandwidth, link_latency
             routes[i, j] = route
             given[i, j] = True
@@ -325,16 +355,20 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
     elif not given.all():
         i, j = (int(k) for k in np.argwhere(~given)[0])
         raise ClusterError(
-            f"{source}: missing link {names[i]} -> {names[j]} "
+            f"{source}: missing link {_shown(names[i])} -> {_shown(names[j])} "
             "(every ordered pair of devices needs a link, or give default_link)"
         )
 
     # Segments are numbered in the order links first name them, padded with -1 to the longest route.
-    segment_names = list(dict.fromkeys(segment for route in routes.values() for segment in route))
+    numbers: dict[str, int] = {}
+    for route in routes.values():
+        for segment in route:
+            numbers.setdefault(segment, len(numbers))
     width = max((len(route) for route in routes.values()), default=0)
+    check_cluster_size(cluster_name, n, width)  # before the segment table is made
     link_segments = np.full((n, n, width), -1, dtype=np.int64)
     for (i, j), route in routes.items():
-        link_segments[i, j, : len(route)] = [segment_names.index(segment) for segment in route]
+        link_segments[i, j, : len(route)] = [numbers[segment] for segment in route]
 
     return Cluster(
         name=cluster_name,
@@ -353,7 +387,7 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         host_names=tuple(host_names),
         host_dispatch_threads=host_dispatch_threads,
         transfer_sync=np.array(executor["transfer_sync"]),
-        segment_names=tuple(segment_names),
+        segment_names=tuple(numbers),
         link_segments=link_segments,
         tensor_peak_flops=np.array(tensor_peak),  # stored as None where it is the default
         tensor_efficiency=np.stack(tensor_efficiency),
@@ -500,7 +534,7 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         # The machine's own devices, for the real-hardware mode: "local" or "cpu<N>" virtual CPUs.
         return get_real_cluster(name_or_path)
     path = Path(name_or_path)
-    if not path.is_file():
+    if not is_file(path):
         text = str(name_or_path)
         # A path-like argument is a missing file, not a misspelled name: no guess for it.
         looks_like_path = isinstance(name_or_path, Path) or "/" in text or text.endswith(".json")

@@ -5,6 +5,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+# The longest name an error message repeats in full (every bundled or preset name is far shorter).
+MAX_SHOWN_NAME = 80
+
 
 def did_you_mean(name: object, choices: Iterable[str]) -> str | None:
     """The one of ``choices`` that ``name`` was most likely meant to be, or None: the same letters
@@ -39,6 +42,9 @@ def unknown_name(what: str, name: object, choices: Iterable[str], allowed: str |
     ``unknown graph 'inceptionv3'; did you mean 'inception_v3'? allowed: ...``. ``allowed`` says what
     is accepted (default: ``choices``, comma separated)."""
     choices = list(choices)
-    guess = did_you_mean(name, choices)
+    # A name of thousands of characters (a stranger's input) is neither compared nor echoed whole.
+    long = isinstance(name, str) and len(name) > MAX_SHOWN_NAME
+    guess = None if long else did_you_mean(name, choices)
     hint = f"; did you mean {guess!r}?" if guess is not None else ";"
-    return f"unknown {what} {name!r}{hint} allowed: {', '.join(choices) if allowed is None else allowed}"
+    quoted = f"{name[:MAX_SHOWN_NAME]!r}... ({len(name):,} characters)" if long else repr(name)
+    return f"unknown {what} {quoted}{hint} allowed: {', '.join(choices) if allowed is None else allowed}"

@@ -17,3 +17,13 @@ def output_root() -> Path:
     """The folder of the commands' default outputs (`OUTPUT_ENV`, else `DEFAULT_OUTPUT_ROOT`);
     not created here: a command creates what it writes."""
     return Path(os.environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT_ROOT).expanduser()
+
+
+def is_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an existing file (a link to one included), False also for a name no file
+    system can hold (too long, a NUL byte), which `Path.is_file` raises on: such a name, typed or handed
+    over by a stranger, is an unknown name like any other."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.common.names import unknown_name
-from placement_gym.common.untrusted import read_json
+from placement_gym.common.untrusted import read_json, shown
 from placement_gym.cost_model import single_device
 from placement_gym.task.compiled import Task
 
@@ -116,12 +116,17 @@ def _text_problems(task: Task, text: str) -> tuple[np.ndarray | None, list[str]]
     if len(bad):
         return None, [f"the placement as text has {len(bad)} characters that name no device, the first at "
                       f"op {int(bad[0])}; allowed: {PLACEMENT_DIGITS[:task.n_devices]!r} (the indices of "
-                      f"{', '.join(task.cluster.device_names)})"]
+                      f"{_devices(task.cluster.device_names)})"]
     return array, []
 
 
 def _listed(names: list, quote: Callable[[Any], str]) -> str:
     return ", ".join(quote(name) for name in names[:3]) + (" ..." if len(names) > 3 else "")
+
+
+def _devices(names: tuple[str, ...], most: int = 8) -> str:
+    """A cluster's device names for a message: the first ``most`` and how many more."""
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def placement_problems(
@@ -144,11 +149,12 @@ def placement_problems(
             f"{len(missing)} of the task's {len(ops)} ops missing, such as {_listed(missing, quote)}"
         )
     devices = task.cluster.device_names
-    bad_devices = sorted({d for d in mapping.values() if d not in devices})
+    known = set(devices)  # a file names a device per op: a set, not a scan of the device list
+    bad_devices = sorted({d for d in mapping.values() if d not in known})
     if bad_devices:
         reasons.append(
             f"devices not in cluster {task.cluster.name!r}: {_listed(bad_devices, quote)} "
-            f"(devices are {', '.join(devices)})"
+            f"(devices are {_devices(devices)})"
         )
     if reasons:
         return None, reasons
@@ -163,7 +169,8 @@ def placement_from_dict(task: Task, mapping: dict[str, str]) -> np.ndarray:
         raise ValueError("a placement must be a JSON object mapping op names to device names")
     for op, device in mapping.items():
         if not isinstance(device, str):
-            raise ValueError(f"a placement maps op names to device names; op {op!r} is placed on {device!r}")
+            raise ValueError(f"a placement maps op names to device names; op {shown(op)} is placed on "
+                             f"{shown(device)}")
     placement, reasons = placement_problems(task, mapping)
     if placement is None:
         raise ValueError(f"placement for task {task.id}: " + "; ".join(reasons))

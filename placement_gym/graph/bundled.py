@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_gym.common.names import unknown_name
+from placement_gym.common.paths import is_file
 from placement_gym.graph.onnx_import import graph_from_onnx
 from placement_gym.graph.opgraph import OpGraph
 
@@ -110,7 +111,7 @@ def load_graph(name_or_path: str | Path) -> OpGraph:
     if isinstance(name_or_path, str) and name_or_path in entries:
         return _load_bundled(name_or_path)
     path = Path(name_or_path)
-    if path.is_file():
+    if is_file(path):
         stat = path.stat()
         return _load_file(path.resolve(), stat.st_mtime_ns, stat.st_size)
     names = ", ".join(sorted(entries)) or "(none found in " + str(BUNDLED_GRAPHS_DIR) + ")"

@@ -15,7 +15,8 @@ devices. Constant nodes are folded away: their values are constants, read by the
 What a file may hold: every text field (node names, op types, tensor names, ...) valid UTF-8 (a
 name that is not would be read back as bytes, no longer equal to the same name elsewhere, and
 silently cut the edge between them), and every tensor a static shape of dimensions >= 0 and at most
-`MAX_TENSOR_BYTES`; anything else is refused naming the node and the tensor or field. An op type
+`MAX_TENSOR_BYTES`, an IR version and a default-domain opset in `supported_versions`; anything else
+is refused naming the node and the tensor or field. An op type
 without a cost formula is named in a warning, whether it is costed by its bytes or, its inputs
 having its output's shape, as an element-wise op.
 """
@@ -38,7 +39,7 @@ import onnx
 from google.protobuf.descriptor import FieldDescriptor
 from onnx import TensorProto
 
-from placement_gym.common.untrusted import MAX_ONNX_BYTES, read_bytes
+from placement_gym.common.untrusted import MAX_ONNX_BYTES, read_bytes, shown
 from placement_gym.graph.op_costs import COST_RULES, DEFAULT_DOMAINS, TensorInfo, all_bytes, op_cost
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
 from placement_gym.graph.ordering import stable_topological_order
@@ -116,9 +117,35 @@ def _load(model_or_path: onnx.ModelProto | str | Path, name: str | None) -> tupl
         )
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise ValueError(f"{label} is not an ONNX model: it has no IR version or no graph")
+    _check_versions(model, label)
     if len(model.graph.node) == 0:
         raise ValueError(f"{label} has no nodes")
     return model, name or default_name, hashlib.sha256(data).hexdigest()
+
+
+# IR version 3 (onnx 1.0) is the first that names its opsets; the highest IR version and default-domain
+# opset are those the installed onnx package knows (its shape inference and checker define them).
+MIN_IR_VERSION = 3
+MIN_OPSET = 1
+
+
+def supported_versions() -> tuple[tuple[int, int], tuple[int, int]]:
+    """The IR versions and the default-domain opsets the importer reads, each as (lowest, highest)."""
+    return (MIN_IR_VERSION, onnx.IR_VERSION), (MIN_OPSET, onnx.defs.onnx_opset_version())
+
+
+def _check_versions(model: onnx.ModelProto, label: str) -> None:
+    """Refuse an IR version or a default-domain opset outside `supported_versions` (a file from a
+    newer onnx, or a forged one): shape inference would read its ops by rules that are not theirs."""
+    (low_ir, high_ir), (low_opset, high_opset) = supported_versions()
+    installed = f"those of the installed onnx {onnx.__version__}"
+    if not low_ir <= model.ir_version <= high_ir:
+        raise ValueError(f"{label} declares ONNX IR version {model.ir_version}; placement-gym reads IR "
+                         f"versions {low_ir} to {high_ir} ({installed})")
+    for opset in model.opset_import:
+        if opset.domain in DEFAULT_DOMAINS and not low_opset <= opset.version <= high_opset:
+            raise ValueError(f"{label} declares opset {opset.version} of the default ONNX domain; "
+                             f"placement-gym reads opsets {low_opset} to {high_opset} ({installed})")
 
 
 def is_constant_node(node: onnx.NodeProto) -> bool:
@@ -145,6 +172,10 @@ def _constant_node_info(node: onnx.NodeProto) -> TensorInfo | None:
 # --- structure --------------------------------------------------------------------------------
 
 
+# A cycle's message names this many of its ops (a file may make it as long as the graph).
+_CYCLE_OPS_SHOWN = 8
+
+
 def _topological_order(deps: list[list[int]], names: list[str]) -> list[int]:
     """Stable Kahn order: among ready ops, the one earliest in the file goes first."""
     n = len(deps)
@@ -153,14 +184,17 @@ def _topological_order(deps: list[list[int]], names: list[str]) -> list[int]:
         # Walk predecessors among the unplaced ops until one repeats: it lies on a cycle.
         remaining = set(range(n)) - set(order)
         node = min(remaining)
-        seen: list[int] = []
+        seen: dict[int, int] = {}  # op -> its place in the walk
         while node not in seen:
-            seen.append(node)
+            seen[node] = len(seen)
             node = next(j for j in deps[node] if j in remaining)
-        cycle = seen[seen.index(node):][::-1]
-        path = " -> ".join(repr(names[i]) for i in cycle + [cycle[0]])
+        cycle = list(seen)[seen[node]:][::-1]
+        path = " -> ".join(shown(names[i]) for i in cycle[:_CYCLE_OPS_SHOWN])
+        path += (f" -> {shown(names[cycle[0]])}" if len(cycle) <= _CYCLE_OPS_SHOWN
+                 else f" -> ... -> {shown(names[cycle[0]])}: {len(cycle)} ops")
         raise ValueError(
-            f"the ONNX graph has a cycle through op {names[node]!r} ({path}); a model graph must be acyclic"
+            f"the ONNX graph has a cycle through op {shown(names[node])} ({path}); "
+            "a model graph must be acyclic"
         )
     return order
 
@@ -173,13 +207,19 @@ def onnx_ops(graph: onnx.GraphProto) -> tuple[list[onnx.NodeProto], list[str]]:
     ops: list[onnx.NodeProto] = []
     names: list[str] = []
     seen: set[str] = set()
+    # Per name, the suffix to try next: the names taken only grow, so a suffix tried once stays taken
+    # (without it, 100,000 nodes of one name would try 5 billion names).
+    next_suffix: dict[str, int] = {}
     for i, node in enumerate(graph.node):
         if is_constant_node(node):
             continue
         base = node.name or f"{node.op_type}_{i}"
-        candidate, k = base, 1
+        candidate, k = base, next_suffix.get(base, 1)
+        if candidate in seen:
+            candidate = f"{base}_{k}"
         while candidate in seen:
-            candidate, k = f"{base}_{k}", k + 1
+            candidate, k = f"{base}_{k + 1}", k + 1
+        next_suffix[base] = k
         seen.add(candidate)
         ops.append(node)
         names.append(candidate)

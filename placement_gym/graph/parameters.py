@@ -44,6 +44,10 @@ taken for data is a silently wrong training cost. The rules, in order:
    - a float input found in both kinds of slot is data. A float input found in neither is taken
      for data, with a `DataInputWarning` naming it, unless it is the graph's only data input.
 
+   Data is decided in time linear in the graph; which inputs a weight slot's value is computed from
+   is found by walking back through the ops that compute it, capped at `_WORK_PER_READ` steps per
+   tensor read (a graph past the cap is a `RoleAnalysisLimitError` saying to use rule 1).
+
    A weight used by several ops (tied embeddings) is one tensor, so it counts once. A
    single-element float tensor in a weight role is a constant, as in rule 2. The shapes of
    undeclared weights come from `placement_gym.graph.undeclared_weights`.
@@ -295,8 +299,9 @@ def metadata_parameters(model: onnx.ModelProto) -> list[str] | None:
 def _from_metadata(model: onnx.ModelProto, names: list[str]) -> InputRoles:
     graph = model.graph
     initializers = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
-    graph_inputs = [v.name for v in graph.input]
-    unknown = [n for n in names if n not in graph_inputs and n not in initializers]
+    graph_inputs = list(dict.fromkeys(v.name for v in graph.input))
+    declared = initializers.union(graph_inputs)
+    unknown = [n for n in names if n not in declared]
     if unknown:
         raise ValueError(
             f"metadata {PARAMETERS_METADATA_KEY!r} names {len(unknown)} tensors that are neither "
@@ -329,6 +334,27 @@ def _node_order(outputs: list[tuple[str, ...]], reads: list[list[_Read]]) -> lis
 
 _NO_SOURCES: frozenset[str] = frozenset()
 
+# Deciding what is data takes time linear in the graph (`_Analysis.decide_data`). Finding which
+# inputs a weight slot's value is computed from walks back through the ops that compute it, and a
+# file can make every one of many slots read a value computed from thousands of inputs: that walk
+# is capped at this many steps per tensor read, plus a floor for small graphs (real models need one
+# or two: a weight is read directly or through a Transpose or a Cast), and a graph past the cap is
+# refused with the way around the analysis (the metadata list).
+_WORK_PER_READ = 8
+_WORK_FLOOR = 1 << 18
+
+
+class RoleAnalysisLimitError(ValueError):
+    """A graph whose role analysis would take more work than `_WORK_PER_READ` steps per read."""
+
+
+def _capped(merged: frozenset[str]) -> frozenset[str]:
+    """At most two of ``merged``: enough to tell none, exactly one and several apart."""
+    if len(merged) <= 2:
+        return merged
+    iterator = iter(merged)
+    return frozenset((next(iterator), next(iterator)))
+
 
 class _Analysis:
     """Forward data reachability and weight-role evidence over one graph (rule 3 of the module)."""
@@ -345,55 +371,153 @@ class _Analysis:
                         for reads in self.reads]
         self.candidates = set(candidates)  # undecided: data, parameter or constant
         self.fixed = set(fixed)  # parameters already (initializers): sources of weight values only
+        self.producer = {out: i for i in self.order for out in self.outputs[i]}
+        self.flowing_readers: dict[str, list[int]] = {}
+        for i, names in enumerate(self.flowing):
+            for name in dict.fromkeys(names):
+                self.flowing_readers.setdefault(name, []).append(i)
+        self.reached_nodes: set[int] = set()  # by `_reach`
+        self.work_left = _WORK_FLOOR + _WORK_PER_READ * sum(len(reads) for reads in self.reads)
 
-    def propagate(self, data: set[str]) -> tuple[set[str], dict[str, frozenset[str]]]:
-        """Values reached by data, and for every other value the candidates it is computed from."""
+    def _spend(self, steps: int) -> None:
+        self.work_left -= steps
+        if self.work_left < 0:
+            raise RoleAnalysisLimitError(
+                "telling parameters from data takes more than "
+                f"{_WORK_PER_READ} steps per tensor read in this graph (values computed from very many "
+                "undecided inputs at once); list every parameter in "
+                f"metadata_props[{PARAMETERS_METADATA_KEY!r}] (a JSON list of names) to skip the analysis")
+
+    def decide_data(self, data: set[str]) -> tuple[dict[str, str], set[str]]:
+        """The candidates that are data, each with its evidence (rule 3: an activation slot, else the
+        first operand of the first MatMul/Einsum that no data reaches yet), given the integer and
+        bool inputs ``data``; in time linear in the graph.
+
+        Only whether a value is computed from none, one or several undecided inputs matters here, and
+        that does not change for a value no data reaches as more inputs are found to be data. So the
+        activation evidence is read once, and each tie, in topological order, adds the candidates
+        behind it, which data then reaches: no value is walked twice. Returns the evidence and the
+        values data reaches in the end."""
+        reached: set[str] = set()
+        few = self._few_candidates(data)
+        self._reach(reached, data)
+        evidence: dict[str, str] = {}
+        for i in self.order:
+            for r in self.reads[i]:
+                if r.kind == _ACTIVATION and r.name not in reached and len(few.get(r.name, ())) == 1:
+                    (name,) = few[r.name]
+                    evidence.setdefault(name, f"{self.nodes[i].op_type} {r.label}")
+        self._reach(reached, evidence)
+        for i in self.order:
+            if not self._is_tie(i, reached, few):
+                continue
+            reads = self.reads[i]
+            # x @ W is how layers are written: the first operand is the activation; when it is a stored
+            # weight (W @ x), the undecided operands are the data.
+            chosen = self._candidates_behind([reads[0].name], reached, few) or self._candidates_behind(
+                [r.name for r in reads[1:]], reached, few)
+            node = self.nodes[i]
+            evidence.update({n: f"activation operand of {node.op_type} {node.name or '(unnamed)'!r}"
+                             for n in chosen})
+            self._reach(reached, chosen)
+        return evidence, reached
+
+    def _few_candidates(self, data: set[str]) -> dict[str, frozenset[str]]:
+        """Per value no data reaches, up to two of the candidates it is computed from (`_capped`)."""
+        few = {n: frozenset({n}) for n in self.candidates - data}
         reached = set(data)
-        sources = {n: frozenset({n}) for n in (self.candidates | self.fixed) - data}
         for i in self.order:
             if any(name in reached for name in self.flowing[i]):
                 reached.update(self.outputs[i])
                 continue
-            # A weight in a weight slot has done its part: the output is a function of the op's
-            # activations, so only they pass their sources on (a Conv's output comes from its input).
-            passing = self.passing[i]
-            if len(passing) == 1:
-                origin = sources.get(passing[0], _NO_SOURCES)
-            else:
-                origin = frozenset().union(*(sources.get(name, _NO_SOURCES) for name in passing))
-            if origin:
+            merged = _NO_SOURCES
+            for name in self.passing[i]:
+                merged = _capped(merged | few.get(name, _NO_SOURCES))
+            if merged:
                 for out in self.outputs[i]:
-                    sources[out] = origin
-        return reached, sources
+                    few[out] = merged
+        return few
 
-    def evidence(self, reached: set[str], sources: dict[str, frozenset[str]]) -> tuple[
-            dict[str, list[tuple[str, str]]], dict[str, list[str]], int | None]:
-        """Per candidate: weight roles (kind, label) and activation roles; and the first node (in order)
-        whose first operand is undecided while no operand is reached by data (the tie-break)."""
+    def _reach(self, reached: set[str], names: Iterable[str]) -> None:
+        """Add to ``reached`` the values data reaches from ``names`` (each node visited once)."""
+        stack = [n for n in names if n not in reached]
+        reached.update(stack)
+        while stack:
+            for i in self.flowing_readers.get(stack.pop(), ()):
+                if i in self.reached_nodes:
+                    continue
+                self.reached_nodes.add(i)
+                new = [out for out in self.outputs[i] if out not in reached]
+                reached.update(new)
+                stack += new
+
+    def _is_tie(self, i: int, reached: set[str], few: dict[str, frozenset[str]]) -> bool:
+        """Whether node ``i`` is a MatMul/Einsum no data reaches whose first operand is undecided and
+        some operand of which is computed from candidates."""
+        reads = self.reads[i]
+        if not reads or reads[0].kind != _FIRST_OPERAND or reads[0].name in reached:
+            return False
+        if any(name in reached for name in self.flowing[i]):
+            return False
+        return any(r.name not in reached and few.get(r.name) for r in reads)
+
+    def _candidates_behind(self, names: list[str], reached: set[str], few: dict[str, frozenset[str]],
+                           ) -> set[str]:
+        """The candidates the values ``names`` are computed from (through values no data reaches)."""
+        found: set[str] = set()
+        seen: set[str] = set()
+        stack = [n for n in names if n not in reached and few.get(n)]
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            i = self.producer.get(name)
+            if i is None:
+                if name in self.candidates:
+                    found.add(name)
+                continue
+            stack += [n for n in self.passing[i] if n not in reached and n not in seen and few.get(n)]
+        return found
+
+    def weight_evidence(self, reached: set[str]) -> dict[str, list[tuple[str, str]]]:
+        """Per candidate or initializer: the weight roles (kind, label) of the slots its values reach
+        while no data reaches them (a weight slot, or an operand of an op that data reaches)."""
         weights: dict[str, list[tuple[str, str]]] = {}
-        activations: dict[str, list[str]] = {}
-        tie: int | None = None
         for i in self.order:
-            node, reads = self.nodes[i], self.reads[i]
+            node = self.nodes[i]
             op_reached = any(name in reached for name in self.flowing[i])
-            for r in reads:
+            for r in self.reads[i]:
                 if r.name in reached:
                     continue
-                origin = sources.get(r.name, _NO_SOURCES)
-                label = f"{node.op_type} {r.label}"
-                for name in origin:
-                    if r.kind in (_WEIGHT, _STATE):
-                        weights.setdefault(name, []).append((r.kind, label))
-                    elif r.kind == _ACTIVATION and len(origin & self.candidates) == 1:
-                        # A value computed from several undecided inputs (x @ W + b before x is
-                        # known to be data) says nothing about which of them is the data.
-                        activations.setdefault(name, []).append(label)
-                    elif r.kind in (_OPERAND, _FIRST_OPERAND) and op_reached:
-                        weights.setdefault(name, []).append((_WEIGHT, f"{node.op_type} operand"))
-                if r.kind == _FIRST_OPERAND and not op_reached and tie is None and any(
-                        sources.get(other.name, frozenset()) & self.candidates for other in reads):
-                    tie = i
-        return weights, activations, tie
+                if r.kind in (_WEIGHT, _STATE):
+                    role = (r.kind, f"{node.op_type} {r.label}")
+                elif r.kind in (_OPERAND, _FIRST_OPERAND) and op_reached:
+                    role = (_WEIGHT, f"{node.op_type} operand")
+                else:
+                    continue
+                for name in self._sources(r.name, reached):
+                    weights.setdefault(name, []).append(role)
+        return weights
+
+    def _sources(self, name: str, reached: set[str]) -> set[str]:
+        """The candidates and initializers value ``name`` is computed from, through values no data
+        reaches; a weight in a weight slot does not pass on (a Conv's output comes from its input)."""
+        found: set[str] = set()
+        seen = {name}
+        stack = [name]
+        while stack:
+            value = stack.pop()
+            i = self.producer.get(value)
+            if i is None:
+                if value in self.candidates or value in self.fixed:
+                    found.add(value)
+                continue
+            self._spend(1 + len(self.passing[i]))
+            new = [n for n in dict.fromkeys(self.passing[i]) if n not in reached and n not in seen]
+            seen.update(new)
+            stack += new
+        return found
 
     def direct_kinds(self, reached: set[str]) -> dict[str, set[str]]:
         """Per tensor, the kinds of slots that read it directly (an operand of an op no data reaches
@@ -431,30 +555,13 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
     read_names = list(dict.fromkeys(r.name for reads in analysis.reads for r in reads))
     undeclared = [n for n in read_names
                   if n not in produced and n not in initializer_types and n not in inputs]
-    float_inputs = [n for n, v in inputs.items() if v.type.tensor_type.elem_type in _FLOAT_TYPES]
-    analysis.candidates = set(float_inputs) | set(undeclared)
+    float_inputs = {n for n, v in inputs.items() if v.type.tensor_type.elem_type in _FLOAT_TYPES}
+    analysis.candidates = float_inputs | set(undeclared)
 
     data = {n for n in inputs if n not in float_inputs}
-    evidence_of_data: dict[str, str] = {}
-    while True:
-        reached, sources = analysis.propagate(data)
-        weights, activations, tie = analysis.evidence(reached, sources)
-        found = {n for n in activations if n in analysis.candidates} - data
-        if found:
-            evidence_of_data.update({n: activations[n][0] for n in found})
-            data |= found
-            continue
-        if tie is None:
-            break
-        # No operand of this MatMul/Einsum is reached by data yet: its first operand is the
-        # activation (x @ W is how layers are written), which in turn decides the ones after it;
-        # when the first operand is a stored weight (W @ x), the undecided operands are the data.
-        operands = [sources.get(r.name, frozenset()) & analysis.candidates for r in analysis.reads[tie]]
-        chosen = operands[0] or frozenset().union(*operands[1:])
-        node = nodes[tie]
-        evidence_of_data.update({n: f"activation operand of {node.op_type} {node.name or '(unnamed)'!r}"
-                                 for n in chosen})
-        data |= chosen
+    evidence_of_data, reached = analysis.decide_data(data)
+    data |= set(evidence_of_data)
+    weights = analysis.weight_evidence(reached)
     direct = analysis.direct_kinds(reached)  # of the final reach, as the rules below read it
 
     why_data: dict[str, str] = {}
@@ -511,10 +618,8 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
         parameters[name] = "initializer"
         roles[name] = tuple(dict.fromkeys(label for _, label in weights.get(name, [])))
     state = frozenset(n for n in parameters if n in weights and all(k == _STATE for k, _ in weights[n]))
-    undeclared_uses = {
-        name: tuple((i, j) for i in analysis.order for j, n in enumerate(nodes[i].input) if n == name)
-        for name in parameters if parameters[name] == "undeclared"
-    }
+    undeclared_parameters = [n for n, source in parameters.items() if source == "undeclared"]
+    undeclared_uses = _uses(nodes, analysis.order, undeclared_parameters)
     ordered = {n: parameters[n] for n in read_names if n in parameters}
     ordered.update({n: s for n, s in parameters.items() if n not in ordered})
     return InputRoles(
@@ -529,6 +634,18 @@ def classify_inputs(model: onnx.ModelProto) -> InputRoles:
         notes=tuple(_uniform_notes(uniform) + _exporter_notes(nodes)),
         undetermined=tuple(_batch_norm_unknown(nodes)),
     )
+
+
+def _uses(nodes: list[onnx.NodeProto], order: list[int], names: list[str],
+          ) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Per tensor of ``names`` (in that order), the (node index, input index) pairs that read it,
+    nodes in ``order``."""
+    uses: dict[str, list[tuple[int, int]]] = {n: [] for n in names}
+    for i in order:
+        for j, name in enumerate(nodes[i].input):
+            if name in uses:
+                uses[name].append((i, j))
+    return {n: tuple(places) for n, places in uses.items()}
 
 
 _PRODUCT_OPS = frozenset({"MatMul", "MatMulInteger", "Einsum", "FusedMatMul"})

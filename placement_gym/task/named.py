@@ -9,6 +9,7 @@ import functools
 from pathlib import Path
 
 from placement_gym.cluster import Cluster, load_cluster
+from placement_gym.common.paths import is_file
 from placement_gym.datasets import dataset_graph, is_dataset_graph_name
 from placement_gym.datasets.clusters import family_cluster, is_family_cluster_name
 from placement_gym.graph import OpGraph, load_graph
@@ -23,7 +24,7 @@ def _source_key(name_or_path: str | Path) -> tuple:
     existing file also its resolved path, modification time and size, so that a file written anew,
     or another file of the same name in another directory, is read anew."""
     path = Path(name_or_path)
-    if path.is_file():
+    if is_file(path):
         stat = path.stat()
         return (str(name_or_path), str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     return (str(name_or_path),)
