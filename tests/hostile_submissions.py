@@ -123,6 +123,23 @@ MALFORMED: dict[str, tuple[Change, str]] = {
     "feasibility claimed wrongly": (_set("feasible", False, "task"), "claimed infeasible"),
     "retired suite v0": (_set("suite", "v0"), "suite v0 is retired"),
     "unknown suite": (_set("suite", "v7"), "unknown suite version"),
+    # Issue 62, point 7: names that would share a file name, and figures no run can reach.
+    "algorithm a+b, whose file name is a_b's": (_set("algorithm", "a+b"), "'algorithm'"),
+    "algorithm with a space": (_set("algorithm", "a b"), "'algorithm'"),
+    "wall time of 1e300 s": (_set("wall_s", 1e300, "task"), "'wall_s'"),
+    "2**63 - 1 evaluations": (_all(_EVALUATED, _set("evaluations", 2**63 - 1, "task")), "'evaluations'"),
+    "budget of 2**63 - 1": (_set("budget", 2**63 - 1), "'budget'"),
+    "gen-v2: 10**12 pre-training evaluations in 0 s counted by the harness": (
+        _all(_set("suite", "gen-v2"), _set("track", "generalisation"),
+             _set("trained_on", ["synthetic-v1:train"]),
+             _set("pretraining", {"evaluations": 10**12, "wall_s": 0, "machine": "m", "counted": "harness"})),
+        "'pretraining.wall_s'"),
+    "pre-training of 2**63 - 1 evaluations": (
+        _set("pretraining", {"evaluations": 2**63 - 1, "wall_s": 1e7, "machine": "m", "counted": "declared"}),
+        "'pretraining.evaluations'"),
+    "pre-training of 1e300 s": (
+        _set("pretraining", {"evaluations": 1, "wall_s": 1e300, "machine": "m", "counted": "declared"}),
+        "'pretraining.wall_s'"),
 }
 
 # Fields that are each well-formed but disagree with each other or with the task (point 7).

@@ -2,8 +2,9 @@
 
 One module per group of subcommands (`COMMANDS`), imported only when one of its commands runs; each
 adds its parser and sets ``run(args) -> int``. Bad input
-(unknown names, bad files, missing extras) ends with exit code 2 and one line
-``placement-gym: error: ...`` on stderr, never a traceback.
+(unknown names, bad files, missing extras) and a file-system error a command does not handle itself (a
+missing file, a full or read-only disk, a path through a file: `OSError`) end with exit code 2 and one
+line ``placement-gym: error: ...`` on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -111,8 +112,14 @@ def main(argv: list[str] | None = None) -> int:
             return _run_flushed(lambda: args.run(args))
         except ImportError as error:  # a missing optional module: say which extra installs it
             fail(import_error_message(error))
-        except (ValueError, FileNotFoundError) as error:  # ClusterError is a ValueError
+        except ValueError as error:  # ClusterError is a ValueError
             fail(str(error))
+        except BrokenPipeError:
+            raise
+        except OSError as error:  # a missing file, a full or read-only disk, a path through a file
+            from placement_gym.common.untrusted import os_error_text
+
+            fail(os_error_text(error))
     except SystemExit as exit_:  # --help, --version and errors: return the code instead of exiting
         code = exit_.code
         return code if isinstance(code, int) else (0 if code is None else 1)

@@ -165,10 +165,72 @@ def run_validate(args: argparse.Namespace) -> int:
         return _run_rerun(args)
     directory = None if args.files else _directory(args)
     checks = _check_report(_submission_paths(args.files, directory, args))
-    _print_checks(checks, args.json, every_row=args.all)
+    folder = []
+    if directory is None:
+        _check_entries_against_folder(checks, args)
+    else:
+        folder = _folder_checks(checks, directory)
+    _print_checks([*checks, *folder], args.json, every_row=args.all)
     if not args.json:
-        print(_summary(checks) + ("" if directory is None else f"; folder {_where(directory, args)}"))
-    return 0 if all(c.ok for c in checks) else 1
+        problems = f"; {len(folder)} problems of the folder's other files" if folder else ""
+        where = "" if directory is None else f"; folder {_where(directory, args)}"
+        print(_summary(checks) + problems + where)
+    return 0 if all(c.ok for c in [*checks, *folder]) else 1
+
+
+def _check_entries_against_folder(checks: list, args: argparse.Namespace) -> None:
+    """Add to ``checks`` (of files given by name) the `entry_problems` of each file that would join an
+    entry of the leaderboard folder (``--dir`` or the default; none when it has no submissions/), judged
+    against the folder's readable files that are not among those checked."""
+    from placement_gym.leaderboard.submission import SubmissionError, read_submission
+    from placement_gym.leaderboard.validate import add_entry_problems
+
+    folder = (Path(args.dir) if args.dir is not None else default_directory()) / "submissions"
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    given = {Path(check.source).resolve() for check in checks}
+    others = []
+    for path in sorted(folder.glob("*.json")):
+        if path.resolve() in given:
+            continue
+        try:
+            others.append((path.name, read_submission(path)[1]))
+        except SubmissionError:
+            continue  # the folder's own validate names it
+    add_entry_problems(checks, others)
+
+
+def _folder_checks(checks: list, directory: Path) -> list:
+    """What a whole leaderboard folder must satisfy beyond each file (``checks``, of every file of its
+    submissions/): files of one entry declare alike (`validate.entry_problems`, added to ``checks``);
+    and, as checks of their own, no re-run record names a task its file does not hold
+    (`rerun_records.record_problems`) and no stored lower bound is above a feasible re-simulated runtime
+    of its task (`task_bounds.impossible_bounds`)."""
+    from placement_gym.leaderboard.ranking import best_known_runtimes
+    from placement_gym.leaderboard.rerun_records import RECORDS_NAME, read_records, record_problems
+    from placement_gym.leaderboard.submission import read_submission
+    from placement_gym.leaderboard.suite import COST_MODEL_SUITES, get_suite
+    from placement_gym.leaderboard.task_bounds import impossible_bounds, load_bounds
+    from placement_gym.leaderboard.validate import SubmissionCheck, add_entry_problems
+
+    add_entry_problems(checks)
+    readable = [check for check in checks if check.data is not None]
+    records = read_records(directory)
+    files = {}
+    for check in readable:
+        name = Path(check.source).name
+        if name in records:
+            files[name] = (read_submission(check.source)[0], check.data)
+    extra = [SubmissionCheck(RECORDS_NAME, record_problems(records, files))]
+    # The re-simulated runtime of each feasible placement, in the form `best_known_runtimes` reads.
+    simulated = [(check.source, {"suite": check.data["suite"], "results": {
+        task.task_id: {"runtime": task.runtime, "feasible": task.feasible} for task in check.tasks
+        if task.runtime is not None and task.feasible}}) for check in readable]
+    for version in COST_MODEL_SUITES:
+        suite = get_suite(version)
+        problems = impossible_bounds(load_bounds(directory, suite), best_known_runtimes(simulated, suite))
+        extra.append(SubmissionCheck(f"bounds of suite {version}", problems))
+    return [check for check in extra if check.problems]
 
 
 def _run_rerun(args: argparse.Namespace) -> int:
@@ -241,20 +303,20 @@ def _rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bo
 
 @_exits_on_suite_mismatch
 def run_reruns(args: argparse.Namespace) -> int:
-    """``reruns [--all]``: check DIR/reruns.json (placement_gym/leaderboard/rerun_records.py): every
-    record matches its file, and the recorded tasks of a sample of them (or all) reproduce."""
-    from placement_gym.common.untrusted import inside
-    from placement_gym.evaluation.agents import describe_agents
-    from placement_gym.leaderboard.rerun import rerun_submission
+    """``reruns [--all | --part K/N] [--seed N] [--since REF]``: check DIR/reruns.json
+    (placement_gym/leaderboard/rerun_records.py): every record matches its file and names only tasks of
+    it, and the recorded tasks of a sample of them (one file per entry drawn with a random seed, or all),
+    and of every record new or changed since git revision REF, reproduce."""
     from placement_gym.leaderboard.rerun_records import (
         RECORDS_NAME,
-        file_sha256,
+        changed_records,
+        new_seed,
         parse_part,
         read_records,
+        records_at,
         sample_per_entry,
         this_platform,
     )
-    from placement_gym.leaderboard.submission import read_submission
 
     if args.all and args.part:
         print("placement-gym: leaderboard reruns: --all and --part exclude each other", file=sys.stderr)
@@ -266,29 +328,81 @@ def run_reruns(args: argparse.Namespace) -> int:
         return 2
     directory = _directory(args)
     records = read_records(directory)
+    try:  # before the re-runs: a wrong revision is a one-line error, not minutes later
+        since = None if args.since is None else changed_records(records_at(directory, args.since), records)
+    except ValueError as error:
+        print(f"placement-gym: leaderboard reruns: {error}", file=sys.stderr)
+        return 2
+    entries, problems = _recorded_entries(directory, records)
+    seed = new_seed() if args.seed is None else args.seed
+    chosen = sorted(n for names in entries.values() for n in names) if args.all else \
+        sample_per_entry(entries, records, part, seed)
+    valid = {name for names in entries.values() for name in names}
+    new = [name for name in since or () if name in valid and name not in chosen]
+    if not args.all:
+        print(f"drawn with --seed {seed}" + (f"; {len(new)} more new or changed since {args.since}"
+                                             if since is not None else ""), flush=True)
+    not_comparable = _rerun_records(directory, records, entries, [*chosen, *new], problems)
+    for problem in problems:
+        print(f"{BAD_MARK} {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    what = ("every record" if args.all else "one file per entry" if part is None
+            else f"one file per entry of bucket {part[0]} of {part[1]}")
+    if since is not None:
+        what += f" and every record new or changed since {args.since} ({len(since)})"
+    apart = (f", {len(not_comparable)} learned files not comparable on {this_platform()}" if not_comparable
+             else "")
+    count = len(chosen) + len(new)
+    print(f"{directory / RECORDS_NAME}: {len(records)} records match their files; re-ran {what} "
+          f"({count} files), {count - len(not_comparable)} reproduced{apart}, none failed")
+    return 0
+
+
+def _recorded_entries(directory: Path, records: dict) -> tuple[dict[tuple, list[str]], list[str]]:
+    """The recorded files of ``directory`` by entry (track, algorithm, budget), and one problem per
+    record that does not match its file: no such file, other bytes, or tasks the file does not hold."""
+    from placement_gym.common.untrusted import inside, shown
+    from placement_gym.leaderboard.rerun_records import file_sha256, record_problems
+    from placement_gym.leaderboard.submission import read_submission
+
     folder = directory / "submissions"
     problems = []
     entries: dict[tuple, list[str]] = {}
     for name in sorted(records):
-        path = folder / name
+        path = inside(directory, Path("submissions") / name)
         if not os.path.lexists(path):
-            problems.append(f"{name}: recorded, but there is no such file under {folder}")
+            problems.append(f"{shown(name)}: recorded, but there is no such file under {folder}")
             continue
-        raw, data = read_submission(inside(directory, Path("submissions") / name))
+        raw, data = read_submission(path)
         if file_sha256(raw) != records[name].sha256:
             problems.append(f"{name}: the file changed since its re-run was recorded; run 'placement-gym "
                             f"leaderboard validate --rerun {path} --record'")
             continue
+        foreign = record_problems(records, {name: (raw, data)})
+        if foreign:
+            problems += foreign
+            continue
         key = (data.get("track", "cost_model"), data["algorithm"], repr(data.get("budget")))
         entries.setdefault(key, []).append(name)
-    chosen = sorted(n for names in entries.values() for n in names) if args.all else \
-        sample_per_entry(entries, records, part)
+    return entries, problems
+
+
+def _rerun_records(directory: Path, records: dict, entries: dict[tuple, list[str]], chosen: list[str],
+                   problems: list[str]) -> list[str]:
+    """Re-run the recorded tasks of the files ``chosen``, printing a line per file; a file that does not
+    reproduce is added to ``problems``, or, for a learned entry recorded on another platform, returned
+    as not comparable here (rerun_records' docstring)."""
+    from placement_gym.evaluation.agents import describe_agents
+    from placement_gym.leaderboard.rerun import rerun_submission
+    from placement_gym.leaderboard.rerun_records import this_platform
+
     here = this_platform()
     learned = {row["name"] for row in describe_agents() if row["kind"] == "learned"}
     algorithms = {name: key[1] for key, names in entries.items() for name in names}
     not_comparable = []
     for name in chosen:
-        rerun = rerun_submission(folder / name, records[name].tasks)
+        rerun = rerun_submission(directory / "submissions" / name, records[name].tasks)
         elsewhere = algorithms[name] in learned and records[name].platform != here
         mark = OK_MARK if rerun.ok else (NOT_COMPARABLE_MARK if elsewhere else BAD_MARK)
         print(f"{mark} {name}: {', '.join(records[name].tasks)}", flush=True)
@@ -302,40 +416,76 @@ def run_reruns(args: argparse.Namespace) -> int:
             problems.append(f"{name}: not reproduced on {first.task_id}: {'; '.join(first.reasons)}")
     for note in not_comparable:
         print(f"{NOT_COMPARABLE_MARK} {note}")
-    for problem in problems:
-        print(f"{BAD_MARK} {problem}", file=sys.stderr)
-    if problems:
-        return 1
-    what = ("every record" if args.all else "one file per entry" if part is None
-            else f"one file per entry of bucket {part[0]} of {part[1]}")
-    apart = (f", {len(not_comparable)} learned files not comparable on {here}" if not_comparable else "")
-    print(f"{directory / RECORDS_NAME}: {len(records)} records match their files; re-ran {what} "
-          f"({len(chosen)} files), {len(chosen) - len(not_comparable)} reproduced{apart}, none failed")
-    return 0
+    return not_comparable
+
+
+def _read_and_check(path: str) -> tuple:
+    """Read the submission ``path`` once and check those bytes: (its `SubmissionCheck`, the bytes, the
+    parsed file or None when it cannot be read). Raises `SuiteMismatchError` first, as `_check_report`."""
+    from placement_gym.leaderboard.submission import SubmissionError, read_submission
+    from placement_gym.leaderboard.suite import CURRENT_SUITE, require_suite
+    from placement_gym.leaderboard.validate import SubmissionCheck, validate_submission
+
+    require_suite(CURRENT_SUITE)
+    try:
+        raw, data = read_submission(path)
+    except SubmissionError as error:
+        return SubmissionCheck(path, [str(error)]), b"", None
+    return validate_submission(data, path), raw, data
+
+
+def _refuse_another_entrys_file(target: Path, data: dict) -> None:
+    """Raise `UntrustedFileError` when ``target`` holds a file of another entry than ``data``'s (another
+    algorithm or budget whose names make the same file name): --force replaces a run of one's own entry,
+    never another's."""
+    from placement_gym.common.untrusted import UntrustedFileError
+    from placement_gym.leaderboard.submission import SubmissionError, read_submission
+    from placement_gym.leaderboard.validate import entry_key
+
+    if not os.path.lexists(target):
+        return
+    try:
+        _, existing = read_submission(target)
+        theirs = entry_key(existing)
+    except (SubmissionError, KeyError, TypeError):
+        return  # not a readable submission: --force replaces it, as it always did
+    if theirs != entry_key(data):
+        raise UntrustedFileError(f"{target} is a file of another entry (algorithm {theirs[2]!r}, budget "
+                                 f"{theirs[3]}); --force replaces only a file of the same algorithm and "
+                                 "budget")
 
 
 @_exits_on_suite_mismatch
 def run_submit(args: argparse.Namespace) -> int:
-    """``submit FILE``: validate FILE, then copy it into DIR/submissions (never through a symbolic link:
-    `placement_gym.common.untrusted.write_inside`); exit 1 when validation fails or the copy is refused."""
-    from placement_gym.common.untrusted import UntrustedFileError, inside, write_inside
-    from placement_gym.leaderboard.submission import read_submission, submission_filename
+    """``submit FILE``: read FILE once, validate those bytes and copy exactly them into DIR/submissions
+    (`placement_gym.common.untrusted.write_inside`: atomically, never through a symbolic link, the
+    folder locked from the check that the name is free to the rename, so that of two submits of one
+    name without --force one fails). Exit 1, with one line on stderr, when validation fails or the copy
+    is refused: the name exists (without --force), a symbolic link, a file-system error (a full or
+    read-only disk, DIR not a folder); 3 when the cost model no longer reproduces the suite."""
+    from placement_gym.common.untrusted import UntrustedFileError, inside, os_error_text, write_inside
+    from placement_gym.leaderboard.submission import submission_filename
 
     directory = _directory(args, writes=True)
-    checks = _check_report([Path(args.file)])
-    _print_checks(checks, args.json)
-    if not checks[0].ok:
+    check, raw, data = _read_and_check(args.file)
+    _print_checks([check], args.json)
+    if not check.ok:
         print(f"{args.file}: not submitted (validation failed)", file=sys.stderr)
         return 1
+    relative = Path("submissions", submission_filename(data))
+    target = directory / relative
     try:
-        raw, data = read_submission(args.file)  # the bytes copied are the bytes the name is made from
-        relative = Path("submissions", submission_filename(data))
-        target = directory / relative
-        if os.path.lexists(inside(directory, relative)) and not args.force:
-            raise ValueError(f"{target} exists; pass --force to replace it")
-        write_inside(directory, relative, raw)
+        if args.force:  # `a-1k` at the default budget and `a` at 1,000 share a file name: not each other's
+            _refuse_another_entrys_file(inside(directory, relative), data)
+        write_inside(directory, relative, raw, exclusive=not args.force, lock=True)
+    except FileExistsError:
+        print(f"placement-gym: {target} exists; pass --force to replace it; not submitted", file=sys.stderr)
+        return 1
     except UntrustedFileError as error:
         print(f"placement-gym: {error}; not submitted", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"placement-gym: cannot write {os_error_text(error)}; not submitted", file=sys.stderr)
         return 1
     if not args.json:
         again = "" if args.dir is None else f" --dir {directory}"
@@ -345,8 +495,14 @@ def run_submit(args: argparse.Namespace) -> int:
 
 @_exits_on_suite_mismatch
 def run_render(args: argparse.Namespace) -> int:
-    from placement_gym.common.untrusted import UntrustedFileError
-    from placement_gym.leaderboard.render import RenderRefused, page_names, render_pages
+    """``render``: validate every submission, then write the pages, charts and curves of the suites
+    (`render_pages`); with ``--check`` compare them instead. Exit 1, with one line on stderr, when a
+    page, chart or curve is stale (--check), a submission fails, or the folder is refused (no
+    submissions/, a link, not a folder, a file-system error such as a full or read-only disk: the
+    files not yet written keep their old contents, which --check reports); 3 when the cost model no
+    longer reproduces a suite."""
+    from placement_gym.common.untrusted import UntrustedFileError, os_error_text
+    from placement_gym.leaderboard.render import RenderRefused, page_names, render_pages, suite_page
     from placement_gym.leaderboard.suite import CURRENT_SUITE
 
     directory = _directory(args, writes=not args.check)
@@ -361,17 +517,27 @@ def run_render(args: argparse.Namespace) -> int:
     except UntrustedFileError as error:  # a link in the folder: nothing is read or written through it
         print(f"placement-gym: {error}", file=sys.stderr)
         return 1
+    except OSError as error:
+        kept = "" if args.check else "; files not written keep their old contents (render --check names them)"
+        print(f"placement-gym: cannot render: {os_error_text(error)}{kept}", file=sys.stderr)
+        return 1
+    images = "" if args.no_chart else " (with the charts and curves)"
     if not args.check:
-        print(f"wrote {' and '.join(names)}")
+        print(f"wrote {' and '.join(names)}{images}")
         return 0
     if not stale:
-        print(f"{' and '.join(names)} {'are' if len(names) > 1 else 'is'} up to date")
+        print(f"{' and '.join(names)}{images} {'are' if len(names) > 1 else 'is'} up to date")
         return 0
     for suite in suites:
-        if any(name in stale for name in page_names(suite)):
-            pages = " or ".join(str(directory / name) for name in page_names(suite))
+        layout = suite_page(suite)
+        own = [name for name in stale if name in page_names(suite) or name == layout.chart
+               or Path(name).parent.as_posix() == layout.curves]
+        if own:
+            listed = ", ".join(str(directory / name) for name in own[:3])
+            more = f" and {len(own) - 3} more" if len(own) > 3 else ""
             again = "" if suite == CURRENT_SUITE else f" --suite {suite}"
-            print(f"{pages} is stale; run 'placement-gym leaderboard render{again}'", file=sys.stderr)
+            print(f"{listed}{more} stale or missing; run 'placement-gym leaderboard render{again}'",
+                  file=sys.stderr)
     return 1
 
 
@@ -379,54 +545,110 @@ def run_render(args: argparse.Namespace) -> int:
 def run_bounds(args: argparse.Namespace) -> int:
     """``bounds``: write the suite's bounds file (DIR/bounds.json for the current suite,
     DIR/bounds_<SUITE>.json for another), or with ``--check`` recompute it (``--tasks``: those tasks
-    only) and name what differs."""
+    only; ``--part K/N``: part K of N of the tasks of every suite named, split by cost) and name what
+    differs."""
+    from placement_gym.leaderboard.rerun_records import parse_part
     from placement_gym.leaderboard.suite import CURRENT_SUITE, get_suite, require_suite
     from placement_gym.leaderboard.task_bounds import bounds_name, check_bounds, write_bounds
 
-    if args.tasks is not None and not args.check:
-        raise ValueError("--tasks is an option of --check (the bounds file holds every task of the suite)")
+    versions = list(dict.fromkeys(args.suite or [CURRENT_SUITE]))
+    for option, value in (("--tasks", args.tasks), ("--part", args.part)):
+        if value is not None and not args.check:
+            raise ValueError(f"{option} is an option of --check (the bounds file holds every task of the "
+                             "suite)")
+    if args.tasks is not None and args.part is not None:
+        raise ValueError("--tasks and --part exclude each other")
+    if len(versions) > 1 and args.part is None:
+        raise ValueError("several --suite are taken with --check --part only; name one suite otherwise")
+    part = parse_part(args.part) if args.part is not None else None
     chosen = _task_ids(args.tasks)
     if chosen == []:
         raise ValueError("--tasks names no task; give comma-separated task ids of the suite")
-    require_suite(args.suite)
-    suite = get_suite(args.suite)
+    for version in versions:
+        require_suite(version)
+    suites = [get_suite(version) for version in versions]
     directory = _directory(args, writes=not args.check)
-    path = directory / bounds_name(suite.version)
 
     def progress(task_id: str) -> None:
         print(f"  {task_id}", file=sys.stderr, flush=True)
 
     if not args.check:
-        print(f"wrote {write_bounds(directory, suite, progress)}")
+        print(f"wrote {write_bounds(directory, suites[0], progress)}")
         return 0
-    if not path.is_file():
-        again = "" if suite.version == CURRENT_SUITE else f" --suite {suite.version}"
-        print(f"placement-gym: {path} does not exist; run 'placement-gym leaderboard bounds{again}'",
-              file=sys.stderr)
+    missing = [suite for suite in suites if not (directory / bounds_name(suite.version)).is_file()]
+    if missing:
+        again = "" if missing[0].version == CURRENT_SUITE else f" --suite {missing[0].version}"
+        print(f"placement-gym: {directory / bounds_name(missing[0].version)} does not exist; run "
+              f"'placement-gym leaderboard bounds{again}'", file=sys.stderr)
         return 1
+    if part is not None:
+        return _check_bounds_part(directory, suites, part, progress)
+    suite = suites[0]
     problems = check_bounds(directory, suite, progress, chosen)
     for problem in problems:
         print(f"{BAD_MARK} {problem}", file=sys.stderr)
     if problems:
         return 1
     which = "every bound" if chosen is None else f"the bounds of {len(chosen)} task(s)"
-    print(f"{path}: {which} of suite {suite.version} recomputed and equal")
+    print(f"{directory / bounds_name(suite.version)}: {which} of suite {suite.version} recomputed and equal")
+    return 0
+
+
+def _check_bounds_part(directory: Path, suites: list, part: tuple[int, int], progress: Callable) -> int:
+    """``bounds --check --part K/N``: recompute part K of the cost-balanced split of the stored tasks of
+    ``suites`` (`task_bounds.check_bounds_part`); exit 1 naming each bound that differs."""
+    import time
+
+    from placement_gym.leaderboard.task_bounds import check_bounds_part
+
+    started = time.monotonic()
+    chosen, problems = check_bounds_part(directory, suites, part, progress)
+    for problem in problems:
+        print(f"{BAD_MARK} {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    names = ", ".join(suite.version for suite in suites)
+    print(f"bounds of suites {names}, part {part[0]} of {part[1]} (split by cost): {len(chosen)} task(s) "
+          f"recomputed and equal to every bounds file that stores them ({time.monotonic() - started:.0f} s)")
     return 0
 
 
 def run_init(args: argparse.Namespace) -> int:
     """``init DIR``: copy the default folder's data (submissions/ and `PACKAGED_FILES`) into the new
-    folder DIR, for the commands that write (render, submit, bounds) to work on."""
+    folder DIR, for the commands that write (render, submit, bounds) to work on. The copy is made in a
+    temporary folder beside DIR and renamed into place, so that a failure (a full disk) leaves no
+    half-made DIR. ValueError (exit 2) when DIR exists and is not an empty folder: a file, a symbolic
+    link (even a dangling one), a folder with anything in it."""
     import shutil
+    import tempfile
 
     source, origin = default_directory_and_origin()
     target = Path(args.target)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+    if os.path.lexists(target) and (target.is_symlink() or not target.is_dir() or any(target.iterdir())):
         raise ValueError(f"{target} exists and is not an empty folder; init makes a new leaderboard folder")
     if not (source / "submissions").is_dir():
         raise FileNotFoundError(f"{source} ({origin}) has no submissions/ to copy: a broken install?")
-    target.mkdir(parents=True, exist_ok=True)
-    # Plain files only, never a link: the copy is as trustworthy as the packaged data it comes from.
+    parent = target.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent))
+    try:
+        count = _copy_data(source, staging)
+        staging.chmod(0o755)  # mkdtemp's folder is the owner's alone
+        os.rename(staging, target)  # replaces an empty folder; fails on anything else
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    print(f"copied {count} submissions and {', '.join(PACKAGED_FILES)} from {source} ({origin}) into "
+          f"{target}; use it with --dir {target}")
+    return 0
+
+
+def _copy_data(source: Path, target: Path) -> int:
+    """Copy the submissions and `PACKAGED_FILES` of ``source`` into the empty folder ``target``; returns
+    the number of submissions. Plain files only, never a link: the copy is as trustworthy as the
+    packaged data it comes from."""
+    import shutil
+
     (target / "submissions").mkdir()
     count = 0
     for path in sorted((source / "submissions").glob("*.json")):
@@ -436,9 +658,7 @@ def run_init(args: argparse.Namespace) -> int:
     for name in PACKAGED_FILES:
         if (source / name).is_file() and not (source / name).is_symlink():
             shutil.copyfile(source / name, target / name)
-    print(f"copied {count} submissions and {', '.join(PACKAGED_FILES)} from {source} ({origin}) into "
-          f"{target}; use it with --dir {target}")
-    return 0
+    return count
 
 
 def add_parser(subparsers) -> None:
@@ -465,7 +685,12 @@ def add_parser(subparsers) -> None:
     validate = commands.add_parser("validate", help="re-evaluate submissions; exit 1 if any task fails, 3 if "
                                    "the cost model no longer reproduces the suite",
                                    description="Re-evaluate every placement of each submission "
-                                   "(default: every file under DIR/submissions).")
+                                   "(default: every file under DIR/submissions) and check that the files of "
+                                   "one entry (suite, track, algorithm, budget) declare the same fields but "
+                                   "their seed (a FILE given by name: against the entries of DIR). Checking "
+                                   "a whole folder also refuses a re-run record (reruns.json) that names a "
+                                   "task its file does not hold, and a stored lower bound (bounds*.json) "
+                                   "above a feasible re-simulated runtime of its task.")
     validate.add_argument("files", nargs="*", metavar="FILE")
     validate.add_argument("--rerun", metavar="FILE",
                           help="run FILE's algorithm again (same seed, budget and tasks, found through the "
@@ -494,9 +719,15 @@ def add_parser(subparsers) -> None:
     init.add_argument("target", metavar="DIR")
     init.set_defaults(run=run_init, uses_cost_model=False)
 
-    submit = commands.add_parser("submit", help="validate a submission and copy it under submissions/")
+    submit = commands.add_parser(
+        "submit", help="validate a submission and copy it under submissions/",
+        description="Read FILE once, re-evaluate it and copy exactly the bytes validated into "
+                    "DIR/submissions (atomically, never through a symbolic link). Exit 1, with one line, "
+                    "when validation fails or the copy is refused: the name exists (without --force), a "
+                    "link, a full or read-only disk; 3 when the cost model no longer reproduces the suite.")
     submit.add_argument("file", metavar="FILE")
-    submit.add_argument("--force", action="store_true", help="replace a submission of the same name")
+    submit.add_argument("--force", action="store_true",
+                        help="replace a submission of the same name (two submits of one name take turns)")
     common(submit)
     submit.set_defaults(run=run_submit)
 
@@ -506,20 +737,37 @@ def add_parser(subparsers) -> None:
                                  "(docs/leaderboard.md): exit 1 naming each record that does not match its "
                                  "file or whose re-run does not reproduce.")
     reruns.add_argument("--all", action="store_true",
-                        help="re-run every record's tasks (default: one file per entry, drawn by the hash of "
-                        "the entry's files; hours for the whole leaderboard)")
+                        help="re-run every record's tasks (default: one file per entry, drawn at random; "
+                        "hours for the whole leaderboard)")
     reruns.add_argument("--part", metavar="K/N",
                         help="re-run only the entries in bucket K of N (by the hash of the entry: track, "
                         "algorithm, budget), or day/N for the day's bucket (CI: day/3, every entry every "
                         "third day); every record's file hash is still checked")
+    reruns.add_argument("--seed", type=int, metavar="N",
+                        help="draw the one file per entry with seed N (default: a fresh seed from the "
+                        "operating system's random source, printed, so that a run can be repeated)")
+    reruns.add_argument("--since", metavar="REF",
+                        help="also re-run every task of every record that is new or changed since the "
+                        "records file of git revision REF (read from git; CI: the base of the change "
+                        "under test), so that a new or changed file counts only once its re-run reproduced")
     common(reruns)
     reruns.set_defaults(run=run_reruns)
 
-    render = commands.add_parser("render", help="validate every submission, then write README.md and the "
-                                 "chart; exit 1 (writing nothing) if a submission fails validation")
+    render = commands.add_parser("render", help="validate every submission, then write README.md, the "
+                                 "chart and the curves; exit 1 (writing nothing) if a submission fails "
+                                 "validation or DIR has no submissions/ folder",
+                                 description="Validate every submission of DIR/submissions, draw every page, "
+                                 "chart and learning curve in memory, then write them atomically, the "
+                                 "pages last. Exit 1 with one line when a submission fails, DIR has no "
+                                 "submissions/ folder, a file or folder is a symbolic link, or the disk is "
+                                 "full or read-only (the files not yet written keep their old contents, "
+                                 "which --check reports); 3 when the cost model no longer reproduces a "
+                                 "suite.")
     render.add_argument("--check", action="store_true",
-                        help="exit 1 when the README or the generalisation-v2 page is stale; write nothing")
-    render.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+                        help="exit 1 naming what is stale: the README, the generalisation-v2 page, the chart "
+                        "or a curve (compared byte for byte); write nothing")
+    render.add_argument("--no-chart", action="store_true",
+                        help="skip the PNG chart and curves (with --check: compare the pages only)")
     render.add_argument("--suite", choices=COST_MODEL_SUITES, action="append",
                         help=f"the cost-model suite whose page to render (default: {CURRENT_SUITE}, the "
                         "README and the generalisation-v2 page); another suite's page is suite_<SUITE>.md, "
@@ -539,7 +787,13 @@ def add_parser(subparsers) -> None:
     bounds.add_argument("--tasks", metavar="IDS",
                         help="with --check: recompute only these comma-separated task ids of the suite "
                         "(a sample, where the whole suite takes long)")
-    bounds.add_argument("--suite", choices=COST_MODEL_SUITES, default=CURRENT_SUITE,
-                        help=f"the cost-model suite whose bounds to compute (default: {CURRENT_SUITE})")
+    bounds.add_argument("--part", metavar="K/N",
+                        help="with --check: recompute part K of N of the tasks of every suite named (each "
+                        "task once, the parts balanced by their cost, estimated from the task's ops), or "
+                        "day/N for the day's part (CI: day/3 over v1, v2 and v3, every stored bound every "
+                        "third day)")
+    bounds.add_argument("--suite", choices=COST_MODEL_SUITES, action="append",
+                        help=f"the cost-model suite whose bounds to compute (default: {CURRENT_SUITE}); "
+                        "with --check --part it may be repeated")
     common(bounds)
     bounds.set_defaults(run=run_bounds)

@@ -24,17 +24,23 @@ message never carries markup or terminal control sequences.
 `inside` and `write_inside` keep the leaderboard commands inside their folder: a path below a root may
 have no component that is a symbolic link and no ``..``, and a file is written atomically (a temporary
 file in the same folder, then `os.replace`, which replaces a link itself rather than writing through
-it; a link is refused before that anyway).
+it; a link is refused before that anyway). The check alone would leave a gap (a folder swapped for a
+link between the check and the write), so `write_inside` opens every folder below the root relative to
+the one above it without following links and writes relative to that descriptor. A file-system failure
+is an `OSError` naming the file; `os_error_text` makes it one line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import math
 import os
 import re
+import secrets
 import stat
-import tempfile
 from itertools import accumulate
 from pathlib import Path, PurePath
 from typing import Any
@@ -62,6 +68,11 @@ _FILE_KINDS = ((stat.S_ISDIR, "directory"), (stat.S_ISCHR, "character device"),
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
                | getattr(os, "O_BINARY", 0))
 _READ_CHUNK = 2**20
+# Folders below a root and temporary files are opened relative to their folder's descriptor and never
+# through a link (`write_inside`).
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_TEMPORARY_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class UntrustedFileError(ValueError):
@@ -282,7 +293,7 @@ def inside(root: str | os.PathLike, relative: str | PurePath) -> Path:
         path = path / part
         try:
             mode = os.lstat(path).st_mode
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # nothing there (below a file: nothing either)
             break
         if stat.S_ISLNK(mode):
             raise UntrustedFileError(f"{path_text(path)} is a symbolic link; inside {path_text(base)} only "
@@ -290,37 +301,142 @@ def inside(root: str | os.PathLike, relative: str | PurePath) -> Path:
     return base.joinpath(*parts)
 
 
-def write_inside(root: str | os.PathLike, relative: str | PurePath, data: bytes | str) -> Path:
-    """Write ``data`` (text as UTF-8) to ``root / relative`` atomically, creating the folders it needs;
-    returns the path. Refused (`inside`) when a component is a symbolic link or leaves ``root``, and
-    when the target exists but is not a regular file. A new file gets mode 0o644, a replaced one keeps
-    its mode."""
-    path = inside(root, relative)
-    base = Path(root).resolve()
-    os.makedirs(base, exist_ok=True)
-    folder = base
-    for part in PurePath(relative).parts[:-1]:
-        folder = folder / part
-        try:
-            os.mkdir(folder)
-        except FileExistsError:
-            if not stat.S_ISDIR(os.lstat(folder).st_mode):
-                raise UntrustedFileError(f"{path_text(folder)} is not a folder") from None
+def os_error_text(error: OSError) -> str:
+    """A one-line message of a file-system error: ``<path>: <reason>`` (``No space left on device``,
+    ``Read-only file system``, ``Not a directory``), or the error's own text when it names no file."""
+    reason = error.strerror or str(error) or type(error).__name__
+    if error.filename is None:
+        return " ".join(reason.split())
+    names = path_text(error.filename)
+    if error.filename2 is not None:
+        names += f" -> {path_text(error.filename2)}"
+    return f"{names}: {' '.join(reason.split())}"
+
+
+def _refuse_non_folder(parent: int, name: str, path: Path) -> None:
+    """Raise `UntrustedFileError` when ``name`` (in the folder ``parent``) is a link or not a folder."""
     try:
-        existing = os.lstat(path).st_mode
+        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise UntrustedFileError(f"{path_text(path)} is a symbolic link; a folder below the one written into "
+                                 "is never followed through a link")
+    if not stat.S_ISDIR(mode):
+        raise UntrustedFileError(f"{path_text(path)} is a {_kind(mode)}, not a folder")
+
+
+def _open_child(parent: int, name: str, path: Path) -> int:
+    """A descriptor of the folder ``name`` in the folder ``parent`` (``path``, for messages), opened
+    without following a link: a component swapped for a link after any check is refused, not followed
+    out of the root."""
+    try:
+        return os.open(name, _FOLDER_FLAGS, dir_fd=parent)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            _refuse_non_folder(parent, name, path)
+        raise
+
+
+def _child_folder(parent: int, name: str, path: Path) -> int:
+    """`_open_child`, making the folder first when it is missing."""
+    try:
+        return _open_child(parent, name, path)
+    except FileNotFoundError:
+        with contextlib.suppress(FileExistsError):  # made meanwhile, by a command beside this one
+            os.mkdir(name, 0o777, dir_fd=parent)
+    return _open_child(parent, name, path)
+
+
+def _folder_inside(base: Path, parts: tuple[str, ...]) -> int:
+    """A descriptor of ``base / parts``, each component below ``base`` opened relative to the one above
+    it (`_child_folder`); ``base`` itself is made when missing."""
+    if os.path.lexists(base) and not os.path.isdir(base):  # a file, a dangling link
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(base))
+    os.makedirs(base, exist_ok=True)
+    descriptor = os.open(base, _FOLDER_FLAGS & ~_NOFOLLOW)  # the root is the caller's: it may be a link
+    path = base
+    try:
+        for part in parts:
+            path = path / part
+            child = _child_folder(descriptor, part, path)
+            os.close(descriptor)
+            descriptor = child
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _temporary_file(folder: int, name: str) -> tuple[str, int]:
+    """A new file ``.<name>.<random>.tmp`` in ``folder``, created exclusively (never an existing file or
+    a link), with its descriptor open for writing."""
+    for _ in range(100):
+        temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return temporary, os.open(temporary, _TEMPORARY_FLAGS, 0o600, dir_fd=folder)
+        except FileExistsError:
+            continue
+    raise OSError(errno.EAGAIN, "no free temporary file name", name)
+
+
+def _replace_in(folder: int, name: str, path: Path, data: bytes, exclusive: bool) -> None:
+    """Write ``data`` to ``name`` in ``folder`` (``path``, for messages) atomically: a temporary file in
+    the same folder, renamed over the name (which replaces a link itself, never writing through it);
+    the temporary file is removed when anything fails or the command is interrupted."""
+    try:
+        existing: int | None = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
     except FileNotFoundError:
         existing = None
     if existing is not None and not stat.S_ISREG(existing):
         raise UntrustedFileError(f"{path_text(path)} is a {_kind(existing)}; only a regular file is replaced")
-    mode = 0o644 if existing is None else stat.S_IMODE(existing)
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    if existing is not None and exclusive:
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+    temporary, descriptor = _temporary_file(folder, name)
     try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        try:
+            os.fchmod(descriptor, 0o644 if existing is None else stat.S_IMODE(existing))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view):]
+        finally:
+            os.close(descriptor)  # a delayed write error (a full disk) may show only here
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        os.unlink(temporary)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder)
         raise
-    return path
 
+
+def write_inside(root: str | os.PathLike, relative: str | PurePath, data: bytes | str, *,
+                 exclusive: bool = False, lock: bool = False) -> Path:
+    """Write ``data`` (text as UTF-8) to ``root / relative`` atomically, creating the folders it needs;
+    returns the path. Refused (`UntrustedFileError`) when a component is a symbolic link or leaves
+    ``root``, and when the target exists but is not a regular file. A new file gets mode 0o644, a
+    replaced one keeps its mode.
+
+    Every folder below ``root`` is opened relative to the one above it without following a link, and
+    the file is created and renamed relative to its folder's descriptor: a folder swapped for a link
+    while this runs is refused, never written through. With ``exclusive``, a target that exists is a
+    `FileExistsError`; with ``lock``, the folder of the target is locked (``flock``) from that check to
+    the rename, so that two writers of one folder (two ``submit``) take turns. A file-system failure (a
+    full or read-only disk, a component that is a file) is an `OSError` naming the target; nothing is
+    left of the temporary file then."""
+    path = inside(root, relative)
+    parts = PurePath(relative).parts
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    try:
+        folder = _folder_inside(Path(root).resolve(), parts[:-1])
+        try:
+            if lock:
+                fcntl.flock(folder, fcntl.LOCK_EX)  # released when the descriptor closes
+            _replace_in(folder, parts[-1], path, raw, exclusive)
+        finally:
+            os.close(folder)
+    except OSError as error:
+        if error.errno is None or (error.filename is not None and os.path.isabs(os.fsdecode(error.filename))):
+            raise
+        # Named after the target: a name relative to a folder's descriptor (the temporary file's, a
+        # folder's) alone would not say where.
+        raise OSError(error.errno, error.strerror, str(path)) from None
+    return path

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import io
 import math
-from pathlib import Path
 from typing import Any
 
 from placement_gym.common.extras import require
-from placement_gym.common.untrusted import write_inside
 from placement_gym.leaderboard.ranking import Entry
 
 CURVES_DIR = "curves"
@@ -38,21 +36,23 @@ def curve_file_name(task_id: str) -> str:
     return task_id.replace("/", "_").replace(":", "_") + ".png"
 
 
-def save_png(figure: Any, path: str | Path, dpi: int) -> Path:
-    """Write the matplotlib ``figure`` as a PNG to ``path`` with `write_inside` (atomically, refusing a
-    symbolic link there: the leaderboard folder's images are never written through one); returns the
-    path written."""
+def figure_png(figure: Any, dpi: int) -> bytes:
+    """The matplotlib ``figure`` as PNG bytes, closed afterwards. Drawn in memory, so that ``render``
+    writes a file only once every figure is drawn and ``render --check`` compares bytes; the same
+    figure gives the same bytes (no time stamp, no version string)."""
+    import matplotlib.pyplot as plt
+
     buffer = io.BytesIO()
-    # No "Software" metadata: the PNG must not change with the matplotlib version string.
-    figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-    path = Path(path)
-    return write_inside(path.parent, path.name, buffer.getvalue())
+    try:
+        # No "Software" metadata: the PNG must not change with the matplotlib version string.
+        figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+    finally:
+        plt.close(figure)
+    return buffer.getvalue()
 
 
-def render_curves(
-    task_id: str, task_entries: list[Entry], lower_bound: float, best_known: float, path: str | Path
-) -> None:
-    """Draw ``task_entries``' curves of one task to ``path`` (module docstring)."""
+def curves_png(task_id: str, task_entries: list[Entry], lower_bound: float, best_known: float) -> bytes:
+    """The PNG of ``task_entries``' curves of one task (module docstring)."""
     matplotlib = require("matplotlib", "drawing the learning curves")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -98,5 +98,4 @@ def render_curves(
     axes.set_title(f"{task_id}: learning curves")
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     figure.tight_layout()
-    save_png(figure, path, dpi=90)
-    plt.close(figure)
+    return figure_png(figure, dpi=90)

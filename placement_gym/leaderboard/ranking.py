@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from placement_gym.leaderboard.submission import budget_label
@@ -127,13 +128,13 @@ def group_submissions(
             continue
         # The budget as text: None (the agent's default) and numbers are then one sortable kind.
         groups.setdefault((data["algorithm"], json.dumps(data.get("budget"))), []).append((source, data))
-    names = [algorithm for algorithm, _ in groups]
+    names = Counter(algorithm for algorithm, _ in groups)  # a count per name: linear in the groups
     result = []
     ordered = sorted(groups.items(), key=lambda item: (item[0][0], _budget_order(json.loads(item[0][1]))))
     for (algorithm, budget_text), members in ordered:
         members.sort(key=lambda member: member[0])
         budget = json.loads(budget_text)
-        label = algorithm if names.count(algorithm) == 1 else f"{algorithm} ({budget_label(budget)})"
+        label = algorithm if names[algorithm] == 1 else f"{algorithm} ({budget_label(budget)})"
         result.append(
             AlgorithmRuns(
                 label, tuple(s for s, _ in members), tuple(d for _, d in members), algorithm, budget

@@ -22,17 +22,18 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from placement_gym.common.extras import require
-from placement_gym.common.untrusted import inside, read_bytes, write_inside
+from placement_gym.common.untrusted import UntrustedFileError, inside, path_text, read_bytes, write_inside
 from placement_gym.leaderboard.curves import (
     CONSTRUCTIVE_EVALUATIONS,
     CURVES_DIR,
     curve_file_name,
-    render_curves,
-    save_png,
+    curves_png,
+    figure_png,
 )
 from placement_gym.leaderboard.generalisation import SPLITS, get_split
 from placement_gym.leaderboard.generalisation_page import PAGE_NAME as GEN_V2_PAGE
@@ -68,8 +69,14 @@ from placement_gym.leaderboard.suite import (
     Suite,
     get_suite,
 )
-from placement_gym.leaderboard.task_bounds import TaskBound, frozen_bounds, load_bounds
-from placement_gym.leaderboard.validate import SubmissionCheck, validate_submission
+from placement_gym.leaderboard.task_bounds import (
+    ImpossibleBound,
+    TaskBound,
+    frozen_bounds,
+    impossible_bounds,
+    load_bounds,
+)
+from placement_gym.leaderboard.validate import SubmissionCheck, add_entry_problems, validate_submission
 
 # Re-exported: the package's public names (placement_gym.leaderboard) and older imports read them here.
 __all__ = [
@@ -90,7 +97,7 @@ __all__ = [
 README_NAME = "README.md"
 CHART_NAME = "leaderboard.png"
 SUBMISSIONS_DIR = "submissions"
-# What `render --check` reads of the README it compares (the rendered one is about 100 kB).
+# What `render --check` reads of a page or image it compares (the README is about 100 kB, a PNG 50 kB).
 MAX_README_BYTES = 64 * 2**20
 # Submission file names appear in the README inside code spans: letters, digits and . _ - only.
 SAFE_FILE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.json"
@@ -173,7 +180,8 @@ def checked_submissions(directory: str | Path) -> list[tuple[str, dict]]:
 
 def _checked_files(directory: str | Path) -> list[tuple[str, bytes, dict]]:
     """`checked_submissions` with the bytes each file was parsed from (what a re-run record hashes)."""
-    failing, checked = [], []
+    failing: list[SubmissionCheck] = []
+    checks: list[tuple[str, bytes, SubmissionCheck]] = []
     for path in sorted(Path(directory).glob("*.json")):
         if not re.fullmatch(SAFE_FILE_NAME, path.name):
             failing.append(
@@ -191,14 +199,13 @@ def _checked_files(directory: str | Path) -> list[tuple[str, bytes, dict]]:
         except SubmissionError as error:
             failing.append(SubmissionCheck(str(path), [str(error)]))
             continue
-        check = validate_submission(data, str(path))
-        if not check.ok:
-            failing.append(check)
-        else:
-            checked.append((path.name, raw, resimulated(data, check)))
+        checks.append((path.name, raw, validate_submission(data, str(path))))
+    # A file that joins an entry declaring other fields than its files is refused with its entry.
+    add_entry_problems([check for _, _, check in checks])
+    failing += [check for _, _, check in checks if not check.ok]
     if failing:
         raise RenderRefused(failing)
-    return checked
+    return [(name, raw, resimulated(check.data, check)) for name, raw, check in checks]
 
 
 def _speedup_and_gap(entry: Entry) -> list[str]:
@@ -405,6 +412,17 @@ def _bounds_section(
     ]
 
 
+def refuse_impossible_bounds(bounds: dict[str, TaskBound], submissions: list[tuple[str, dict]],
+                             suite: Suite) -> None:
+    """Raise `ImpossibleBound` (one line) when a stored bound of ``suite`` is above the runtime of a
+    feasible placement among ``submissions`` (re-simulated, as `checked_submissions` returns them): no
+    page shows a "lower bound" that one of its own rows beats (`task_bounds.impossible_bounds`)."""
+    refuted = impossible_bounds(bounds, best_known_runtimes(submissions, suite))
+    if refuted:
+        more = f" (and {len(refuted) - 1} more)" if len(refuted) > 1 else ""
+        raise ImpossibleBound(f"not rendered: {refuted[0]}{more}")
+
+
 def split_verified(
     groups: list[AlgorithmRuns], verified: set[str] | None
 ) -> tuple[list[AlgorithmRuns], list[AlgorithmRuns]]:
@@ -450,7 +468,7 @@ def render_markdown(
     """The page text (`suite_page`: the README for the current suite) for ``submissions`` (as
     `checked_submissions` returns them), with the proven ``bounds`` per task (default: the suite's
     frozen lower bounds); ``verified``: the files whose budget is verified (`rerun_records`; None: all).
-    Checks nothing: use `render`, which validates first, to publish."""
+    Checks nothing: use `render`, which validates first (and `refuse_impossible_bounds`), to publish."""
     suite = get_suite(suite)
     page = suite_page(suite.version)
     bounds = frozen_bounds(suite) if bounds is None else bounds
@@ -646,8 +664,21 @@ def render_chart(
     submissions: list[tuple[str, dict]], path: str | Path, suite: str | Suite = CURRENT_SUITE,
     verified: set[str] | None = None,
 ) -> bool:
-    """Write a bar chart of the overall score per entry, one panel per budget track (entries whose
-    budget is verified, as in `render_markdown`), to ``path``; False when there is nothing."""
+    """Write the chart (`chart_png`) to ``path`` (`write_inside`: atomically, never through a link);
+    False when there is nothing to draw."""
+    png = chart_png(submissions, suite, verified)
+    if png is None:
+        return False
+    path = Path(path)
+    write_inside(path.parent, path.name, png)
+    return True
+
+
+def chart_png(
+    submissions: list[tuple[str, dict]], suite: str | Suite = CURRENT_SUITE, verified: set[str] | None = None
+) -> bytes | None:
+    """The PNG of a bar chart of the overall score per entry, one panel per budget track (entries whose
+    budget is verified, as in `render_markdown`); None when there is nothing."""
     suite = get_suite(suite)
     groups, _ = split_verified(group_submissions(submissions, suite), verified)
     tracks = [
@@ -655,7 +686,7 @@ def render_chart(
         for budget in TRACK_BUDGETS
     ]
     if not any(rows for _, rows in tracks):
-        return False
+        return None
     matplotlib = require("matplotlib", "drawing the plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -672,31 +703,23 @@ def render_chart(
         axes.set_xlabel("score (mean of best known / runtime)")
     figure.suptitle(f"placement-gym leaderboard, suite {suite.version}")
     figure.tight_layout()
-    save_png(figure, path, dpi=100)
-    plt.close(figure)
-    return True
+    return figure_png(figure, dpi=100)
 
 
 def render_all_curves(
-    submissions: list[tuple[str, dict]],
-    directory: str | Path,
-    bounds: dict[str, TaskBound],
-    suite: str | Suite = CURRENT_SUITE,
-) -> list[Path]:
-    """Draw every task's learning curves (`curves.render_curves`) in the suite's curves folder of
-    ``directory`` (`suite_page`); returns the files written."""
+    submissions: list[tuple[str, dict]], bounds: dict[str, TaskBound], suite: str | Suite = CURRENT_SUITE
+) -> dict[str, bytes]:
+    """Every task's learning curves (`curves.curves_png`), by their file names in a leaderboard folder
+    (in the suite's curves folder, `suite_page`)."""
     suite = get_suite(suite)
-    folder = inside(directory, suite_page(suite.version).curves)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = suite_page(suite.version).curves
     best_known = best_known_runtimes(submissions, suite)
-    written = []
     groups = group_submissions(submissions, suite)
-    for task_id, task_entries in entries(submissions, suite, groups).items():
-        if task_entries:
-            path = folder / curve_file_name(task_id)
-            render_curves(task_id, task_entries, bounds[task_id].value, best_known[task_id], path)
-            written.append(path)
-    return written
+    return {
+        f"{folder}/{curve_file_name(task_id)}": curves_png(task_id, task_entries, bounds[task_id].value,
+                                                           best_known[task_id])
+        for task_id, task_entries in entries(submissions, suite, groups).items() if task_entries
+    }
 
 
 def render(
@@ -711,47 +734,76 @@ def render(
     suite's ``bounds.json``, for the suite's tasks) and, with
     ``chart``, its chart and learning curves.
 
-    With ``check=True`` nothing is written; returns whether the pages (`page_names`) are up to date.
-    Otherwise writes and returns True. Nothing is read or written through a symbolic link
-    (`placement_gym.common.untrusted`): a link among the files and folders it reads or writes is an
-    `UntrustedFileError`."""
+    With ``check=True`` nothing is written; returns whether the pages (`page_names`) and, with ``chart``,
+    the chart and the curves are up to date (byte for byte). Otherwise draws everything in memory, then
+    writes it, the pages last (`render_pages`), and returns True. A folder without ``submissions/`` is
+    refused (`UntrustedFileError`) rather than rendered as an empty leaderboard. Nothing is read or
+    written through a symbolic link (`placement_gym.common.untrusted`): a link among the files and
+    folders it reads or writes is an `UntrustedFileError`; a file-system failure is an `OSError`."""
     return not render_pages(directory, (suite,), check, chart)
 
 
 def render_pages(
     directory: str | Path, suites: tuple[str, ...], check: bool = False, chart: bool = True
 ) -> list[str]:
-    """`render` for several suites, validating the submissions once: with ``check=True`` the names of
-    the pages that are stale or missing (nothing written), otherwise writes every page and returns []."""
+    """`render` for several suites, validating the submissions once: with ``check=True`` the names (in
+    the folder) of the pages, charts and curves that are stale or missing (nothing written), otherwise
+    writes them all and returns [].
+
+    Every file is drawn before the first is written, each is written atomically (`write_inside`), the
+    images before the pages: a render stopped or failed on the way leaves the old files, or new images
+    beside old pages, which ``--check`` reports stale."""
     directory = Path(directory)
     layouts = [suite_page(suite) for suite in suites]
     for suite, layout in zip(suites, layouts):
         for name in (SUBMISSIONS_DIR, *page_names(suite), layout.chart, layout.curves, RECORDS_NAME):
             inside(directory, name)  # before validating
+    _require_submissions_folder(directory)
     files = _checked_files(directory / SUBMISSIONS_DIR)
     submissions = [(name, data) for name, _, data in files]
-    verified = verified_files(read_records(directory), {name: raw for name, raw, _ in files})
-    stale = []
-    for suite, layout in zip(suites, layouts):
+    verified = verified_files(read_records(directory), {name: (raw, data) for name, raw, data in files})
+    images: dict[str, bytes] = {}
+    pages: dict[str, str] = {}
+    for suite in suites:
         ranked = get_suite(suite)
         bounds = load_bounds(directory, ranked)
-        pages = {layout.page: render_markdown(submissions, ranked, bounds, verified)}
+        refuse_impossible_bounds(bounds, submissions, ranked)
+        pages[suite_page(suite).page] = render_markdown(submissions, ranked, bounds, verified)
         if GEN_V2_PAGE in page_names(suite):
             pages[GEN_V2_PAGE] = render_generalisation_v2(submissions)
-        if check:
-            for name, text in pages.items():
-                page = inside(directory, name)
-                if not os.path.lexists(page):
-                    stale.append(name)
-                    continue
-                committed = read_bytes(page, MAX_README_BYTES, name, follow_symlinks=False)
-                # A checkout may turn line ends into CRLF (git's autocrlf); that is not a stale table.
-                if committed.decode("utf-8", "replace").replace("\r\n", "\n") != text:
-                    stale.append(name)
-            continue
-        for name, text in pages.items():
-            write_inside(directory, name, text)
         if chart:
-            render_chart(submissions, directory / layout.chart, ranked, verified)
-            render_all_curves(submissions, directory, bounds, ranked)
-    return stale
+            images.update(render_all_curves(submissions, bounds, ranked))
+            png = chart_png(submissions, ranked, verified)
+            if png is not None:
+                images[suite_page(suite).chart] = png
+    rendered = {**images, **pages}
+    if check:
+        return [name for name, data in rendered.items() if not _up_to_date(directory, name, data)]
+    for name, data in rendered.items():
+        write_inside(directory, name, data)
+    return []
+
+
+def _require_submissions_folder(directory: Path) -> None:
+    """`UntrustedFileError` unless ``directory`` holds a folder ``submissions/``: without one, `render`
+    would replace the pages by an empty leaderboard."""
+    try:
+        is_folder = stat.S_ISDIR(os.lstat(directory / SUBMISSIONS_DIR).st_mode)
+    except OSError:  # missing, or ``directory`` is not a folder
+        is_folder = False
+    if not is_folder:
+        raise UntrustedFileError(f"{path_text(directory)} is not a leaderboard folder: it has no folder "
+                                 f"{SUBMISSIONS_DIR}/ (a leaderboard folder is made with 'placement-gym "
+                                 "leaderboard init DIR'); nothing rendered")
+
+
+def _up_to_date(directory: Path, name: str, rendered: str | bytes) -> bool:
+    """Whether the file ``name`` of ``directory`` holds ``rendered`` (a page, or an image's bytes)."""
+    path = inside(directory, name)
+    if not os.path.lexists(path):
+        return False
+    committed = read_bytes(path, MAX_README_BYTES, name, follow_symlinks=False)
+    if isinstance(rendered, bytes):
+        return committed == rendered
+    # A checkout may turn line ends into CRLF (git's autocrlf); that is not a stale table.
+    return committed.decode("utf-8", "replace").replace("\r\n", "\n") == rendered

@@ -6,9 +6,10 @@ running the algorithm again with the entry's seed and budget shows it (`rerun.re
 entry's budget is **verified** when every file of the entry has a record here that
 
 * names the file and the SHA-256 of its bytes (editing the file, even by one byte, drops the record), and
-* lists at least one task whose re-run, with the agent an installed package provides through the
-  entry-point group ``placement_gym.agents`` at the file's seed and budget, reproduced the file's
-  placement bit for bit, its runtime, its evaluation count and its learning curve.
+* lists at least one task, every one a task of the file (`record_problems`: a record naming another
+  task is refused, not just ignored), whose re-run, with the agent an installed package provides
+  through the entry-point group ``placement_gym.agents`` at the file's seed and budget, reproduced the
+  file's placement bit for bit, its runtime, its evaluation count and its learning curve.
 
 A file gets its record from ``placement-gym leaderboard validate --rerun FILE --record``, which writes it
 only when the re-run reproduced. By default that re-runs every task of the file; ``--tasks`` names a
@@ -16,11 +17,13 @@ sample (the committed records re-ran each file's task of least recorded wall tim
 re-running every task of every entry takes about eleven CPU-hours on the development machine).
 
 ``placement-gym leaderboard reruns`` checks the records: every file hash, then a re-run of the recorded
-tasks of one file per entry (`sample_per_entry`: chosen by the hash of the entry's file hashes, so that
-any new or changed file of an entry draws the sample again), or of every record with ``--all``. CI runs
-the sample of a third of the entries a day (``--part day/3``, `entry_bucket`). The budget tracks rank
-only entries whose budget is verified; the others are shown in a table of their own, labelled unverified
-(their runtimes are still re-simulated).
+tasks of one file per entry (`sample_per_entry`: drawn with a seed from the operating system's random
+source, printed so that a run can be repeated with ``--seed``; a submitter can steer neither), or of
+every record with ``--all``; ``--since REF`` also re-runs every record that is new or changed since the
+records file of git revision REF (`records_at`, `changed_records`), which is how CI verifies a new
+file's record before it counts. CI runs the sample of a third of the entries a day (``--part day/3``,
+`entry_bucket`). The budget tracks rank only entries whose budget is verified; the others are shown in a
+table of their own, labelled unverified (their runtimes are still re-simulated).
 
 A record also names the ``platform`` it was made on (`this_platform`: the CPU maker and architecture).
 A learned agent trains with torch, whose float kernels (MKL's) take other paths on another maker's
@@ -36,6 +39,9 @@ import hashlib
 import json
 import os
 import platform
+import random
+import secrets
+import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -44,8 +50,9 @@ from pathlib import Path
 from placement_gym.common.untrusted import (
     UntrustedFileError,
     inside,
+    parse_json,
     path_text,
-    read_json,
+    read_bytes,
     shown,
     write_inside,
 )
@@ -54,6 +61,8 @@ RECORDS_NAME = "reruns.json"
 RECORDS_SCHEMA = 1
 # A record per submission file: far below the submission limit even for thousands of entries.
 MAX_RECORDS_BYTES = 4 * 2**20
+# git reads an old records file at once; a minute means something is wrong with the checkout.
+GIT_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -90,10 +99,15 @@ def read_records(directory: str | Path) -> dict[str, RerunRecord]:
     """The records of ``directory/reruns.json`` by file name ({} when there is no such file); raises
     `UntrustedFileError` naming the problem for a file that is malformed, a link or not a regular file."""
     path = inside(directory, RECORDS_NAME)
-    where = path_text(path)
     if not os.path.lexists(path):
         return {}
-    data = read_json(path, MAX_RECORDS_BYTES, "re-run records", max_depth=4, follow_symlinks=False)
+    raw = read_bytes(path, MAX_RECORDS_BYTES, "re-run records", follow_symlinks=False)
+    return parse_records(raw, path_text(path))
+
+
+def parse_records(raw: bytes, where: str) -> dict[str, RerunRecord]:
+    """The records in the bytes of a records file (`read_records`); ``where`` names it in errors."""
+    data = parse_json(raw, where, max_depth=4, max_bytes=MAX_RECORDS_BYTES)
     if not isinstance(data, dict) or data.get("schema") != RECORDS_SCHEMA or not isinstance(
             data.get("records"), dict):
         raise UntrustedFileError(f"{where}: expected {{\"schema\": {RECORDS_SCHEMA}, \"records\": "
@@ -128,27 +142,103 @@ def write_record(directory: str | Path, name: str, raw: bytes, tasks: Iterable[s
         os.close(folder)
 
 
-def verified_files(records: dict[str, RerunRecord], files: dict[str, bytes]) -> set[str]:
-    """The names among ``files`` ({file name: bytes}) whose record matches their bytes."""
-    return {name for name, raw in files.items()
-            if name in records and records[name].sha256 == file_sha256(raw)}
+def record_problems(records: dict[str, RerunRecord], files: dict[str, tuple[bytes, dict]]) -> list[str]:
+    """Why records among ``records`` that match their file's bytes (``files``: {file name: (bytes,
+    schema-checked submission)}) cannot stand: one that names a task the file does not hold (a re-run of
+    it proves nothing about the file). One line each; [] when there is none."""
+    problems = []
+    for name, (raw, data) in sorted(files.items()):
+        record = records.get(name)
+        if record is None or record.sha256 != file_sha256(raw):
+            continue
+        foreign = [task for task in record.tasks if task not in data["results"]]
+        if foreign:
+            problems.append(f"{RECORDS_NAME}: the record of {shown(name)} names {len(foreign)} task(s) the "
+                            f"file does not hold (first {shown(foreign[0])}); a record lists tasks of its "
+                            "file that 'validate --rerun FILE --record' reproduced")
+    return problems
+
+
+class ForgedRecord(UntrustedFileError):
+    """A record that matches its file's bytes but names a task the file does not hold."""
+
+
+def verified_files(records: dict[str, RerunRecord], files: dict[str, bytes | tuple[bytes, dict]]) -> set[str]:
+    """The names among ``files`` ({file name: bytes, or (bytes, submission)}) whose record matches their
+    bytes. Where the submissions are given, a matching record that names a task its file does not hold
+    is refused (`ForgedRecord`, the first of `record_problems`): such a record was not made by a re-run
+    of the file, and `render` publishes nothing beside it."""
+    parsed = {name: value for name, value in files.items() if isinstance(value, tuple)}
+    problems = record_problems(records, parsed)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ForgedRecord(f"{problems[0]}{more}")
+    verified = set()
+    for name, value in files.items():
+        raw = value[0] if isinstance(value, tuple) else value
+        if name in records and records[name].sha256 == file_sha256(raw):
+            verified.add(name)
+    return verified
+
+
+def new_seed() -> int:
+    """A seed for `sample_per_entry` from the operating system's random source (`secrets`), which no file
+    of the leaderboard can steer."""
+    return secrets.randbelow(2**32)
 
 
 def sample_per_entry(entries: dict[tuple, list[str]], records: dict[str, RerunRecord],
-                     part: tuple[int, int] | None = None) -> list[str]:
-    """One recorded file per entry (``entries``: {entry key: its file names}), chosen by the hash of the
-    entry's recorded file hashes: sorted by file name. Entries with no record are left out. ``part``
+                     part: tuple[int, int] | None = None, seed: int = 0) -> list[str]:
+    """One recorded file per entry (``entries``: {entry key: its file names}), drawn with ``seed``
+    (`new_seed`: the same seed draws the same files). Entries with no record are left out. ``part``
     ``(k, n)``: only the entries in bucket ``k`` of ``n`` (`entry_bucket`), so that a check split over
     ``n`` runs still re-runs every entry once."""
+    draw = random.Random(seed)
     chosen = []
     for key in sorted(entries, key=repr):
-        if part is not None and entry_bucket(key, part[1]) != part[0]:
-            continue
         names = sorted(n for n in entries[key] if n in records)
-        if names:
-            digest = hashlib.sha256("".join(records[n].sha256 for n in names).encode()).digest()
-            chosen.append(names[int.from_bytes(digest[:8], "big") % len(names)])
+        if not names:
+            continue
+        pick = names[draw.randrange(len(names))]  # drawn for every entry: a part keeps the whole draw's
+        if part is None or entry_bucket(key, part[1]) == part[0]:
+            chosen.append(pick)
     return sorted(chosen)
+
+
+def records_at(directory: str | Path, revision: str) -> dict[str, RerunRecord]:
+    """The records of ``directory``'s records file as git revision ``revision`` holds it ({} when the
+    revision has no such file). ValueError, one line, when git is missing, ``directory`` is not in a
+    git checkout or the revision is unknown."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run(["git", "-C", str(directory), *args], capture_output=True,
+                                  timeout=GIT_SECONDS, check=False)
+        except FileNotFoundError:
+            raise ValueError("--since needs git, which is not installed") from None
+        except subprocess.TimeoutExpired:
+            raise ValueError(f"--since: git took over {GIT_SECONDS} s to answer") from None
+
+    if git("rev-parse", "--is-inside-work-tree").returncode != 0:
+        raise ValueError(f"--since: {path_text(Path(directory))} is not in a git checkout")
+    if revision.startswith("-") or git("rev-parse", "--verify", "--quiet",
+                                       f"{revision}^{{commit}}").returncode != 0:
+        raise ValueError(f"--since: {shown(revision)} is no commit of this git checkout")
+    spec = f"{revision}:./{RECORDS_NAME}"  # ./: relative to the leaderboard folder, wherever it is
+    if git("cat-file", "-e", spec).returncode != 0:
+        return {}
+    size = git("cat-file", "-s", spec)
+    if size.returncode != 0 or int(size.stdout or 0) > MAX_RECORDS_BYTES:  # before reading it
+        raise ValueError(f"--since: {RECORDS_NAME} of {shown(revision)} cannot be read or is over "
+                         f"{MAX_RECORDS_BYTES:,} bytes")
+    blob = git("cat-file", "blob", spec)
+    if blob.returncode != 0:
+        raise ValueError(f"--since: {RECORDS_NAME} of {shown(revision)} cannot be read")
+    return parse_records(blob.stdout, f"{RECORDS_NAME} of {shown(revision)}")
+
+
+def changed_records(before: dict[str, RerunRecord], now: dict[str, RerunRecord]) -> list[str]:
+    """The names of the records of ``now`` that ``before`` lacks or holds otherwise."""
+    return sorted(name for name, record in now.items() if before.get(name) != record)
 
 
 def entry_bucket(key: tuple, buckets: int) -> int:

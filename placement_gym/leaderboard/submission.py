@@ -47,15 +47,19 @@ A submission comes from a stranger's pull request, so it is read as untrusted in
   most `MAX_NESTING` levels deep (checked, in linear time, before parsing, which recurses), with no
   duplicate keys, no NaN or infinite numbers and no integer of more than `MAX_INT_DIGITS` digits, read
   by `placement_gym.common.untrusted` (the project's one reader of files from users);
-* ``algorithm`` matches `NAME_PATTERN` (letters, digits and ``. _ + -``, at most 64 characters, starting
-  with a letter or digit), ``suite`` `SUITE_PATTERN` and ``package_version`` `VERSION_PATTERN`;
+* ``algorithm`` matches `NAME_PATTERN` (letters, digits and ``. _ -``, at most 64 characters, starting
+  with a letter or digit: already in the form `submission_filename` writes, so that two names never map
+  to one file name), ``suite`` `SUITE_PATTERN` and ``package_version`` `VERSION_PATTERN`;
 * free text (authors, description, hardware, task ids, op and device names) is length-limited
   (`TEXT_LIMITS`) and printable (Python's `str.isprintable`: no control, format, private-use or
   unassigned character; line breaks and tabs only in ``description``); it is escaped wherever it is
   rendered;
 * ``link`` is null or an ``http://`` / ``https://`` URL with no spaces, quotes or angle brackets;
-* counts (``seed``, ``budget``, ``evaluations``) are integers from 0 to 2**63 - 1; ``runtime`` and
-  ``measured_runtime`` are finite and positive, ``wall_s`` finite and not negative;
+* ``seed`` is an integer from 0 to 2**63 - 1; evaluation counts (``budget``, ``evaluations``,
+  ``pretraining.evaluations``) from 0 to `MAX_EVALUATIONS`; ``runtime`` and ``measured_runtime`` are
+  finite and positive, wall times (``wall_s``, ``pretraining.wall_s``) from 0 to `MAX_WALL_S` seconds,
+  and a declared pre-training of E evaluations took at least E x `MIN_SECONDS_PER_EVALUATION` seconds
+  (what the harness can count: no simulation is faster);
 * ``trace`` has at most `MAX_TRACE_POINTS` ``[evaluations, runtime]`` pairs, evaluations rising from 1
   to at most the result's ``evaluations``, runtimes finite, positive and falling.
 
@@ -95,7 +99,8 @@ MAX_FILE_BYTES = 16 * 2**20
 MAX_NESTING = 8
 # Every integer of the schema is a count of at most 2**63 - 1, which has 19 digits.
 MAX_INT_DIGITS = 19
-NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
+# The characters `submission_filename` keeps as they are: a name in this form is its own file name.
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 SUITE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}"
 VERSION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}"
 TEXT_LIMITS = {
@@ -105,6 +110,13 @@ TEXT_LIMITS = {
 MAX_AUTHORS = 32
 MAX_LIST = 1000  # tasks in ``results`` or ``trained_on``
 MAX_COUNT = 2**63 - 1
+# The longest committed run took 14,120 s on one task and the largest budget is 10**6 evaluations per
+# task: 10**7 s (116 days) and 10**12 evaluations leave a wide margin and keep every figure short.
+MAX_WALL_S = 1e7
+MAX_EVALUATIONS = 10**12
+# The fastest committed entry spends 55 us per evaluation and the fastest simulation of a suite task takes
+# a few us: a wall time under 1 us per evaluation is not a measurement.
+MIN_SECONDS_PER_EVALUATION = 1e-6
 # A trace is thinned to the last improvement per 1/50 of a decade of evaluations (`thin_trace`): at most
 # 50 points per decade, 350 up to 10**7 evaluations.
 MAX_TRACE_POINTS = 1000
@@ -164,17 +176,27 @@ def _check_fields(data: dict, required: dict, where: str) -> None:
         _check_type(data[name], kind, where, name)
 
 
-def _check_count(value: Any, where: str, name: str) -> None:
+def _check_count(value: Any, where: str, name: str, limit: int = MAX_COUNT) -> None:
     _check_type(value, int, where, name)
-    if not 0 <= value <= MAX_COUNT:
-        raise SubmissionError(f"{where}: field {name!r} is {value}; allowed: an integer from 0 to 2**63 - 1")
+    if not 0 <= value <= limit:
+        most = "2**63 - 1" if limit == MAX_COUNT else f"{limit:.0e}".replace("e+", "e")
+        raise SubmissionError(f"{where}: field {name!r} is {value}; allowed: an integer from 0 to {most}")
 
 
-def _check_seconds(value: Any, where: str, name: str, positive: bool) -> None:
+def _check_evaluations(value: Any, where: str, name: str) -> None:
+    _check_count(value, where, name, MAX_EVALUATIONS)
+
+
+def _check_seconds(value: Any, where: str, name: str, positive: bool, limit: float = math.inf) -> None:
     _check_type(value, (int, float), where, name)
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+    if not math.isfinite(value) or value < 0 or (positive and value == 0) or value > limit:
         allowed = "a finite number > 0" if positive else "a finite number >= 0"
+        allowed += "" if limit == math.inf else f" and at most {limit:g}"
         raise SubmissionError(f"{where}: field {name!r} is {value!r}; allowed: {allowed}")
+
+
+def _check_wall(value: Any, where: str, name: str) -> None:
+    _check_seconds(value, where, name, positive=False, limit=MAX_WALL_S)
 
 
 def _check_pattern(value: Any, where: str, name: str, pattern: str, description: str) -> None:
@@ -245,7 +267,8 @@ def check_header(data: Any, where: str = "submission") -> None:
     _check_pattern(data["package_version"], where, "package_version", VERSION_PATTERN,
                    "a version such as 0.1.0 (letters, digits and . + _ -, at most 64 characters)")
     _check_pattern(data["algorithm"], where, "algorithm", NAME_PATTERN,
-                   "letters, digits and . _ + - (at most 64 characters, starting with a letter or digit)")
+                   "letters, digits and . _ - (at most 64 characters, starting with a letter or digit; "
+                   "the name is its file name's)")
     if len(data["authors"]) > MAX_AUTHORS:
         raise SubmissionError(f"{where}: 'authors' lists {len(data['authors'])} names; at most {MAX_AUTHORS}")
     for i, author in enumerate(data["authors"]):
@@ -254,7 +277,7 @@ def check_header(data: Any, where: str = "submission") -> None:
     check_link(data.get("link"), where)
     _check_count(data["seed"], where, "seed")
     if data.get("budget") is not None:
-        _check_count(data["budget"], where, "budget")
+        _check_evaluations(data["budget"], where, "budget")
     track = data.get("track", "cost_model")
     if track not in TRACKS:
         raise SubmissionError(f"{where}: unknown track {shown(track)}; allowed: {', '.join(TRACKS)}")
@@ -276,7 +299,8 @@ def check_header(data: Any, where: str = "submission") -> None:
 
 def check_pretraining(value: Any, where: str = "submission") -> None:
     """Raise `SubmissionError` unless ``value`` is the ``pretraining`` object of the schema: evaluations
-    (a count), wall_s (finite, >= 0), machine (one line of text) and counted (`PRETRAINING_COUNTED`)."""
+    (a count up to `MAX_EVALUATIONS`), wall_s (0 to `MAX_WALL_S`, at least `MIN_SECONDS_PER_EVALUATION`
+    per evaluation), machine (one line of text) and counted (`PRETRAINING_COUNTED`)."""
     fields = {"evaluations": int, "wall_s": (int, float), "machine": str, "counted": str}
     if not isinstance(value, dict):
         raise SubmissionError(f"{where}: field 'pretraining' must be an object with {', '.join(fields)} "
@@ -284,8 +308,13 @@ def check_pretraining(value: Any, where: str = "submission") -> None:
     if set(value) != set(fields):
         raise SubmissionError(f"{where}: field 'pretraining' has {', '.join(map(shown, sorted(value)))}; "
                               f"it needs exactly {', '.join(fields)}")
-    _check_count(value["evaluations"], where, "pretraining.evaluations")
-    _check_seconds(value["wall_s"], where, "pretraining.wall_s", positive=False)
+    _check_evaluations(value["evaluations"], where, "pretraining.evaluations")
+    _check_wall(value["wall_s"], where, "pretraining.wall_s")
+    if value["wall_s"] < value["evaluations"] * MIN_SECONDS_PER_EVALUATION:
+        # Counted by the harness or declared, each evaluation is a simulation of some us at least.
+        raise SubmissionError(f"{where}: field 'pretraining.wall_s' is {value['wall_s']!r} s for "
+                              f"{value['evaluations']} evaluations; allowed: at least "
+                              f"{MIN_SECONDS_PER_EVALUATION:g} s per evaluation (no simulation is faster)")
     check_text(value["machine"], where, "pretraining.machine", "machine")
     if value["counted"] not in PRETRAINING_COUNTED:
         raise SubmissionError(f"{where}: field 'pretraining.counted' is {shown(value['counted'])}; allowed: "
@@ -300,8 +329,8 @@ def check_result(result: Any, where: str = "result") -> None:
     _check_fields(result, REQUIRED_RESULT_FIELDS, where)
     check_text(result["graph_sha256"], where, "graph_sha256", "graph_sha256")
     _check_seconds(result["runtime"], where, "runtime", positive=True)
-    _check_count(result["evaluations"], where, "evaluations")
-    _check_seconds(result["wall_s"], where, "wall_s", positive=False)
+    _check_evaluations(result["evaluations"], where, "evaluations")
+    _check_wall(result["wall_s"], where, "wall_s")
     if result.get("measured_runtime") is not None:
         _check_seconds(result["measured_runtime"], where, "measured_runtime", positive=True)
     if result.get("trace") is not None:

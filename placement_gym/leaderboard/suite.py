@@ -41,6 +41,7 @@ tasks with v1's figures, plus `V2_NEW_TASKS`), frozen and validated, each ranked
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -171,11 +172,16 @@ class Suite:
     def task_ids(self) -> tuple[str, ...]:
         return tuple(t.task_id for t in self.tasks)
 
+    @functools.cached_property
+    def _by_id(self) -> dict[str, SuiteTask]:
+        # A dict, not a scan: validation looks up every task of every file (gen-v2 has 300 tasks).
+        return {suite_task.task_id: suite_task for suite_task in self.tasks}
+
     def get(self, task_id: str) -> SuiteTask:
         """The suite task of ``task_id``, or a ValueError naming the suite's tasks."""
-        for suite_task in self.tasks:
-            if suite_task.task_id == task_id:
-                return suite_task
+        found = self._by_id.get(task_id)
+        if found is not None:
+            return found
         raise ValueError(
             f"task {task_id!r} is not in suite {self.version}; its tasks are: {', '.join(self.task_ids)}"
         )

@@ -9,6 +9,13 @@ take an LP solve per task, too slow to run on every render, so they are computed
 current code proves. The bound shown for a task is the larger of the frozen one and the stored one
 (both are proofs, so the larger is one too).
 
+A stored bound is a file a pull request can edit, so it is checked twice. Too high: `render` and
+`validate` refuse a bound above the re-simulated runtime of any feasible submitted placement of its task
+(`impossible_bounds`; no feasible placement can beat a lower bound). Too low (or any other change):
+``bounds --check`` recomputes it; ``bounds --check --part day/3`` recomputes a third of the tasks of the
+suites named, split by their estimated cost (`cost_parts`), so that CI recomputes every stored bound
+every three days.
+
 File format::
 
     {"suite": "v1", "tasks": {"<task id>": {"bound": 0.61, "source": "lp", "arguments": {"lp": 0.61, ...}}}}
@@ -23,11 +30,12 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from placement_gym.common.untrusted import inside, read_json, write_inside
-from placement_gym.leaderboard.suite import CURRENT_SUITE, SUITES, Suite
+from placement_gym.common.untrusted import UntrustedFileError, inside, read_json, write_inside
+from placement_gym.leaderboard.suite import CURRENT_SUITE, SUITES, Suite, SuiteTask
 
 BOUNDS_NAME = "bounds.json"
 # About 600 bytes per task: room for suites of thousands of tasks.
@@ -47,6 +55,8 @@ class TaskBound:
     value: float
     source: str
     arguments: dict[str, float] = field(default_factory=dict)
+    # The bounds file it was read from ("": the suite's frozen bound), for messages.
+    stored_in: str = field(default="", compare=False)
 
 
 def bounds_name(suite_version: str) -> str:
@@ -70,7 +80,8 @@ def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:
     the same task in any suite). A malformed file is a ValueError naming what is wrong."""
     bounds = frozen_bounds(suite)
     names = dict.fromkeys((bounds_name(suite.version), BOUNDS_NAME))
-    for stored in (_stored_bounds(directory, name) for name in names):
+    for name in names:
+        stored = _stored_bounds(directory, name)
         if stored is None:
             continue
         if stored["suite"] == suite.version:
@@ -83,7 +94,7 @@ def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:
         for task_id, entry in stored["tasks"].items():
             if task_id in same and entry["bound"] > bounds[task_id].value:
                 arguments = {**bounds[task_id].arguments, **entry["arguments"]}
-                bounds[task_id] = TaskBound(entry["bound"], entry["source"], arguments)
+                bounds[task_id] = TaskBound(entry["bound"], entry["source"], arguments, name)
     return bounds
 
 
@@ -162,15 +173,93 @@ def check_bounds(
     if stored is None or stored["suite"] != suite.version:
         return []
     fresh = compute_bounds(suite if task_ids is None else suite.subset(task_ids), progress)["tasks"]
+    return _differences(stored, suite, fresh)
+
+
+def _differences(stored: dict, suite: Suite, fresh: dict) -> list[str]:
+    """Where the stored bounds file of ``suite`` differs from the ``fresh`` bounds (task id: entry of
+    `compute_bounds`) of the tasks recomputed."""
+    name = bounds_name(suite.version)
     problems = [f"{task_id}: no stored bound" for task_id in fresh if task_id not in stored["tasks"]]
     for task_id, entry in stored["tasks"].items():
         if task_id not in suite.task_ids:
             problems.append(f"{task_id}: not a task of suite {suite.version}")
-        elif task_id not in fresh:
-            continue
-        elif not math.isclose(entry["bound"], fresh[task_id]["bound"], rel_tol=BOUND_RTOL):
-            problems.append(
-                f"{task_id}: stored bound {entry['bound']:.9g} s, "
-                f"the code proves {fresh[task_id]['bound']:.9g} s"
-            )
+        elif task_id in fresh and not math.isclose(entry["bound"], fresh[task_id]["bound"],
+                                                     rel_tol=BOUND_RTOL):
+            problems.append(f"{task_id}: stored bound {entry['bound']:.9g} s in {name}, "
+                            f"the code proves {fresh[task_id]['bound']:.9g} s")
     return problems
+
+
+def task_cost(suite_task: SuiteTask) -> int:
+    """The estimated cost of proving ``suite_task``'s bound: the ops of its compiled task (forward,
+    backward and update ops). The load LP and the energetic bound grow with them: v1's 13 tasks of at
+    most 5,074 ops take about 30 s together, the 103,202-op inference task some 15 minutes."""
+    return int(suite_task.task().n_ops)
+
+
+def cost_parts(tasks: Sequence[SuiteTask], parts: int,
+               cost: Callable[[SuiteTask], int] = task_cost) -> list[list[SuiteTask]]:
+    """``tasks`` split into ``parts`` lists of about equal total ``cost``: the costliest first, each to
+    the part with the least so far (ties: the lower part), so the result depends only on the tasks."""
+    costs = {t.task_id: cost(t) for t in tasks}
+    split: list[list[SuiteTask]] = [[] for _ in range(parts)]
+    loads = [0] * parts
+    for suite_task in sorted(tasks, key=lambda t: (-costs[t.task_id], t.task_id)):
+        lightest = loads.index(min(loads))
+        split[lightest].append(suite_task)
+        loads[lightest] += costs[suite_task.task_id]
+    return split
+
+
+def stored_tasks(directory: str | Path, suites: Sequence[Suite]) -> list[SuiteTask]:
+    """The tasks of ``suites`` that have a bounds file in ``directory`` (each task once: a task two suites
+    hold with the same fingerprint is proven once for both), in the suites' order."""
+    tasks: dict[SuiteTask, None] = {}
+    for suite in suites:
+        stored = _stored_bounds(directory, bounds_name(suite.version))
+        if stored is not None and stored["suite"] == suite.version:
+            tasks.update(dict.fromkeys(suite.tasks))
+    return list(tasks)
+
+
+def check_bounds_part(directory: str | Path, suites: Sequence[Suite], part: tuple[int, int],
+                      progress=None) -> tuple[list[SuiteTask], list[str]]:
+    """Recompute the tasks of part ``part`` = (k, n) of `cost_parts` over the `stored_tasks` of
+    ``suites`` and compare them with every bounds file of ``suites`` that stores them (`check_bounds`).
+    Returns the tasks recomputed and the problems (one line each)."""
+    chosen = cost_parts(stored_tasks(directory, suites), part[1])[part[0]]
+    fresh: dict[SuiteTask, dict | None] = {}
+    for suite_task in chosen:
+        if progress is not None:
+            progress(suite_task.task_id)
+        one = Suite(suite_task.task_id, (suite_task,))
+        fresh[suite_task] = compute_bounds(one)["tasks"].get(suite_task.task_id)
+    problems = []
+    for suite in suites:
+        stored = _stored_bounds(directory, bounds_name(suite.version))
+        if stored is None or stored["suite"] != suite.version:
+            continue
+        mine = {t.task_id: fresh[t] for t in suite.tasks if t in fresh and fresh[t] is not None}
+        problems += _differences(stored, suite, mine)
+    return chosen, problems
+
+
+def impossible_bounds(bounds: dict[str, TaskBound], runtimes: dict[str, float]) -> list[str]:
+    """One line per task whose bound (``bounds``, `load_bounds`) is above ``runtimes[task]``, the best
+    re-simulated runtime of a feasible submitted placement of it (NaN: none): no feasible placement can
+    be faster than a lower bound, so the stored figure is no bound (beyond `BOUND_RTOL`)."""
+    problems = []
+    for task_id, bound in bounds.items():
+        runtime = runtimes.get(task_id, math.nan)
+        if bound.value > runtime * (1 + BOUND_RTOL):
+            problems.append(f"{bound.stored_in or 'the suite'}: the lower bound of {task_id} is "
+                            f"{bound.value:.9g} s, above the {runtime:.9g} s a submitted feasible placement "
+                            "runs in (re-simulated): it is no lower bound; recompute it with 'placement-gym "
+                            "leaderboard bounds'")
+    return problems
+
+
+class ImpossibleBound(UntrustedFileError):
+    """A stored bound above a runtime the leaderboard re-simulated (`impossible_bounds`)."""
+

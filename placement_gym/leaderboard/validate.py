@@ -15,7 +15,12 @@ Besides the re-simulation, the fields of a result must agree with each other and
 lower bound, ``trained_on_task`` says whether the task was evaluated, evaluations stay within the
 declared budget, the wall time is at least `MIN_SECONDS_PER_EVALUATION` per evaluation and a measured
 (real-hardware) runtime at least `MIN_MEASURED_RUNTIME`. A `TaskCheck` carries the re-simulated
-runtime and feasibility: those, never the file's claims, are what the leaderboard ranks."""
+runtime and feasibility: those, never the file's claims, are what the leaderboard ranks.
+
+Files of one entry (same suite, track, algorithm and budget: `entry_key`) are one row of the tables, so
+they must declare the same fields but their seed (`entry_problems`): a file that joins an entry under
+its name with other declarations is refused, as is an algorithm whose name differs from another's
+only in letter case (their file names would be one on a case-insensitive file system)."""
 
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from placement_gym.cost_model import simulate
 from placement_gym.evaluation.placements import placement_problems
 from placement_gym.leaderboard.generalisation import SPLITS, result_problems, trained_on_problems
 from placement_gym.leaderboard.submission import (
+    MIN_SECONDS_PER_EVALUATION,
     SubmissionError,
     check_result,
     check_schema,
@@ -47,9 +53,6 @@ from placement_gym.leaderboard.suite import (
 RUNTIME_RTOL = 1e-6
 # Where a retired suite's submissions are kept, beside submissions/ in the leaderboard folder.
 RETIRED_DIR = "retired"
-# The fastest committed entry spends 55 us per evaluation and the fastest simulation of a suite task takes
-# a few us: a wall time under 1 us per evaluation is not a measurement.
-MIN_SECONDS_PER_EVALUATION = 1e-6
 # A training step or an inference of any suite graph launches hundreds of kernels, each of some us.
 MIN_MEASURED_RUNTIME = 1e-5
 
@@ -72,6 +75,8 @@ class SubmissionCheck:
     source: str
     problems: list[str] = field(default_factory=list)
     tasks: list[TaskCheck] = field(default_factory=list)
+    # The schema-checked submission (None when it could not be read): what the checks across files use.
+    data: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -161,6 +166,7 @@ def validate_submission(data: object, source: str = "submission") -> SubmissionC
     except SubmissionError as error:
         check.problems.append(str(error))
         return check
+    check.data = data
     version = data["suite"]
     if version in RETIRED_SUITES:
         check.problems.append(f"suite {version} is retired ({RETIRED_SUITES[version]}); accepted suites: "
@@ -204,3 +210,61 @@ def validate_file(path: str | Path) -> SubmissionCheck:
         check.problems.append(str(error))
         return check
     return validate_submission(data, str(path))
+
+
+# Declared fields every file of one entry states alike: all but the seed, the description (it may name
+# the seed) and the pre-training's figures (each seed pre-trains on its own) besides those below.
+ENTRY_FIELDS = ("schema", "package_version", "authors", "link", "hardware", "trained_on")
+PRETRAINING_ENTRY_FIELDS = ("counted", "machine")
+
+
+def entry_key(data: dict) -> tuple[str, str, str, str]:
+    """The entry a schema-checked submission belongs to: (suite, track, algorithm, budget as JSON)."""
+    budget = data.get("budget")
+    return data["suite"], data.get("track", "cost_model"), data["algorithm"], "null" if budget is None \
+        else str(budget)
+
+
+def _declared(data: dict) -> dict:
+    """The fields of ``data`` that every file of its entry must declare alike (`ENTRY_FIELDS`)."""
+    pretraining = data.get("pretraining") or {}
+    return {**{name: data.get(name) for name in ENTRY_FIELDS},
+            **{f"pretraining.{name}": pretraining.get(name) for name in PRETRAINING_ENTRY_FIELDS}}
+
+
+def entry_problems(submissions: list[tuple[str, dict]]) -> dict[str, str]:
+    """{source: the one-line reason} for each of ``submissions`` (source, schema-checked data, in the
+    order given: the first file of an entry is its reference) that declares another value than the first
+    file of its entry (`entry_key`) in a field of `ENTRY_FIELDS`, or whose algorithm differs from an
+    earlier one's only in letter case. Linear in the files."""
+    first: dict[tuple, tuple[str, dict]] = {}
+    spelling: dict[str, str] = {}
+    problems: dict[str, str] = {}
+    for source, data in submissions:
+        algorithm = data["algorithm"]
+        known = spelling.setdefault(algorithm.casefold(), algorithm)
+        if known != algorithm:
+            problems[source] = (f"algorithm {shown(algorithm)} differs from {shown(known)} only in letter "
+                                "case; on a case-insensitive file system their files would be one")
+            continue
+        reference = first.setdefault(entry_key(data), (source, _declared(data)))
+        declared = _declared(data)
+        differing = next((name for name in declared if declared[name] != reference[1][name]), None)
+        if differing is not None:
+            problems[source] = (f"declares {differing} {shown(declared[differing])} where "
+                                f"{shown(reference[0], 80)} of the same entry (suite, track, algorithm, "
+                                f"budget) declares {shown(reference[1][differing])}; a file that joins an "
+                                "entry differs from its other files only in seed, description, pre-training "
+                                "figures and results")
+    return problems
+
+
+def add_entry_problems(checks: list[SubmissionCheck], others: list[tuple[str, dict]] = ()) -> None:
+    """Add to each of ``checks`` (those that could be read) its `entry_problems`, judged among the
+    checked files and ``others`` (source, schema-checked data: files already in the leaderboard, which
+    come first, so that a new file is judged against the entry it joins)."""
+    mine = [(check.source, check.data) for check in checks if check.data is not None]
+    problems = entry_problems([*others, *mine])
+    for check in checks:
+        if check.source in problems:
+            check.problems.append(problems[check.source])
