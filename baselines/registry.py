@@ -111,9 +111,12 @@ def register(
     return decorate
 
 
-def load_agents() -> None:
-    """Import every module of `AGENT_MODULES`, so that each registers its agents."""
+def load_agents(until: str | None = None) -> None:
+    """Import the modules of `AGENT_MODULES` in order, so that each registers its agents: all of them, or
+    only up to the one that registers ``until`` (so that asking for `heft` does not import torch)."""
     for module in AGENT_MODULES:
+        if until is not None and until in _AGENTS:
+            return
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as error:
@@ -199,7 +202,7 @@ def get_agent(name: str) -> Agent:
             raise ValueError("agent 'single:<device>' needs a device name, such as single:gpu:0")
         return _simple(name)
     if name not in _AGENTS:
-        load_agents()
+        load_agents(until=name if isinstance(name, str) else None)
     if name not in _AGENTS:
         reason = missing_agents().get(name) if isinstance(name, str) else None
         if reason is not None:

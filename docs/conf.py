@@ -7,6 +7,7 @@ Build it (warnings are errors; the CI runs the same line):
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -89,29 +90,78 @@ def _docstring_to_rest(app, what, name, obj, options, lines):
     lines[:] = converted
 
 
-# Pages link to repository files outside docs/ (the leaderboard's table, an experiment's README) with
-# relative links, which work on GitHub. The site holds only docs/, so such a link is shown as the
-# file's path in the repository instead.
-_MARKDOWN_LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
+# Pages link to repository files outside docs/ (the leaderboard's tables, an experiment's README) with
+# relative links, which work on GitHub. The site shows those Markdown files too: a page under
+# docs/results/ includes each (`{include}`), so the file stays the one source of its text. A link to a
+# file shown that way, written in a page or in an included file, goes to its page on the site; a link
+# to another file (an image, a script, a data file) is rewritten relative to the page that shows it, so
+# that the site copies the file (images into _images, others as downloads); a folder with no page of
+# its own is shown as its path in the repository.
+_MARKDOWN_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+_INCLUDE = re.compile(r"^```\{include\}\s+(\S+)", re.M)
 SOURCE_DIR = Path(__file__).resolve().parent
 
 
-def _outside_links_to_paths(app, docname, source):
-    here = (SOURCE_DIR / docname).parent
+def shown_files() -> dict[Path, Path]:
+    """Each repository file outside docs/ that a page of the site includes, and that page."""
+    shown = {}
+    for page in SOURCE_DIR.rglob("*.md"):
+        if "_build" in page.relative_to(SOURCE_DIR).parts:
+            continue
+        for target in _INCLUDE.findall(page.read_text(encoding="utf-8")):
+            path = (page.parent / target).resolve()
+            if not path.is_relative_to(SOURCE_DIR):
+                shown[path] = page
+    return shown
 
+
+SHOWN = shown_files()
+
+
+def site_target(target: str, source: Path, page: Path) -> str | None:
+    """Where a relative link ``target``, written in the repository file ``source``, points from the
+    site's page ``page`` (a file under docs/): the page that shows the file it names, or that file
+    relative to ``page``; None for a folder with no page (shown as its path). Addresses, anchors and
+    links that leave the repository are kept as written."""
+    if "://" in target or target.startswith(("#", "mailto:")):
+        return target
+    name, hash_, anchor = target.partition("#")
+    path = (source.parent / name).resolve()
+    if not path.is_relative_to(ROOT):
+        return target
+    if path.is_dir() and path / "README.md" in SHOWN:
+        path = path / "README.md"
+    if path.is_dir() and not path.is_relative_to(SOURCE_DIR):
+        return None
+    path = SHOWN.get(path, path)
+    return os.path.relpath(path, page.parent) + hash_ + anchor
+
+
+def with_site_links(text: str, source: Path, page: Path) -> str:
+    """``text`` of the repository file ``source`` with its relative links made to work on ``page``."""
     def replace(match):
-        text, target = match.groups()
-        if "://" in target or target.startswith(("#", "mailto:")):
-            return match.group(0)
-        path = (here / target.split("#", 1)[0]).resolve()
-        if path.is_relative_to(SOURCE_DIR) or not path.is_relative_to(ROOT):
-            return match.group(0)
-        shown = path.relative_to(ROOT).as_posix() + ("/" if path.is_dir() else "")
-        return text if text.strip("`") == shown else f"{text} (`{shown}`)"
+        bang, label, target = match.groups()
+        moved = site_target(target, source, page)
+        if moved is None:
+            shown = (source.parent / target.split("#")[0]).resolve().relative_to(ROOT).as_posix() + "/"
+            return label if label.strip("`") == shown else f"{label} (`{shown}`)"
+        return f"{bang}[{label}]({moved})"
 
-    source[0] = _MARKDOWN_LINK.sub(replace, source[0])
+    return _MARKDOWN_LINK.sub(replace, text)
+
+
+def _page_links(app, docname, source):
+    page = Path(app.env.doc2path(docname))
+    source[0] = with_site_links(source[0], page, page)
+
+
+def _included_links(app, relative_path, parent_docname, content):
+    included = (SOURCE_DIR / relative_path).resolve()
+    if included in SHOWN:
+        content[0] = with_site_links(content[0], included, SHOWN[included])
 
 
 def setup(app):
     app.connect("autodoc-process-docstring", _docstring_to_rest)
-    app.connect("source-read", _outside_links_to_paths)
+    app.connect("source-read", _page_links)
+    app.connect("include-read", _included_links)

@@ -205,3 +205,50 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+# --- the quick tier: `pytest -m quick`, a check of the common paths in a few minutes -------------------
+# For each package of placement_gym and baselines, the test modules (or single tests, `file::test`) that
+# exercise it, chosen for their speed: 1 to 2 minutes for all of them on a 2-core machine under load
+# (docs/contributing.md has the measurements). Each test they name that is not marked slow gets the
+# `quick` marker as it is collected; a marker selects only under `-m`, so plain `pytest` (README's
+# command, and CI) runs exactly what it ran before. tests/test_quick_tier.py checks that every package
+# has an entry here, that each entry's module imports its package, and that `pytest -m quick` selects
+# them.
+QUICK_TIER: dict[str, tuple[str, ...]] = {
+    "placement_gym": ("tests/test_env.py",),
+    "placement_gym.calibration": ("tests/test_calibration.py",),
+    "placement_gym.cli": ("tests/test_cli.py",),
+    "placement_gym.cluster": ("tests/test_cluster.py",),
+    "placement_gym.common": ("tests/test_untrusted_files.py",),
+    "placement_gym.cost_model": ("tests/test_cost_model.py",),
+    "placement_gym.datasets": ("tests/test_datasets.py",),
+    "placement_gym.envs": ("tests/test_env.py",),
+    "placement_gym.evaluation": ("tests/test_evaluator_protocol.py",),
+    "placement_gym.export": ("tests/test_export.py",),
+    "placement_gym.export.models": ("tests/test_export.py",),
+    "placement_gym.graph": ("tests/test_onnx_import.py",),
+    "placement_gym.leaderboard": ("tests/test_leaderboard.py",),
+    "placement_gym.real": ("tests/test_real_executor.py",),
+    "placement_gym.task": ("tests/test_task_identity.py",),
+    "baselines": ("tests/test_baselines.py",),
+    # the whole module resumes four learned agents (about 25 s): the refusal and the counter's arithmetic
+    "baselines.leaderboard_fill": (
+        "tests/test_fill_resume.py::test_the_fill_refuses_checkpoints_for_an_agent_that_keeps_none",
+        "tests/test_fill_resume.py::test_a_counter_resumed_from_what_a_stopped_run_counted_reads_as_one_run",
+    ),
+    "baselines.learning": ("tests/test_learning.py",),
+}
+QUICK_NODES = frozenset(entry for entries in QUICK_TIER.values() for entry in entries)
+
+
+def in_quick_tier(nodeid: str) -> bool:
+    """Whether a test's node id (``tests/x.py::Class::test[param]``) falls under an entry of `QUICK_TIER`:
+    its module, its class or the test itself, whatever its parameters."""
+    parts = nodeid.split("[", 1)[0].split("::")
+    return any("::".join(parts[:k]) in QUICK_NODES for k in range(1, len(parts) + 1))
+
+
+def pytest_itemcollected(item):
+    if item.get_closest_marker("slow") is None and in_quick_tier(item.nodeid):
+        item.add_marker(pytest.mark.quick)

@@ -203,3 +203,46 @@ def test_speed_figures_sit_under_the_speed_heading():
     page = _page("cost_model.md")
     speed = page[page.index("\n## Speed\n"):]
     assert "`placement-gym bench`" in speed and "| layered, 100k forward ops |" in speed
+
+
+# --- the site carries the leaderboard and the experiments; every relative link works there ------------
+
+
+def _site_config():
+    """docs/conf.py as a module (its link rewriting is what the site's pages are built with)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_conf", DOCS / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    return conf
+
+
+def _pages() -> list[Path]:
+    return sorted(page for page in DOCS.rglob("*.md") if "_build" not in page.relative_to(DOCS).parts)
+
+
+def test_every_leaderboard_and_experiment_page_is_shown_on_the_site():
+    shown = set(_site_config().SHOWN)
+    assert shown == {*ROOT.glob("leaderboard/*.md"), *ROOT.glob("experiments/**/README.md")}
+    assert all(page.is_relative_to(DOCS) for page in _site_config().SHOWN.values())
+
+
+def test_every_relative_link_of_the_site_resolves_to_a_page_or_a_file():
+    conf = _site_config()
+    sources = [(page, page) for page in _pages()] + list(conf.SHOWN.items())
+    for source, page in sources:
+        text = conf.with_site_links(source.read_text(encoding="utf-8"), source, page)
+        for target in re.findall(r"!?\[[^\]]*\]\(([^)\s]+)\)", text):
+            if "://" in target or target.startswith(("#", "mailto:")):
+                continue
+            path = (page.parent / target.split("#")[0]).resolve()
+            assert path.is_file() and path.is_relative_to(ROOT), (source, target)
+            assert path.suffix != ".md" or path.is_relative_to(DOCS), (source, target, "no page")
+
+
+def test_no_line_of_a_page_starts_a_stray_plus_bullet():
+    # "+" at the start of a wrapped line starts a bullet list mid-sentence; the pages' lists use "-".
+    for page in _pages():
+        prose = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        assert not re.search(r"^\s*\+ ", prose, re.M), page

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from placement_gym.common.extras import MissingExtraError, require
+from placement_gym.common.extras import MissingExtraError, install_command, require
 
 # Runs a snippet with some modules made unimportable (None in sys.modules makes `import` fail).
 _BLOCKED = """
@@ -39,7 +41,7 @@ def test_the_python_api_names_the_extra_when_torch_is_missing(code, extra):
     done = _run(["torch"], code)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert f"needs torch, which is not installed: pip install 'placement-gym[{extra}]'" in last, done.stderr
+    assert f"needs torch, which is not installed: {install_command(extra)}" in last, done.stderr
 
 
 def test_the_cost_model_env_needs_no_torch():
@@ -47,3 +49,9 @@ def test_the_cost_model_env_needs_no_torch():
                            "env = gym.make('DevicePlacement-v0', graph='cifar10_cnn', cluster='k80x2')\n"
                            "env.reset(seed=0); env.step(env.action_space.sample()); print('ok')")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_install_hint_names_this_checkout_not_the_package_index():
+    # The tests run from a checkout (the package is not on the package index): the hint installs it.
+    root = Path(__file__).resolve().parents[1]
+    assert install_command("baselines") == f"cd {shlex.quote(str(root))} && pip install -e '.[baselines]'"

@@ -122,7 +122,6 @@ def test_cold_numba_cache_is_announced(capsys, monkeypatch, tmp_path):
     from placement_gym.cli import first_run
 
     cold = first_run._cache_is_cold
-    monkeypatch.setattr(first_run, "_is_terminal", lambda: True)
     monkeypatch.setattr(first_run, "_announced", False)
     monkeypatch.setattr(first_run, "_cache_is_cold", lambda: True)
     first_run.announce_compile()
@@ -133,15 +132,21 @@ def test_cold_numba_cache_is_announced(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(first_run, "_cache_is_cold", lambda: False)
     first_run.announce_compile()
     assert capsys.readouterr().err == ""
-    # The cache test itself: cold with empty cache folders, warm once numba's index of the kernel is there.
+    # The cache test itself: cold with empty cache folders, warm once numba's index of the kernel is where
+    # numba looks: next to the kernels, or $NUMBA_CACHE_DIR alone when it is set.
     monkeypatch.setattr(first_run, "_COST_MODEL_DIR", tmp_path / "cost_model")
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cold()
     python = f"py{sys.version_info[0]}{sys.version_info[1]}"
     index = tmp_path / "cost_model" / "__pycache__" / f"fast._run-182.{python}.nbi"
     index.parent.mkdir(parents=True)
     index.write_bytes(b"")
+    assert not cold()
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    assert cold()
+    (tmp_path / "numba" / "cost_model_0").mkdir(parents=True)
+    (tmp_path / "numba" / "cost_model_0" / index.name).write_bytes(b"")
     assert not cold()
 
 

@@ -35,7 +35,8 @@ def test_evaluate_names_the_simple_lower_bound(capsys):
     assert bare_lower_bounds(out) == []
 
 
-def test_demo_names_the_simple_lower_bound(capsys):
+def test_demo_names_the_simple_lower_bound(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the header on one line (at 80 it wraps over four)
     assert main(["demo", "--samples", "4", "--out", "none"]) == 0
     out = capsys.readouterr().out
     assert "simple lower bound" in out

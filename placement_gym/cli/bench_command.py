@@ -12,8 +12,10 @@ from placement_gym.cli.bench import (
     DEFAULT_BATCH,
     DEFAULT_IMPORT_SIZES,
     DEFAULT_SIZES,
+    STARTUP_COMMANDS,
     BenchRow,
     ImportRow,
+    StartupRow,
     bench_targets,
     describe_load,
     describe_machine,
@@ -21,6 +23,7 @@ from placement_gym.cli.bench import (
     machine_description,
     run_bench,
     run_import_bench,
+    run_startup_bench,
 )
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
@@ -85,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"at the start: {describe_load(machine['load_average'], cores)}", file=stream, flush=True)
     if args.import_scaling is not None:
         return _run_import(args, stream, machine)
+    if args.startup is not None:
+        return _run_startup(args, stream, machine)
     rows = run_bench(_names(args.graphs), args.sizes, repeats=args.repeats, seconds=args.seconds,
                      batch=args.batch, seed=args.seed, progress=_Progress(),
                      incremental_moves=args.incremental_moves or 0, incremental_from=args.incremental_from,
@@ -149,6 +154,49 @@ def _run_import(args: argparse.Namespace, stream, machine: dict) -> int:
     )
     print(end_load)
     return 0
+
+
+def _startup_progress(i: int, total: int, name: str, row: StartupRow | None) -> None:
+    """A line on stderr before and after each command: a cold run that compiles takes a minute or more."""
+    if row is None:
+        print(f"[{i + 1}/{total}] {name}: a cold run (empty caches: the first command compiles the numba "
+              "kernels, up to a minute or two), then the warm runs ...", file=sys.stderr, flush=True)
+    else:
+        print(f"[{i + 1}/{total}] {name}: cold {row.cold_s:.2f} s, warm {row.warm_s:.2f} s",
+              file=sys.stderr, flush=True)
+
+
+def _run_startup(args: argparse.Namespace, stream, machine: dict) -> int:
+    cores = machine["usable_cores"]
+    rows = run_startup_bench(args.startup, args.repeats, progress=_startup_progress)
+    end = load_average()
+    end_load = f"at the end: {describe_load(end, cores)}"
+    if args.json:
+        print(end_load, file=stream)
+        print_json({"machine": machine, "load_average_end": end, "rows": [row.to_dict() for row in rows]})
+    else:
+        print_table(
+            ["command", "cold s", "warm s", "warm median s", "target s", "exit"],
+            [[r.command, f"{r.cold_s:.2f}", f"{r.warm_s:.2f}", f"{r.warm_median_s:.2f}",
+              f"<= {r.target_s:g}", f"{r.exit_code}" + ("" if r.ok else " (unexpected)")] for r in rows],
+            numeric=[False, True, True, True, True, True],
+            title=f"startup: wall time of a fresh process (warm: least of {args.repeats} runs after the cold "
+                  "one; targets: warm, on an idle 2-core machine)")
+        print(end_load)
+    if not all(row.ok for row in rows):
+        print("warning: a command ended with an unexpected exit code (marked in the exit column)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _startup_names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    wrong = [name for name in names if name not in STARTUP_COMMANDS]
+    if wrong or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected some of {','.join(STARTUP_COMMANDS)} (comma-separated), got {text!r}")
+    return names
 
 
 def _check(rows: list[BenchRow]) -> int:
@@ -219,6 +267,14 @@ def add_parser(subparsers: Subcommands) -> None:
                              "simulator on the same rows and placements in a subprocess, in rounds "
                              "alternating with this one, and report its ns per op, against / ours, and "
                              "whether the runtimes are bit for bit the same")
+    parser.add_argument("--startup", type=_startup_names, nargs="?", const=list(STARTUP_COMMANDS),
+                        default=None, metavar="COMMANDS",
+                        help="instead of the simulators, time how long a user waits for a command: the wall "
+                             "time of a fresh process running it, once cold (numba's and placement-gym's "
+                             "caches empty, in temporary folders) and --repeats times warm, for "
+                             f"{', '.join(STARTUP_COMMANDS)} (comma-separated; default all): --help, "
+                             "evaluate --graph inception_v3 --agent heft, and the same with a misspelled "
+                             "graph name")
     parser.add_argument("--json", action="store_true",
                         help="print JSON instead of a table: {machine, load_average_end, rows} "
                              "(docs/cost_model.md#speed lists every key; progress goes to stderr)")

@@ -9,9 +9,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from placement_gym.cli.output import fmt_bytes, print_json, print_table
+from placement_gym.cli.output import fmt_bytes, print_json, print_table, print_text
 from placement_gym.cli.subcommands import Subcommands
 from placement_gym.cluster import PRESETS, load_cluster
+from placement_gym.common.extras import install_command
 from placement_gym.graph import bundled, bundled_graph_names, load_graph
 from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY, OnnxImport, import_onnx
 from placement_gym.task.ids import HASH_DIGITS, graph_id
@@ -170,8 +171,7 @@ MACHINE_CLUSTERS: dict[str, str] = {
               "each, with fixed per-core estimates (the same figures on every machine); runs anywhere, "
               "for --reward-mode real, profile and fidelity (cpu2: two devices)",
     "local": "this machine's CPU (cpu:0, all its cores) and every CUDA device torch finds (gpu:0...), "
-             "with figures measured on this machine when first loaded (needs torch: "
-             "pip install 'placement-gym[real]')",
+             "with figures measured on this machine when first loaded (needs torch, the real extra)",
 }
 
 
@@ -244,7 +244,7 @@ def agent_rows() -> list[dict[str, Any]]:
     from placement_gym.evaluation.placements import SIMPLE_AGENT_DESCRIPTIONS
 
     rows = {name: {"name": name, "kind": "heuristic", "default_budget": None, "budget_unit": None,
-                   "extra": None, "installed": True, "description": text}
+                   "extra": None, "installed": True, "missing": None, "description": text}
             for name, text in SIMPLE_AGENT_DESCRIPTIONS.items()}
     for row in agents.describe_agents():
         rows.setdefault(row["name"], row)  # the core's simple agents keep the core's facts
@@ -259,6 +259,15 @@ def _budget_text(row: dict[str, Any]) -> str:
     return f"{number} {row['budget_unit'] or ''}".strip()
 
 
+def _needs_text(row: dict[str, Any]) -> str:
+    """What an agent needs beyond the core: ``-``, ``baselines extra``, or for an agent not
+    installed what is missing, ``torch (baselines extra)``."""
+    extra = f"{row['extra']} extra" if row["extra"] else ""
+    if row["installed"]:
+        return extra or "-"
+    return f"{row.get('missing') or 'not installed'}" + (f" ({extra})" if extra else "")
+
+
 def run_agents(args: argparse.Namespace) -> int:
     from placement_gym.evaluation import agents
 
@@ -268,15 +277,17 @@ def run_agents(args: argparse.Namespace) -> int:
         return 0
     print_table(
         ["agent", "kind", "default budget", "needs", "description"],
-        [[r["name"], r["kind"] or "?", _budget_text(r),
-          (f"[{r['extra']}] extra" if r["extra"] else "-") + ("" if r["installed"] else " (not installed)"),
-          r["description"] or ""] for r in rows],
+        [[r["name"], r["kind"] or "?", _budget_text(r), _needs_text(r), r["description"] or ""]
+         for r in rows],
         numeric=[False, False, True, False, False],
         title=f"{len(rows)} agents (evaluate --agent NAME; --budget N overrides the default budget)",
     )
+    if not all(r["installed"] for r in rows):
+        extras = sorted({r["extra"] for r in rows if not r["installed"] and r["extra"]})
+        print_text(f"To install what is missing: {'; '.join(install_command(e) for e in extras)}")
     note = agents.providers().note()
     if note:
-        print(f"agent providers that did not load{note.removeprefix('; could not load')}")
+        print_text(f"agent providers that did not load{note.removeprefix('; could not load')}")
     return 0
 
 
@@ -310,8 +321,9 @@ def run_datasets(args: argparse.Namespace) -> int:
         title=f"{len(rows)} datasets (held-out families are the test-families split; "
               "placement-gym datasets --build NAME builds a manifest)",
     )
-    print(f"Cluster family {clusters.FAMILY}: {clusters.TRAIN_CLUSTERS:,} train and "
-          f"{clusters.TEST_CLUSTERS:,} test clusters of 2 to 16 devices (placement_gym.datasets.clusters)")
+    print_text(f"Cluster family {clusters.FAMILY}: {clusters.TRAIN_CLUSTERS:,} train and "
+               f"{clusters.TEST_CLUSTERS:,} test clusters of 2 to 16 devices "
+               "(placement_gym.datasets.clusters)")
     return 0
 
 

@@ -26,9 +26,12 @@ DEFAULT_CLUSTER = "k80x4"
 def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     """--graph, --cluster, --objective."""
     parser.add_argument("--graph", default=DEFAULT_GRAPH,
-                        help=f"bundled graph name or path to an ONNX file (default: {DEFAULT_GRAPH})")
+                        help=f"bundled graph name (placement-gym graphs), a dataset graph "
+                        f"'<dataset>:<id>' such as synthetic-v1:regal-17 (placement-gym datasets) or path "
+                        f"to an ONNX file (default: {DEFAULT_GRAPH})")
     parser.add_argument("--cluster", default=DEFAULT_CLUSTER,
-                        help=f"cluster preset or path to a cluster JSON file (default: {DEFAULT_CLUSTER})")
+                        help=f"cluster preset (placement-gym clusters), a family cluster 'random-v1:<k>' "
+                        f"such as random-v1:3, or path to a cluster JSON file (default: {DEFAULT_CLUSTER})")
     parser.add_argument("--objective", default="train_step",
                         help=f"{' or '.join(OBJECTIVES)} (default: train_step)")
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from placement_gym.cli.common import add_optimizer_argument
-from placement_gym.cli.output import print_json, print_table
+from placement_gym.cli.output import print_json, print_table, print_text
 from placement_gym.cli.subcommands import Subcommands
 from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
 
@@ -65,16 +65,17 @@ def run_demo(args: argparse.Namespace) -> int:
         title=f"Training steps on {args.cluster}: simulated runtime, "
         "speedup over the best single device that fits",
     )
-    print(
-        f"\nDevicePlacement-v0 on cifar10_cnn / k80x2, one random action: reward {episode['reward']:.3f} "
+    print()
+    print_text(
+        f"DevicePlacement-v0 on cifar10_cnn / k80x2, one random action: reward {episode['reward']:.3f} "
         f"(runtime {episode['runtime'] * 1e3:.1f} ms, "
         f"best single device {episode['best_single_runtime'] * 1e3:.1f} ms)"
     )
     if picture:
         shown = "HEFT" if any(r["agent"] == "HEFT" for r in rows) else f"the best of {args.samples} random"
-        print(f"Schedules of the best single device and {shown} on inception_v3 / {args.cluster}, "
-              f"one time axis: {picture}")
-    print(
+        print_text(f"Schedules of the best single device and {shown} on inception_v3 / {args.cluster}, "
+                   f"one time axis: {picture}")
+    print_text(
         f"Done in {result['wall_s']:.1f} s. "
         "Next: placement-gym evaluate --help, placement-gym bench, README.md."
     )

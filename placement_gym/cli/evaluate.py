@@ -83,7 +83,7 @@ def all_agents_report(args: argparse.Namespace) -> list[dict[str, Any]]:
     task = task_from_args(args)
     chosen = agents.agents_for_all(task)
     if chosen is None:
-        raise ValueError("--agent all needs the baselines package (pip install placement-gym[baselines])")
+        raise ValueError(f"--agent all needs the baselines package: {agents.baselines_hint()}")
     names = task.cluster.device_names
     rows = []
     # Progress on stderr, one line per agent as it ends: the whole run takes tens of seconds.

@@ -32,7 +32,7 @@ def add_parser(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "export-graphs", help="regenerate the bundled ONNX graphs from their torch definitions",
         description="Export weight-free ONNX graphs from the plain-torch model definitions and update "
-                    "manifest.json (needs the export extra: pip install 'placement-gym[export]').")
+                    "manifest.json (needs the export extra).")
     parser.add_argument("--names", nargs="+", metavar="NAME", help="graphs to export (default: all)")
     parser.add_argument("--out", metavar="DIR",
                         help="output folder (default: the source checkout's graphs/ when run from one; "

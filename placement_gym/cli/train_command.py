@@ -37,6 +37,7 @@ from placement_gym.cli.common import (
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import graph_and_model
 from placement_gym.cli.subcommands import Subcommands
+from placement_gym.common.extras import install_command
 from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
 from placement_gym.cost_model import single_device
 from placement_gym.evaluation.agents import find_trainer
@@ -147,7 +148,7 @@ def run_train(args: argparse.Namespace) -> int:
     except ImportError as error:  # torch for the real devices: training needs the baselines extra anyway
         if "pip install" in str(error):
             raise
-        raise ImportError(f"{error}: pip install 'placement-gym[baselines]'") from None
+        raise ImportError(f"{error}: {install_command('baselines')}") from None
     mode = "" if args.reward_mode == "cost_model" else f"-{args.reward_mode}"
     out = (
         Path(args.out).expanduser()
@@ -290,8 +291,8 @@ def add_parser(subparsers: Subcommands) -> None:
         help="also log the curve for TensorBoard in DIR/<agent>-<graph>-<cluster>-<objective>[-<reward mode>]"
         "-s<seed>: best "
         "runtime so far, mean runtime and the agent's own scalars (mean reward, loss...) per update, "
-        "evaluations, and the reference runtimes (needs torch and tensorboard: pip install "
-        "'placement-gym[baselines]'); view with tensorboard --logdir DIR",
+        "evaluations, and the reference runtimes (needs torch and tensorboard: the baselines extra); view "
+        "with tensorboard --logdir DIR",
     )
     parser.add_argument(
         "--resume",

@@ -48,3 +48,18 @@ def unknown_name(what: str, name: object, choices: Iterable[str], allowed: str |
     hint = f"; did you mean {guess!r}?" if guess is not None else ";"
     quoted = f"{name[:MAX_SHOWN_NAME]!r}... ({len(name):,} characters)" if long else repr(name)
     return f"unknown {what} {quoted}{hint} allowed: {', '.join(choices) if allowed is None else allowed}"
+
+
+# The names the task builders (`placement_gym.task.named`) take beyond the loaders' own; the loaders'
+# errors, a layer below the datasets, cannot list them, so the task builders add them.
+DATASET_GRAPH_NAMES = "a dataset graph '<dataset>:<graph id>' (synthetic-v1:regal-17; placement-gym datasets)"
+FAMILY_CLUSTER_NAMES = "a family cluster 'random-v1:<k>' (random-v1:3)"
+
+
+def also_allowed(error: ValueError, what: str, more: str) -> ValueError:
+    """``error`` (of its own type) with ``more`` added to what its ``allowed:`` list accepts when it
+    is `unknown_name`'s error of a ``what``; ``error`` itself otherwise (a file that would not load)."""
+    message = str(error)
+    if not message.startswith(f"unknown {what} ") or "allowed: " not in message:
+        return error
+    return type(error)(f"{message}, or {more}")

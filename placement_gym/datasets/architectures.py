@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placement_gym.export import MISSING_EXTRA_MESSAGE
-from placement_gym.graph.onnx_import import import_own_model
 from placement_gym.graph.opgraph import OpGraph
 
 Inputs = tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape, "float32" | "int64")
@@ -37,7 +35,11 @@ def require_export_extra(purpose: str) -> None:
         import onnxscript  # noqa: F401
         import torch  # noqa: F401
     except ImportError:
-        raise ImportError(f"{purpose}: {MISSING_EXTRA_MESSAGE}") from None
+        # Imported here, as onnx below: importing onnx costs a second, and most commands build no graph.
+        from placement_gym.common.extras import install_command
+        from placement_gym.export import MISSING_EXTRA_MESSAGE
+
+        raise ImportError(f"{purpose}: {MISSING_EXTRA_MESSAGE}: {install_command('export')}") from None
 
 
 def export_graph(spec: ModelSpec, name: str) -> OpGraph:
@@ -47,6 +49,7 @@ def export_graph(spec: ModelSpec, name: str) -> OpGraph:
     import torch
 
     from placement_gym.export.onnx_export import export_module
+    from placement_gym.graph.onnx_import import import_own_model
 
     dtypes = {"float32": torch.float32, "int64": torch.int64}
     with torch.device("meta"):

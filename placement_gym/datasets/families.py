@@ -41,7 +41,6 @@ import numpy as np
 
 from placement_gym.datasets.architectures import ARCHITECTURES, architecture_builder, worker_setup
 from placement_gym.datasets.builder import GraphBuilder
-from placement_gym.datasets.unrolled import unrolled_builder
 from placement_gym.graph.opgraph import OpGraph
 
 
@@ -241,6 +240,18 @@ def enas_rnn_graph(params: dict[str, Any], seed: int, name: str) -> OpGraph:
     return builder.build()
 
 
+def _unrolled(kind: str) -> Callable[[dict[str, Any], int, str], OpGraph]:
+    """`placement_gym.datasets.unrolled.unrolled_builder` of ``kind``, its module (which imports onnx, a
+    second or more) imported when a graph is built, not when the families are listed."""
+
+    def build(params: dict[str, Any], seed: int, name: str) -> OpGraph:
+        from placement_gym.datasets.unrolled import unrolled_builder
+
+        return unrolled_builder(kind)(params, seed, name)
+
+    return build
+
+
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
@@ -253,8 +264,8 @@ FAMILIES: dict[str, Family] = {
           for name, (description, _) in ARCHITECTURES.items()),
         Family("gnmt-tf", "unrolled", "GNMT unrolled at TensorFlow's granularity: 14 element-wise ops an "
                "LSTM cell, attention at every target step (placement_gym.datasets.unrolled)",
-               unrolled_builder("gnmt")),
+               _unrolled("gnmt")),
         Family("rnnlm-tf", "unrolled", "RNN language model unrolled at TensorFlow's granularity "
-               "(placement_gym.datasets.unrolled)", unrolled_builder("rnnlm")),
+               "(placement_gym.datasets.unrolled)", _unrolled("rnnlm")),
     )
 }

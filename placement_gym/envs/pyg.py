@@ -28,8 +28,8 @@ one observation. The project's own GNN agents read their inputs through it.
 
 There is no observation wrapper: a ``Data`` is not a gymnasium space, so a wrapper returning one
 would break every check and vector env that reads ``observation_space``. Convert inside the policy
-instead. A random GCN policy playing one episode of the staged env (``pip install
-'placement-gym[pyg]'``)::
+instead. A random GCN policy playing one episode of the staged env (the ``pyg`` extra, as
+``placement-gym agents`` or an ImportError says to install it)::
 
     import gymnasium as gym
     import torch
@@ -65,10 +65,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium.spaces import GraphInstance
 
+from placement_gym.common.extras import install_command
+
 if TYPE_CHECKING:
     from torch_geometric.data import Batch, Data
 
-INSTALL_HINT = "pip install 'placement-gym[pyg]'"
 
 # The dict-mode keys a conversion reads and their shapes (a batched observation adds a leading axis).
 # A name stands for a size that must agree across keys; the extra keys of a dict observation are ignored.
@@ -96,7 +97,7 @@ def _torch_geometric():
     except ImportError as error:
         raise ImportError(
             f"placement_gym.envs.pyg needs torch and torch_geometric ({error.name} is missing): "
-            f"{INSTALL_HINT}"
+            f"{install_command('pyg')}"
         ) from error
     return torch, Data, Batch
 

@@ -30,7 +30,9 @@ The entry point names an object (an instance, or a module of functions) with the
 ``describe() -> Mapping[str, Mapping]``
     What ``placement-gym agents`` lists of each agent: name -> ``kind`` (`AGENT_KINDS`),
     ``default_budget`` and ``budget_unit`` (None for an agent that takes no budget), ``extra`` (the
-    pip extra it needs, or None), and optionally ``installed`` and ``description``.
+    pip extra it needs, or None), and optionally ``installed``, ``missing`` (for an agent not
+    installed: the modules it lacks, such as ``"torch"``) and ``description`` (what the agent does,
+    installed or not: ``placement-gym agents`` shows what is missing in a column of its own).
 ``trainable() -> Sequence[str]`` and ``trainer(name) -> Callable | None``
     The learned agents ``train --agent NAME`` trains, and the function that trains one:
     ``train(task, budget, *, seed, out_dir, resume, progress, threads, evaluator)`` returning a
@@ -55,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from placement_gym.common.extras import install_command
 from placement_gym.common.names import unknown_name
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.task.compiled import Task
@@ -63,7 +66,18 @@ AGENT_GROUP = "placement_gym.agents"
 
 Agent = Callable[[Task, int, "int | None"], Any]  # agent(task, seed, budget) -> result with .placement
 
-INSTALL_HINT = "pip install 'placement-gym[baselines]'"
+
+
+def baselines_hint() -> str:
+    """The command that installs the baselines extra where the user is (`install_command`)."""
+    return install_command("baselines")
+
+
+def __getattr__(name: str) -> str:
+    # ``INSTALL_HINT``: `baselines_hint`, computed when first read (it looks for the checkout).
+    if name == "INSTALL_HINT":
+        return baselines_hint()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -146,7 +160,7 @@ def unavailable_agents() -> dict[str, str]:
 
 
 AGENT_KINDS = ("heuristic", "search", "learned", "pretrained")
-_FACT_KEYS = ("kind", "default_budget", "budget_unit", "extra", "installed", "description")
+_FACT_KEYS = ("kind", "default_budget", "budget_unit", "extra", "installed", "missing", "description")
 
 
 def describe_agents() -> list[dict[str, Any]]:
@@ -170,9 +184,9 @@ def unknown_agent_error(name: str, known: list[str], note: str = "") -> ValueErr
     """The error of an agent name no provider knows: a guess at the name meant, the known names,
     ``note`` (such as the providers that did not load) and the agents that are not installed."""
     missing = unavailable_agents()
-    allowed = ", ".join(known) or f"none installed ({INSTALL_HINT})"
+    allowed = ", ".join(known) or f"none installed ({baselines_hint()})"
     if missing:
-        allowed += f"; not installed: {', '.join(missing)} ({INSTALL_HINT})"
+        allowed += f"; not installed: {', '.join(missing)} ({baselines_hint()})"
     return ValueError(unknown_name("agent", name, [*known, *missing], allowed + note))
 
 
@@ -272,7 +286,7 @@ def leaderboard_agent(name: str) -> Agent:
     raise ValueError(
         f"no agent provider of entry-point group {AGENT_GROUP} knows algorithm {name!r} "
         f"(providers: {known}{found.note()}; a provider leaves out agents whose optional dependencies are "
-        f"missing, such as the learned agents without torch: {INSTALL_HINT})"
+        f"missing, such as the learned agents without torch: {baselines_hint()})"
     )
 
 
@@ -298,7 +312,7 @@ def find_trainer(name: str) -> Callable[..., Any]:
     if not names:
         detail = ", ".join([*found.unloadable, *refused]) or (
             f"no provider of entry-point group {AGENT_GROUP} trains agents")
-        raise ImportError(f"training needs the baselines extra: {INSTALL_HINT} ({detail})")
+        raise ImportError(f"training needs the baselines extra: {baselines_hint()} ({detail})")
     if refused:
         # A provider would train it with its optional dependencies installed: say what to install
         # rather than call it unknown.

@@ -25,6 +25,7 @@ from typing import Any
 
 import onnx
 
+from placement_gym.common.extras import install_command
 from placement_gym.export.weight_free import PARAMETERS_KEY, make_weight_free
 
 REPO_GRAPHS_DIR = Path(__file__).resolve().parents[2] / "graphs"
@@ -33,7 +34,7 @@ OPSET = 20  # Gelu and LayerNormalization are plain ONNX ops at opset 20.
 # The largest constant (elements) folding may make in the long-sequence LLM graphs: their rotary angle
 # tables (4,096 positions x 64 frequencies) stay ops (Range, Mul, Cos, Sin) rather than 1 MB constants.
 LLM_FOLD_LIMIT = 1024
-MISSING_EXTRA_MESSAGE = "the export extra is needed: pip install 'placement-gym[export]'"
+MISSING_EXTRA_MESSAGE = "the export extra is needed"  # followed by `install_command("export")`
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,7 @@ def _require_export_extra() -> None:
         import onnxscript  # noqa: F401
         import torch  # noqa: F401
     except ImportError as error:
-        raise ImportError(MISSING_EXTRA_MESSAGE) from error
+        raise ImportError(f"{MISSING_EXTRA_MESSAGE}: {install_command('export')}") from error
 
 
 def _example_inputs(spec: GraphSpec) -> tuple[Any, ...]:

@@ -2,20 +2,31 @@
 
 In an installed wheel they live in ``placement_gym/_graphs/`` (see pyproject's force-include); in a
 source checkout or an editable install, in ``<repo>/graphs/``.
+
+Importing onnx (and ml_dtypes through it) costs a second or more, so a bundled graph, once imported, is
+kept as a stored graph (`placement_gym.graph.stored`) under ``$PLACEMENT_GYM_OUTPUT/cache/graphs/``: a
+later process reads it in milliseconds without importing onnx. Its name holds the ONNX file's sha256
+(checked against the manifest before every use) and a fingerprint of the importer (the sources of this
+folder, the onnx and numpy versions), so a changed file or importer never reads a stale graph; reading
+checks the stored content hash, and a file that fails it is imported again.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
+import sys
+import warnings
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from placement_gym.common.names import unknown_name
-from placement_gym.common.paths import is_file
-from placement_gym.graph.onnx_import import graph_from_onnx
+from placement_gym.common.paths import is_file, output_root
 from placement_gym.graph.opgraph import OpGraph
+from placement_gym.graph.stored import read_graph, write_graph
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
@@ -67,11 +78,80 @@ def bundled_onnx_file(graph: OpGraph) -> Path | None:
     return None
 
 
+@functools.cache
+def importer_fingerprint() -> str:
+    """A digest of what decides the graph an ONNX file imports to: the sources of this folder (the importer
+    and the cost formulas) and the onnx, numpy and Python versions."""
+    digest = hashlib.sha256()
+    for source in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    for package in ("onnx", "numpy"):
+        try:
+            digest.update(f"{package}={metadata.version(package)};".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{package}=?;".encode())
+    digest.update(f"python={sys.version_info[:2]}".encode())
+    return digest.hexdigest()[:16]
+
+
+def bundled_cache_dir() -> Path:
+    """Where imported bundled graphs are kept (see the module's docstring)."""
+    return output_root() / "cache" / "graphs"
+
+
+def _cached_path(name: str, sha256: str) -> Path:
+    return bundled_cache_dir() / f"{name}-{sha256[:16]}-{importer_fingerprint()}.npz"
+
+
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _read_cached(name: str, path: Path, expected: str) -> OpGraph | None:
+    """The stored import of bundled graph ``name``, when its ONNX file still has the manifest's sha256
+    and a cache file for that sha256 and this importer holds it whole; None otherwise."""
+    if not expected or _file_sha256(path) != expected:
+        return None
+    cached = _cached_path(name, expected)
+    if not cached.is_file():
+        return None
+    try:
+        graph, _ = read_graph(cached)
+    except ValueError:  # damaged: imported again and rewritten below
+        return None
+    return graph if graph.name == name and graph.sha256 == expected else None
+
+
+def _import_bundled(name: str, path: Path, expected: str) -> OpGraph:
+    """Import the bundled ONNX file (imports onnx) and keep it in the cache when it has the manifest's
+    sha256 ``expected`` and the import said nothing (a warning is shown again, never cached away)."""
+    from placement_gym.graph.onnx_import import graph_from_onnx
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = graph_from_onnx(path, name=name)
+    for warning in caught:
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    if not caught and expected and graph.sha256 == expected:
+        try:
+            write_graph(graph, _cached_path(name, graph.sha256))
+        except OSError:  # a read-only or full output folder: the next process imports again
+            pass
+    return graph
+
+
 @functools.cache  # lru_cache without a bound: one entry per bundled graph
 def _load_bundled(name: str) -> OpGraph:
     entry = _entries()[name]
-    graph = graph_from_onnx(_bundled_file(name, entry), name=name)
+    path = _bundled_file(name, entry)
     expected = entry.get("sha256")
+    graph = _read_cached(name, path, expected or "")
+    if graph is not None:
+        return graph
+    graph = _import_bundled(name, path, expected or "")
     if expected and graph.sha256 != expected:
         raise ValueError(
             f"bundled graph {name!r} ({_bundled_file(name, entry)}) does not match the sha256 in "
@@ -82,6 +162,8 @@ def _load_bundled(name: str) -> OpGraph:
 
 @functools.lru_cache(maxsize=32)
 def _load_file(path: Path, mtime_ns: int, size: int) -> OpGraph:
+    from placement_gym.graph.onnx_import import graph_from_onnx
+
     return graph_from_onnx(path)
 
 

@@ -9,6 +9,7 @@ import functools
 from pathlib import Path
 
 from placement_gym.cluster import Cluster, load_cluster
+from placement_gym.common.names import DATASET_GRAPH_NAMES, FAMILY_CLUSTER_NAMES, also_allowed
 from placement_gym.common.paths import is_file
 from placement_gym.datasets import dataset_graph, is_dataset_graph_name
 from placement_gym.datasets.clusters import family_cluster, is_family_cluster_name
@@ -32,12 +33,22 @@ def _source_key(name_or_path: str | Path) -> tuple:
 
 def named_graph(name: str | Path) -> OpGraph:
     """A bundled graph, an ONNX file or a dataset graph (``<dataset>:<family>-<k>``) by name."""
-    return dataset_graph(name) if is_dataset_graph_name(name) else load_graph(name)
+    if is_dataset_graph_name(name):
+        return dataset_graph(name)
+    try:
+        return load_graph(name)
+    except ValueError as error:
+        raise also_allowed(error, "graph", DATASET_GRAPH_NAMES) from None
 
 
 def named_cluster(name: str | Path) -> Cluster:
     """A preset, ``local``/``cpu<N>``, a cluster JSON file or a family cluster (``random-v1:<k>``)."""
-    return family_cluster(name) if is_family_cluster_name(name) else load_cluster(name)
+    if is_family_cluster_name(name):
+        return family_cluster(name)
+    try:
+        return load_cluster(name)
+    except ValueError as error:
+        raise also_allowed(error, "cluster", FAMILY_CLUSTER_NAMES) from None
 
 
 # Room for every task of the largest suite (gen-v2: 300 tasks, about 100 MB compiled), so that validating
