@@ -73,7 +73,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from baselines.registry import register
+from baselines.registry import OPTIONAL_AGENTS, register
 from placement_gym.cost_model import simulate
 from placement_gym.evaluation.agents import AgentResult
 from placement_gym.evaluation.placements import best_single_placement
@@ -382,7 +382,7 @@ def _canonical_hint(task: Task, grouping: Grouping, hint: np.ndarray) -> np.ndar
     return units
 
 
-@register("exact", "CP-SAT model of the cost model, <= 60 ops or groups (budget: time limit in seconds)")
+@register("exact", OPTIONAL_AGENTS["exact"].description)
 def exact(
     task: Task,
     seed: int = 0,

@@ -18,6 +18,7 @@ from baselines.registry import (
     get_agent,
     harness_agent,
     missing_agents,
+    missing_modules,
     names_for_all,
     registered_names,
 )
@@ -74,14 +75,15 @@ def describe() -> dict[str, dict[str, Any]]:
     """Name -> what `placement-gym agents` lists of every agent, installed or not: ``kind``
     (heuristic, search, learned or pretrained), ``default_budget`` and ``budget_unit`` (None for an
     agent without a budget), ``extra`` (the pip extra it needs beyond the core, or None),
-    ``installed`` and ``description``."""
+    ``installed``, ``missing`` (for an agent not installed, the module it lacks; else None) and
+    ``description`` (also of an agent not installed: `OPTIONAL_AGENTS` holds it)."""
     descriptions = agent_descriptions()
-    missing = missing_agents()
+    missing = missing_modules()
     try:
         from baselines.learning.agent import LEARNED_AGENTS
     except ImportError:  # torch missing: the learned agents are among OPTIONAL_AGENTS
         LEARNED_AGENTS = {}
-    torch_agents = {name for name, (_, needs) in OPTIONAL_AGENTS.items() if "torch" in needs}
+    torch_agents = {name for name, agent in OPTIONAL_AGENTS.items() if "torch" in agent.needs}
     facts = {}
     for name in [*descriptions, *(n for n in missing if n not in descriptions)]:
         if name in PRETRAINED_AGENTS:
@@ -97,7 +99,8 @@ def describe() -> dict[str, dict[str, Any]]:
             "kind": kind, "default_budget": budget, "budget_unit": unit,
             "extra": "baselines" if name in OPTIONAL_AGENTS or name in NEEDS_EXTRA else None,
             "installed": name not in missing,
-            "description": descriptions.get(name) or missing[name],
+            "missing": missing.get(name),
+            "description": descriptions.get(name) or OPTIONAL_AGENTS[name].description,
         }
     return facts
 

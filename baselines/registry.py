@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import NamedTuple
 
 from placement_gym.common.names import unknown_name
 from placement_gym.evaluation.agents import INSTALL_HINT, AgentResult
@@ -53,18 +54,46 @@ AGENT_MODULES: tuple[str, ...] = (
 )
 SINGLE_PREFIX = "single:"
 
+
+
+class OptionalAgent(NamedTuple):
+    """An agent of `OPTIONAL_AGENTS`: the module that registers it, the third-party modules it needs,
+    and its one-line description (the agent registers with it; kept here, outside the module, so that
+    ``placement-gym agents`` describes the agent where those modules are missing)."""
+
+    module: str
+    needs: tuple[str, ...]
+    description: str
+
+
 # The agents registered only when their optional third-party modules import (all in the baselines
-# extra): name -> (the module that registers it, the modules it needs). Without them the name is
-# still known, so asking for it says what to install instead of calling it unknown.
-OPTIONAL_AGENTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "exact": ("baselines.exact", ("ortools",)),
-    "pg": ("baselines.learning.pg", ("torch",)),
-    "spotlight": ("baselines.learning.spotlight", ("torch",)),
-    "hierarchical": ("baselines.learning.hierarchical", ("torch",)),
-    "placeto": ("baselines.learning.placeto", ("torch",)),
-    "hsdag": ("baselines.learning.hsdag", ("torch",)),
-    "sb3-ppo": ("baselines.learning.sb3_agents", ("torch", "stable_baselines3")),
-    "sb3-maskable-ppo": ("baselines.learning.sb3_agents", ("torch", "stable_baselines3", "sb3_contrib")),
+# extra). Without them the name is still known, so asking for it says what to install instead of
+# calling it unknown.
+OPTIONAL_AGENTS: dict[str, OptionalAgent] = {
+    "exact": OptionalAgent(
+        "baselines.exact", ("ortools",),
+        "CP-SAT model of the cost model, <= 60 ops or groups (budget: time limit in seconds)"),
+    "pg": OptionalAgent(
+        "baselines.learning.pg", ("torch",),
+        "seq2seq LSTM placer trained with REINFORCE (Mirhoseini et al. 2017)"),
+    "spotlight": OptionalAgent(
+        "baselines.learning.spotlight", ("torch",),
+        "PPO on the multi-stage placement MDP with a seq2seq policy (Gao et al. 2018)"),
+    "hierarchical": OptionalAgent(
+        "baselines.learning.hierarchical", ("torch",),
+        "feed-forward grouper + seq2seq placer with joint REINFORCE (Mirhoseini et al. 2018)"),
+    "placeto": OptionalAgent(
+        "baselines.learning.placeto", ("torch",),
+        "Placeto (Addanki et al. 2019): GNN policy refining a placement node by node, REINFORCE"),
+    "hsdag": OptionalAgent(
+        "baselines.learning.hsdag", ("torch",),
+        "HSDAG (Duan et al. 2024): chain coarsening, GNN, learned groups, a device per group"),
+    "sb3-ppo": OptionalAgent(
+        "baselines.learning.sb3_agents", ("torch", "stable_baselines3"),
+        "stable-baselines3 PPO, factorised graph policy, single-shot env (every step 1 evaluation)"),
+    "sb3-maskable-ppo": OptionalAgent(
+        "baselines.learning.sb3_agents", ("torch", "stable_baselines3", "sb3_contrib"),
+        "sb3-contrib MaskablePPO on the refine env (every step and every reset 1 evaluation)"),
 }
 # `--agent all` runs `exact` (when it does not say otherwise through ``in_all``) only on graphs of at
 # most this many forward ops, where an exact search can finish quickly.
@@ -137,16 +166,19 @@ def _first_missing(modules: tuple[str, ...]) -> str | None:
     return None
 
 
+def missing_modules() -> dict[str, str]:
+    """The agents of `OPTIONAL_AGENTS` that are not registered, each with the first module it needs
+    that does not import (all it needs, comma-separated, where each imports alone)."""
+    load_agents()
+    return {name: _first_missing(agent.needs) or ", ".join(agent.needs)
+            for name, agent in OPTIONAL_AGENTS.items() if name not in _AGENTS}
+
+
 def missing_agents() -> dict[str, str]:
     """The agents of `OPTIONAL_AGENTS` that are not registered (a module they need is missing), each
     with the one-line reason and the install command."""
-    load_agents()
-    missing = {}
-    for name, (_, needs) in OPTIONAL_AGENTS.items():
-        if name not in _AGENTS:
-            module = _first_missing(needs) or ", ".join(needs)
-            missing[name] = f"agent {name!r} needs {module}, which is not installed: {INSTALL_HINT}"
-    return missing
+    return {name: f"agent {name!r} needs {module}, which is not installed: {INSTALL_HINT}"
+            for name, module in missing_modules().items()}
 
 
 def registered_names() -> list[str]:

@@ -108,6 +108,16 @@ def test_help_imports_neither_numba_nor_onnx():
     assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout + done.stderr
 
 
+def test_unknown_graph_is_refused_before_numba_loads():
+    probe = ("import sys; from placement_gym.cli import main; "
+             "code = main(['evaluate', '--graph', 'inceptionv3', '--agent', 'heft']); "
+             "print(code, [m for m in ('numba', 'onnx', 'torch') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", probe], env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "2 []", done.stdout + done.stderr
+    assert "unknown graph 'inceptionv3'; did you mean 'inception_v3'?" in done.stderr
+
+
 def test_evaluate_all_shows_progress_per_agent(capsys):
     from baselines.registry import names_for_all
     from placement_gym.task.named import get_task

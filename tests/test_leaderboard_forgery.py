@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from placement_gym.cli import main
+from placement_gym.common.progress import is_progress_line
 from placement_gym.leaderboard.render import suite_page
 from placement_gym.leaderboard.rerun_records import RerunRecord, sample_per_entry
 from placement_gym.leaderboard.suite import get_suite
@@ -76,7 +77,7 @@ def _refused(board: Path, capsys, words: str) -> None:
     """``render`` exits 1 with one line naming ``words`` and leaves the page as it was."""
     page = (board / PAGE).read_bytes()
     assert main([*RENDER, str(board)]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if not is_progress_line(line)]
     assert len(err) == 1 and words in err[0], err
     assert (board / PAGE).read_bytes() == page
 

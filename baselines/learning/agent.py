@@ -15,7 +15,8 @@ from placement_gym.task.compiled import Task
 class LearnedAgent:
     """A placement policy trained against the cost model.
 
-    Subclasses set `name` and `description`, build their networks in ``__init__(task, seed,
+    Subclasses set `name` and `description` (an agent of `baselines.registry.OPTIONAL_AGENTS` gets
+    its description from there: `register_learned`), build their networks in ``__init__(task, seed,
     **config)`` (config keys are the documented hyper-parameters), and implement `iteration`:
     sample placements, evaluate them through the evaluator (never `simulate` directly: the budget
     counts every evaluation), update. All state needed to resume (networks, optimisers, the numpy

@@ -108,7 +108,6 @@ class HierarchicalPlacer(LearnedAgent):
     grouper's fixed positional prior (0: none); ``oom_runtime_factor`` (10.0)."""
 
     name = "hierarchical"
-    description = "feed-forward grouper + seq2seq placer with joint REINFORCE (Mirhoseini et al. 2018)"
 
     def __init__(
         self,

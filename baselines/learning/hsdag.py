@@ -82,7 +82,6 @@ class HSDAG(LearnedAgent):
     (Adam), ``entropy_coef=0.01``, ``oom_runtime_factor=10.0``, ``max_grad_norm=1.0``."""
 
     name = "hsdag"
-    description = "HSDAG (Duan et al. 2024): chain coarsening, GNN, learned groups, a device per group"
 
     def __init__(
         self,

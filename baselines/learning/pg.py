@@ -50,7 +50,6 @@ class PolicyGradientPlacer(Seq2SeqAgent):
     (10.0) the penalty runtime of an out-of-memory placement in best-single-device runtimes."""
 
     name = "pg"
-    description = "seq2seq LSTM placer trained with REINFORCE (Mirhoseini et al. 2017)"
 
     def __init__(
         self,

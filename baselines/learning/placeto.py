@@ -126,7 +126,6 @@ class Placeto(LearnedAgent):
     single-device runtimes), ``max_grad_norm=1.0``."""
 
     name = "placeto"
-    description = "Placeto (Addanki et al. 2019): GNN policy refining a placement node by node, REINFORCE"
 
     def __init__(
         self,

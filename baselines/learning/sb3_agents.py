@@ -318,7 +318,6 @@ class SB3PPOAgent(_SB3Agent):
     not on bert_large (20.2 against 14.1 s)."""
 
     name = "sb3-ppo"
-    description = "stable-baselines3 PPO, factorised graph policy, single-shot env (every step 1 evaluation)"
 
     def __init__(self, task: Task, seed: int = 0, learning_rate: float = 1e-2, n_steps: int = 64,
                  batch_size: int = 32, rounds: int = 2, groups: Any = "chains", **config: Any) -> None:
@@ -357,7 +356,6 @@ class SB3MaskablePPOAgent(_SB3Agent):
     A resumed run repeats the run never stopped, mid-episode included (module docstring)."""
 
     name = "sb3-maskable-ppo"
-    description = "sb3-contrib MaskablePPO on the refine env (every step and every reset 1 evaluation)"
     reset_evaluates = True
 
     def __init__(self, task: Task, seed: int = 0, groups: Any = "chains", **config: Any) -> None:

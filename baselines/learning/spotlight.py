@@ -72,7 +72,6 @@ class SpotlightPlacer(Seq2SeqAgent):
     ``max_groups`` (None: min(256, 20 x devices)); ``oom_runtime_factor`` (10.0, the env's default)."""
 
     name = "spotlight"
-    description = "PPO on the multi-stage placement MDP with a seq2seq policy (Gao et al. 2018)"
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ from baselines.learning.outputs import (
     tensorboard_writer,
     write_outputs,
 )
-from baselines.registry import budget_agents, get_agent, register
+from baselines.registry import OPTIONAL_AGENTS, budget_agents, get_agent, register
 from placement_gym.evaluation.agents import INSTALL_HINT, AgentResult
 from placement_gym.evaluation.budget import Budget, BudgetExhausted
 from placement_gym.evaluation.evaluator import COST_MODEL
@@ -50,6 +50,8 @@ def register_learned(cls: type[LearnedAgent]) -> type[LearnedAgent]:
     not run by ``--agent all``, where a training run would dominate)."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
+    if cls.name in OPTIONAL_AGENTS:  # described there, so that `agents` describes it without torch
+        cls.description = OPTIONAL_AGENTS[cls.name].description
     LEARNED_AGENTS[cls.name] = cls
 
     def agent(task: Task, seed: int = 0, budget: int | None = None, *, evaluator: Any = None) -> AgentResult:

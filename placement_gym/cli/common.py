@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement_gym.evaluation import agents
 from placement_gym.evaluation.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
 from placement_gym.task.compiled import (
     MAX_MICROBATCHES,
@@ -111,11 +110,15 @@ class Found:
 
 
 def _known_agents() -> list[str]:
+    from placement_gym.evaluation import agents  # numba: loaded late, so a wrong --graph is refused at once
+
     return list(dict.fromkeys([*SIMPLE_AGENTS, *agents.agent_names()]))
 
 
 def check_agent(agent: str) -> None:
     """ValueError naming the known agents unless ``agent`` names a simple agent or a provider's."""
+    from placement_gym.evaluation import agents  # numba: loaded late, so a wrong --graph is refused at once
+
     if is_simple_agent(agent) or (agent != "all" and agents.lookup_agent(agent) is not None):
         return
     raise agents.unknown_agent_error(agent, _known_agents(), agents.providers().note())
@@ -124,6 +127,8 @@ def check_agent(agent: str) -> None:
 def place_with_agent(task: Task, agent: str, seed: int, budget: int | None = None) -> Found:
     """Place ``task`` with a simple agent or an agent of a provider of the entry-point group
     ``placement_gym.agents`` (`placement_gym.evaluation.agents`: the baselines package, or any other)."""
+    from placement_gym.evaluation import agents  # numba: loaded late, so a wrong --graph is refused at once
+
     start = time.perf_counter()
     if is_simple_agent(agent):
         placement, evaluations = simple_agent(task, agent, seed)

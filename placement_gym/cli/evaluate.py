@@ -31,18 +31,18 @@ from placement_gym.cli.common import (
 )
 from placement_gym.cli.output import fmt_bytes, fmt_seconds, print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
-from placement_gym.cost_model import lower_bound, simulate, single_device
-from placement_gym.evaluation import agents
 from placement_gym.evaluation.parallel import check_backend, run_jobs
-from placement_gym.evaluation.placements import placement_to_dict, save_placement
 from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from placement_gym.task.named import get_task
 
 
 def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
     """Find the placement, evaluate it, and gather everything `evaluate` prints."""
-    task = task_from_args(args)
+    task = task_from_args(args)  # first: an unknown --graph is refused before numba loads (0.3 s)
     found = find_placement(task, args)
+    from placement_gym.cost_model import lower_bound, simulate, single_device
+    from placement_gym.evaluation.placements import placement_to_dict, save_placement
+
     start = time.perf_counter()
     result = simulate(task, found.placement)
     evaluate_s = time.perf_counter() - start
@@ -81,6 +81,8 @@ def all_agents_report(args: argparse.Namespace) -> list[dict[str, Any]]:
     (`placement_gym.evaluation.agents.agents_for_all`) and evaluate each placement; rows sorted by runtime,
     infeasible ones last."""
     task = task_from_args(args)
+    from placement_gym.evaluation import agents
+
     chosen = agents.agents_for_all(task)
     if chosen is None:
         raise ValueError(f"--agent all needs the baselines package: {agents.baselines_hint()}")
@@ -144,6 +146,8 @@ def evaluate_graph(job: GraphJob) -> dict[str, Any]:
     task = get_task(job.graph, job.cluster, job.objective, job.optimizer, job.precision, job.microbatches,
                     job.recompute)
     found = place_with_agent(task, job.agent, job.seed, job.budget)
+    from placement_gym.evaluation import agents
+
     report = agents.agent_report(task, job.agent, job.seed, found, found.wall_s)
     return {"graph": job.graph.partition(":")[2], "ops": task.n_forward, **report}
 
@@ -301,6 +305,8 @@ def run_show(args: argparse.Namespace) -> int:
 
     task = task_from_args(args)
     found = find_placement(task, args)
+    from placement_gym.cost_model import simulate
+
     result = simulate(task, found.placement, schedule=True)
     draw_timeline(task, result.schedule, args.out)
     if args.json:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
+from placement_gym.common.progress import Progress, ProgressCallback
 
 OK_MARK, BAD_MARK = "✓", "✗"
 NOT_COMPARABLE_MARK = "~"  # a learned entry re-run on another platform than its record's
@@ -96,14 +97,20 @@ def _exits_on_suite_mismatch(run: Callable[[argparse.Namespace], int]) -> Callab
     return guarded
 
 
-def _check_report(paths: list[Path]) -> list:
+def _check_report(paths: list[Path], progress: ProgressCallback) -> list:
     """The checks of ``paths``, after making sure the cost model reproduces the current suite (raises
-    `SuiteMismatchError` before looking at any submission when it does not)."""
+    `SuiteMismatchError` before looking at any submission when it does not); ``progress`` is told each
+    stage and file (`placement_gym.common.progress`)."""
     from placement_gym.leaderboard.suite import CURRENT_SUITE, require_suite
     from placement_gym.leaderboard.validate import validate_file
 
+    progress(f"checking that the cost model reproduces suite {CURRENT_SUITE}")
     require_suite(CURRENT_SUITE)
-    return [validate_file(path) for path in paths]
+    checks = []
+    for done, path in enumerate(paths):
+        progress("validating submissions", done, len(paths), path.name)
+        checks.append(validate_file(path))
+    return checks
 
 
 def _check_json(check) -> dict:
@@ -164,12 +171,15 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.rerun is not None or args.tasks is not None or args.budget is not None or args.record:
         return _run_rerun(args)
     directory = None if args.files else _directory(args)
-    checks = _check_report(_submission_paths(args.files, directory, args))
+    paths = _submission_paths(args.files, directory, args)
     folder = []
-    if directory is None:
-        _check_entries_against_folder(checks, args)
-    else:
-        folder = _folder_checks(checks, directory)
+    with Progress() as progress:
+        checks = _check_report(paths, progress)
+        progress("checking the files against each other, the re-run records and the bounds")
+        if directory is None:
+            _check_entries_against_folder(checks, args)
+        else:
+            folder = _folder_checks(checks, directory)
     _print_checks([*checks, *folder], args.json, every_row=args.all)
     if not args.json:
         problems = f"; {len(folder)} problems of the folder's other files" if folder else ""
@@ -277,7 +287,9 @@ def _rerun_command(path: str, tasks: str | None, budget: int | None, as_json: bo
         mark = "reproduced" if verdict.ok else "NOT reproduced: " + "; ".join(verdict.reasons)
         print(f"  {verdict.task_id}: {mark}", file=sys.stderr, flush=True)
 
-    rerun = rerun_submission(path, chosen, budget, progress=None if as_json else show)
+    with Progress() as progress:  # a task's re-run may take minutes; `show` writes once each ends
+        progress(f"re-running {path}")
+        rerun = rerun_submission(path, chosen, budget, progress=None if as_json else show)
     if as_json:
         print_json(rerun_json(rerun))
     else:
@@ -342,7 +354,8 @@ def run_reruns(args: argparse.Namespace) -> int:
     if not args.all:
         print(f"drawn with --seed {seed}" + (f"; {len(new)} more new or changed since {args.since}"
                                              if since is not None else ""), flush=True)
-    not_comparable = _rerun_records(directory, records, entries, [*chosen, *new], problems)
+    with Progress() as progress:
+        not_comparable = _rerun_records(directory, records, entries, [*chosen, *new], problems, progress)
     for problem in problems:
         print(f"{BAD_MARK} {problem}", file=sys.stderr)
     if problems:
@@ -389,10 +402,10 @@ def _recorded_entries(directory: Path, records: dict) -> tuple[dict[tuple, list[
 
 
 def _rerun_records(directory: Path, records: dict, entries: dict[tuple, list[str]], chosen: list[str],
-                   problems: list[str]) -> list[str]:
-    """Re-run the recorded tasks of the files ``chosen``, printing a line per file; a file that does not
-    reproduce is added to ``problems``, or, for a learned entry recorded on another platform, returned
-    as not comparable here (rerun_records' docstring)."""
+                   problems: list[str], progress: ProgressCallback) -> list[str]:
+    """Re-run the recorded tasks of the files ``chosen``, printing a line per file (``progress`` told
+    each file as it starts); a file that does not reproduce is added to ``problems``, or, for a learned
+    entry recorded on another platform, returned as not comparable here (rerun_records' docstring)."""
     from placement_gym.evaluation.agents import describe_agents
     from placement_gym.leaderboard.rerun import rerun_submission
     from placement_gym.leaderboard.rerun_records import this_platform
@@ -401,7 +414,8 @@ def _rerun_records(directory: Path, records: dict, entries: dict[tuple, list[str
     learned = {row["name"] for row in describe_agents() if row["kind"] == "learned"}
     algorithms = {name: key[1] for key, names in entries.items() for name in names}
     not_comparable = []
-    for name in chosen:
+    for done, name in enumerate(chosen):
+        progress("re-running recorded files", done, len(chosen), name)
         rerun = rerun_submission(directory / "submissions" / name, records[name].tasks)
         elsewhere = algorithms[name] in learned and records[name].platform != here
         mark = OK_MARK if rerun.ok else (NOT_COMPARABLE_MARK if elsewhere else BAD_MARK)
@@ -507,9 +521,10 @@ def run_render(args: argparse.Namespace) -> int:
 
     directory = _directory(args, writes=not args.check)
     suites = tuple(dict.fromkeys(args.suite or [CURRENT_SUITE]))
-    names = [str(directory / name) for suite in suites for name in page_names(suite)]
     try:
-        stale = render_pages(directory, suites, check=args.check, chart=not args.no_chart)
+        with Progress() as progress:
+            rendered = render_pages(directory, suites, check=args.check, chart=not args.no_chart,
+                                    progress=progress)
     except RenderRefused as refused:  # a number that fails validation is never published
         _print_checks(refused.checks, args.json)
         print(f"placement-gym: {refused}", file=sys.stderr)
@@ -521,12 +536,13 @@ def run_render(args: argparse.Namespace) -> int:
         kept = "" if args.check else "; files not written keep their old contents (render --check names them)"
         print(f"placement-gym: cannot render: {os_error_text(error)}{kept}", file=sys.stderr)
         return 1
-    images = "" if args.no_chart else " (with the charts and curves)"
+    drawn = _rendered_text(directory, suites, rendered.names)
     if not args.check:
-        print(f"wrote {' and '.join(names)}{images}")
+        print(f"wrote {drawn}")
         return 0
+    stale = rendered.stale
     if not stale:
-        print(f"{' and '.join(names)}{images} {'are' if len(names) > 1 else 'is'} up to date")
+        print(f"{drawn} {'are' if len(rendered.names) > 1 else 'is'} up to date")
         return 0
     for suite in suites:
         layout = suite_page(suite)
@@ -539,6 +555,25 @@ def run_render(args: argparse.Namespace) -> int:
             print(f"{listed}{more} stale or missing; run 'placement-gym leaderboard render{again}'",
                   file=sys.stderr)
     return 1
+
+
+def _rendered_text(directory: Path, suites: tuple[str, ...], names: tuple[str, ...]) -> str:
+    """What `render_pages` drew, for the closing line: every page by its path, then per suite the number
+    of charts and of curves under its curves folder (e.g. "DIR/README.md, DIR/generalisation_v2.md, 1
+    chart (DIR/leaderboard.png) and 47 curves under DIR/curves")."""
+    from placement_gym.leaderboard.render import page_names, suite_page
+
+    pages = {name for suite in suites for name in page_names(suite)}
+    parts = [str(directory / name) for name in names if name in pages]
+    for suite in suites:
+        layout = suite_page(suite)
+        charts = [name for name in names if name == layout.chart]
+        curves = sum(Path(name).parent.as_posix() == layout.curves for name in names)
+        chart_text = f"1 chart ({directory / charts[0]})" if charts else "no chart"
+        if charts or curves:
+            parts.append(f"{chart_text} and {curves} curve{'' if curves == 1 else 's'} under "
+                         f"{directory / layout.curves}")
+    return ", ".join(parts)
 
 
 @_exits_on_suite_mismatch
@@ -569,11 +604,10 @@ def run_bounds(args: argparse.Namespace) -> int:
     suites = [get_suite(version) for version in versions]
     directory = _directory(args, writes=not args.check)
 
-    def progress(task_id: str) -> None:
-        print(f"  {task_id}", file=sys.stderr, flush=True)
-
     if not args.check:
-        print(f"wrote {write_bounds(directory, suites[0], progress)}")
+        with Progress() as progress:
+            written = write_bounds(directory, suites[0], progress)
+        print(f"wrote {written}")
         return 0
     missing = [suite for suite in suites if not (directory / bounds_name(suite.version)).is_file()]
     if missing:
@@ -582,9 +616,10 @@ def run_bounds(args: argparse.Namespace) -> int:
               f"'placement-gym leaderboard bounds{again}'", file=sys.stderr)
         return 1
     if part is not None:
-        return _check_bounds_part(directory, suites, part, progress)
+        return _check_bounds_part(directory, suites, part)
     suite = suites[0]
-    problems = check_bounds(directory, suite, progress, chosen)
+    with Progress() as progress:
+        problems = check_bounds(directory, suite, progress, chosen)
     for problem in problems:
         print(f"{BAD_MARK} {problem}", file=sys.stderr)
     if problems:
@@ -594,7 +629,7 @@ def run_bounds(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_bounds_part(directory: Path, suites: list, part: tuple[int, int], progress: Callable) -> int:
+def _check_bounds_part(directory: Path, suites: list, part: tuple[int, int]) -> int:
     """``bounds --check --part K/N``: recompute part K of the cost-balanced split of the stored tasks of
     ``suites`` (`task_bounds.check_bounds_part`); exit 1 naming each bound that differs."""
     import time
@@ -602,7 +637,8 @@ def _check_bounds_part(directory: Path, suites: list, part: tuple[int, int], pro
     from placement_gym.leaderboard.task_bounds import check_bounds_part
 
     started = time.monotonic()
-    chosen, problems = check_bounds_part(directory, suites, part, progress)
+    with Progress() as progress:
+        chosen, problems = check_bounds_part(directory, suites, part, progress)
     for problem in problems:
         print(f"{BAD_MARK} {problem}", file=sys.stderr)
     if problems:
@@ -668,7 +704,9 @@ def add_parser(subparsers) -> None:
 
     parser = subparsers.add_parser(
         "leaderboard", help="validate, submit and render leaderboard submissions",
-        description="Re-evaluate submitted placements, add a submission, render leaderboard/README.md.")
+        description="Re-evaluate submitted placements, add a submission, render leaderboard/README.md. "
+                    "validate, render, reruns and bounds report progress on stderr (a bar on a terminal, "
+                    "else a line at least every 3 s); stdout stays their answer.")
     commands = parser.add_subparsers(dest="leaderboard_command", metavar="ACTION", required=True)
 
     default, origin = default_directory_and_origin()

@@ -59,7 +59,6 @@ import numpy as np
 
 from placement_gym.common.extras import install_command
 from placement_gym.common.names import unknown_name
-from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.task.compiled import Task
 
 AGENT_GROUP = "placement_gym.agents"
@@ -231,6 +230,9 @@ def agent_report(task: Task, name: str, seed: int, result: Any, wall_s: float) -
     best_single_runtime, speedup (best single device runtime / runtime), gap (runtime / lower bound
     - 1), evaluations, wall_s (the agent's wall-clock seconds), info, placement (device index per
     forward op)."""
+    # The cost model (numba, about 0.3 s) loads where a report is made, not where agents are listed.
+    from placement_gym.cost_model import lower_bound, simulate, single_device
+
     simulated = simulate(task, result.placement)
     bound = lower_bound(task)
     single = single_device(task)

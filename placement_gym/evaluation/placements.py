@@ -17,7 +17,6 @@ import numpy as np
 
 from placement_gym.common.names import unknown_name
 from placement_gym.common.untrusted import read_json, shown
-from placement_gym.cost_model import single_device
 from placement_gym.task.compiled import Task
 
 # The simple agents every comparison starts from, by name: the CLI runs them without an agent package,
@@ -41,6 +40,8 @@ def single_placement(task: Task, device: int | str) -> np.ndarray:
 
 def best_single_placement(task: Task) -> np.ndarray:
     """Every op on the fastest device that holds the task in memory."""
+    from placement_gym.cost_model import single_device  # numba: not for readers of SIMPLE_AGENTS
+
     return single_placement(task, single_device(task).best)
 
 

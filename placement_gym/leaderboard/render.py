@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from placement_gym.common.extras import require
+from placement_gym.common.progress import ProgressCallback
 from placement_gym.common.untrusted import UntrustedFileError, inside, path_text, read_bytes, write_inside
 from placement_gym.leaderboard.curves import (
     CONSTRUCTIVE_EVALUATIONS,
@@ -81,6 +82,7 @@ from placement_gym.leaderboard.validate import SubmissionCheck, add_entry_proble
 # Re-exported: the package's public names (placement_gym.leaderboard) and older imports read them here.
 __all__ = [
     "RenderRefused",
+    "Rendered",
     "SuitePage",
     "checked_submissions",
     "load_submissions",
@@ -178,11 +180,16 @@ def checked_submissions(directory: str | Path) -> list[tuple[str, dict]]:
     return [(name, data) for name, _, data in _checked_files(directory)]
 
 
-def _checked_files(directory: str | Path) -> list[tuple[str, bytes, dict]]:
-    """`checked_submissions` with the bytes each file was parsed from (what a re-run record hashes)."""
+def _checked_files(directory: str | Path, progress: ProgressCallback | None = None
+                   ) -> list[tuple[str, bytes, dict]]:
+    """`checked_submissions` with the bytes each file was parsed from (what a re-run record hashes);
+    ``progress`` (`placement_gym.common.progress`) is told each file as it starts."""
     failing: list[SubmissionCheck] = []
     checks: list[tuple[str, bytes, SubmissionCheck]] = []
-    for path in sorted(Path(directory).glob("*.json")):
+    paths = sorted(Path(directory).glob("*.json"))
+    for done, path in enumerate(paths):
+        if progress is not None:
+            progress("validating submissions", done, len(paths), path.name)
         if not re.fullmatch(SAFE_FILE_NAME, path.name):
             failing.append(
                 SubmissionCheck(
@@ -707,19 +714,24 @@ def chart_png(
 
 
 def render_all_curves(
-    submissions: list[tuple[str, dict]], bounds: dict[str, TaskBound], suite: str | Suite = CURRENT_SUITE
+    submissions: list[tuple[str, dict]], bounds: dict[str, TaskBound], suite: str | Suite = CURRENT_SUITE,
+    progress: ProgressCallback | None = None,
 ) -> dict[str, bytes]:
     """Every task's learning curves (`curves.curves_png`), by their file names in a leaderboard folder
-    (in the suite's curves folder, `suite_page`)."""
+    (in the suite's curves folder, `suite_page`); ``progress`` is told each task as it starts."""
     suite = get_suite(suite)
     folder = suite_page(suite.version).curves
     best_known = best_known_runtimes(submissions, suite)
     groups = group_submissions(submissions, suite)
-    return {
-        f"{folder}/{curve_file_name(task_id)}": curves_png(task_id, task_entries, bounds[task_id].value,
-                                                           best_known[task_id])
-        for task_id, task_entries in entries(submissions, suite, groups).items() if task_entries
-    }
+    drawn = [(task_id, task_entries) for task_id, task_entries in entries(submissions, suite, groups).items()
+             if task_entries]
+    curves = {}
+    for done, (task_id, task_entries) in enumerate(drawn):
+        if progress is not None:
+            progress(f"drawing the learning curves of suite {suite.version}", done, len(drawn), task_id)
+        png = curves_png(task_id, task_entries, bounds[task_id].value, best_known[task_id])
+        curves[f"{folder}/{curve_file_name(task_id)}"] = png
+    return curves
 
 
 def render(
@@ -740,15 +752,26 @@ def render(
     refused (`UntrustedFileError`) rather than rendered as an empty leaderboard. Nothing is read or
     written through a symbolic link (`placement_gym.common.untrusted`): a link among the files and
     folders it reads or writes is an `UntrustedFileError`; a file-system failure is an `OSError`."""
-    return not render_pages(directory, (suite,), check, chart)
+    return not render_pages(directory, (suite,), check, chart).stale
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What `render_pages` drew: the ``names`` (in the leaderboard folder) of every page, chart and
+    curve, images first, and with ``check`` those ``stale`` or missing (none otherwise)."""
+
+    names: tuple[str, ...]
+    stale: tuple[str, ...] = ()
 
 
 def render_pages(
-    directory: str | Path, suites: tuple[str, ...], check: bool = False, chart: bool = True
-) -> list[str]:
-    """`render` for several suites, validating the submissions once: with ``check=True`` the names (in
-    the folder) of the pages, charts and curves that are stale or missing (nothing written), otherwise
-    writes them all and returns [].
+    directory: str | Path, suites: tuple[str, ...], check: bool = False, chart: bool = True,
+    progress: ProgressCallback | None = None,
+) -> Rendered:
+    """`render` for several suites, validating the submissions once: with ``check=True`` compares the
+    pages, charts and curves with the folder's (nothing written), otherwise writes them all; returns
+    what was drawn and, with ``check``, what is stale or missing (`Rendered`). ``progress``
+    (`placement_gym.common.progress`) is told each stage and step as it starts.
 
     Every file is drawn before the first is written, each is written atomically (`write_inside`), the
     images before the pages: a render stopped or failed on the way leaves the old files, or new images
@@ -759,7 +782,7 @@ def render_pages(
         for name in (SUBMISSIONS_DIR, *page_names(suite), layout.chart, layout.curves, RECORDS_NAME):
             inside(directory, name)  # before validating
     _require_submissions_folder(directory)
-    files = _checked_files(directory / SUBMISSIONS_DIR)
+    files = _checked_files(directory / SUBMISSIONS_DIR, progress)
     submissions = [(name, data) for name, _, data in files]
     verified = verified_files(read_records(directory), {name: (raw, data) for name, raw, data in files})
     images: dict[str, bytes] = {}
@@ -768,20 +791,29 @@ def render_pages(
         ranked = get_suite(suite)
         bounds = load_bounds(directory, ranked)
         refuse_impossible_bounds(bounds, submissions, ranked)
+        if progress is not None:
+            progress(f"drawing the pages of suite {suite}")
         pages[suite_page(suite).page] = render_markdown(submissions, ranked, bounds, verified)
         if GEN_V2_PAGE in page_names(suite):
             pages[GEN_V2_PAGE] = render_generalisation_v2(submissions)
         if chart:
-            images.update(render_all_curves(submissions, bounds, ranked))
+            images.update(render_all_curves(submissions, bounds, ranked, progress))
+            if progress is not None:
+                progress(f"drawing the chart of suite {suite}")
             png = chart_png(submissions, ranked, verified)
             if png is not None:
                 images[suite_page(suite).chart] = png
     rendered = {**images, **pages}
-    if check:
-        return [name for name, data in rendered.items() if not _up_to_date(directory, name, data)]
-    for name, data in rendered.items():
-        write_inside(directory, name, data)
-    return []
+    stage = "comparing with the folder's files" if check else "writing"
+    stale = []
+    for done, (name, data) in enumerate(rendered.items()):
+        if progress is not None:
+            progress(stage, done, len(rendered), name)
+        if not check:
+            write_inside(directory, name, data)
+        elif not _up_to_date(directory, name, data):
+            stale.append(name)
+    return Rendered(tuple(rendered), tuple(stale))
 
 
 def _require_submissions_folder(directory: Path) -> None:

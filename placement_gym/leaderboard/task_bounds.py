@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from placement_gym.common.progress import ProgressCallback
 from placement_gym.common.untrusted import UntrustedFileError, inside, read_json, write_inside
 from placement_gym.leaderboard.suite import CURRENT_SUITE, SUITES, Suite, SuiteTask
 
@@ -130,15 +131,16 @@ def read_bounds(path: str | Path) -> dict:
     return data
 
 
-def compute_bounds(suite: Suite, progress=None) -> dict:
+def compute_bounds(suite: Suite, progress: ProgressCallback | None = None) -> dict:
     """The bounds file's contents for ``suite``: `proven_bound` of every task (``progress``: an optional
-    callable told each task id as it starts)."""
+    callback, `placement_gym.common.progress`, told each task as it starts)."""
     from placement_gym.cost_model import proven_bound
 
     tasks = {}
-    for suite_task in suite.tasks:
+    for done, suite_task in enumerate(suite.tasks):
         if progress is not None:
-            progress(suite_task.task_id)
+            progress(f"computing the bounds of suite {suite.version}", done, len(suite.tasks),
+                     suite_task.task_id)
         bound = proven_bound(suite_task.task())
         if not math.isfinite(bound.value):
             # No placement fits in memory: nothing runs, so there is no runtime to bound (the README
@@ -152,7 +154,7 @@ def compute_bounds(suite: Suite, progress=None) -> dict:
     return {"suite": suite.version, "tasks": tasks}
 
 
-def write_bounds(directory: str | Path, suite: Suite, progress=None) -> Path:
+def write_bounds(directory: str | Path, suite: Suite, progress: ProgressCallback | None = None) -> Path:
     """Compute (`compute_bounds`) and write the suite's bounds file (`bounds_name`) in ``directory``
     (`write_inside`: refused before computing when it, or the folder on the way, is a symbolic link);
     returns its path."""
@@ -163,7 +165,8 @@ def write_bounds(directory: str | Path, suite: Suite, progress=None) -> Path:
 
 
 def check_bounds(
-    directory: str | Path, suite: Suite, progress=None, task_ids: list[str] | None = None
+    directory: str | Path, suite: Suite, progress: ProgressCallback | None = None,
+    task_ids: list[str] | None = None,
 ) -> list[str]:
     """Recompute every bound of the suite's bounds file (`bounds_name`) in ``directory`` and name each
     that differs (beyond `BOUND_RTOL`) from what the current code proves, each task the file lacks and
@@ -224,15 +227,16 @@ def stored_tasks(directory: str | Path, suites: Sequence[Suite]) -> list[SuiteTa
 
 
 def check_bounds_part(directory: str | Path, suites: Sequence[Suite], part: tuple[int, int],
-                      progress=None) -> tuple[list[SuiteTask], list[str]]:
+                      progress: ProgressCallback | None = None) -> tuple[list[SuiteTask], list[str]]:
     """Recompute the tasks of part ``part`` = (k, n) of `cost_parts` over the `stored_tasks` of
     ``suites`` and compare them with every bounds file of ``suites`` that stores them (`check_bounds`).
     Returns the tasks recomputed and the problems (one line each)."""
     chosen = cost_parts(stored_tasks(directory, suites), part[1])[part[0]]
     fresh: dict[SuiteTask, dict | None] = {}
-    for suite_task in chosen:
+    for done, suite_task in enumerate(chosen):
         if progress is not None:
-            progress(suite_task.task_id)
+            progress(f"computing the bounds of part {part[0]} of {part[1]}", done, len(chosen),
+                     suite_task.task_id)
         one = Suite(suite_task.task_id, (suite_task,))
         fresh[suite_task] = compute_bounds(one)["tasks"].get(suite_task.task_id)
     problems = []
