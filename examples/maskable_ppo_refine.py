@@ -21,8 +21,30 @@ import time
 import numpy as np
 import torch as th
 from sb3_contrib import MaskablePPO
+from stable_baselines3.common.callbacks import BaseCallback
 
+from placement_gym.common.progress import Progress
 from placement_gym.envs.refine import DevicePlacementRefineEnv
+
+
+class TrainingProgress(BaseCallback):
+    """Training progress on stderr (stdout keeps the results): a line at least every 3 s, a bar on a
+    terminal (`placement_gym.common.progress`)."""
+
+    def __init__(self, total: int):
+        super().__init__()
+        self.total = total
+        self.progress = None
+
+    def _on_training_start(self) -> None:
+        self.progress = Progress()
+
+    def _on_step(self) -> bool:
+        self.progress("training", self.num_timesteps, self.total)
+        return True
+
+    def _on_training_end(self) -> None:
+        self.progress.close()
 
 
 def refine(env: DevicePlacementRefineEnv, choose, seed: int) -> tuple[float, float]:
@@ -49,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     model = MaskablePPO("MultiInputPolicy", env, n_steps=512, batch_size=128, learning_rate=1e-3,
                         gamma=1.0, seed=args.seed)  # gamma=1: the episode's rewards sum to its whole gain
     start = time.perf_counter()
-    model.learn(total_timesteps=args.steps)
+    model.learn(total_timesteps=args.steps, callback=TrainingProgress(args.steps))
     seconds = time.perf_counter() - start
 
     rng = np.random.default_rng(args.seed)

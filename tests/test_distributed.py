@@ -4,6 +4,7 @@ the work spread over both actors, the env interface, clear errors."""
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 
 import gymnasium as gym
@@ -13,6 +14,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 import placement_gym  # noqa: E402,F401  (registers the env ids)
+from placement_gym.common.extras import install_command  # noqa: E402
 from placement_gym.cost_model import simulate, simulate_batch  # noqa: E402
 from placement_gym.evaluation.evaluator import Evaluator, as_evaluator  # noqa: E402
 from placement_gym.real.distributed import RayEvaluatorPool, TaskSpec, as_task_spec  # noqa: E402
@@ -140,7 +142,7 @@ def test_missing_ray_names_the_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "placement_gym.real.distributed")
     module = importlib.import_module("placement_gym.real.distributed")
     assert module.RayEvaluatorPool is not RayEvaluatorPool
-    with pytest.raises(ImportError, match=r"placement-gym\[distributed\]"):
+    with pytest.raises(ImportError, match=re.escape(install_command("distributed"))):
         RayEvaluatorPool(SPEC, reward_mode="cost_model")
 
 

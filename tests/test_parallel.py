@@ -6,6 +6,7 @@ what they give serially."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 from placement_gym.cli import main
 from placement_gym.cli.evaluate import evaluate_dataset
+from placement_gym.common.extras import install_command
 from placement_gym.datasets import get_dataset
 from placement_gym.evaluation.parallel import BACKENDS, run_jobs
 from placement_gym.task.named import get_task
@@ -45,7 +47,7 @@ def test_bad_arguments_say_what_is_allowed(options, message):
 
 def test_missing_ray_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(ImportError, match=r"placement-gym\[distributed\]"):
+    with pytest.raises(ImportError, match=re.escape(install_command("distributed"))):
         run_jobs(abs, [1], backend="ray")
     assert run_jobs(abs, [-2]) == [2]  # serial needs no Ray
 

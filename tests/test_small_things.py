@@ -195,7 +195,7 @@ TASK_ARGS = ["--graph", GRAPH, "--cluster", CLUSTER]
     ("ortools", ["evaluate", "--agent", "exact", *TASK_ARGS],
      f"agent 'exact' needs ortools, which is not installed: {EXTRA}"),
     ("matplotlib", ["show", "--agent", "heft", *TASK_ARGS, "--out", "t.png"],
-     "pip install 'placement-gym[viz]'"),
+     install_command("viz")),
     ("tensorboard", ["train", "--agent", "cem", *TASK_ARGS, "--budget", "30", "--tensorboard", "tb"],
      "--tensorboard needs torch and the tensorboard package"),
     # the Python API names the extra itself (placement_gym.common.extras.require)

@@ -18,6 +18,27 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 import placement_gym  # noqa: F401 - registers the environments
 from baselines.policies import MaskableFactorizedPlacementPolicy
+from placement_gym.common.progress import Progress
+
+
+class TrainingProgress(BaseCallback):
+    """Training progress on stderr (stdout keeps the results): a line at least every 3 s, a bar on a
+    terminal (`placement_gym.common.progress`)."""
+
+    def __init__(self, total: int):
+        super().__init__()
+        self.total = total
+        self.progress = None
+
+    def _on_training_start(self) -> None:
+        self.progress = Progress()
+
+    def _on_step(self) -> bool:
+        self.progress("training", self.num_timesteps, self.total)
+        return True
+
+    def _on_training_end(self) -> None:
+        self.progress.close()
 
 
 class SampledDevices(BaseCallback):
@@ -45,7 +66,8 @@ def main(timesteps: int = 4096, seed: int = 0, env_id: str = "DevicePlacementRef
     else:
         model = MaskablePPO("MultiInputPolicy", env, n_steps=256, batch_size=64, seed=seed, verbose=0)
     sampled = SampledDevices()
-    model.learn(total_timesteps=timesteps, callback=sampled)  # calls env.action_masks() at every step
+    # MaskablePPO calls env.action_masks() at every step
+    model.learn(total_timesteps=timesteps, callback=[sampled, TrainingProgress(timesteps)])
 
     obs, info = env.reset(seed=seed)
     start = float(info["runtime"])  # refine: the random initial placement, simulated at reset (else 0)

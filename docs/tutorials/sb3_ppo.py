@@ -17,6 +17,27 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 import placement_gym  # noqa: F401 - registers the environments
 from baselines.policies import FactorizedPlacementPolicy
+from placement_gym.common.progress import Progress
+
+
+class TrainingProgress(BaseCallback):
+    """Training progress on stderr (stdout keeps the results): a line at least every 3 s, a bar on a
+    terminal (`placement_gym.common.progress`)."""
+
+    def __init__(self, total: int):
+        super().__init__()
+        self.total = total
+        self.progress = None
+
+    def _on_training_start(self) -> None:
+        self.progress = Progress()
+
+    def _on_step(self) -> bool:
+        self.progress("training", self.num_timesteps, self.total)
+        return True
+
+    def _on_training_end(self) -> None:
+        self.progress.close()
 
 
 class SampledDevices(BaseCallback):
@@ -46,7 +67,7 @@ def main(timesteps: int = 4096, seed: int = 0, env_id: str = "DevicePlacementSta
     else:
         model = PPO("MultiInputPolicy", env, gamma=1.0, n_steps=256, batch_size=64, seed=seed, verbose=0)
     sampled = SampledDevices()
-    model.learn(total_timesteps=timesteps, callback=sampled)
+    model.learn(total_timesteps=timesteps, callback=[sampled, TrainingProgress(timesteps)])
 
     obs, info = env.reset(seed=seed)  # one greedy episode of the trained policy
     done = False

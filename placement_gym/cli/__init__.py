@@ -10,9 +10,11 @@ line ``placement-gym: error: ...`` on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
+from contextlib import AbstractContextManager
 from typing import NoReturn
 
 from placement_gym.common.extras import EXTRA_OF_MODULE, install_hint
@@ -104,12 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         args = build_parser(argv).parse_args(argv)
+        compiles: AbstractContextManager[None] = contextlib.nullcontext()
         if args.command not in _NO_COST_MODEL and getattr(args, "uses_cost_model", True):
-            from placement_gym.cli.first_run import announce_compile
+            from placement_gym.cli.first_run import compile_progress
 
-            announce_compile()
+            compiles = compile_progress()  # numba's first compiles: a notice and a line every 3 s
         try:
-            return _run_flushed(lambda: args.run(args))
+            with compiles:
+                return _run_flushed(lambda: args.run(args))
         except ImportError as error:  # a missing optional module: say which extra installs it
             fail(import_error_message(error))
         except ValueError as error:  # ClusterError is a ValueError

@@ -31,6 +31,7 @@ from placement_gym.cli.common import (
 )
 from placement_gym.cli.output import fmt_bytes, fmt_seconds, print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
+from placement_gym.common.progress import Progress
 from placement_gym.evaluation.parallel import check_backend, run_jobs
 from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from placement_gym.task.named import get_task
@@ -86,20 +87,28 @@ def all_agents_report(args: argparse.Namespace) -> list[dict[str, Any]]:
     chosen = agents.agents_for_all(task)
     if chosen is None:
         raise ValueError(f"--agent all needs the baselines package: {agents.baselines_hint()}")
-    names = task.cluster.device_names
-    rows = []
-    # Progress on stderr, one line per agent as it ends: the whole run takes tens of seconds.
+    rows: list[dict[str, Any]] = []
+    # Progress on stderr, one line per agent as it ends and one every 3 s while a long one runs: the whole
+    # run takes tens of seconds.
     print(f"running {len(chosen)} agents on {task.id}: {', '.join(chosen)}", file=sys.stderr, flush=True)
-    for number, agent in enumerate(chosen, 1):
-        row = agents.evaluate_agent(task, agent, args.seed, args.budget)
-        print(f"  [{number}/{len(chosen)}] {agent}: {fmt_seconds(row['runtime'])}"
-              f"{'' if row['feasible'] else ' (out of memory)'}, {row['wall_s']:.1f} s",
-              file=sys.stderr, flush=True)
-        row["placement"] = dict(zip(task.graph.op_names, (names[d] for d in row["placement"])))
-        row["peak_memory"] = dict(zip(names, row["peak_memory"]))
-        rows.append(row)
+    with Progress() as progress:
+        for number, agent in enumerate(chosen, 1):
+            progress("running agents", number - 1, len(chosen), agent)
+            rows.append(_agent_row(task, agents.evaluate_agent(task, agent, args.seed, args.budget), number,
+                                   len(chosen)))
     rows.sort(key=lambda row: (not row["feasible"], row["runtime"]))
     return rows
+
+
+def _agent_row(task: Any, row: dict[str, Any], number: int, total: int) -> dict[str, Any]:
+    """An agent's report with its placement and memory by name; its line on stderr."""
+    agent, names = row["agent"], task.cluster.device_names
+    print(f"  [{number}/{total}] {agent}: {fmt_seconds(row['runtime'])}"
+          f"{'' if row['feasible'] else ' (out of memory)'}, {row['wall_s']:.1f} s",
+          file=sys.stderr, flush=True)
+    row["placement"] = dict(zip(task.graph.op_names, (names[d] for d in row["placement"])))
+    row["peak_memory"] = dict(zip(names, row["peak_memory"]))
+    return row
 
 
 def run_all(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """Gantt chart of a simulated schedule: one row per device for ops, one per used directed link for
-transfers. matplotlib is an optional extra (``pip install 'placement-gym[viz]'``), imported lazily."""
+transfers. matplotlib is an optional extra (the ``viz`` extra), imported lazily."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from placement_gym.common.extras import install_command
 from placement_gym.cost_model.result import Schedule
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def _import_matplotlib() -> tuple[Any, Any, Any, Any]:
         from matplotlib.legend_handler import HandlerTuple
         from matplotlib.patches import Patch
     except ImportError:
-        raise ImportError("drawing a timeline needs matplotlib: pip install 'placement-gym[viz]'") from None
+        raise ImportError(f"drawing a timeline needs matplotlib: {install_command('viz')}") from None
     return Figure, FigureCanvasAgg, Patch, HandlerTuple
 
 
