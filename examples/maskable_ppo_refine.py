@@ -21,30 +21,9 @@ import time
 import numpy as np
 import torch as th
 from sb3_contrib import MaskablePPO
-from stable_baselines3.common.callbacks import BaseCallback
 
-from placement_gym.common.progress import Progress
+from baselines.sb3_progress import TrainingProgress
 from placement_gym.envs.refine import DevicePlacementRefineEnv
-
-
-class TrainingProgress(BaseCallback):
-    """Training progress on stderr (stdout keeps the results): a line at least every 3 s, a bar on a
-    terminal (`placement_gym.common.progress`)."""
-
-    def __init__(self, total: int):
-        super().__init__()
-        self.total = total
-        self.progress = None
-
-    def _on_training_start(self) -> None:
-        self.progress = Progress()
-
-    def _on_step(self) -> bool:
-        self.progress("training", self.num_timesteps, self.total)
-        return True
-
-    def _on_training_end(self) -> None:
-        self.progress.close()
 
 
 def refine(env: DevicePlacementRefineEnv, choose, seed: int) -> tuple[float, float]:

@@ -22,6 +22,7 @@ import numpy as np
 import torch as th
 from torch import nn
 
+from placement_gym.common.progress import Progress
 from placement_gym.envs.staged import DevicePlacementStagedEnv
 
 BASELINE_DECAY = 0.9  # Mirhoseini et al. 2017's moving-average baseline (docs/references.md)
@@ -95,7 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     episodes = max(1, args.steps // env.n_nodes)
     baseline, first_rewards, best = None, [], (float("inf"), None)
     start = time.perf_counter()
+    progress = Progress()  # a line on stderr at least every 3 s; stdout keeps the results
     for episode in range(episodes):
+        progress("training", episode, episodes)
         log_prob, reward, info = play(env, policy, predecessors)
         if episode < 20:
             first_rewards.append(reward)
@@ -107,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    progress.close()
     seconds = time.perf_counter() - start
 
     _, greedy_reward, info = play(env, policy, predecessors, greedy=True)

@@ -20,28 +20,8 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from baselines.policies import FactorizedPlacementPolicy
-from placement_gym.common.progress import Progress
+from baselines.sb3_progress import TrainingProgress
 from placement_gym.envs.single_shot import DevicePlacementEnv
-
-
-class TrainingProgress(BaseCallback):
-    """Training progress on stderr (stdout keeps the results): a line at least every 3 s, a bar on a
-    terminal (`placement_gym.common.progress`)."""
-
-    def __init__(self, total: int):
-        super().__init__()
-        self.total = total
-        self.progress = None
-
-    def _on_training_start(self) -> None:
-        self.progress = Progress()
-
-    def _on_step(self) -> bool:
-        self.progress("training", self.num_timesteps, self.total)
-        return True
-
-    def _on_training_end(self) -> None:
-        self.progress.close()
 
 
 class BestPlacement(BaseCallback):

@@ -18,27 +18,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 import placement_gym  # noqa: F401 - registers the environments
 from baselines.policies import MaskableFactorizedPlacementPolicy
-from placement_gym.common.progress import Progress
-
-
-class TrainingProgress(BaseCallback):
-    """Training progress on stderr (stdout keeps the results): a line at least every 3 s, a bar on a
-    terminal (`placement_gym.common.progress`)."""
-
-    def __init__(self, total: int):
-        super().__init__()
-        self.total = total
-        self.progress = None
-
-    def _on_training_start(self) -> None:
-        self.progress = Progress()
-
-    def _on_step(self) -> bool:
-        self.progress("training", self.num_timesteps, self.total)
-        return True
-
-    def _on_training_end(self) -> None:
-        self.progress.close()
+from baselines.sb3_progress import TrainingProgress
 
 
 class SampledDevices(BaseCallback):

@@ -11,6 +11,7 @@ import gymnasium as gym
 import torch
 
 import placement_gym  # noqa: F401 - registers the environments
+from placement_gym.common.progress import Progress
 
 
 def main(episodes: int = 300, seed: int = 0, graph: str = "cifar10_cnn", cluster: str = "k80x2") -> float:
@@ -26,7 +27,9 @@ def main(episodes: int = 300, seed: int = 0, graph: str = "cifar10_cnn", cluster
     optimiser = torch.optim.Adam(policy.parameters(), lr=1e-2)
     baseline = None
     sampled = set()
-    for _ in range(episodes):
+    progress = Progress()  # a line on stderr at least every 3 s; stdout keeps the results
+    for episode in range(episodes):
+        progress("training", episode, episodes)
         logits = policy(features).masked_fill(~masks, -torch.inf)
         distribution = torch.distributions.Categorical(logits=logits)  # one device per node
         action = distribution.sample()
@@ -38,6 +41,7 @@ def main(episodes: int = 300, seed: int = 0, graph: str = "cifar10_cnn", cluster
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
+    progress.close()
 
     env.reset()
     greedy = policy(features).masked_fill(~masks, -torch.inf).argmax(dim=1)
