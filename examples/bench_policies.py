@@ -22,6 +22,7 @@ import torch as th
 from stable_baselines3 import PPO
 
 from baselines.policies import FactorizedPlacementPolicy
+from placement_gym.common.progress import Progress
 from placement_gym.envs.single_shot import DevicePlacementEnv
 
 GRAPHS = ("cifar10_cnn", "bert_large", "gnmt4")
@@ -57,12 +58,16 @@ def main(argv: list[str] | None = None) -> None:
     th.set_num_threads(args.threads)
 
     rows = []
-    for graph in args.graphs:
+    progress = Progress()  # a line on stderr at least every 3 s; stdout keeps the results
+    for i, graph in enumerate(args.graphs):
+        progress("measuring", 2 * i, 2 * len(args.graphs), f"{graph}, MultiInputPolicy")
         stock = measure(graph, args.cluster, "MultiInputPolicy", args.stock_steps, args.n_steps, args.seed)
+        progress("measuring", 2 * i + 1, 2 * len(args.graphs), f"{graph}, FactorizedPlacementPolicy")
         fact = measure(graph, args.cluster, FactorizedPlacementPolicy, args.factorized_steps, args.n_steps,
                        args.seed)
         fact["speedup"] = fact["steps_per_s"] / stock["steps_per_s"]
         rows += [stock, fact]
+    progress.close()
     if args.json:
         print(json.dumps({"settings": vars(args), "results": rows}, indent=2))
         return

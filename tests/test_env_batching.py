@@ -1,7 +1,6 @@
 """Infos that batch and vector envs in every autoreset mode: each env id's info has one key set, with
 the same dtype and shape per key, at reset and at every step (terminal and out-of-memory steps too),
-every value a numpy number, a bool or a numpy array, so that np.stack and gymnasium's vector envs
-batch them."""
+every value a numpy number or array, so that np.stack and gymnasium's vector envs batch them."""
 
 from __future__ import annotations
 
@@ -32,10 +31,10 @@ VARIANT_IDS = [env_id + ("-dense" if extra else "") for env_id, extra in VARIANT
 
 
 def _signature(info: dict) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-    """key -> (dtype, shape); every value must be a numpy number, a bool or a numpy array."""
+    """key -> (dtype, shape); every value must be a numpy number or a numpy array."""
     signature = {}
     for key, value in info.items():
-        assert isinstance(value, (np.number, bool, np.ndarray)), f"info[{key!r}] is a {type(value).__name__}"
+        assert isinstance(value, (np.number, np.ndarray)), f"info[{key!r}] is a {type(value).__name__}"
         array = np.asarray(value)
         assert array.dtype != object, f"info[{key!r}] is an object array"
         signature[key] = (array.dtype, array.shape)
@@ -140,8 +139,8 @@ def test_infos_of_two_envs_stack_per_key(env_id, extra):
 
 @pytest.mark.parametrize("env_id", list(ENV_IDS))
 def test_vector_env_infos_are_typed_arrays(env_id):
-    """Gymnasium batches numpy numbers and bools into arrays of their dtype; np.bool_ would become an
-    object array, which is why the booleans are Python bools."""
+    """Gymnasium batches numpy numbers into arrays of their dtype; np.bool_ would become an object
+    array, which is why the booleans are 0-d bool arrays."""
     envs = gym.make_vec(env_id, num_envs=2, vectorization_mode="sync", **SMALL, groups="chains")
     try:
         _, info = envs.reset(seed=0)

@@ -20,6 +20,7 @@ from skrl.utils import set_seed
 from torch import nn
 
 import placement_gym
+from placement_gym.common.progress import Progress
 
 
 def make_env(env_id="DevicePlacementStaged-v0", num_envs=4, seed=0,
@@ -79,15 +80,20 @@ class PlacementPPO(PPO):
     (``Info / runtime (ms)``, when the experiment writes TensorBoard data). skrl passes the vector
     env's info dict to ``record_transition`` as it is, but its trainer logs only the entries of
     ``infos["episode"]`` that are one-element torch tensors. In the SAME_STEP mode the ending step's
-    info sits in ``infos["final_info"]`` (``infos["_final_info"]`` says which envs ended)."""
+    info sits in ``infos["final_info"]`` (``infos["_final_info"]`` says which envs ended). While
+    `train` runs, ``progress`` reports the time steps done on stderr."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.runtimes: list[float] = []
         self.devices: set[int] = set()
+        self.progress = None
 
-    def record_transition(self, *, infos, actions, **kwargs):
-        super().record_transition(infos=infos, actions=actions, **kwargs)
+    def record_transition(self, *, infos, actions, timestep, timesteps, **kwargs):
+        super().record_transition(infos=infos, actions=actions, timestep=timestep, timesteps=timesteps,
+                                  **kwargs)
+        if self.progress is not None:
+            self.progress("training", timestep + 1, timesteps)
         self.devices.update(actions.unique().tolist())  # device indices: one per node or per step
         if "final_info" in infos:
             ended = infos["_final_info"]
@@ -122,7 +128,9 @@ def train(env, agent, timesteps):
         "timesteps": timesteps, "headless": True, "disable_progressbar": True,
         "close_environment_at_exit": False,
     })
+    agent.progress = Progress()  # a line on stderr at least every 3 s; stdout keeps the results
     trainer.train()
+    agent.progress.close()
 
 
 def greedy_runtime(env_id, agent, **env_kwargs):

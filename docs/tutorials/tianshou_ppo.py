@@ -24,6 +24,7 @@ from tianshou.utils.net.common import Net
 from tianshou.utils.net.discrete import DiscreteActor, DiscreteCritic
 
 import placement_gym  # registers the environments
+from placement_gym.common.progress import Progress
 
 
 def make_env(env_id: str = "DevicePlacementStaged-v0", **kwargs) -> gym.Env:
@@ -66,21 +67,33 @@ def train(env_id: str = "DevicePlacementStaged-v0", timesteps: int = 4096, seed:
           n_envs: int = 4, vector_env=SubprocVectorEnv, **env_kwargs):
     """Train with tianshou's on-policy trainer; return the algorithm, the training collector, the
     devices its sampled actions chose (a step hook reads every collected action) and the seconds the
-    training itself took (not building the envs and models, where tianshou compiles its numba code)."""
+    training itself took (not building the envs and models, where tianshou compiles its numba code).
+    It reports on stderr what it does (building, then the steps collected) at least every 3 s."""
     torch.manual_seed(seed)  # the network's initial weights and the sampled actions
     np.random.seed(seed)  # tianshou shuffles minibatches with numpy's global generator
+    progress = Progress()  # a line on stderr at least every 3 s; stdout keeps the results
+    progress("building the envs and the model")
     envs = vector_env([lambda: make_env(env_id, **env_kwargs) for _ in range(n_envs)])
     envs.seed(seed)
     algorithm = make_ppo(make_env(env_id, **env_kwargs))
     collector = Collector[CollectStats](algorithm, envs, VectorReplayBuffer(2048, n_envs))
     sampled: set[int] = set()
-    collector.set_on_step_hook(lambda actions, _rollout: sampled.update(np.unique(actions.act).tolist()))
+    steps = 0
+
+    def on_step(actions, _rollout):
+        nonlocal steps
+        sampled.update(np.unique(actions.act).tolist())
+        steps += len(actions.act)  # one action per env that stepped
+        progress("training", min(steps, timesteps), timesteps)
+
+    collector.set_on_step_hook(on_step)
     start = time.perf_counter()
     algorithm.run_training(OnPolicyTrainerParams(
         training_collector=collector, test_collector=None, max_epochs=1, epoch_num_steps=timesteps,
         collection_step_num_env_steps=256, update_step_num_repetitions=10, batch_size=64,
         test_step_num_episodes=1, test_in_training=False, show_progress=False,
     ))
+    progress.close()
     return algorithm, collector, sorted(sampled), time.perf_counter() - start
 
 

@@ -25,6 +25,7 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 import placement_gym
+from placement_gym.common.progress import Progress
 
 
 def make_env(env_id="DevicePlacementStaged-v0", num_envs=4, seed=0, vectorization_mode="sync", **env_kwargs):
@@ -121,6 +122,8 @@ def train(env, actor, critic, iterations=10, frames_per_batch=256, epochs=4, min
     buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch), sampler=SamplerWithoutReplacement(),
                           batch_size=minibatch)
     history = []
+    progress = Progress()  # a line on stderr at least every 3 s; stdout keeps the results
+    progress("training", 0, iterations)
     for data in collector:  # (num_envs, frames_per_batch / num_envs), time last
         ended = data["next", "done"].squeeze(-1)
         record = {"returns": data["next", "episode_reward"][ended].squeeze(-1),
@@ -139,9 +142,11 @@ def train(env, actor, critic, iterations=10, frames_per_batch=256, epochs=4, min
                 optimizer.step()
         record |= {key: losses[key].item() for key in ("loss_objective", "loss_critic", "loss_entropy")}
         history.append(record)
+        progress("training", len(history), iterations)
         if len(history) == iterations:
             break
         collector.update_policy_weights_()
+    progress.close()
     collector.shutdown(close_env=False)  # the caller closes the env
     return history
 

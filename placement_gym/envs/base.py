@@ -24,9 +24,9 @@ from placement_gym.task.named import get_task
 INFO_KEYS: tuple[str, ...] = (
     "lower_bound",  # float64 seconds no placement can beat: the simple bound, `pg.lower_bound`
     "best_single_runtime",  # float64 seconds on the fastest device that holds the whole task
-    "simulated",  # bool: whether the result keys below describe a simulated placement
+    "simulated",  # 0-d bool array: whether the result keys below describe a simulated placement
     "runtime",  # float64 simulated seconds (also for an out-of-memory placement); 0 if not simulated
-    "feasible",  # bool: the placement fits in memory; False if not simulated
+    "feasible",  # 0-d bool array: the placement fits in memory; False if not simulated
     "peak_memory",  # float64 (max_devices,) peak bytes per device (0 for padding); 0 if not simulated
     "speedup",  # float64 best_single_runtime / runtime; 0 if not simulated
     "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); 0 if not
@@ -113,17 +113,16 @@ class PlacementEnvBase(gym.Env):
     in the dict mode, the last entries of the flat vector in the flat mode; the graph mode rejects
     it (a `Graph` has no room for it: read `action_masks()`).
 
-    ``info`` has one key set at `reset` and at every step, each key with one type and shape: a
-    scalar (``np.float64``, ``np.int64``, or a Python ``bool`` for ``simulated`` and ``feasible``)
-    or a numpy array, so that vector envs and libraries that batch infos (torchrl, tianshou) stack
-    them: `INFO_KEYS` plus each env's own keys. The booleans are Python bools, not ``np.bool_`` (no
-    ``np.number``: gymnasium's vector envs batch it into an object array) nor 0-d arrays (a scalar
-    beside ``runtime``'s float, as a reader expects); gymnasium batches a bool into a bool array.
-    Where nothing was simulated (at reset, at a staged stage without a simulation) ``simulated`` is
-    False, ``feasible`` is False and the other result keys are 0 (``peak_memory`` a 0 per device),
-    as gymnasium's vector envs fill an absent info value: read them where ``simulated`` is True. Not
-    NaN: gymnasium's ``check_env`` compares infos with ``==`` and tianshou's trainer rejects a buffer
-    holding a NaN. The task id is ``env.unwrapped.task.id`` (it is not in ``info``)."""
+    ``info`` has one key set at `reset` and at every step, every value a numpy number (float64,
+    int64) or a numpy array, so that vector envs and libraries that batch infos (torchrl,
+    tianshou) stack them: `INFO_KEYS` plus each env's own keys. The booleans (``simulated``,
+    ``feasible``) are 0-d bool arrays, not ``np.bool_``: numpy's bool scalar is no ``np.number``,
+    and gymnasium's vector envs batch such values into object arrays. Where nothing was simulated (at
+    reset, at a staged stage without a simulation) ``simulated`` is False, ``feasible`` is False and
+    the other result keys are 0 (``peak_memory`` a 0 per device), as gymnasium's vector envs fill
+    an absent info value: read them where ``simulated`` is True. Not NaN: gymnasium's ``check_env``
+    compares infos with ``==`` and tianshou's trainer rejects a buffer holding a NaN. The task id is
+    ``env.unwrapped.task.id`` (it is not in ``info``)."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
     # The keys `reset` reads from ``options`` (none); any other is refused (`check_reset_options`).
@@ -377,9 +376,9 @@ class PlacementEnvBase(gym.Env):
         """The result keys of `INFO_KEYS` for a simulated placement (plus `REAL_INFO_KEYS` in
         ``"real"`` mode)."""
         return {
-            "simulated": True,
+            "simulated": np.array(True),
             "runtime": np.float64(result.runtime),
-            "feasible": bool(result.feasible),
+            "feasible": np.array(bool(result.feasible)),
             "peak_memory": self._padded_peaks(result.peak_memory),
             "speedup": np.float64(self.best_single_runtime / result.runtime),
             "reward_runtime": np.float64(reward_runtime),
@@ -394,9 +393,9 @@ class PlacementEnvBase(gym.Env):
     def _no_result_info(self) -> dict[str, Any]:
         """The result keys where nothing was simulated: the same keys and dtypes, zero values."""
         return {
-            "simulated": False,
+            "simulated": np.array(False),
             "runtime": np.float64(0.0),
-            "feasible": False,
+            "feasible": np.array(False),
             "peak_memory": np.zeros(self.max_devices),
             "speedup": np.float64(0.0),
             "reward_runtime": np.float64(0.0),

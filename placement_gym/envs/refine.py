@@ -112,19 +112,14 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     ``render_mode="ansi"`` shows the current placement per device, ``"rgb_array"`` its timeline.
 
     ## Info
-    The same keys at `reset` and at every step, each key with one type and shape (a numpy number or
-    array; a Python ``bool`` for ``simulated`` and ``feasible``), so vector envs, torchrl and tianshou
-    stack them: ``lower_bound``, ``best_single_runtime``,
+    The same keys at `reset` and at every step, each value a numpy number or array (so vector envs,
+    torchrl and tianshou stack them): ``lower_bound``, ``best_single_runtime``,
     ``initial_runtime`` (float64, the episode's starting placement), ``node`` (int64, the node just
     moved; -1 at `reset`), ``sweep`` (int64, 0-based; -1 at `reset`), ``simulated`` (always True:
     every reset and step simulates) and of the current placement ``runtime``, ``feasible``,
     ``peak_memory``, ``speedup``, ``reward_runtime`` (as in `DevicePlacement-v0`; with
     ``reward_mode="real"`` also ``real_runtime``, ``real_spread``, ``real_repeats``,
     ``real_loss``).
-
-    ## Version History
-    * v0: the only version. Info changes leave the id as it is (docs/changelog.md, "Environment
-      versions"): issue 63 made ``simulated`` and ``feasible`` Python bools (0-d bool arrays before).
     """
 
     def __init__(

@@ -107,9 +107,9 @@ class DevicePlacementEnv(PlacementEnvBase):
       ``config=EnvConfig(...)`` (keywords beside it replace its fields); ``env.config`` holds them.
 
     ## Info
-    The same keys at `reset` and after the step, each key with one type and shape: a scalar
-    (``np.float64``, ``np.int64``; a Python ``bool`` for ``simulated`` and ``feasible``) or a numpy
-    array, so that vector envs, torchrl and tianshou can stack them:
+    The same keys at `reset` and after the step, each value a numpy number (float64, int64) or a
+    numpy array (0-d bool arrays for ``simulated`` and ``feasible``), so that vector envs, torchrl
+    and tianshou can stack them:
     ``lower_bound`` (the simple lower bound `pg.lower_bound`, seconds no placement can beat; the
     leaderboard shows the tighter `proven_bound`), ``best_single_runtime`` (seconds, the fastest
     device that holds the whole task), ``simulated`` (False at `reset`, True after the step),
@@ -120,10 +120,6 @@ class DevicePlacementEnv(PlacementEnvBase):
     ``simulated`` and ``feasible`` are False and the other result keys 0. With ``reward_mode="real"`` also
     ``real_runtime``, ``real_spread``, ``real_repeats`` and ``real_loss`` (the executor's summary;
     `placement_gym.envs.base.PlacementEnvBase`). The task id is ``env.unwrapped.task.id``.
-
-    ## Version History
-    * v0: the only version. Info changes leave the id as it is (docs/changelog.md, "Environment
-      versions"): issue 63 made ``simulated`` and ``feasible`` Python bools (0-d bool arrays before).
     """
 
     def __init__(

@@ -88,19 +88,14 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     device), ``"rgb_array"`` the timeline of that completed placement.
 
     ## Info
-    The same keys at `reset` and at every step, each key with one type and shape (a numpy number or
-    array; a Python ``bool`` for ``simulated`` and ``feasible``), so vector envs, torchrl and tianshou
-    stack them: ``lower_bound``, ``best_single_runtime``, ``stage`` (int64,
+    The same keys at `reset` and at every step, each value a numpy number or array (so vector envs,
+    torchrl and tianshou stack them): ``lower_bound``, ``best_single_runtime``, ``stage`` (int64,
     nodes placed so far), ``simulated`` and the result keys of `DevicePlacement-v0` (``runtime``,
     ``feasible``, ``peak_memory``, ``speedup``, ``reward_runtime``; with ``reward_mode="real"``
     also ``real_runtime``, ``real_spread``, ``real_repeats``, ``real_loss``) of the completed
     placement where a simulation ran (every stage with ``dense=True``, else the last). Elsewhere
     (at `reset`, and at the stages before the last with ``dense=False``) ``simulated`` and
     ``feasible`` are False and the other result keys 0.
-
-    ## Version History
-    * v0: the only version. Info changes leave the id as it is (docs/changelog.md, "Environment
-      versions"): issue 63 made ``simulated`` and ``feasible`` Python bools (0-d bool arrays before).
     """
 
     def __init__(
