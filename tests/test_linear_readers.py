@@ -1,7 +1,7 @@
 """Every reader of a user's file takes time linear in its size: a hostile input read at size n and at
-4n takes at most about 4x as long (a reader with a list scan or sets that grow with the graph takes
-16x). Times are the best of three runs, compared as ratios; n is chosen so that the small run takes
-tens of milliseconds, far above the timer's noise."""
+8n takes about 8x as long (a reader with a list scan or sets that grow with the graph takes 64x).
+Times are the best of three runs, compared as ratios; n is chosen so that the small run takes tens of
+milliseconds, far above the timer's noise."""
 
 from __future__ import annotations
 
@@ -31,15 +31,18 @@ from placement_gym.leaderboard.submission import (
 )
 from placement_gym.task.compiled import make_task
 
-# Linear growth gives 4 at four times the size; quadratic 16. Between them, room for noise.
-MOST_GROWTH = 8.0
+# Linear growth gives 8 at eight times the size, quadratic 64 (a reader with a quadratic part beside a
+# linear one some 40): between them, room for the noise of a shared 2-core machine (at four times the
+# size, 4 against 16, a linear reader measured 8.4 under load).
+SCALE = 8
+MOST_GROWTH = 20.0
 
 
 def growth(make: Callable[[int], object], read: Callable[[object], object], n: int) -> float:
-    """Time to read ``make(4 n)`` over time to read ``make(n)``, each the best of three runs taken in
+    """Time to read ``make(SCALE n)`` over time to read ``make(n)``, each the best of three runs taken in
     turns (a load that comes and goes slows both alike), the cycle collector paused while timed."""
-    inputs = {1: make(n), 4: make(4 * n)}
-    best = {1: math.inf, 4: math.inf}
+    inputs = {1: make(n), SCALE: make(SCALE * n)}
+    best = {1: math.inf, SCALE: math.inf}
     gc.collect()
     paused = gc.isenabled()
     gc.disable()
@@ -52,7 +55,7 @@ def growth(make: Callable[[int], object], read: Callable[[object], object], n: i
     finally:
         if paused:
             gc.enable()
-    return best[4] / best[1]
+    return best[SCALE] / best[1]
 
 
 def refused(read: Callable[[object], object], error: type[Exception]) -> Callable[[object], None]:
@@ -99,7 +102,7 @@ def test_a_sum_of_many_graph_inputs_imports_in_linear_time():
 
 
 def test_a_parameter_list_in_the_metadata_is_checked_in_linear_time():
-    assert growth(lambda n: one_sum(n, metadata=True), classify_inputs, 50_000) < MOST_GROWTH
+    assert growth(lambda n: one_sum(n, metadata=True), classify_inputs, 20_000) < MOST_GROWTH
 
 
 def test_many_nodes_of_one_name_are_named_in_linear_time():
@@ -227,7 +230,7 @@ def test_a_placement_naming_many_unknown_ops_and_devices_is_refused_in_linear_ti
         return str(path)
 
     read = refused(lambda path: load_placement(task, path), ValueError)
-    assert growth(placement, read, 40_000) < MOST_GROWTH
+    assert growth(placement, read, 20_000) < MOST_GROWTH
 
 
 def test_a_submission_with_a_large_placement_is_checked_in_linear_time():
@@ -249,4 +252,4 @@ def test_a_submission_with_a_large_placement_is_checked_in_linear_time():
         read(submission(2))
     except SubmissionError as error:  # a schema field this test does not know: show which
         pytest.fail(str(error))
-    assert growth(submission, read, 60_000) < MOST_GROWTH
+    assert growth(submission, read, 30_000) < MOST_GROWTH

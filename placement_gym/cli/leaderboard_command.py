@@ -559,8 +559,8 @@ def run_render(args: argparse.Namespace) -> int:
 
 def _rendered_text(directory: Path, suites: tuple[str, ...], names: tuple[str, ...]) -> str:
     """What `render_pages` drew, for the closing line: every page by its path, then per suite the number
-    of charts and of curves under its curves folder (e.g. "DIR/README.md, DIR/generalisation_v2.md, 1
-    chart (DIR/leaderboard.png) and 47 curves under DIR/curves")."""
+    of charts and of curves under its curves folder (such as "<folder>/README.md, 1 chart
+    (<folder>/leaderboard.png) and 47 curves under <folder>/curves")."""
     from placement_gym.leaderboard.render import page_names, suite_page
 
     pages = {name for suite in suites for name in page_names(suite)}
