@@ -163,22 +163,17 @@ class ForgedRecord(UntrustedFileError):
     """A record that matches its file's bytes but names a task the file does not hold."""
 
 
-def verified_files(records: dict[str, RerunRecord], files: dict[str, bytes | tuple[bytes, dict]]) -> set[str]:
-    """The names among ``files`` ({file name: bytes, or (bytes, submission)}) whose record matches their
-    bytes. Where the submissions are given, a matching record that names a task its file does not hold
-    is refused (`ForgedRecord`, the first of `record_problems`): such a record was not made by a re-run
-    of the file, and `render` publishes nothing beside it."""
-    parsed = {name: value for name, value in files.items() if isinstance(value, tuple)}
-    problems = record_problems(records, parsed)
+def verified_files(records: dict[str, RerunRecord], files: dict[str, tuple[bytes, dict]]) -> set[str]:
+    """The names among ``files`` ({file name: (bytes, schema-checked submission)}) whose record matches
+    their bytes. A matching record that names a task its file does not hold is refused (`ForgedRecord`,
+    the first of `record_problems`): such a record was not made by a re-run of the file, and `render`
+    publishes nothing beside it."""
+    problems = record_problems(records, files)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ForgedRecord(f"{problems[0]}{more}")
-    verified = set()
-    for name, value in files.items():
-        raw = value[0] if isinstance(value, tuple) else value
-        if name in records and records[name].sha256 == file_sha256(raw):
-            verified.add(name)
-    return verified
+    return {name for name, (raw, _) in files.items()
+            if name in records and records[name].sha256 == file_sha256(raw)}
 
 
 def new_seed() -> int:
