@@ -180,7 +180,10 @@ def run(jobs: list[Job], out: Path, n_jobs: int, threads: int) -> None:
 
 
 def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:,.2f}"
+    """Milliseconds to five significant figures or more (whole above a second: the table fits 80 columns)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    return f"{seconds * 1e3:,.2f}" if seconds < 1.0 else f"{seconds * 1e3:,.0f}"
 
 
 def _ratio(value: float | None, reference: float | None) -> str:
@@ -236,7 +239,7 @@ def print_summary(records: list[dict[str, Any]], tasks: list[str] | None = None)
         for r in mine:
             infeasible = r["seeds"] - r["feasible"]
             table.append([
-                r["agent"], _ms(r["median"]), f"{_ms(r['min'])} - {_ms(r['max'])}",
+                r["agent"], _ms(r["median"]), f"{_ms(r['min'])}-{_ms(r['max'])}",
                 f"{r['seeds']}" + (f" ({infeasible} OOM)" if infeasible else ""),
                 _ratio(r["median"], random_median), _ratio(r["median"], heuristic_runtime),
                 _ratio(r["median"], bound),
@@ -249,7 +252,7 @@ def print_summary(records: list[dict[str, Any]], tasks: list[str] | None = None)
         if bound is not None:
             table.append(["lower bound", _ms(bound), "", "", "", "", "1.000", ""])
         print_table(
-            ["agent", "median ms", "min - max ms", "seeds", "/ random", "/ heuristic", "/ bound", "evals/s"],
+            ["agent", "median ms", "min-max ms", "seeds", "/ random", "/ heuristic", "/ bound", "evals/s"],
             table, numeric=[False, True, True, True, True, True, True, True],
             title=f"{task}, budget {budget:,} evaluations",
         )

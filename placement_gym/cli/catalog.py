@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import secrets
 import time
 import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import fmt_bytes, print_json, print_table, print_text
 from placement_gym.cli.subcommands import Subcommands
 from placement_gym.cluster import PRESETS, load_cluster
@@ -297,18 +299,10 @@ def run_datasets(args: argparse.Namespace) -> int:
     from placement_gym.datasets import DATASETS, clusters, get_dataset
 
     if args.build is not None:
-        dataset = get_dataset(args.build)
-        started = time.perf_counter()
-        try:
-            rows = dataset.manifest()
-        except KeyboardInterrupt:  # the build's workers are stopped by then (Dataset.build_manifest)
-            print(f"placement-gym datasets --build {dataset.name}: interrupted; nothing was cached, so the "
-                  "next build starts over", file=sys.stderr)
-            return 130
-        ops = [row.ops for row in rows]
-        print(f"{dataset.name}: {len(rows):,} graphs of {min(ops):,} to {max(ops):,} ops, manifest "
-              f"{dataset.manifest_path} ({time.perf_counter() - started:.1f} s)")
-        return 0
+        return _build_dataset(get_dataset(args.build), args)
+    if args.sample is not None or args.seed is not None or args.pack:
+        print("placement-gym datasets: --sample, --seed and --pack go with --build NAME", file=sys.stderr)
+        return 2
     rows = [dataset.summary() for dataset in DATASETS.values()]
     if args.json:
         print_json(rows)
@@ -316,7 +310,7 @@ def run_datasets(args: argparse.Namespace) -> int:
     print_table(
         ["dataset", "graphs", "families", "train", "valid", "test-sizes", "test-families", "built"],
         [[r["name"], f"{r['graphs']:,}", ", ".join(r["families"]), *(f"{n:,}" for n in r["splits"].values()),
-          "yes" if r["built"] else "no"] for r in rows],
+          "shipped" if r["shipped"] else "yes" if r["built"] else "no"] for r in rows],
         numeric=[False, True, False, True, True, True, True, False],
         title=f"{len(rows)} datasets (held-out families are the test-families split; "
               "placement-gym datasets --build NAME builds a manifest)",
@@ -324,6 +318,50 @@ def run_datasets(args: argparse.Namespace) -> int:
     print_text(f"Cluster family {clusters.FAMILY}: {clusters.TRAIN_CLUSTERS:,} train and "
                f"{clusters.TEST_CLUSTERS:,} test clusters of 2 to 16 devices "
                "(placement_gym.datasets.clusters)")
+    return 0
+
+
+def _build_dataset(dataset: Any, args: argparse.Namespace) -> int:
+    """``datasets --build NAME``: the whole dataset built again (or ``--sample N`` graphs of it) and
+    checked against its frozen manifest; ``--pack``: then written as the archive the package ships."""
+    import random
+    import sys
+
+    from placement_gym.common.progress import Progress
+
+    if args.pack and args.sample is not None:
+        print("placement-gym datasets: --pack needs the whole dataset built (no --sample)", file=sys.stderr)
+        return 2
+    if args.seed is not None and args.sample is None:
+        print("placement-gym datasets: --seed goes with --sample N", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    try:
+        with Progress() as progress:
+            if args.sample is not None:
+                seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+                ids = dataset.ids()
+                ids = random.Random(seed).sample(ids, min(args.sample, len(ids)))
+                rows = dataset.check(ids, progress)
+            else:
+                rows = dataset.build_manifest(progress)
+                dataset.write_manifest(rows)
+    except KeyboardInterrupt:  # the build's workers are stopped by then (Dataset.build_manifest)
+        print(f"placement-gym datasets --build {dataset.name}: interrupted; what was exported stays cached, "
+              "so the next build goes on from there", file=sys.stderr)
+        return 130
+    ops = [row.ops for row in rows]
+    took = f"{time.perf_counter() - started:.1f} s"
+    if args.sample is not None:
+        drawn = ", ".join(row.id for row in rows)
+        print(f"{dataset.name}: {len(rows)} graphs drawn with --seed {seed} ({drawn}) built again and equal "
+              f"to their frozen manifest rows ({took})")
+    else:
+        print(f"{dataset.name}: {len(rows):,} graphs of {min(ops):,} to {max(ops):,} ops built, their "
+              f"manifest the frozen one, cached as {dataset.manifest_path} ({took})")
+    if args.pack:
+        path = dataset.pack()
+        print(f"{dataset.name}: packed as {path} ({path.stat().st_size / 2**20:.1f} MB)")
     return 0
 
 
@@ -358,10 +396,24 @@ def add_parsers(subparsers: Subcommands) -> None:
         description="List the datasets of graphs for placement that generalises (placement_gym.datasets): "
                     "graphs, families and the size of each split (train, valid, test-sizes, "
                     "test-families). --json gives each as an object with name, description, graphs, "
-                    "families, held_out_families, splits and built. --build NAME builds the dataset's "
-                    "manifest (every graph once; cached in the output folder) and says its op range; "
-                    "Ctrl-C (SIGINT) stops it and its worker processes at once (exit code 130), and the "
-                    "workers end by themselves if the command is killed.")
+                    "families, held_out_families, splits, built and shipped (the architecture datasets ship "
+                    "built in the package, read without torch). --build NAME builds the dataset again "
+                    "(every graph once, exporting with torch what is not cached in the output folder; "
+                    "never read from the shipped archive), checks it against the manifest digest frozen "
+                    "in the code and says its op range; --sample N builds only N graphs drawn at random "
+                    "and checks each against its frozen row. Ctrl-C (SIGINT) stops a build and its worker "
+                    "processes at once (exit code 130), and the workers end by themselves if the command "
+                    "is killed.")
     datasets.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    datasets.add_argument("--build", metavar="NAME", default=None, help="build this dataset's manifest")
+    datasets.add_argument("--build", metavar="NAME", default=None,
+                          help="build this dataset again (never from the archive it ships in) and check it "
+                               "against its frozen manifest")
+    datasets.add_argument("--sample", metavar="N", type=positive_int, default=None,
+                          help="with --build: build only N graphs drawn at random (--seed) and check each "
+                               "against its row of the frozen manifest (what CI does)")
+    datasets.add_argument("--seed", metavar="S", type=int, default=None,
+                          help="with --sample: the seed of the draw (default: a random one, printed)")
+    datasets.add_argument("--pack", action="store_true",
+                          help="with --build (maintainers): then write the archive the package ships "
+                               "(placement_gym/datasets/built/NAME.zip) from the output folder's cache")
     datasets.set_defaults(run=run_datasets)

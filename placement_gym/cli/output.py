@@ -68,10 +68,10 @@ def _header(name: str, cells: Sequence[str]) -> str:
 
 
 def _rich_table(columns: Sequence[str], cells: list[list[str]], numeric: Sequence[bool], title: str | None,
-                header: bool, gap: int, short_headers: bool, split: bool):
+                header: bool, gap: int, short_headers: bool, split: bool, whole_words: bool = True):
     """A rich Table of the cells: boxed (``gap`` 3), or without a frame and ``gap`` spaces between
     columns; ``short_headers`` wraps the headers of name columns; ``split`` breaks the cells of
-    name columns at `ID_SEPARATOR`."""
+    name columns at `ID_SEPARATOR`; ``whole_words``: a text column no narrower than its longest word."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -89,8 +89,10 @@ def _rich_table(columns: Sequence[str], cells: list[list[str]], numeric: Sequenc
         columns_cells.append(column)
         # Name columns are no_wrap, so that rich narrows the text columns, never them (rich would
         # narrow the widest column first, a column of task ids, and then fold every id).
+        longest_word = max((len(word) for cell in column for word in cell.split()), default=1)
         table.add_column(_header(name, column) if whole and short_headers else name,
-                         justify="right" if right else "left", overflow="fold", no_wrap=whole)
+                         justify="right" if right else "left", overflow="fold", no_wrap=whole,
+                         min_width=longest_word if whole_words and not whole else None)
     for row in zip(*columns_cells):
         # Text, not str: rich would read "[...]" in a cell (an op name in a submission, say) as markup.
         table.add_row(*(Text(cell) for cell in row))
@@ -113,10 +115,12 @@ def _print_rich(columns: Sequence[str], cells: list[list[str]], numeric: Sequenc
     console = Console(file=stream, width=width, soft_wrap=False, highlight=False)
     room = _text_room(cells, numeric)
     # Whole names come first, then room for the text, then a frame.
-    layouts = ((3, False, False, room), (3, True, False, room), (2, True, False, room),
-               (1, True, False, room), (1, True, False, 0), (1, True, True, room), (1, True, True, 0))
-    for gap, short_headers, split, wanted in layouts:
-        table = _rich_table(columns, cells, numeric, title, header, gap, short_headers, split)
+    # Words of text cells stay whole in every layout but the last, which folds what still does not fit.
+    layouts = ((3, False, False, room, True), (3, True, False, room, True), (2, True, False, room, True),
+               (1, True, False, room, True), (1, True, False, 0, True), (1, True, True, room, True),
+               (1, True, True, 0, True), (1, True, True, 0, False))
+    for gap, short_headers, split, wanted, whole_words in layouts:
+        table = _rich_table(columns, cells, numeric, title, header, gap, short_headers, split, whole_words)
         # Measured unbounded: rich clamps a measurement to the width it is given.
         if Measurement.get(console, console.options.update(max_width=10**6), table).minimum + wanted <= width:
             break

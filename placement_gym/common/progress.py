@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-# The longest a command stays silent: the "nothing silent for more than 3 s".
-INTERVAL_S = 3.0
+# The longest a command stays silent: nothing silent for more than 3 s, less a margin for a thread
+# woken late on a loaded machine.
+INTERVAL_S = 2.5
 PROGRESS_LINE = re.compile(r"^\[\d+ s\] ")
 # What library functions take: ``progress(stage, done, total, item)`` (`Progress.__call__`).
 ProgressCallback = Callable[..., None]
@@ -98,7 +99,9 @@ class Progress:
         self._last = time.monotonic()
 
     def _tick(self) -> None:
-        while not self._stop.wait(min(self.interval, 1.0)):
+        # Wake when the next line is due (a fixed period would let a silence run to interval + period),
+        # and at least each second to move a bar's elapsed time.
+        while not self._stop.wait(min(1.0, max(0.01, self._last + self.interval - time.monotonic()))):
             with self._lock:
                 if self._state is None:
                     continue

@@ -56,11 +56,13 @@ from pathlib import Path
 from typing import Any
 
 from placement_gym.common.paths import OUTPUT_ENV, output_root
+from placement_gym.common.progress import Progress, ProgressCallback
 from placement_gym.common.untrusted import parse_json, path_text, read_bytes, shown
+from placement_gym.datasets import shipped
 from placement_gym.datasets.architectures import require_export_extra
 from placement_gym.datasets.families import FAMILIES
 from placement_gym.graph.opgraph import OpGraph
-from placement_gym.graph.stored import read_graph, write_graph
+from placement_gym.graph.stored import graph_bytes, read_graph, write_graph
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test-sizes", "test-families")
 SPLIT_ALIASES: dict[str, tuple[str, ...]] = {"test": ("test-sizes", "test-families"), "all": SPLITS}
@@ -194,9 +196,10 @@ class Dataset:
         digest = hashlib.sha256(f"{self.name}/{spec.family}/{k}".encode()).digest()  # the split stays put
         return "valid" if int.from_bytes(digest[:8], "big") % VALID_SHARE == 0 else "train"
 
-    def graph(self, graph_id: str) -> OpGraph:
+    def graph(self, graph_id: str, shipped: bool = True) -> OpGraph:
         """Graph ``graph_id``, built from its family's parameters and seed (named ``<dataset>:<id>``); an
-        architecture's graph read from this dataset's cache, or exported and cached on first use."""
+        architecture's graph read from this dataset's cache, else from the archive it ships in
+        (``shipped``: `placement_gym.datasets.shipped`), else exported and cached on first use."""
         spec, k = self.locate(graph_id)
         family, params, name = FAMILIES[spec.family], spec.params(k), f"{self.name}:{spec.family}-{k}"
         if not family.cached:
@@ -205,19 +208,54 @@ class Dataset:
         # What the graph was built from: a changed definition under the same name builds it again.
         origin = {"family": spec.family, "params": params}
         graph = _read_cached_graph(path, name, json.dumps(origin, sort_keys=True))
+        if graph is None and shipped:
+            graph = self._shipped_graph(f"{spec.family}-{k}", name, origin)
         if graph is None:
             graph = family.build(params, k, name)
             _write_whole(path, lambda temporary: write_graph(graph, temporary, origin))
         return graph
 
+    def _shipped_graph(self, graph_id: str, name: str, origin: dict[str, Any]) -> OpGraph | None:
+        """``graph_id`` from the archive this dataset ships in, when it is the graph its frozen manifest
+        row names (its content hash) and was built from ``origin``; None otherwise (no archive, or one
+        damaged or edited: the graph is exported instead)."""
+        row = self._shipped_rows().get(graph_id)
+        data = shipped.graph_bytes(self.name, graph_id) if row is not None else None
+        if data is None:
+            return None
+        try:
+            graph, extra = read_graph(data, f"{shipped.archive_path(self.name)}:{graph_id}")
+        except ValueError:
+            return None
+        if graph.name != name or extra != origin or graph.content_sha256 != row.content_sha256:
+            return None
+        return graph
+
+    def _shipped_rows(self) -> dict[str, GraphRecord]:
+        """The rows of the shipped manifest by id, when its digest is the frozen one (else none)."""
+        if "shipped" not in self._manifests:
+            data = shipped.manifest_bytes(self.name) if self.manifest_sha256 else None
+            rows = self._frozen_rows(data, str(shipped.archive_path(self.name))) if data is not None else None
+            self._manifests["shipped"] = {row.id: row for row in rows or ()}
+        return self._manifests["shipped"]
+
+    @property
+    def ships_built(self) -> bool:
+        """Whether this dataset's manifest ships in the package with the frozen digest (and its graphs
+        with it: `placement_gym.datasets.shipped`)."""
+        return bool(self._shipped_rows())
+
     def graph_path(self, graph_id: str) -> Path:
         """Where an architecture's graph ``graph_id`` is cached once built."""
         return self.manifest_path.parent / "graphs" / f"{graph_id}.npz"
 
-    def record(self, graph_id: str) -> GraphRecord:
-        """The manifest row of ``graph_id``, made from the graph (not from the cached manifest)."""
+    def record(self, graph_id: str, shipped: bool = True) -> GraphRecord:
+        """The manifest row of ``graph_id``, made from the graph (not from a manifest; ``shipped``: as
+        `graph`)."""
         spec, k = self.locate(graph_id)
-        graph = self.graph(graph_id)
+        return self._row(spec, k, self.graph(graph_id, shipped))
+
+    def _row(self, spec: FamilySpec, k: int, graph: OpGraph) -> GraphRecord:
         return GraphRecord(
             id=f"{spec.family}-{k}", family=spec.family, params=spec.params(k), seed=k,
             split=self.split_of(spec, k), ops=graph.n_ops, edges=len(graph.edge_dst),
@@ -231,40 +269,59 @@ class Dataset:
     def manifest_path(self) -> Path:
         return output_root() / "datasets" / self.name / "manifest.json"
 
-    def manifest(self, progress: bool | None = None) -> list[GraphRecord]:
-        """Every graph's `GraphRecord`: read from the cache when it is there and its digest is the frozen
-        one, else built (``progress``: a bar; None: on a terminal) and cached."""
+    def manifest(self, progress: bool | ProgressCallback | None = None) -> list[GraphRecord]:
+        """Every graph's `GraphRecord`: read from the cache, or the shipped archive, when it is there and
+        its digest is the frozen one, else built (``progress``: as `build_manifest`) and cached."""
         path = self.manifest_path
         if path in self._manifests:
             return self._manifests[path]
         rows = self._read_cached()
         if rows is None:
             rows = self.build_manifest(progress)
-            text = manifest_text(rows)
-            _write_whole(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
+            self.write_manifest(rows)
         self._manifests[path] = rows
         return rows
 
+    def write_manifest(self, rows: list[GraphRecord]) -> Path:
+        """Cache ``rows`` (`build_manifest`'s) as this machine's manifest (`manifest_path`)."""
+        text = manifest_text(rows)
+        _write_whole(self.manifest_path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
+        return self.manifest_path
+
     def _read_cached(self) -> list[GraphRecord] | None:
-        """The cached manifest's rows; None (build it again) when it is missing, not a regular file, above
-        `MAX_MANIFEST_BYTES`, not the frozen digest or not a manifest. Linear in its size: hashed, then
-        parsed with the bounds of `placement_gym.common.untrusted.parse_json`."""
-        path = self.manifest_path
+        """The cached manifest's rows, else the shipped manifest's; None (build it again) when neither is
+        there, is a regular file within `MAX_MANIFEST_BYTES`, has the frozen digest and reads as a
+        manifest."""
         try:
-            data = read_bytes(path, MAX_MANIFEST_BYTES, "dataset manifest")
+            data = read_bytes(self.manifest_path, MAX_MANIFEST_BYTES, "dataset manifest")
         except (OSError, ValueError):
+            data = None
+        rows = self._frozen_rows(data, path_text(self.manifest_path)) if data is not None else None
+        if rows is None and self.ships_built:
+            rows = list(self._shipped_rows().values())
+        return rows
+
+    def _frozen_rows(self, data: bytes, where: str) -> list[GraphRecord] | None:
+        """The rows of manifest ``data`` when its digest is the frozen one (any, for a dataset without
+        one) and it reads as a manifest; else None. Linear in its size: hashed, then parsed with the
+        bounds of `placement_gym.common.untrusted.parse_json`."""
+        if len(data) > MAX_MANIFEST_BYTES:
             return None
         if self.manifest_sha256 and hashlib.sha256(data).hexdigest() != self.manifest_sha256:
             return None  # stale or edited: built again
         try:
-            return [GraphRecord(**row) for row in parse_json(data, path_text(path))["graphs"]]
+            return [GraphRecord(**row) for row in parse_json(data, where)["graphs"]]
         except (ValueError, TypeError, KeyError):
             return None  # not a manifest (a dataset without a frozen digest): built again
 
-    def build_manifest(self, progress: bool | None = None, workers: int | None = None) -> list[GraphRecord]:
-        """Every graph built once for its row, in ``workers`` processes (default: one a core, at most
-        `MAX_WORKERS`; the rows come back in dataset order whatever the count); a ValueError when the
-        result's digest is not the frozen one (the graphs would not be this dataset's). An interrupt
+    def build_manifest(self, progress: bool | ProgressCallback | None = None,
+                       workers: int | None = None) -> list[GraphRecord]:
+        """Every graph built once for its row (read from this machine's cache, never from the shipped
+        archive: this is how a shipped dataset is checked), in ``workers`` processes (default: one a core,
+        at most `MAX_WORKERS`; the rows come back in dataset order whatever the count); a ValueError when
+        the result's digest is not the frozen one (the graphs would not be this dataset's). ``progress``:
+        a `placement_gym.common.progress` callback, or True for a `Progress` on stderr (None: on a
+        terminal). An interrupt
         stops the workers at once, and they exit by themselves if this process dies
         (`_build_in_workers`)."""
         ids = [graph_id for graph_id, _, _ in self._graphs()]
@@ -281,20 +338,24 @@ class Dataset:
         # An export takes seconds: one graph a task, so that the workers stay busy to the end.
         size = 1 if exported else CHUNK
         chunks = [ids[i:i + size] for i in range(0, len(ids), size)]
-        bar = _bar(len(ids), f"building dataset {self.name}", progress)
-        if workers == 1 or len(chunks) == 1:
-            parts = []
-            for chunk in chunks:
-                parts.append(_records(self, chunk))
-                if bar is not None:
-                    bar.update(len(chunk))
-        else:
-            setups = tuple(dict.fromkeys(f.worker_setup for f in families if f.worker_setup is not None))
-            # torch must not be forked once loaded: exported families build in fresh (spawned) processes.
-            context = multiprocessing.get_context("spawn") if exported else None
-            parts = self._build_in_workers(chunks, workers, context, setups, bar)
-        if bar is not None:
-            bar.close()
+        report, owned = _reporter(progress)
+        stage = f"building dataset {self.name}"
+        try:
+            if workers == 1 or len(chunks) == 1:
+                parts = []
+                for chunk in chunks:
+                    report(stage, sum(map(len, parts)), len(ids), chunk[0])
+                    parts.append(_records(self, chunk))
+            else:
+                setups = tuple(dict.fromkeys(f.worker_setup for f in families if f.worker_setup is not None))
+                # torch must not be forked once loaded: exported families build in fresh (spawned) processes.
+                context = multiprocessing.get_context("spawn") if exported else None
+                parts = self._build_in_workers(chunks, workers, context, setups, lambda done: report(
+                    stage, done, len(ids)))
+            report(stage, len(ids), len(ids))
+        finally:
+            if owned is not None:
+                owned.close()
         rows = [row for part in parts for row in part]
         digest = hashlib.sha256(manifest_text(rows).encode()).hexdigest()
         if self.manifest_sha256 and digest != self.manifest_sha256:
@@ -309,7 +370,7 @@ class Dataset:
         return rows
 
     def _build_in_workers(self, chunks: list[list[str]], workers: int, context: Any, setups: tuple,
-                          bar: Any) -> list[list[GraphRecord]]:
+                          report: Callable[[int], None]) -> list[list[GraphRecord]]:
         """The rows of each of ``chunks``, built by a pool of ``workers`` processes. An interrupt or an
         error stops the workers at once (the chunks they were building are dropped, not waited for),
         and a worker exits by itself when this process dies (`_start_worker`), so that no build goes
@@ -320,10 +381,12 @@ class Dataset:
                                    initargs=(os.getpid(), setups))
         try:
             futures = {pool.submit(_records, self, chunk): i for i, chunk in enumerate(chunks)}
+            done = 0
+            report(done)
             for future in as_completed(futures):
                 parts[futures[future]] = future.result()
-                if bar is not None:
-                    bar.update(len(parts[futures[future]]))
+                done += len(parts[futures[future]])
+                report(done)
         except BrokenProcessPool:
             raise RuntimeError(
                 f"building dataset {self.name}: a worker process died (out of memory, or the script that "
@@ -338,6 +401,32 @@ class Dataset:
             pool.shutdown(wait=True, cancel_futures=True)
         return parts
 
+    def check(self, ids: list[str], progress: ProgressCallback | None = None) -> list[GraphRecord]:
+        """Build each of ``ids`` again from its family (no cache, no archive read) and check its row
+        against the frozen manifest (cached or shipped); the rows, or a ValueError naming the first graph
+        that differs (or that there is no frozen manifest to check against: build it whole first)."""
+        frozen = self._read_cached()
+        if frozen is None:
+            raise ValueError(f"dataset {self.name} has no manifest to check graphs against: build it whole "
+                             f"first (placement-gym datasets --build {self.name})")
+        by_id = {row.id: row for row in frozen}
+        if any(FAMILIES[self.locate(i)[0].family].needs_torch for i in ids):
+            require_export_extra(f"checking {len(ids)} graphs of dataset {self.name}")
+        rows = []
+        for done, graph_id in enumerate(ids):
+            if progress is not None:
+                progress(f"checking dataset {self.name}", done, len(ids), graph_id)
+            spec, k = self.locate(graph_id)
+            graph = FAMILIES[spec.family].build(spec.params(k), k, f"{self.name}:{graph_id}")
+            row = self._row(spec, k, graph)
+            if row != by_id[graph_id]:
+                differs = [key for key in row.__dict__ if getattr(row, key) != getattr(by_id[graph_id], key)]
+                raise ValueError(f"dataset {self.name}: graph {graph_id} built here differs from its frozen "
+                                 f"row in {', '.join(differs)} (here: {exported_versions()}; frozen with "
+                                 f"{self.frozen_with or 'numpy'})")
+            rows.append(row)
+        return rows
+
     def summary(self) -> dict[str, Any]:
         """What ``placement-gym datasets`` lists, without building anything."""
         return {
@@ -348,7 +437,33 @@ class Dataset:
             "held_out_families": list(self.held_out_families),
             "splits": {split: len(self.ids(split)) for split in SPLITS},
             "built": self._read_cached() is not None,
+            "shipped": self.ships_built,
         }
+
+    def pack(self, destination: str | os.PathLike | None = None) -> Path:
+        """Write the archive this dataset ships in (`placement_gym.datasets.shipped`; default: where the
+        package reads it) from this machine's cache: its manifest, which must have the frozen digest, and
+        every graph, each checked against its row."""
+        try:
+            data = read_bytes(self.manifest_path, MAX_MANIFEST_BYTES, "dataset manifest")
+        except (OSError, ValueError):
+            data = b""
+        rows = self._frozen_rows(data, path_text(self.manifest_path)) if self.manifest_sha256 else None
+        if rows is None:
+            raise ValueError(f"dataset {self.name}: no manifest with the frozen digest in "
+                             f"{path_text(self.manifest_path)}; build it first (placement-gym datasets "
+                             f"--build {self.name})")
+
+        def graphs() -> Iterator[tuple[str, bytes]]:
+            for row in rows:
+                spec, k = self.locate(row.id)
+                graph = self.graph(row.id, shipped=False)
+                if graph.content_sha256 != row.content_sha256:
+                    raise ValueError(f"dataset {self.name}: graph {row.id} is not its manifest row's")
+                yield row.id, graph_bytes(graph, {"family": spec.family, "params": spec.params(k)},
+                                          compress=False)
+
+        return shipped.pack(data, graphs(), destination or shipped.archive_path(self.name))
 
 
 def exported_versions() -> str:
@@ -459,8 +574,9 @@ def _write_whole(path: Path, write: Callable[[Path], object]) -> None:
 
 
 def _records(dataset: Dataset, ids: list[str]) -> list[GraphRecord]:
-    """The rows of ``ids`` (what one worker of `Dataset.build_manifest` builds)."""
-    return [dataset.record(graph_id) for graph_id in ids]
+    """The rows of ``ids`` built here, not read from the shipped archive (what one worker of
+    `Dataset.build_manifest` builds)."""
+    return [dataset.record(graph_id, shipped=False) for graph_id in ids]
 
 
 def manifest_text(rows: list[GraphRecord]) -> str:
@@ -477,13 +593,13 @@ def _split_names(split: str) -> tuple[str, ...]:
     raise ValueError(f"unknown split {shown(split)}; allowed: {', '.join([*SPLITS, *SPLIT_ALIASES])}")
 
 
-def _bar(total: int, label: str, enabled: bool | None):
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=label, unit="graph", dynamic_ncols=True)
+def _reporter(progress: bool | ProgressCallback | None) -> tuple[ProgressCallback, Progress | None]:
+    """The callback that reports a build, and the `Progress` made for it (to close), if any."""
+    if callable(progress):
+        return progress, None
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if not progress:
+        return (lambda *args, **kwargs: None), None
+    owned = Progress()
+    return owned, owned

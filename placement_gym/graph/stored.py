@@ -9,6 +9,7 @@ Nothing is unpickled (``allow_pickle=False``).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import zipfile
@@ -25,10 +26,9 @@ _ARRAYS = ("category", "flops", "bytes_accessed", "param_bytes", "tensor_produce
 _HEADER = "header"
 
 
-def write_graph(graph: OpGraph, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Store ``graph`` (and ``extra``, JSON-serialisable) at ``path``; the file appears whole or not at
-    all (written beside it, then renamed), so a reader never sees half a file."""
-    path = Path(path)
+def graph_bytes(graph: OpGraph, extra: dict[str, Any] | None = None, compress: bool = True) -> bytes:
+    """The file `write_graph` writes, as bytes (``compress`` False: the arrays stored as they are, for an
+    archive that compresses its members itself)."""
     header = {
         "format": FORMAT, "name": graph.name, "sha256": graph.sha256, "op_names": list(graph.op_names),
         "op_types": list(graph.op_types), "tensor_names": list(graph.tensor_names),
@@ -37,26 +37,38 @@ def write_graph(graph: OpGraph, path: str | Path, extra: dict[str, Any] | None =
     }
     arrays = {key: getattr(graph, key) for key in _ARRAYS}
     arrays[_HEADER] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    buffer = io.BytesIO()
+    (np.savez_compressed if compress else np.savez)(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def write_graph(graph: OpGraph, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
+    """Store ``graph`` (and ``extra``, JSON-serialisable) at ``path``; the file appears whole or not at
+    all (written beside it, then renamed), so a reader never sees half a file."""
+    path = Path(path)
+    data = graph_bytes(graph, extra)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(temporary, "wb") as handle:
-        np.savez_compressed(handle, **arrays)
+        handle.write(data)
     os.replace(temporary, path)
     return path
 
 
-def read_graph(path: str | Path) -> tuple[OpGraph, dict[str, Any]]:
-    """The graph stored at ``path`` and its ``extra``; a ValueError saying what is wrong with a file
-    that is not one `write_graph` wrote or whose content is not the stored content hash."""
-    path = Path(path)
+def read_graph(path: str | Path | bytes, label: str = "") -> tuple[OpGraph, dict[str, Any]]:
+    """The graph stored at ``path`` (or given as the bytes of such a file, ``label`` naming it in errors)
+    and its ``extra``; a ValueError saying what is wrong with a file that is not one `write_graph` wrote
+    or whose content is not the stored content hash."""
+    source: Any = io.BytesIO(path) if isinstance(path, bytes) else Path(path)
+    where = (label or "graph bytes") if isinstance(path, bytes) else str(path)
     try:
-        with np.load(path, allow_pickle=False) as stored:
+        with np.load(source, allow_pickle=False) as stored:
             arrays = {key: stored[key] for key in (*_ARRAYS, _HEADER)}
         header = json.loads(arrays.pop(_HEADER).tobytes().decode())
     except (OSError, KeyError, ValueError, zipfile.BadZipFile, UnicodeDecodeError) as error:
-        raise ValueError(f"{path} is not a stored graph ({type(error).__name__}: {error})") from None
+        raise ValueError(f"{where} is not a stored graph ({type(error).__name__}: {error})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a stored graph of format {FORMAT}")
+        raise ValueError(f"{where} is not a stored graph of format {FORMAT}")
     try:
         graph = OpGraph(
             name=header["name"], op_names=tuple(header["op_names"]), op_types=tuple(header["op_types"]),
@@ -64,8 +76,8 @@ def read_graph(path: str | Path) -> tuple[OpGraph, dict[str, Any]]:
             data_inputs=tuple((name, tuple(shape)) for name, shape in header["data_inputs"]), **arrays,
         )
     except (KeyError, TypeError) as error:
-        raise ValueError(f"{path} is not a stored graph ({type(error).__name__}: {error})") from None
+        raise ValueError(f"{where} is not a stored graph ({type(error).__name__}: {error})") from None
     if graph.content_sha256 != header.get("content_sha256"):
-        raise ValueError(f"{path}: the stored graph's content is not its recorded content hash (edited or "
+        raise ValueError(f"{where}: the stored graph's content is not its recorded content hash (edited or "
                          "damaged)")
     return graph, header.get("extra", {})
