@@ -37,10 +37,10 @@ def main() -> None:
     parser.add_argument("--precision", default="bf16", choices=("fp32", "bf16", "fp16"))
     parser.add_argument("--microbatches", type=int, default=1)
     args = parser.parse_args()
+    step = pg.Step("train_step", precision=args.precision, microbatches=args.microbatches)
     for graph in args.graph or ["llama2_70b", "gpt3_175b"]:
         for cluster in args.clusters.split(","):
-            task = pg.get_task(graph, cluster, "train_step", precision=args.precision,
-                               microbatches=args.microbatches)
+            task = pg.get_task(graph, cluster, step)
             is_gpu = np.array([kind == "gpu" for kind in task.cluster.device_kinds])
             gpu_memory = task.cluster.memory_capacity[is_gpu].sum()
             static = task.static_bytes.sum()

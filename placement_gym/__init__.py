@@ -35,14 +35,15 @@ _LAZY: dict[str, str] = {
     "parse_task_id": "placement_gym.task.named",
     "Task": "placement_gym.task.compiled",
     "make_task": "placement_gym.task.compiled",
+    "Step": "placement_gym.task.step",
 }
 
 register_envs()
 
 
 def __getattr__(name: str) -> Any:
-    """A public name of `_LAZY` (imported now, then kept), or a submodule (``placement_gym.graph``),
-    as the eager imports of earlier versions made them attributes."""
+    """A public name of `_LAZY` (imported now, then kept), or a submodule (``placement_gym.graph``), so
+    that ``placement_gym.graph`` works after a plain ``import placement_gym``, as for an eager import."""
     module = _LAZY.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)
@@ -61,7 +62,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "Cluster", "OpGraph", "Schedule", "SimulationResult", "Task", "bundled_graph_names", "get_task",
+    "Cluster", "OpGraph", "Schedule", "SimulationResult", "Step", "Task", "bundled_graph_names", "get_task",
     "graph_from_onnx", "load_cluster", "load_graph", "lower_bound", "make_task", "parse_task_id",
     "reference_simulate", "simulate", "simulate_batch", "single_device", "__version__",
 ]

@@ -12,8 +12,8 @@ import pytest
 from conftest import hand_graph
 
 import placement_gym
+from placement_gym.benchmarks.moves import cutoff_speedup, incremental_ceiling, move_ceiling
 from placement_gym.cli import main
-from placement_gym.cli.bench import cutoff_speedup, incremental_ceiling, move_ceiling
 from placement_gym.cluster import load_cluster
 from placement_gym.cost_model import simulate
 from placement_gym.task.compiled import make_task
@@ -143,3 +143,14 @@ def test_an_unknown_task_id_fails_before_any_row(capsys):
     assert main([*TINY, "--tasks", "cifar10_cnn/no_such_cluster/train"]) == 2
     captured = capsys.readouterr()
     assert "no_such_cluster" in captured.err and GRAPH not in captured.err
+
+
+def test_the_library_s_former_module_still_gives_its_names_with_a_warning():
+    import placement_gym.benchmarks.moves as moves
+    import placement_gym.cli.bench as former
+
+    with pytest.warns(DeprecationWarning, match="placement_gym.benchmarks.moves"):
+        assert former.move_ceiling is moves.move_ceiling
+    with pytest.raises(AttributeError):
+        former.no_such_name  # noqa: B018
+

@@ -16,7 +16,7 @@ from placement_gym.calibration.compare import (
     scatter_plot,
     update_page,
 )
-from placement_gym.cluster.presets import DEFAULT_EFFICIENCY
+from placement_gym.cluster.hardware import DEFAULT_EFFICIENCY
 from placement_gym.cost_model import simulate
 from placement_gym.graph.opgraph import CATEGORIES
 from placement_gym.task.compiled import make_task
@@ -100,7 +100,7 @@ def test_the_tolerance_fails_without_the_calibration(row_id):
     # fast: the test above can fail, and the calibration is what makes it pass.
     row = next(r for r in PUBLISHED if r.id == row_id)
     task = row_task(row.graph, row.batch, row.cluster, row.optimizer, row.precision)
-    plain = make_task(task.graph, _uncalibrated(task.cluster), "train_step", row.optimizer)
+    plain = make_task(task.graph, _uncalibrated(task.cluster), "train_step", optimizer=row.optimizer)
     device = plain.cluster.device_index(row.device)
     runtime = simulate(plain, np.full(plain.n_forward, device, dtype=np.int64)).runtime
     assert runtime / row.published - 1 < -row.tolerance

@@ -19,10 +19,11 @@ from placement_gym.cluster import (
     cluster_to_dict,
     load_cluster,
 )
-from placement_gym.cluster.presets import (
+from placement_gym.cluster.hardware import (
     ARCHITECTURES,
     BAECHI_PYTORCH_COPY,
     DEFAULT_EFFICIENCY,
+    DEFAULT_TENSOR_EFFICIENCY,
     default_efficiency_row,
 )
 from placement_gym.graph.opgraph import CATEGORIES
@@ -54,8 +55,9 @@ MULTI_NODE = {"dgx-a100": (1, 8), "dgx-h100x2": (2, 16), "dgx-h100x4": (4, 32), 
               "h100-a100": (2, 16)}
 
 
-def test_preset_names_are_the_documented_ones():
-    assert set(PRESETS) == set(N_GPUS) | set(MULTI_NODE)
+def test_the_documented_presets_are_presets():
+    # A preset is a data file (tests/test_cluster_preset_files.py): one added later needs no entry here.
+    assert set(N_GPUS) | set(MULTI_NODE) <= set(PRESETS)
     assert not set(N_GPUS) & set(MULTI_NODE)
 
 
@@ -188,7 +190,7 @@ def test_presets_state_their_executor_costs(name):
     gpus = np.array(cluster.device_kinds) == "gpu"
     if name in MULTI_NODE:  # one host per node (tests/test_multinode.py)
         assert cluster.host_names == tuple(f"node:{k}" for k in range(MULTI_NODE[name][0]))
-    else:
+    elif name in N_GPUS:
         assert cluster.host_names == ("host:0",)
         np.testing.assert_array_equal(cluster.device_host, 0)
     assert min(cluster.host_dispatch_threads) >= 1
@@ -362,6 +364,49 @@ def test_small_dict_builds_the_hand_written_figures():
     np.testing.assert_array_equal(cluster.link_latency, [[0, 2e-5], [3e-5, 0]])
     gpu = dict(zip(CATEGORIES, cluster.efficiency[1], strict=True))
     assert gpu["conv"] == 0.9 and gpu["matmul"] == DEFAULT_EFFICIENCY["gpu"]["matmul"]
+
+
+def test_sources_change_no_figure():
+    data = _small()
+    data["sources"] = {"gpu:0": "a datasheet", "links": "measured with a copy of 64 MB"}
+    plain, noted = cluster_from_dict(_small(), "small"), cluster_from_dict(data, "small")
+    assert noted.content_sha256 == plain.content_sha256 and noted.description == plain.description
+
+
+def test_architecture_gives_the_calibrated_efficiencies_under_the_file_s_own():
+    data = _small()
+    gpu = data["devices"][1]  # gives conv 0.9 itself
+    gpu["architecture"] = "kepler"
+    cluster = cluster_from_dict(data, "small")
+    row = dict(zip(CATEGORIES, cluster.efficiency[1].tolist(), strict=True))
+    # Kepler's calibrated matmul (0.28) replaces the GPU default (0.7); the file's conv wins over
+    # Kepler's (0.32); what neither gives is the GPU default.
+    assert ARCHITECTURES["kepler"].efficiency["matmul"] == 0.28
+    assert row["matmul"] == 0.28 and row["conv"] == 0.9
+    assert row["elementwise"] == DEFAULT_EFFICIENCY["gpu"]["elementwise"] == 0.5
+    # memory_bandwidth is the file's, whatever the architecture's bandwidth_fraction.
+    assert cluster.memory_bandwidth[1] == gpu["memory_bandwidth"]
+    # No tensor peak: half precision runs at the FP32 efficiency (no tensor figures are kept).
+    assert cluster.tensor_peak_flops is None and cluster.tensor_efficiency is None
+
+
+def test_architecture_gives_the_tensor_efficiency_of_a_device_with_a_tensor_peak():
+    data = _small()
+    gpu = data["devices"][1]
+    gpu["tensor_peak_flops"] = 1e14
+    bare = cluster_from_dict(data, "small")  # no architecture: the FP32 efficiency of each category
+    np.testing.assert_array_equal(bare.tensor_rate[1], [1e14 * 0.7, 1e14 * 0.9])
+    gpu["architecture"] = "hopper"  # matmul 0.65, conv 0.7 of the tensor peak (docs/calibration.md)
+    hopper = cluster_from_dict(data, "small")
+    np.testing.assert_array_equal(hopper.tensor_rate[1], [1e14 * 0.65, 1e14 * 0.7])
+    gpu["architecture"] = "turing"  # not calibrated in half precision: the tensor defaults
+    turing = cluster_from_dict(data, "small")
+    np.testing.assert_array_equal(turing.tensor_rate[1], [1e14 * DEFAULT_TENSOR_EFFICIENCY["matmul"],
+                                                          1e14 * DEFAULT_TENSOR_EFFICIENCY["conv"]])
+    gpu["tensor_efficiency"] = {"conv": 0.5}  # the file's own wins
+    np.testing.assert_array_equal(cluster_from_dict(data, "small").tensor_rate[1], [1e14 * 0.7, 1e14 * 0.5])
+    # The CPU, without a tensor peak, runs half precision at its FP32 peak and efficiency.
+    np.testing.assert_array_equal(hopper.tensor_rate[0], [1e12 * 0.5, 1e12 * 0.4])
 
 
 def test_name_defaults_to_the_file_stem(tmp_path):
@@ -635,6 +680,20 @@ BAD = [
         "segment listed twice",
         _set(["links", 0, "segments"], ["up", "down", "up"]),
         ["cpu:0 -> gpu:0", "segment 'up'", "listed twice"],
+    ),
+    (
+        "unknown architecture",
+        _set(["devices", 1, "architecture"], "fermi"),
+        ["gpu:0", "architecture", "kepler", "hopper", "'fermi'"],
+    ),
+    ("architecture not a string", _set(["devices", 1, "architecture"], 7), ["gpu:0", "architecture", "7"]),
+    ("sources not an object", _set(["sources"], ["datasheet"]), ["sources", "object", "datasheet"]),
+    ("empty source note", _set(["sources"], {"gpu:0": ""}), ["sources['gpu:0']", "non-empty string"]),
+    ("source note not text", _set(["sources"], {"gpu:0": 4.37e12}), ["sources['gpu:0']", "4370000000000.0"]),
+    (
+        "control character in a source",
+        _set(["sources"], {"gpu:0": "datasheet\x1b[31m"}),
+        ["sources['gpu:0']", "printable text"],
     ),
     (
         "default_link segments",

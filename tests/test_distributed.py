@@ -19,6 +19,7 @@ from placement_gym.cost_model import simulate, simulate_batch  # noqa: E402
 from placement_gym.evaluation.evaluator import Evaluator, as_evaluator  # noqa: E402
 from placement_gym.real.distributed import RayEvaluatorPool, TaskSpec, as_task_spec  # noqa: E402
 from placement_gym.task.named import get_task  # noqa: E402
+from placement_gym.task.step import Step  # noqa: E402
 
 SPEC = TaskSpec("cifar10_cnn", "k80x2", "train_step")
 
@@ -93,7 +94,7 @@ def test_simulate_equals_local_simulate(pool):
 
 
 def test_env_with_the_pool_gives_the_same_reward(pool):
-    kwargs = {"graph": SPEC.graph, "cluster": SPEC.cluster, "objective": SPEC.objective}
+    kwargs = {"graph": SPEC.graph, "cluster": SPEC.cluster, "step": SPEC.step}
     local, remote = gym.make("DevicePlacement-v0", **kwargs), gym.make("DevicePlacement-v0", **kwargs)
     remote.unwrapped.evaluator = pool
     before = sum(s["evaluations"] for s in pool.actor_stats())
@@ -113,7 +114,7 @@ def test_bad_input_is_a_clear_error(pool, local_ray):
         pool.simulate(np.full(pool.task.n_forward, 7))
     empty = pool.evaluate_batch(np.zeros((0, pool.task.n_forward), dtype=np.int64))
     assert [a.shape[0] for a in empty] == [0, 0, 0] and empty[2].shape[1] == pool.task.n_devices
-    with pytest.raises(ValueError, match="unknown reward_mode"):
+    with pytest.raises(ValueError, match="unknown evaluator"):
         RayEvaluatorPool(SPEC, reward_mode="fast")
     with pytest.raises(ValueError, match="n_actors"):
         RayEvaluatorPool(SPEC, n_actors=0, reward_mode="cost_model")
@@ -129,7 +130,11 @@ def test_bad_input_is_a_clear_error(pool, local_ray):
 def test_task_specs():
     assert as_task_spec("cifar10_cnn/k80x2/train") == TaskSpec("cifar10_cnn", "k80x2", "train")
     assert as_task_spec({"graph": "g", "cluster": "c"}) == TaskSpec("g", "c")
-    assert as_task_spec(("g", "c", "inference", "sgd")) == TaskSpec("g", "c", "inference", "sgd")
+    assert as_task_spec(("g", "c", "train+sgd")) == TaskSpec("g", "c", Step(optimizer="sgd"))
+    mapping = {"graph": "g", "cluster": "c", "objective": "inference", "precision": "bf16"}
+    assert as_task_spec(mapping) == TaskSpec("g", "c", "inference+bf16")
+    with pytest.warns(DeprecationWarning, match="by position is deprecated"):
+        assert as_task_spec(("g", "c", "train_step", "sgd", "bf16")) == TaskSpec("g", "c", "train+sgd+bf16")
     with pytest.raises(ValueError, match="graph/cluster/objective"):
         as_task_spec("cifar10_cnn/k80x2")
     with pytest.raises(ValueError, match="needs graph and cluster"):

@@ -14,10 +14,11 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import placement_gym  # noqa: F401  (registers the ids)
 from placement_gym.envs import ENV_IDS
-from placement_gym.envs.base import INFO_KEYS, REAL_INFO_KEYS
+from placement_gym.envs.base import INFO_KEYS
 from placement_gym.envs.refine import DevicePlacementRefineEnv
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.envs.staged import DevicePlacementStagedEnv
+from placement_gym.real.evaluators import REAL_INFO_KEYS
 
 SMALL = dict(graph="cifar10_cnn", cluster="k80x2", objective="inference")
 OWN_KEYS = {

@@ -60,7 +60,7 @@ def test_each_reset_draws_a_graph_of_the_split_and_seeds_replay(env_id):
 def test_a_step_is_the_step_of_that_graph_s_env():
     env = gym.make("DevicePlacement-v0", dataset=SPLIT, cluster="k80x2")
     env.reset(seed=0, options={"graph": "enas-conv-6"})
-    padding = {key: env.unwrapped.settings[key] for key in ("max_ops", "max_edges")}
+    padding = {key: getattr(env.unwrapped, key) for key in ("max_ops", "max_edges")}
     inner = DevicePlacementEnv(graph="synthetic-mini-v1:enas-conv-6", cluster="k80x2", **padding)
     assert padding["max_ops"] == max(row.ops for row in get_dataset("synthetic-mini-v1").manifest()
                                      if row.split == "train")
@@ -95,8 +95,11 @@ def test_bad_dataset_arguments_are_clear_errors():
         gym.make("DevicePlacement-v0", dataset="synthetic-v9:train", cluster="k80x2")
     with pytest.raises(ValueError, match="unknown split 'tests'"):
         gym.make("DevicePlacement-v0", dataset="synthetic-mini-v1:tests", cluster="k80x2")
-    with pytest.raises(ValueError, match="does not take mask_in_obs=True"):
-        gym.make("DevicePlacement-v0", dataset=SPLIT, cluster="k80x2", mask_in_obs=True)
+    # the single-shot env pads its mask to the action's rows, so the mask goes in the observation too
+    masked = gym.make("DevicePlacement-v0", dataset=SPLIT, cluster="k80x2", mask_in_obs=True)
+    obs, _ = masked.reset(seed=0)
+    np.testing.assert_array_equal(obs["action_mask"], masked.unwrapped.action_masks())
+    assert obs["action_mask"].shape == masked.action_space.nvec.shape + (masked.unwrapped.max_devices,)
     env = gym.make("DevicePlacementStaged-v0", dataset=SPLIT, cluster="k80x2")
     with pytest.raises(ValueError, match="graph 'enas-rnn-3' is not in this env's split"):
         env.reset(options={"graph": "enas-rnn-3"})

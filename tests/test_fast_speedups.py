@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement_gym.cli.bench import BenchRow, bench_targets
+from placement_gym.benchmarks.simulators import BenchRow
+from placement_gym.benchmarks.targets import bench_targets
 from placement_gym.cost_model import fast, reference_simulate, simulate, simulate_batch
 from placement_gym.task.named import get_task
 
@@ -106,7 +107,7 @@ def test_the_bench_targets_are_read_from_the_right_rows():
 def test_the_bench_times_single_calls_on_the_batch_placements_in_turn(task, monkeypatch):
     """One placement evaluated over and over runs faster than a new one each time (the branch predictor
     learns it), so single calls must go through the batch's placements as the batch does."""
-    import placement_gym.cli.bench as bench
+    import placement_gym.benchmarks.simulators as bench
 
     seen: dict[str, list[bytes]] = {"fast": [], "reference": []}
 

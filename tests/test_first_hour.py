@@ -190,14 +190,19 @@ def test_validate_ends_with_a_summary_and_lists_only_failures(capsys, tmp_path):
 
 
 def test_packaged_leaderboard_data_is_in_the_wheel_config():
+    from fnmatch import fnmatch
+
     import tomllib
 
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())
-    force = config["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
-    packaged = {target: source for source, target in force.items()}
+    from placement_gym.cli.leaderboard_command import packaged_files
+
+    wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["sources"]["leaderboard"] == "placement_gym/_leaderboard"
+    # Every suite's page and bounds file by pattern (hatch's include patterns, rooted at the checkout).
+    patterns = [pattern.lstrip("/") for pattern in wheel["include"]]
     for name in ("submissions", "bounds.json", "reruns.json", "README.md", "generalisation_v2.md",
-                 "suite_v2.md", "bounds_v2.json", "suite_v1.md", "bounds_v1.json"):
-        assert packaged.get(f"placement_gym/_leaderboard/{name}") == f"leaderboard/{name}"
+                 "suite_v2.md", "bounds_v2.json", "suite_v1.md", "bounds_v1.json", *packaged_files()):
+        assert any(fnmatch(f"leaderboard/{name}", pattern) for pattern in patterns), name
 
 
 def test_leaderboard_default_is_the_packaged_copy_outside_a_checkout(monkeypatch, tmp_path, capsys):

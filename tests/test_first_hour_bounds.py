@@ -223,7 +223,7 @@ def test_bench_prints_figures_with_machine_and_load_and_no_verdicts(capsys):
 
 
 def test_bench_check_explains_each_target(capsys):
-    from placement_gym.cli.bench import bench_targets
+    from placement_gym.benchmarks.targets import bench_targets
 
     code = main([*BENCH_SMALL, "--check"])
     out = capsys.readouterr().out
@@ -235,7 +235,7 @@ def test_bench_check_explains_each_target(capsys):
 
 
 def test_machine_description_names_cpu_cores_and_load():
-    from placement_gym.cli.bench import machine_description
+    from placement_gym.benchmarks.machine import machine_description
 
     machine = machine_description()
     assert machine["cpu"] and machine["logical_cores"] >= 1 and machine["usable_cores"] >= 1

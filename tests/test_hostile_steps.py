@@ -75,7 +75,7 @@ def test_a_split_names_a_graph_it_holds_and_a_cluster_split_is_checked_too():
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum"])
 def test_an_optimizer_with_inference_is_refused(optimizer):
     with pytest.raises(ValueError, match=f"optimizer '{optimizer}' applies to a training step") as error:
-        get_task("cifar10_cnn", "k80x2", "inference", optimizer)
+        get_task("cifar10_cnn", "k80x2", "inference", optimizer=optimizer)
     _one_line(error)
     with pytest.raises(ValueError, match="applies to a training step"):
         gym.make("DevicePlacement-v0", graph="cifar10_cnn", cluster="k80x2", objective="inference",
@@ -87,7 +87,7 @@ def test_an_optimizer_with_inference_is_refused(optimizer):
     # what applies to inference stays accepted, and the optimizer changes a training step's task
     assert get_task("cifar10_cnn", "k80x2", "inference", microbatches=2, precision="bf16").id.endswith(
         "/inference+bf16+mb2")
-    assert get_task("cifar10_cnn", "k80x2", "train_step", optimizer).id.endswith(f"/train+{optimizer}")
+    assert get_task("cifar10_cnn", "k80x2", optimizer=optimizer).id.endswith(f"/train+{optimizer}")
 
     # the fidelity command compiles its task itself: it refuses the same before measuring anything
     assert main(["fidelity", "--graph", "cifar10_cnn", "--objective", "inference", "--optimizer",

@@ -15,19 +15,19 @@ from placement_gym.datasets import get_dataset
 from placement_gym.evaluation.placements import placement_problems, placement_to_text
 from placement_gym.leaderboard import evaluate, get_suite, validate_submission
 from placement_gym.leaderboard.generalisation import (
-    GEN_V2_CLUSTERS,
-    SPLITS,
-    gen_v2_task_ids,
+    dataset_sample_task_ids,
+    get_split,
     split_of_task,
     trained_on_problems,
 )
-from placement_gym.leaderboard.generalisation_page import render_generalisation_v2
+from placement_gym.leaderboard.generalisation_page import render_generalisation_page
 from placement_gym.leaderboard.harness import counted_pretraining
 from placement_gym.leaderboard.submission import SubmissionError, check_header, check_result
-from placement_gym.leaderboard.suite import GEN_V2, SUITES
 from placement_gym.task.named import get_task, parse_task_id
 
 DATASET = get_dataset("synthetic-v1")
+GEN_V2 = "gen-v2"
+GEN_V2_CLUSTERS = ("k80x4", "k40x4", "p100x4")
 PRETRAINING = {"evaluations": 0, "wall_s": 0.0, "machine": "tests", "counted": "declared"}
 
 
@@ -38,8 +38,8 @@ def _graph_id(task_id: str) -> str:
 # --- what the suite holds ---------------------------------------------------------------------------------
 
 def test_the_frozen_suite_is_the_definition_100_test_graphs_on_three_clusters():
-    suite = SUITES[GEN_V2]
-    assert suite.task_ids == gen_v2_task_ids()
+    suite = get_suite(GEN_V2)
+    assert suite.task_ids == dataset_sample_task_ids(suite.spec.measure.dataset_sample)
     graphs = {_graph_id(t) for t in suite.task_ids}
     assert len(graphs) == 100 and len(suite.task_ids) == 300
     assert {t.split("/")[1] for t in suite.task_ids} == set(GEN_V2_CLUSTERS)
@@ -58,8 +58,8 @@ def test_the_frozen_suite_is_the_definition_100_test_graphs_on_three_clusters():
 
 
 def test_every_test_graph_is_held_out_not_only_the_scored_ones():
-    split = SPLITS[GEN_V2]
-    scored = {_graph_id(t) for t in SUITES[GEN_V2].task_ids}
+    split = get_split(GEN_V2)
+    scored = {_graph_id(t) for t in get_suite(GEN_V2).task_ids}
     unscored_test = next(g for g in DATASET.ids("test-families") if g not in scored)
     assert split.is_held_out(f"synthetic-v1:{unscored_test}/k80x2/train")
     assert not split.is_held_out(f"synthetic-v1:{DATASET.ids('train')[0]}/k80x4/train")
@@ -184,7 +184,7 @@ def test_an_entry_validates_and_a_tampered_placement_is_caught(entries):
 @pytest.mark.slow
 def test_the_page_scores_each_split_from_the_best_known(entries):
     submissions = [(f"gen-v2-{name}-seed0.json", data) for name, data in entries.items()]
-    page = render_generalisation_v2(submissions)
+    page = render_generalisation_page(submissions, GEN_V2)
     runtimes = {name: {t: simulate(parse_task_id(t), np.full(parse_task_id(t).n_forward, d)).runtime
                        for t in TASKS} for name, d in (("on-gpu0", 1), ("on-cpu", 0))}
     best = {t: min(r[t] for r in runtimes.values()) for t in TASKS}

@@ -9,13 +9,14 @@ import pytest
 
 from placement_gym.evaluation.placements import single_placement
 from placement_gym.leaderboard import (
+    SPLITS,
     check_schema,
     evaluate,
     get_suite,
     render_markdown,
     validate_submission,
 )
-from placement_gym.leaderboard.generalisation import SPLITS, get_split, graph_of
+from placement_gym.leaderboard.generalisation import get_split, graph_of
 from placement_gym.leaderboard.submission import SubmissionError
 
 SUITE = "v1"  # the cost-model suite with a split of its task ids (gen-v2 is a suite of its own)

@@ -25,8 +25,8 @@ from placement_gym.leaderboard import (
     save_submission,
     validate_submission,
 )
+from placement_gym.leaderboard.registry import SUITE_FOLDER
 from placement_gym.leaderboard.suite import (
-    SUITE_FOLDER,
     fingerprint_problems,
     probe_placements,
     suite_from_dict,
@@ -148,20 +148,31 @@ def test_a_submission_error_stays_exit_1(tmp_path, capsys):
     assert "claimed runtime" in capsys.readouterr().out
 
 
-def test_a_submission_of_a_superseded_suite_is_refused(perturb, monkeypatch):
-    """Once a later suite is current, the older one's files are no longer accepted (they move to
-    retired/), whatever the cost model still reproduces."""
-    import placement_gym.leaderboard.validate as validate_module
+def test_a_submission_of_a_superseded_suite_is_refused(perturb, tmp_path):
+    """Once a later suite is current and the older one retired (its suite file says so), the older
+    one's files are no longer accepted (they move to retired/), whatever the cost model still
+    reproduces."""
+    import shutil
+
+    from placement_gym.leaderboard.registry import use_suite_folder
 
     data = evaluate(lambda task, seed, budget: single_placement(task, 0),
                     get_suite(CURRENT_SUITE).subset([TASK_ID]), algorithm="old")
     perturb(cluster=_scaled("link_latency", 3.0))
     with pytest.raises(RuntimeError, match=f"suite {CURRENT_SUITE} does not match"):
         validate_submission(data)
-    # As if a later suite had superseded it (the generalisation suite stays accepted beside it).
-    monkeypatch.setattr(validate_module, "ACCEPTED_SUITES", ("v999", "gen-v2"))
-    check = validate_submission(data)
-    assert not check.ok and check.tasks == [] and "accepted: v999, gen-v2" in check.problems[0]
+    # As if a later suite had superseded it: a copy of the suite files where it is retired and v2 current.
+    folder = tmp_path / "suites"
+    shutil.copytree(SUITE_FOLDER, folder)
+    for version, change in ((CURRENT_SUITE, {"status": "retired", "retired_because": "superseded"}),
+                            ("v2", {"status": "current"})):
+        path = folder / f"{version}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    with use_suite_folder(folder):
+        check = validate_submission(data)
+    assert not check.ok and check.tasks == []
+    assert check.problems[0].startswith(f"suite {CURRENT_SUITE} is retired (superseded); accepted suites: "
+                                        "v1, v2, gen-v2")
 
 
 def test_a_submission_of_the_retired_suite_v0_is_refused_and_never_submitted(tmp_path, capsys):

@@ -13,10 +13,11 @@ from placement_gym.cost_model import simulate, simulate_batch
 from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite, render_markdown
 from placement_gym.leaderboard.ranking import budget_track, group_submissions
 from placement_gym.leaderboard.submission import SubmissionError, budget_label, check_trace, thin_trace
-from placement_gym.leaderboard.task_bounds import BOUNDS_NAME, frozen_bounds, load_bounds, read_bounds
+from placement_gym.leaderboard.task_bounds import bounds_name, frozen_bounds, load_bounds, read_bounds
 from placement_gym.task.named import parse_task_id
 
 SUITE = get_suite(CURRENT_SUITE)
+BOUNDS_NAME = bounds_name(SUITE)  # the current suite's bounds file, as its suite file names it
 TASK = "cifar10_cnn/k80x2/train"
 
 

@@ -8,25 +8,31 @@ import pytest
 
 from placement_gym.cost_model import simulate
 from placement_gym.leaderboard import CURRENT_SUITE, SUITES, evaluate, get_suite, validate_submission
-from placement_gym.leaderboard.harness import MAPPING_SUITES
+from placement_gym.leaderboard.registry import suite_registry
 from placement_gym.leaderboard.render import suite_page
-from placement_gym.leaderboard.suite import (
-    ACCEPTED_SUITES,
-    V2,
-    V2_NEW_TASKS,
-    extend_suite,
-    fingerprint_problems,
-    suite_to_dict,
-)
+from placement_gym.leaderboard.suite import fingerprint_problems, suite_to_dict
+from placement_gym.leaderboard.suite_measure import extend_suite
 from placement_gym.leaderboard.validate import validate_file
 
+V2 = "v2"
+# The workloads v2 adds to v1's tasks (docs/leaderboard.md, "Suite v2").
+V2_NEW_TASKS = (
+    "llama2_70b/dgx-h100x4/train+bf16+mb4",
+    "mixtral_8x7b/h100x8/inference+bf16",
+    "gnmt8/k40x8/train+mb4",
+    "unrolled-v1:gnmt-tf-4/k40x8/train",
+)
+
 SMALL_V1 = "cifar10_cnn/k80x2/train"  # 30 ops: built in a blink
+BOUNDS_NAME = "bounds.json"  # the current suite's bounds file
 SMALL_NEW = "mixtral_8x7b/h100x8/inference+bf16"  # the quickest new task to build and simulate (~0.3 s)
 
 
 def test_v2_is_accepted_and_ranked_on_a_page_of_its_own():
     assert CURRENT_SUITE != V2 and suite_page(V2).page == "suite_v2.md"
-    assert V2 in ACCEPTED_SUITES and V2 not in MAPPING_SUITES
+    assert V2 in suite_registry().accepted() and get_suite(V2).spec.placement_format == "text"
+    measure = get_suite(V2).spec.measure
+    assert measure.inherits == "v1" and measure.new_tasks == V2_NEW_TASKS
 
 
 def test_v2_holds_every_v1_task_with_v1s_frozen_figures():
@@ -138,18 +144,21 @@ def _first_device(task, seed, budget):
     return np.zeros(task.n_forward, dtype=np.int64)
 
 
-def test_each_cost_model_suite_has_its_page_and_the_generalisation_suite_none():
-    from placement_gym.leaderboard.render import page_names, suite_page
+def test_each_suite_has_its_page_where_its_file_puts_it():
+    from placement_gym.leaderboard.layout import default_suites, suite_page
 
-    assert page_names(CURRENT_SUITE) == ("README.md", "generalisation_v2.md")
-    assert page_names("v1") == ("suite_v1.md",) and suite_page("v1").curves == "curves/v1"
+    assert default_suites() == (CURRENT_SUITE, "gen-v2")  # what render draws without --suite
+    assert suite_page(CURRENT_SUITE).page == "README.md"
+    assert suite_page("v1").page == "suite_v1.md" and suite_page("v1").curves == "curves/v1"
     v2 = suite_page(V2)
     # v2 holds v1's task ids: its curves get a folder of their own, so that neither overwrites the other.
     assert (v2.page, v2.chart, v2.curves) == ("suite_v2.md", "leaderboard_v2.png", "curves/v2")
-    assert v2.command == "placement-gym leaderboard render --suite v2" and page_names(V2) == ("suite_v2.md",)
-    with pytest.raises(ValueError, match="gen-v2 has its own page"):
-        suite_page("gen-v2")
-
+    assert v2.command == "placement-gym leaderboard render --suite v2"
+    generalisation = suite_page("gen-v2")
+    assert generalisation.page == "generalisation_v2.md"
+    assert generalisation.chart is None and generalisation.curves is None
+    with pytest.raises(ValueError, match="no page for suite v0"):
+        suite_page("v0")
 
 
 def test_a_curve_file_name_has_no_colon():
@@ -209,11 +218,11 @@ def test_render_suite_v2_writes_its_page_and_leaves_the_readme_alone(tmp_path, c
     # Several suites in one call: the file is validated once, and the stale page is the one named.
     import importlib
 
-    # (the package's attribute `render` is the function, not the module)
-    render_module = importlib.import_module("placement_gym.leaderboard.render")
+    # (where render's loading validates each file)
+    loading_module = importlib.import_module("placement_gym.leaderboard.loading")
 
     validated = []
-    monkeypatch.setattr(render_module, "validate_submission",
+    monkeypatch.setattr(loading_module, "validate_submission",
                         lambda data, source: validated.append(source) or validate_submission(data, source))
     both = ["leaderboard", "render", "--check", "--suite", "v1", "--suite", V2, "--dir", str(board)]
     assert main(both) == 1 and len(validated) == 1
@@ -251,7 +260,6 @@ def test_a_suites_own_bounds_file_is_written_read_and_checked_beside_the_current
     import json
 
     from placement_gym.leaderboard.task_bounds import (
-        BOUNDS_NAME,
         FROZEN_SOURCE,
         bounds_name,
         check_bounds,

@@ -16,6 +16,7 @@ from placement_gym.envs.config import EnvConfig
 from placement_gym.graph.synthetic import random_graph
 from placement_gym.task.compiled import MAX_MICROBATCHES, make_task
 from placement_gym.task.ids import split_task_id, task_identity
+from placement_gym.task.step import Step
 
 OVERHEAD = 1e-6  # hand_cluster's launch overhead per op
 
@@ -58,7 +59,7 @@ def test_uniform_layer_stack_has_gpipes_bubble(p, m, k, params):
     # finishing one micro-batch before it starts the next.
     activation = 1e5
     graph = layer_stack(p * k, 1.0, activation, params)
-    task = make_task(graph, hand_cluster(p), "train_step", "adam", microbatches=m)
+    task = make_task(graph, hand_cluster(p), "train_step", microbatches=m)
     result = both(task, np.repeat(np.arange(p), k))
     t_f, t_b = k * op_time(1.0), k * op_time(2.0)  # a matmul's backward computes both operands' gradients
     transfer = 1e-4 + activation / 1e9  # hand_cluster's latency + bytes / bandwidth, below t_f and t_b
@@ -87,7 +88,7 @@ def test_uniform_layer_stack_has_gpipes_bubble(p, m, k, params):
 def test_fast_links_leave_the_bubble_alone():
     p, m = 4, 6
     cluster = hand_cluster(p, bandwidth=1e17, latency=1e-12)
-    task = make_task(layer_stack(p, 1.0, 1e5, 0.0), cluster, "train_step", "adam", microbatches=m)
+    task = make_task(layer_stack(p, 1.0, 1e5, 0.0), cluster, "train_step", microbatches=m)
     result = both(task, np.arange(p))
     assert result.runtime == pytest.approx((m + p - 1) * (op_time(1.0) + op_time(2.0)), rel=1e-6)
 
@@ -99,7 +100,7 @@ def test_two_ops_two_devices_two_microbatches_by_hand():
     # backward waiting for b[mb1] (without it, b.grad[mb0] would start when b[mb0] ends).
     graph = hand_graph([("a", 3e9, 3e6, 4e6), ("b", 1e9, 1e6, 0)], [("x", "a"), ("a", "b")],
                        inputs=[("x", 1e5)])
-    task = make_task(graph, hand_cluster(2), "train_step", "adam", microbatches=2)
+    task = make_task(graph, hand_cluster(2), "train_step", microbatches=2)
     result = both(task, [0, 1])
     s = result.schedule
     fa, fb, ba, bb = op_time(3), op_time(1), op_time(6), op_time(2)  # backward: 2x a matmul's FLOPs
@@ -231,7 +232,7 @@ def test_activation_memory_grows_with_microbatches_and_static_memory_does_not():
     placement = np.array([0, 1])
     static, live = [], []
     for m in (1, 2, 4, 8):
-        task = make_task(graph, hand_cluster(2), "train_step", "adam", microbatches=m)
+        task = make_task(graph, hand_cluster(2), "train_step", microbatches=m)
         static.append(task.static_memory(placement))
         peak = both(task, placement).peak_memory
         live.append(peak - static[-1])
@@ -256,7 +257,7 @@ def test_bundled_graph_with_four_microbatches_builds_evaluates_and_round_trips()
     check_fill_drain(task, result.schedule)
     assert result.runtime > simulate(one, placement).runtime
     assert task_identity(task)["microbatches"] == 4 and "microbatches" not in task_identity(one)
-    sgd = pg.get_task("cifar10_cnn", "k80x4", "train_step", "sgd", microbatches=2)
+    sgd = pg.get_task("cifar10_cnn", "k80x4", "train+sgd+mb2")
     assert sgd.id == "cifar10_cnn/k80x4/train+sgd+mb2" and pg.parse_task_id(sgd.id) is sgd
     inference = pg.get_task("cifar10_cnn", "k80x4", "inference", microbatches=3)
     assert inference.id == "cifar10_cnn/k80x4/inference+mb3" and inference.n_ops == 3 * one.n_forward
@@ -273,10 +274,11 @@ def test_malformed_microbatch_ids_are_refused(objective):
 
 def test_split_task_id_reads_microbatches():
     assert split_task_id("gnmt8/k40x8/train+sgd+mb16") == (
-        "gnmt8", "k40x8", "train", "sgd", "fp32", 16, False)
-    assert split_task_id("gnmt8/k40x8/train") == ("gnmt8", "k40x8", "train", None, "fp32", 1, False)
-    assert split_task_id("a/b/train+sgd+bf16+mb8") == ("a", "b", "train", "sgd", "bf16", 8, False)
-    assert split_task_id("a/b/inference+fp16+mb2") == ("a", "b", "inference", None, "fp16", 2, False)
+        "gnmt8", "k40x8", Step(optimizer="sgd", microbatches=16))
+    assert split_task_id("gnmt8/k40x8/train") == ("gnmt8", "k40x8", Step())
+    assert split_task_id("a/b/train+sgd+bf16+mb8") == ("a", "b", Step("train_step", "sgd", "bf16", 8))
+    assert split_task_id("a/b/inference+fp16+mb2") == (
+        "a", "b", Step("inference", precision="fp16", microbatches=2))
 
 
 @pytest.mark.parametrize("bad", [0, -1, MAX_MICROBATCHES + 1, 2.0, True, "4"])

@@ -23,6 +23,7 @@ from placement_gym.graph.synthetic import random_graph
 from placement_gym.task.compiled import make_task
 from placement_gym.task.ids import split_task_id, task_identity
 from placement_gym.task.named import get_task, parse_task_id
+from placement_gym.task.step import Step
 
 GB = 1e9
 H100_TENSOR_PEAK = 989e12  # NVIDIA H100 SXM datasheet: dense bf16/fp16 tensor-core FLOP/s
@@ -61,7 +62,7 @@ def test_one_matmul_on_one_h100_trains_as_by_hand():
     # that; the Adam update (12 FLOPs and 28 bytes per parameter element) stays on the FP32 path.
     cluster = PRESETS["h100x8"]()
     gpu = cluster.device_index("gpu:0")
-    task = make_task(ONE_MATMUL, cluster, "train_step", "adam", "bf16")
+    task = make_task(ONE_MATMUL, cluster, "train+bf16")
     efficiency = tensor_efficiency_row("hopper")[TENSOR_CATEGORIES.index("matmul")]
     overhead = 5.7e-6  # per-op launch overhead of the preset (Addanki's / Park's simulators)
     forward, backward, update = task.duration[:, gpu]
@@ -83,7 +84,7 @@ def test_one_matmul_on_one_h100_trains_as_by_hand():
 
 @pytest.mark.parametrize("optimizer, state_bytes", [("adam", 8), ("momentum", 4), ("sgd", 0)])
 def test_static_memory_per_parameter_in_mixed_precision(optimizer, state_bytes):
-    task = make_task(ONE_MATMUL, tensor_cluster(1), "train_step", optimizer, "fp16")
+    task = make_task(ONE_MATMUL, tensor_cluster(1), Step(optimizer=optimizer, precision="fp16"))
     assert task.static_bytes[0] == 1e6 * (2 + 2 + 4 + state_bytes)
 
 
@@ -176,7 +177,7 @@ def test_bf16_is_faster_than_fp32_on_an_h100_and_the_same_on_a_k80():
 
 def test_precision_is_in_the_task_id_after_the_optimizer():
     assert get_task("cifar10_cnn", "k80x2", precision="bf16").id == "cifar10_cnn/k80x2/train+bf16"
-    sgd = get_task("cifar10_cnn", "k80x2", "train_step", "sgd", "fp16")
+    sgd = get_task("cifar10_cnn", "k80x2", optimizer="sgd", precision="fp16")
     assert sgd.id == "cifar10_cnn/k80x2/train+sgd+fp16"
     inference = get_task("cifar10_cnn", "k80x2", "inference", precision="bf16")
     assert inference.id == "cifar10_cnn/k80x2/inference+bf16"
@@ -185,7 +186,7 @@ def test_precision_is_in_the_task_id_after_the_optimizer():
     for task_id in ("cifar10_cnn/k80x2/train+bf16", "cifar10_cnn/k80x2/train+sgd+fp16",
                     "cifar10_cnn/k80x2/inference+bf16"):
         assert parse_task_id(task_id).id == task_id
-    assert split_task_id("a/b/train+momentum+bf16") == ("a", "b", "train", "momentum", "bf16", 1, False)
+    assert split_task_id("a/b/train+momentum+bf16") == ("a", "b", Step("train_step", "momentum", "bf16"))
 
 
 @pytest.mark.parametrize("task_id", [
@@ -291,7 +292,7 @@ def test_measured_backends_refuse_a_half_precision_task(backend):
     from placement_gym.evaluation.evaluator import make_evaluator
 
     task = get_task("cifar10_cnn", "cpu2", precision="bf16")
-    with pytest.raises(ValueError, match=f"reward_mode '{backend}' runs and measures the graph in fp32"):
+    with pytest.raises(ValueError, match=f"evaluator '{backend}' runs and measures the graph in fp32"):
         make_evaluator(task, backend)
 
 

@@ -196,18 +196,18 @@ def test_a_train_step_task_refuses_a_profile_of_another_optimizer(cifar):
     cluster = hand_cluster(2)
     sgd = synthetic_profile(cifar, cluster.device_names, update=True, optimizer="sgd")
     with pytest.raises(ProfileError, match="optimizer 'sgd', task .* trains with 'adam'.*--optimizer adam"):
-        profiled_task(make_task(cifar, cluster, "train_step", "adam"), sgd)
+        profiled_task(make_task(cifar, cluster, "train_step"), sgd)
     # Its own optimizer takes it, update times included; inference has no update op: any optimizer.
-    task = profiled_task(make_task(cifar, cluster, "train_step", "sgd"), sgd)
+    task = profiled_task(make_task(cifar, cluster, "train+sgd"), sgd)
     first_update = int(np.flatnonzero(task.op_kind == 2)[0])
     name = cifar.op_names[task.op_forward[first_update]]
     assert task.duration[first_update, 0] == sgd["update_s"][name]["gpu:0"]
-    profiled_task(make_task(cifar, cluster, "inference", "adam"), sgd)
+    profiled_task(make_task(cifar, cluster, "inference"), sgd)
     # A profile that names no optimizer predates the field: its train steps ran SGD.
     unrecorded = synthetic_profile(cifar, cluster.device_names, optimizer=None)
     with pytest.raises(ProfileError, match="records none.*always ran SGD"):
-        profiled_task(make_task(cifar, cluster, "train_step", "momentum"), unrecorded)
-    profiled_task(make_task(cifar, cluster, "train_step", "sgd"), unrecorded)
+        profiled_task(make_task(cifar, cluster, "train+momentum"), unrecorded)
+    profiled_task(make_task(cifar, cluster, "train+sgd"), unrecorded)
     with pytest.raises(ProfileError, match="optimizer is 'adagrad'; allowed: adam, momentum, sgd"):
         profiled_task(make_task(cifar, cluster, "train_step"), {**sgd, "optimizer": "adagrad"})
 
@@ -284,7 +284,7 @@ def test_profiled_env_finds_the_cached_profile(cifar, cache):
 
 
 def test_unknown_reward_mode_is_refused(cifar):
-    allowed = "unknown reward_mode 'measured'; allowed: cost_model, profiled, real"
+    allowed = "unknown evaluator 'measured'; allowed: cost_model, profiled, real"
     with pytest.raises(ValueError, match=allowed):
         DevicePlacementEnv(graph=cifar, cluster=hand_cluster(2), reward_mode="measured")
     with pytest.raises(ValueError, match="not \"cost_model\""):
@@ -312,7 +312,7 @@ def test_real_mode_smoke_on_two_virtual_cpu_devices(cifar):
     result = evaluator.simulate(np.arange(cifar.n_ops) % 2)
     assert result.feasible and result.runtime > 0 and result.schedule is None
     assert evaluator.last_info["runtime"] == result.runtime and len(evaluator.last_info["runtimes"]) >= 1
-    with pytest.raises(ValueError, match='profile= is for reward_mode="profiled"'):
+    with pytest.raises(ValueError, match='profile= is for evaluator="profiled"'):
         make_evaluator(make_task(cifar, cluster), "real", devices=devices, profile={})
     env = DevicePlacementEnv(graph=cifar, cluster=cluster, objective="inference", reward_mode="real",
                              devices=devices)
@@ -376,10 +376,10 @@ def test_measured_updates_and_train_steps_run_the_profile_s_optimizer(cifar, cac
     assert measured["optimizer"] == "momentum" and {s[0] for s in seen} == {"momentum"}
     assert {s[1] for s in seen} == {("velocity",)}
     assert max(s[2] for s in seen) >= 2  # state carried across steps, not re-created per step
-    task = make_task(cifar, hand_cluster(2), "train_step", "momentum")
+    task = make_task(cifar, hand_cluster(2), "train+momentum")
     assert profiled_task(task, measured).optimizer == "momentum"
     with pytest.raises(ProfileError, match="optimizer 'momentum'"):
-        profiled_task(make_task(cifar, hand_cluster(2), "train_step", "adam"), measured)
+        profiled_task(make_task(cifar, hand_cluster(2), "train_step"), measured)
     with pytest.raises(ValueError, match="unknown optimizer 'nadam'"):
         measure_profile(cifar, devices, batch=2, optimizer="nadam")
 

@@ -16,6 +16,7 @@ from placement_gym.cost_model import reference_simulate, simulate
 from placement_gym.graph.synthetic import random_graph
 from placement_gym.task.compiled import OP_KINDS, make_task, recompute_segments
 from placement_gym.task.ids import split_task_id, task_identity
+from placement_gym.task.step import Step
 
 RECOMPUTE = OP_KINDS.index("recompute")
 
@@ -126,9 +127,10 @@ def test_one_device_pays_the_replayed_forward_ops_and_keeps_less():
 
 
 def test_ids_round_trip_and_malformed_ones_are_refused():
-    task = pg.get_task("cifar10_cnn", "k80x2", "train_step", "sgd", "bf16", 2, recompute=True)
+    task = pg.get_task("cifar10_cnn", "k80x2",
+                       Step(optimizer="sgd", precision="bf16", microbatches=2, recompute=True))
     assert task.id == "cifar10_cnn/k80x2/train+sgd+bf16+rc+mb2"
-    assert split_task_id(task.id) == ("cifar10_cnn", "k80x2", "train", "sgd", "bf16", 2, True)
+    assert split_task_id(task.id) == ("cifar10_cnn", "k80x2", task.step)
     assert pg.parse_task_id(task.id) is task
     assert task_identity(task)["recompute"] is True
     assert "recompute" not in task_identity(pg.get_task("cifar10_cnn", "k80x2"))

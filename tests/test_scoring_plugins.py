@@ -106,9 +106,9 @@ def test_an_evaluator_object_is_taken_as_given(plugin):
 def test_backend_options_and_names_are_checked_by_the_registry(plugin):
     task = get_task(GRAPH, CLUSTER)
     assert make_evaluator(task, "doubled", factor=4.0).factor == 4.0
-    with pytest.raises(ValueError, match='profile= is for reward_mode="profiled", not "doubled"'):
+    with pytest.raises(ValueError, match='profile= is for evaluator="profiled", not "doubled"'):
         gym.make("DevicePlacement-v0", graph=GRAPH, cluster=CLUSTER, evaluator="doubled", profile={})
-    allowed = "unknown reward_mode 'tripled'; allowed: cost_model, profiled, real, doubled"
+    allowed = "unknown evaluator 'tripled'; allowed: cost_model, profiled, real, doubled"
     with pytest.raises(ValueError, match=allowed):
         gym.make("DevicePlacement-v0", graph=GRAPH, cluster=CLUSTER, evaluator="tripled")
     with pytest.raises(ValueError, match="not both"):
@@ -119,7 +119,7 @@ def test_backend_options_and_names_are_checked_by_the_registry(plugin):
 
 def test_without_the_package_the_backend_is_unknown():
     assert "doubled" not in evaluator_names()
-    with pytest.raises(ValueError, match="unknown reward_mode 'doubled'"):
+    with pytest.raises(ValueError, match="unknown evaluator 'doubled'"):
         make_evaluator(get_task(GRAPH, CLUSTER), "doubled")
 
 

@@ -22,6 +22,7 @@ from placement_gym.evaluation.placements import (
 from placement_gym.leaderboard.generalisation import graph_of
 from placement_gym.task.ids import split_task_id, task_id_parts
 from placement_gym.task.named import get_task
+from placement_gym.task.step import Step
 
 TASK = ("cifar10_cnn", "k80x2", "inference")
 
@@ -69,8 +70,7 @@ def test_task_id_shape_is_checked_once():
     assert task_id_parts("my_model@3f2a9c1d0b7e/k80x4/train+sgd") == ("my_model@3f2a9c1d0b7e", "k80x4",
                                                                       "train+sgd")
     assert graph_of("my_model@3f2a9c1d0b7e/k80x4/train") == "my_model@3f2a9c1d0b7e"
-    assert split_task_id("resnet50/v100x8/train+sgd") == (
-        "resnet50", "v100x8", "train", "sgd", "fp32", 1, False)
+    assert split_task_id("resnet50/v100x8/train+sgd") == ("resnet50", "v100x8", Step(optimizer="sgd"))
     for bad in ("resnet50", "a//train", "a/b/c/d", None):
         for parse in (task_id_parts, graph_of, split_task_id):
             with pytest.raises(ValueError, match="a task id is graph/cluster/objective"):

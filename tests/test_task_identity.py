@@ -127,7 +127,7 @@ def test_a_cluster_that_is_not_the_preset_does_not_take_its_name(tmp_path):
 
 
 def test_the_optimizer_is_part_of_a_training_id():
-    ids = {optimizer: get_task("cifar10_cnn", "k80x2", "train_step", optimizer).id
+    ids = {optimizer: get_task("cifar10_cnn", "k80x2", optimizer=optimizer).id
            for optimizer in ("adam", "momentum", "sgd")}
     assert ids == {
         "adam": "cifar10_cnn/k80x2/train",
@@ -137,7 +137,7 @@ def test_the_optimizer_is_part_of_a_training_id():
     # Inference has no update ops: the id says nothing of an optimizer, and one is refused.
     assert get_task("cifar10_cnn", "k80x2", "inference").id == "cifar10_cnn/k80x2/inference"
     with pytest.raises(ValueError, match="optimizer 'sgd' applies to a training step"):
-        get_task("cifar10_cnn", "k80x2", "inference", "sgd")
+        get_task("cifar10_cnn", "k80x2", "inference", optimizer="sgd")
 
 
 # --- parsing ids ----------------------------------------------------------------------------------------

@@ -4,16 +4,17 @@ Run from the repository root (``--dir``, default ``leaderboard``: the submission
 ``submissions/`` folder and its README.md is rendered)::
 
     python -m baselines.leaderboard_fill.classic [--agents heft,cpop] [--seed 0] [--dir leaderboard]
-        [--suite v3] [--no-render]
+        [--suite VERSION] [--no-render]
     python -m baselines.leaderboard_fill.classic --agents exact [--exact-time-limit 60]
-    python -m baselines.leaderboard_fill.classic --write-suite v3   # freeze suites/v3.json and stop
+    python -m baselines.leaderboard_fill.classic --write-suite VERSION   # measure suites/VERSION.json, stop
 
-``--suite`` (default ``v3``, the current suite) picks the accepted suite the entries run on: ``v1`` has
-13 tasks; ``v2`` and ``v3`` add the workloads of `placement_gym.leaderboard.suite.V2_NEW_TASKS` and
-``V3_NEW_TASKS`` (their placements are written as text). ``--write-suite v2`` (``v3``) measures that suite
-(`placement_gym.leaderboard.suite.measure_v2`, ``measure_v3``: v1's tasks with their frozen figures,
-which the code must still reproduce, and the new tasks' fingerprints; for v3, after checking that a
-heuristic fits each new task) and writes ``placement_gym/leaderboard/suites/<version>.json``.
+``--suite`` picks the accepted suite the entries run on, among those whose suite file names this script
+in its ``fill`` (default: the current suite). ``--write-suite VERSION`` measures the suite of
+``placement_gym/leaderboard/suites/VERSION.json`` as its ``measure`` says
+(`placement_gym.leaderboard.suite_measure.write_suite_file`: the tasks of the suite it inherits with
+their frozen figures, which the code must still reproduce, then the new tasks' fingerprints, after
+checking that the heuristic of ``fitted_by`` fits each task it names) and writes the measured tasks into
+that file.
 
 By default the fast agents (`FAST_AGENTS`) run, each as `baselines.registry.harness_agent` gives it
 (the agent at its default settings: what ``placement-gym leaderboard validate --rerun`` runs again); the
@@ -33,27 +34,19 @@ module, `baselines.leaderboard_fill.learned`.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 from baselines.registry import agent_descriptions, get_agent, harness_agent
 from placement_gym.evaluation.agents import AgentResult
 from placement_gym.leaderboard import evaluate, render, save_submission, submission_filename
-from placement_gym.leaderboard.suite import (
-    COST_MODEL_SUITES,
-    CURRENT_SUITE,
-    SUITE_FOLDER,
-    V2,
-    V3,
-    measure_v2,
-    measure_v3,
-    suite_to_dict,
-)
+from placement_gym.leaderboard.registry import SUITE_FOLDER, suite_registry
+from placement_gym.leaderboard.suite_measure import write_suite_file
 from placement_gym.task.compiled import Task
 
 FAST_AGENTS = ("best-single", "round-robin", "random", "expert", "partition", "heft", "cpop",
                "m-topo", "m-etf", "m-sct", "anneal", "cem")
+FILL = Path(__file__).stem  # how a suite file's "fill" names this script
 LEADERBOARD = Path("leaderboard")  # the default --dir, relative to the repository root the fill runs from
 EXACT_TIME_LIMIT = 60.0  # seconds per task: 13 tasks, most stopped by the limit, fit in ~15 minutes
 EXACT_SETTINGS = {"groups": "auto", "links": True, "memory": True, "fallback_to_hint": True}
@@ -99,21 +92,25 @@ def main() -> None:
                         help="seconds per task for the exact solver (default: %(default)s)")
     parser.add_argument("--dir", type=Path, default=LEADERBOARD,
                         help="leaderboard folder (submissions/ and README.md); default: %(default)s")
-    parser.add_argument("--suite", default=CURRENT_SUITE,
-                        help="suite version the entries run on (default: %(default)s)")
+    registry = suite_registry()
+    filled = registry.filled_by(FILL)
+    parser.add_argument("--suite", default=registry.default_fill_suite(FILL),
+                        help=f"suite version the entries run on, one of {', '.join(filled)} (default: "
+                        "%(default)s)")
     parser.add_argument("--no-render", action="store_true")
-    parser.add_argument("--write-suite", choices=(V2, V3), help="measure this suite, write its file and stop")
+    parser.add_argument("--write-suite", metavar="VERSION",
+                        help="measure the suite of suites/VERSION.json, write its tasks into it and stop")
     args = parser.parse_args()
     if args.write_suite:
         started = time.perf_counter()
         path = SUITE_FOLDER / f"{args.write_suite}.json"
-        measure = {V2: measure_v2, V3: measure_v3}[args.write_suite]
-        text = json.dumps(suite_to_dict(measure()), indent=1) + "\n"
-        path.write_text(text, encoding="utf-8")
+        if not path.is_file():
+            parser.error(f"--write-suite: no suite file {path}")
+        write_suite_file(path)
         print(f"wrote {path} ({time.perf_counter() - started:.1f} s)")
         return
-    if args.suite not in COST_MODEL_SUITES:
-        parser.error(f"--suite must be one of {', '.join(COST_MODEL_SUITES)}, got {args.suite!r}")
+    if args.suite not in filled:
+        parser.error(f"--suite must be one of {', '.join(filled)}, got {args.suite!r}")
     if not args.exact_time_limit > 0:
         parser.error(f"--exact-time-limit must be > 0 seconds, got {args.exact_time_limit}")
     descriptions = agent_descriptions()

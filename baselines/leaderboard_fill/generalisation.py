@@ -4,11 +4,12 @@ held-out tasks zero-shot and after a short fine-tuning.
 Run from the repository root (about 12 minutes of CPU at the defaults, on one core)::
 
     python -m baselines.leaderboard_fill.generalisation [--agents hsdag,placeto] [--seeds 0,1,2]
-        [--train-budget 5000] [--zero-shot 16] [--finetune 1000] [--dir leaderboard] [--no-render]
+        [--train-budget 5000] [--zero-shot 16] [--finetune 1000] [--dir leaderboard] [--suite VERSION]
+        [--no-render]
 
 For each agent (`hsdag`, `placeto`; both have `set_task` and `propose`, see
-`baselines.learning.generalize`) and the suite's generalisation split
-(`placement_gym.leaderboard.generalisation`):
+`baselines.learning.generalize`) and the generalisation split of the suite (``--suite``, default: the
+suite whose file names this script in its ``fill``; `placement_gym.leaderboard.generalisation`):
 
 1. Their policies have an output per device, so a model moves only between clusters with the same
    number of devices. One model is trained per device count, on the training tasks with that count
@@ -33,6 +34,7 @@ import copy
 import time
 from pathlib import Path
 
+FILL = Path(__file__).stem  # how a suite file's "fill" names this script
 LEADERBOARD = Path("leaderboard")  # the default --dir, relative to the repository root the fill runs from
 AGENTS = ("hsdag", "placeto")
 SEEDS = (0, 1, 2)
@@ -87,8 +89,9 @@ def fill_one(agent: str, seed: int, args: argparse.Namespace) -> None:
     """Train ``agent`` with ``seed`` and write its zero-shot and fine-tuned submissions."""
     from placement_gym.leaderboard import evaluate, get_suite, save_submission, submission_filename
     from placement_gym.leaderboard.generalisation import get_split
+    from placement_gym.leaderboard.registry import suite_registry
 
-    suite = get_suite()
+    suite = get_suite(args.suite or suite_registry().default_fill_suite(FILL))
     split = get_split(suite)
     training_ids = list(split.training_tasks())
     training = [suite.get(t).task() for t in training_ids]
@@ -135,6 +138,9 @@ def main() -> None:
     parser.add_argument("--finetune", type=int, default=FINETUNE, help="fine-tuning evaluations per task")
     parser.add_argument("--dir", type=Path, default=LEADERBOARD,
                         help="leaderboard folder (submissions/ and README.md); default: %(default)s")
+    parser.add_argument("--suite", default=None,
+                        help="the suite whose split to fill, one whose suite file names this script in its "
+                        "fill (default: the current one among them, else the latest)")
     parser.add_argument("--no-render", action="store_true")
     args = parser.parse_args()
     for name in ("train_budget", "zero_shot", "finetune"):
@@ -143,7 +149,8 @@ def main() -> None:
 
     import torch
 
-    from placement_gym.leaderboard import render
+    from placement_gym.leaderboard import get_suite, render
+    from placement_gym.leaderboard.registry import suite_registry
 
     torch.set_num_threads(1)
     seeds = [int(v) for v in args.seeds.split(",") if v.strip()]
@@ -153,7 +160,7 @@ def main() -> None:
         for agent in [a.strip() for a in args.agents.split(",") if a.strip()]:
             fill_one(agent, seed, args)
     if not args.no_render:
-        render(args.dir)
+        render(args.dir, suite=get_suite(args.suite or suite_registry().default_fill_suite(FILL)).version)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,23 @@
-"""Fill the generalisation track v2 (suite ``gen-v2``): the baselines on 100 test graphs of
-``synthetic-v1`` x 3 clusters, at 1, 100 and 1,000 evaluations per task.
+"""Fill a generalisation suite drawn from a dataset (its suite file's ``measure.dataset_sample``): the
+baselines on its test graphs x clusters, at 1, 100 and 1,000 evaluations per task.
 
 Run from the repository root (``--dir``, default ``leaderboard``; submissions go to its ``submissions/``
-folder and ``generalisation_v2.md`` is rendered)::
+folder and the suite's page is rendered)::
 
     python -m baselines.leaderboard_fill.generalisation_v2 [--agents heft,anneal,placeto] [--seeds 0,1,2]
-        [--budgets 1,100,1000] [--portfolio-budget 2000] [--tasks N] [--dir leaderboard] [--no-render]
-    python -m baselines.leaderboard_fill.generalisation_v2 --write-suite   # freeze suites/gen-v2.json
+        [--budgets 1,100,1000] [--portfolio-budget 2000] [--tasks N] [--dir leaderboard] [--suite VERSION]
+        [--no-render]
+    python -m baselines.leaderboard_fill.generalisation_v2 --write-suite   # measure the suite's file, stop
 
-The entries (`placement_gym.leaderboard.generalisation`: what the suite holds and what may be trained on):
+``--suite`` is a suite whose file names this script in its ``fill`` (default: the current one). The
+entries (`placement_gym.leaderboard.generalisation`: what the suite holds and what may be trained on):
 
 * the heuristics of `HEURISTICS`, at their default settings, once (seeded ones, `random`, per seed):
   they evaluate at most once per task, so each is in every budget track;
 * `anneal` and `move-bandit` at each budget of ``--budgets`` from 100, per seed: no pre-training, the
   budget spent on the task. At one evaluation they cannot run (their start alone, the best of the
   constructive heuristics, takes 26 evaluations), so the zero-shot track has the heuristics only;
-* `placeto` and `hsdag` pre-trained on ``synthetic-v1:train``: per seed, `PRETRAIN_GRAPHS` training
+* `placeto` and `hsdag` pre-trained on the dataset's train split: per seed, `PRETRAIN_GRAPHS` training
   graphs drawn from the split with the seed, each on the three clusters (the test clusters: the track
   tests unseen graphs, not unseen machines), `PRETRAIN_BUDGET` evaluations per training task,
   round-robin (`baselines.learning.generalize.train_on_tasks`), counted by the harness
@@ -23,7 +25,7 @@ The entries (`placement_gym.leaderboard.generalisation`: what the suite holds an
   policy) and ``<agent>-finetuned`` (B = 100, 1,000: the greedy placement, then B - 1 evaluations of
   training on the task; the best kept), each task from a copy of the pre-trained model;
 * ``pretrained-list`` (`PRETRAINED`): the shipped checkpoint (`baselines.learning.pretrained`), pre-trained
-  on ``synthetic-v1:train`` outside the harness, its compute declared from the checkpoint's record; per
+  on its dataset's train split outside the harness, its compute declared from the checkpoint's record; per
   seed and budget: one evaluation (B = 1), or move-bandit from its placement (B = 100, 1,000);
 * ``best-known``: the best-known portfolio (`baselines.portfolio`) at ``--portfolio-budget``
   evaluations per task, seed 0: it makes the track's best known runtimes (above the tracks, so it
@@ -35,7 +37,6 @@ Everything is seeded; torch runs one thread.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -45,11 +46,13 @@ from baselines.leaderboard_fill.generalisation import held_out_agent
 from baselines.registry import declared_pretraining, default_agent
 from placement_gym.datasets import get_dataset
 from placement_gym.leaderboard import evaluate, get_suite, render, save_submission, submission_filename
-from placement_gym.leaderboard.generalisation import GEN_V2_CLUSTERS, GEN_V2_DATASET, measure_gen_v2
 from placement_gym.leaderboard.harness import counted_pretraining
-from placement_gym.leaderboard.suite import GEN_V2, SUITE_FOLDER, suite_to_dict
+from placement_gym.leaderboard.registry import SUITE_FOLDER, suite_registry
+from placement_gym.leaderboard.suite_measure import write_suite_file
+from placement_gym.leaderboard.suite_spec import DatasetSample
 from placement_gym.task.named import get_task
 
+FILL = Path(__file__).stem  # how a suite file's "fill" names this script
 LEADERBOARD = Path("leaderboard")
 HEURISTICS = ("best-single", "round-robin", "random", "expert", "partition", "heft", "cpop", "m-topo",
               "m-etf", "m-sct")
@@ -75,7 +78,7 @@ def _save(submission: dict, args: argparse.Namespace, started: float) -> None:
 def _run(agent, args: argparse.Namespace, *, algorithm: str, seed: int, budget: int | None,
          description: str, trained_on: list[str], pretraining: dict) -> None:
     started = time.perf_counter()
-    suite = get_suite(GEN_V2)
+    suite = get_suite(args.suite)
     if args.tasks:
         suite = suite.subset(suite.task_ids[:args.tasks])
     submission = evaluate(agent, suite, budget, algorithm=algorithm, authors=AUTHORS,
@@ -85,16 +88,27 @@ def _run(agent, args: argparse.Namespace, *, algorithm: str, seed: int, budget: 
 
 
 NO_PRETRAINING = {"evaluations": 0, "wall_s": 0.0, "machine": "none", "counted": "harness"}
-# What an entry that learns nothing before the scored run "trained on": the split it may use (nothing of
-# it was used).
-UNTRAINED = [f"{GEN_V2_DATASET}:train"]
+
+
+def _sample(args: argparse.Namespace) -> DatasetSample:
+    """The dataset sample of the suite filled."""
+    sample = get_suite(args.suite).spec.measure.dataset_sample
+    if sample is None:
+        raise SystemExit(f"suite {args.suite} is not drawn from a dataset (no measure.dataset_sample)")
+    return sample
+
+
+def untrained(args: argparse.Namespace) -> list[str]:
+    """What an entry that learns nothing before the scored run "trained on": the split it may use
+    (nothing of it was used)."""
+    return [f"{_sample(args).dataset}:train"]
 
 
 def fill_heuristic(name: str, seed: int, args: argparse.Namespace) -> None:
     print(f"{name} seed {seed}", flush=True)
     _run(default_agent(name), args, algorithm=name, seed=seed, budget=None,
          description=f"{name} at its default settings; no pre-training (trained_on names the split it "
-                     "was allowed, unused).", trained_on=UNTRAINED, pretraining=NO_PRETRAINING)
+                     "was allowed, unused).", trained_on=untrained(args), pretraining=NO_PRETRAINING)
 
 
 def fill_search(name: str, seed: int, budget: int, args: argparse.Namespace) -> None:
@@ -102,21 +116,23 @@ def fill_search(name: str, seed: int, budget: int, args: argparse.Namespace) -> 
     _run(default_agent(name), args, algorithm=name, seed=seed, budget=budget,
          description=f"{name} at its default settings with {budget} evaluations per task, from scratch on "
                      "each task; no pre-training (trained_on names the split it was allowed, unused).",
-         trained_on=UNTRAINED, pretraining=NO_PRETRAINING)
+         trained_on=untrained(args), pretraining=NO_PRETRAINING)
 
 
-def pretraining_tasks(seed: int) -> list:
-    """`PRETRAIN_GRAPHS` graphs of the train split drawn with ``seed``, each on every gen-v2 cluster."""
-    ids = get_dataset(GEN_V2_DATASET).ids("train")
+def pretraining_tasks(seed: int, sample: DatasetSample) -> list:
+    """`PRETRAIN_GRAPHS` graphs of the sample's dataset's train split drawn with ``seed``, each on every
+    cluster of the sample."""
+    ids = get_dataset(sample.dataset).ids("train")
     chosen = sorted(np.random.default_rng(seed).choice(len(ids), PRETRAIN_GRAPHS, replace=False).tolist())
-    return [get_task(f"{GEN_V2_DATASET}:{ids[i]}", cluster, "train_step")
-            for i in chosen for cluster in GEN_V2_CLUSTERS]
+    return [get_task(f"{sample.dataset}:{ids[i]}", cluster, "train_step")
+            for i in chosen for cluster in sample.clusters]
 
 
 def fill_learned(name: str, seed: int, budgets: list[int], args: argparse.Namespace) -> None:
     from baselines.learning.generalize import train_on_tasks
 
-    tasks = pretraining_tasks(seed)
+    sample = _sample(args)
+    tasks = pretraining_tasks(seed, sample)
     print(f"{name} seed {seed}: pre-training on {len(tasks)} tasks, {PRETRAIN_BUDGET} evaluations each",
           flush=True)
     def pretrain(copies: list) -> object:
@@ -125,8 +141,8 @@ def fill_learned(name: str, seed: int, budgets: list[int], args: argparse.Namesp
     model, pretraining = counted_pretraining(pretrain, tasks)
     print(f"  pre-trained: {pretraining['evaluations']} evaluations, {pretraining['wall_s']:.0f} s",
           flush=True)
-    trained = (f"{name} (default config) pre-trained on {PRETRAIN_GRAPHS} graphs of {GEN_V2_DATASET}:train "
-               f"drawn with the seed, each on {', '.join(GEN_V2_CLUSTERS)}, {PRETRAIN_BUDGET} evaluations "
+    trained = (f"{name} (default config) pre-trained on {PRETRAIN_GRAPHS} graphs of {sample.dataset}:train "
+               f"drawn with the seed, each on {', '.join(sample.clusters)}, {PRETRAIN_BUDGET} evaluations "
                f"per training task (round-robin, {SWITCH_EVERY} at a time); each test task is placed by a "
                "copy of the pre-trained model")
     models = {model.task.n_devices: model}
@@ -137,7 +153,7 @@ def fill_learned(name: str, seed: int, budgets: list[int], args: argparse.Namesp
                "kept")
         agent = held_out_agent(models, seed, 1, budget - 1)
         _run(agent, args, algorithm=f"{name}-{kind}", seed=seed,
-             budget=budget, description=f"{trained}: {how}.", trained_on=UNTRAINED,
+             budget=budget, description=f"{trained}: {how}.", trained_on=untrained(args),
              pretraining=pretraining)
 
 
@@ -165,7 +181,7 @@ def fill_portfolio(budget: int, args: argparse.Namespace) -> None:
     _run(default_agent("best-known"), args, algorithm="best-known", seed=0, budget=budget,
          description=f"The best-known portfolio (baselines/portfolio.py) at {budget} evaluations per task: "
                      "it makes the track's best known runtimes.",
-         trained_on=UNTRAINED, pretraining=NO_PRETRAINING)
+         trained_on=untrained(args), pretraining=NO_PRETRAINING)
 
 
 def _ints(text: str) -> list[int]:
@@ -182,11 +198,18 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=0, help="only the first N tasks (a quick look)")
     parser.add_argument("--dir", type=Path, default=LEADERBOARD)
     parser.add_argument("--no-render", action="store_true")
-    parser.add_argument("--write-suite", action="store_true", help=f"write suites/{GEN_V2}.json and stop")
+    registry = suite_registry()
+    parser.add_argument("--suite", default=registry.default_fill_suite(FILL),
+                        help=f"the suite filled, one of {', '.join(registry.filled_by(FILL))} (default: "
+                        "%(default)s)")
+    parser.add_argument("--write-suite", action="store_true",
+                        help="measure the suite's file (suites/SUITE.json), write its tasks into it and stop")
     args = parser.parse_args()
+    if args.suite not in registry.filled_by(FILL):
+        parser.error(f"--suite must be one of {', '.join(registry.filled_by(FILL))}, got {args.suite!r}")
     if args.write_suite:
-        path = SUITE_FOLDER / f"{GEN_V2}.json"
-        path.write_text(json.dumps(suite_to_dict(measure_gen_v2()), indent=1) + "\n", encoding="utf-8")
+        path = SUITE_FOLDER / f"{args.suite}.json"
+        write_suite_file(path)
         print(f"wrote {path}")
         return
     import torch
@@ -214,7 +237,7 @@ def main() -> None:
         else:
             fill_portfolio(args.portfolio_budget, args)
     if not args.no_render:
-        render(args.dir)
+        render(args.dir, suite=args.suite)
 
 
 if __name__ == "__main__":

@@ -3,21 +3,20 @@
 Run from the repository root (hours of CPU; stop it any time and run it again to resume)::
 
     python -m baselines.leaderboard_fill.learned [--agents pg,spotlight] [--seeds 0,1,2] [--workers 2]
-        [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions] [--suite v3]
+        [--budget 10000] [--tasks ID,ID] [--out-dir leaderboard/submissions] [--suite VERSION]
         [--checkpoints DIR]
 
-``--suite`` (default ``v3``, the current suite) picks the accepted suite the runs are made on (``v1``:
-13 tasks; ``v2``: v1's tasks plus today's workloads, `placement_gym.leaderboard.suite.V2_NEW_TASKS`;
-``v3``: v1's tasks plus those workloads in forms a heuristic fits, ``V3_NEW_TASKS``).
+``--suite`` picks the accepted suite the runs are made on, among those whose suite file names this
+script in its ``fill`` (default: the current suite).
 
-``--from-suite v1,v2`` starts each file of ``--suite`` from the files of those earlier suites in
+``--from-suite OLD,OLDER`` starts each file of ``--suite`` from the files of those earlier suites in
 ``leaderboard/submissions`` made by the same agent, seed and budget (`carry_over`): their results for the
 tasks the two suites share with the same frozen fingerprint are copied, and only the other tasks run. A
 run is a function of the task, agent, seed and budget, so the copy is the run ``validate --rerun``
-would make again; ``validate`` re-simulates every copied placement like any other. Suite v3's entries
-were made this way, for example::
+would make again; ``validate`` re-simulates every copied placement like any other. A new suite's
+entries are made this way, for example::
 
-    python -m baselines.leaderboard_fill.learned --suite v3 --from-suite v1,v2 \
+    python -m baselines.leaderboard_fill.learned --suite NEW --from-suite OLD,OLDER \
         --agents anneal,move-bandit --seeds 0,1,2 --budget 10000
 
 With ``--tasks``, only the named tasks are copied, so a file begun by a one-task fill holds that task
@@ -38,7 +37,7 @@ iterations, replaced whole) and the next fill continues it; the folder is remove
 merged. The result is the run's without a stop, bit for bit (every learned agent resumes exactly; the
 search agents keep no checkpoint and are refused); its ``wall_s`` adds the seconds of the stopped part
 up to its last checkpoint. This is how a run longer than a working session (placeto at 10,000 on the
-103k-op task of v3) is made in parts.
+103k-op task) is made in parts.
 
 ``--tasks`` and ``--out-dir`` make small entries elsewhere: the one CI re-runs bit for bit,
 ``leaderboard/reproducible/v1-pg-200-seed0.json``, was made with::
@@ -63,6 +62,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 LEADERBOARD = Path("leaderboard")  # relative to the repository root the fill runs from
+FILL = Path(__file__).stem  # how a suite file's "fill" names this script
 LEARNED_AGENTS = ("pg", "spotlight", "hierarchical", "hsdag", "placeto", "sb3-ppo", "sb3-maskable-ppo",
                   "random-search")
 BUDGET = 10_000
@@ -72,10 +72,10 @@ SEEDS = (0, 1, 2)
 def submission_path(agent: str, seed: int, budget: int, folder: Path = LEADERBOARD / "submissions",
                     suite: str | None = None) -> Path:
     """The (agent, seed, budget) file of ``suite`` (default: the current suite) in ``folder``."""
-    from placement_gym.leaderboard import CURRENT_SUITE, submission_filename
+    from placement_gym.leaderboard import get_suite, submission_filename
 
-    return folder / submission_filename({"suite": suite or CURRENT_SUITE, "algorithm": agent, "seed": seed,
-                                         "budget": budget})
+    return folder / submission_filename({"suite": suite or get_suite().version, "algorithm": agent,
+                                         "seed": seed, "budget": budget})
 
 
 def done_tasks(agent: str, seed: int, budget: int, folder: Path, suite: str | None = None) -> set[str]:
@@ -107,10 +107,10 @@ def run_one(agent: str, seed: int, task_id: str, budget: int, suite: str | None 
 
     from baselines.learning.trainer import checkpoint_wall_s, resumable_agent
     from baselines.registry import agent_descriptions, declared_pretraining, harness_agent
-    from placement_gym.leaderboard import CURRENT_SUITE, evaluate, get_suite
+    from placement_gym.leaderboard import evaluate, get_suite
 
     torch.set_num_threads(1)
-    suite = suite or CURRENT_SUITE
+    suite = suite or get_suite().version
     earlier_s = 0.0
     if checkpoints is None:
         run = harness_agent(agent)
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=LEADERBOARD / "submissions",
                         help="folder of the submission files (default: %(default)s)")
     parser.add_argument("--suite", default=None,
-                        help="suite version the runs are made on (default: the current suite, v3)")
+                        help="suite version the runs are made on (default: the current suite)")
     parser.add_argument("--from-suite", default=None,
                         help="comma-separated earlier suites whose files (same agent, seed and budget, in "
                              "leaderboard/submissions) give the results of the tasks they share")
@@ -200,17 +200,18 @@ def main() -> None:
     from rich.progress import track
 
     from baselines.registry import get_agent, harness_agent
-    from placement_gym.leaderboard import CURRENT_SUITE, get_suite, render
-    from placement_gym.leaderboard.suite import COST_MODEL_SUITES
+    from placement_gym.leaderboard import get_suite, render
+    from placement_gym.leaderboard.registry import suite_registry
 
-    args.suite = args.suite or CURRENT_SUITE
-    if args.suite not in COST_MODEL_SUITES:
-        parser.error(f"--suite must be one of {', '.join(COST_MODEL_SUITES)}, got {args.suite!r}")
+    filled = suite_registry().filled_by(FILL)
+    args.suite = args.suite or suite_registry().default_fill_suite(FILL)
+    if args.suite not in filled:
+        parser.error(f"--suite must be one of {', '.join(filled)}, got {args.suite!r}")
     from_suites = [v.strip() for v in (args.from_suite or "").split(",") if v.strip()]
     for version in from_suites:
-        if version not in COST_MODEL_SUITES or version == args.suite:
-            parser.error(f"--from-suite takes cost-model suites other than --suite ({args.suite}): "
-                         f"{', '.join(v for v in COST_MODEL_SUITES if v != args.suite)}; got {version!r}")
+        if version not in filled or version == args.suite:
+            parser.error(f"--from-suite takes suites of this fill other than --suite ({args.suite}): "
+                         f"{', '.join(v for v in filled if v != args.suite)}; got {version!r}")
 
     # Checked here, not in the workers: a bad name would otherwise surface as a worker's traceback.
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]

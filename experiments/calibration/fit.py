@@ -49,7 +49,7 @@ def scaled_error(row: PublishedRow, scan: str, scale: float) -> float:
     efficiency = np.array(cluster.efficiency)
     (efficiency if scan == "efficiency" else tensor)[device] *= scale
     scaled = dataclasses.replace(cluster, efficiency=efficiency, tensor_efficiency=tensor)
-    task = make_task(task.graph, scaled, "train_step", row.optimizer, row.precision)
+    task = make_task(task.graph, scaled, task.step)
     if row.kind == "mfu":
         return matmul_utilisation(task, device)[0] / row.published - 1.0
     placement = np.full(task.n_forward, device, dtype=np.int64)

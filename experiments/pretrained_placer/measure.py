@@ -36,7 +36,8 @@ import numpy as np
 from baselines.learning.pretrained import load_checkpoint, pretrained_list
 from baselines.registry import run_agent
 from placement_gym.cost_model import simulate
-from placement_gym.leaderboard.generalisation import gen_v2_task_ids, split_of_task
+from placement_gym.leaderboard import get_suite
+from placement_gym.leaderboard.generalisation import split_of_task
 from placement_gym.task.named import parse_task_id
 
 HERE = Path(__file__).parent
@@ -53,7 +54,7 @@ def _key(runtime: float, feasible: bool) -> tuple[bool, float]:
 
 
 def zero_shot_tasks(random_graphs: int) -> list[str]:
-    ids = list(gen_v2_task_ids())
+    ids = list(get_suite("gen-v2").task_ids)
     graphs = list(dict.fromkeys(t.split("/")[0] for t in ids))
     return ids + [f"{g}/random-v1:{1000 + i}/train" for i, g in enumerate(graphs[:random_graphs])]
 
@@ -142,7 +143,7 @@ def finetune_sample(sample: int) -> list[str]:
     both splits."""
     known = best_known()
     eligible: dict[str, list[str]] = {}
-    for task_id in gen_v2_task_ids():
+    for task_id in get_suite("gen-v2").task_ids:
         task = parse_task_id(task_id)
         single = _score(task, run_agent(task, "best-single").placement)[0]
         if known.get(task_id, np.inf) < 0.97 * single:

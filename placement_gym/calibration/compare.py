@@ -18,6 +18,7 @@ from placement_gym.graph import load_graph
 from placement_gym.graph.opgraph import CATEGORIES
 from placement_gym.real.rebatch import rebatched_graph
 from placement_gym.task.compiled import OP_KINDS, Task, make_task
+from placement_gym.task.step import Step
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,8 @@ def row_task(graph: str, batch: int, cluster: str, optimizer: str, precision: st
     """The training-step task of a row: the bundled graph at the source's batch on the row's machine, in
     the source's precision."""
     return make_task(
-        rebatched_graph(load_graph(graph), batch, larger=True), load_cluster(cluster), "train_step",
-        optimizer, precision,
+        rebatched_graph(load_graph(graph), batch, larger=True), load_cluster(cluster),
+        Step("train_step", optimizer, precision),
     )
 
 

@@ -16,7 +16,7 @@ Three kinds of row:
   unfused graph's memory-bound ops are costed on their own, so the step's utilisation is not the
   figure compared, the matmul efficiency is.
 
-Tolerances (issue 13): a step within 25% of the published time, a ratio within 15%, a utilisation
+Tolerances: a step within 25% of the published time, a ratio within 15%, a utilisation
 within 25% of the published one. A row the model cannot reproduce by design (``beyond_model``: why)
 is shown with its error and held to no tolerance.
 """
@@ -71,7 +71,7 @@ class PublishedRow:
     """One published figure and the task that models it.
 
     ``graph``/``batch``: the bundled graph, re-imported at ``batch`` (the source's batch).
-    ``cluster``: a calibration machine (`placement_gym.calibration.machines`) or preset name;
+    ``cluster``: the preset that models the source's machine (`placement_gym.cluster.PRESETS`);
     ``device``: the device a ``step`` row runs on (and a ``ratio`` row's one-device reference).
     ``step_s``: the published seconds per step; for a ``ratio`` row ``ratio`` = published single-device
     time / placement time. ``items_per_step`` scales a throughput figure given per item (images, words)

@@ -1,4 +1,6 @@
-"""`placement-gym bench`: fast simulator vs reference, on bundled and synthetic graphs."""
+"""`placement-gym bench`: its options and its output; the benchmarks it runs are `placement_gym.benchmarks`
+(the fast simulator against the reference on bundled and synthetic graphs, the ONNX import's scaling,
+the commands' startup)."""
 
 from __future__ import annotations
 
@@ -6,25 +8,17 @@ import argparse
 import sys
 import time
 
-from placement_gym.cli.bench import (
-    BENCH_CLUSTER,
-    BENCH_OBJECTIVE,
-    DEFAULT_BATCH,
-    DEFAULT_IMPORT_SIZES,
-    DEFAULT_SIZES,
-    STARTUP_COMMANDS,
-    BenchRow,
-    ImportRow,
-    StartupRow,
-    bench_targets,
+from placement_gym.benchmarks.cost_model import BENCH_CLUSTER, BENCH_OBJECTIVE, DEFAULT_SIZES, run_bench
+from placement_gym.benchmarks.machine import (
     describe_load,
     describe_machine,
     load_average,
     machine_description,
-    run_bench,
-    run_import_bench,
-    run_startup_bench,
 )
+from placement_gym.benchmarks.onnx_import import DEFAULT_IMPORT_SIZES, ImportRow, run_import_bench
+from placement_gym.benchmarks.simulators import DEFAULT_BATCH, BenchRow
+from placement_gym.benchmarks.startup import STARTUP_COMMANDS, StartupRow, run_startup_bench
+from placement_gym.benchmarks.targets import bench_targets
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
@@ -200,7 +194,7 @@ def _startup_names(text: str) -> list[str]:
 
 
 def _check(rows: list[BenchRow]) -> int:
-    """Print the developers' speed targets (issue 15's) against ``rows``, each with why it is set
+    """Print the developers' speed targets against ``rows``, each with why it is set
     there; 1 when one fails or a row disagrees with the reference, else 0."""
     print("\nspeed targets (developers' checks, set on an idle 2-core machine; a busy or smaller "
           "machine can fail them with nothing wrong):")
@@ -279,6 +273,6 @@ def add_parser(subparsers: Subcommands) -> None:
                         help="print JSON instead of a table: {machine, load_average_end, rows} "
                              "(docs/cost_model.md#speed lists every key; progress goes to stderr)")
     parser.add_argument("--check", action="store_true",
-                        help="for developers: also check the speed targets (issue 15's), explain each, and "
+                        help="for developers: also check the speed targets, explain each, and "
                              "exit 1 when one fails (they assume an idle 2-core machine)")
     parser.set_defaults(run=run)

@@ -312,8 +312,8 @@ def run_datasets(args: argparse.Namespace) -> int:
         [[r["name"], f"{r['graphs']:,}", ", ".join(r["families"]), *(f"{n:,}" for n in r["splits"].values()),
           "shipped" if r["shipped"] else "yes" if r["built"] else "no"] for r in rows],
         numeric=[False, True, False, True, True, True, True, False],
-        title=f"{len(rows)} datasets (held-out families are the test-families split; "
-              "placement-gym datasets --build NAME builds a manifest)",
+        title=f"{len(rows)} datasets (held-out families are the test-families split; built: shipped in "
+              "the package, yes: cached here, no: built on first use or with --build NAME)",
     )
     print_text(f"Cluster family {clusters.FAMILY}: {clusters.TRAIN_CLUSTERS:,} train and "
                f"{clusters.TEST_CLUSTERS:,} test clusters of 2 to 16 devices "
@@ -347,8 +347,14 @@ def _build_dataset(dataset: Any, args: argparse.Namespace) -> int:
                 rows = dataset.build_manifest(progress)
                 dataset.write_manifest(rows)
     except KeyboardInterrupt:  # the build's workers are stopped by then (Dataset.build_manifest)
-        print(f"placement-gym datasets --build {dataset.name}: interrupted; what was exported stays cached, "
-              "so the next build goes on from there", file=sys.stderr)
+        from placement_gym.datasets.families import FAMILIES
+
+        if any(FAMILIES[spec.family].cached for spec in dataset.families):
+            left = ("the manifest was not written; the graphs exported so far stay cached, so the next build "
+                    "goes on")
+        else:
+            left = "nothing was cached, so the next build starts over"
+        print(f"placement-gym datasets --build {dataset.name}: interrupted; {left}", file=sys.stderr)
         return 130
     ops = [row.ops for row in rows]
     took = f"{time.perf_counter() - started:.1f} s"

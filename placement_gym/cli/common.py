@@ -9,16 +9,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placement_gym.evaluation.placements import SIMPLE_AGENTS, is_simple_agent, load_placement, simple_agent
-from placement_gym.task.compiled import (
+from placement_gym.task.compiled import Task
+from placement_gym.task.named import get_task
+from placement_gym.task.step import (
+    DEFAULT_OPTIMIZER,
+    DEFAULT_PRECISION,
     MAX_MICROBATCHES,
     OBJECTIVES,
     OPTIMIZERS,
     PRECISIONS,
-    Task,
+    STEP_OPTIONS,
+    Step,
     check_microbatches,
 )
-from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
-from placement_gym.task.named import get_task
 
 DEFAULT_GRAPH = "inception_v3"
 DEFAULT_CLUSTER = "k80x4"
@@ -89,12 +92,16 @@ def microbatches_int(text: str) -> int:
             f"expected an integer from 1 to {MAX_MICROBATCHES}, got {text!r}") from None
 
 
+def step_from_args(args: argparse.Namespace) -> Step:
+    """The step of the command's step options (--objective, and where the command has them --optimizer,
+    --precision, --microbatches, --recompute: each argument named as a field of `Step`), the defaults
+    for those it does not have."""
+    return Step(**{name: getattr(args, name) for name in STEP_OPTIONS if hasattr(args, name)})
+
+
 def task_from_args(args: argparse.Namespace) -> Task:
-    """The task of --graph, --cluster, --objective and (where the command has them) --optimizer,
-    --precision, --microbatches and --recompute."""
-    return get_task(args.graph, args.cluster, args.objective, getattr(args, "optimizer", DEFAULT_OPTIMIZER),
-                    getattr(args, "precision", DEFAULT_PRECISION), getattr(args, "microbatches", 1),
-                    getattr(args, "recompute", False))
+    """The task of --graph, --cluster and the step options (`step_from_args`)."""
+    return get_task(args.graph, args.cluster, step_from_args(args))
 
 
 @dataclass(frozen=True)

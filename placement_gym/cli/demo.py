@@ -4,14 +4,15 @@ env episode, and a picture of a placement that wins beside the best single devic
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from placement_gym.cost_model import lower_bound, simulate, simulate_batch, single_device
 from placement_gym.evaluation.placements import best_single_placement, round_robin_placement
 from placement_gym.task.compiled import Task
-from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from placement_gym.task.named import get_task
+from placement_gym.task.step import Step, step_of_call
 
 DEMO_GRAPHS = ("cifar10_cnn", "inception_v3", "bert_large")
 # The agent the demo shows winning. The core never imports an agent package: HEFT comes from an
@@ -44,19 +45,18 @@ def demo_rows(
     cluster: str = "k80x4",
     samples: int = 256,
     seed: int = 0,
-    optimizer: str = DEFAULT_OPTIMIZER,
-    precision: str = DEFAULT_PRECISION,
-    microbatches: int = 1,
-    recompute: bool = False,
+    step: Step | str | None = None,
+    **step_options: Any,
 ) -> list[dict]:
-    """For each graph's training step (with ``optimizer``, in ``precision``, of ``microbatches``
-    micro-batches, recomputing activations or not, as `get_task` takes them): the best single device,
+    """For each graph's step (``step`` and the keywords naming its fields, as `get_task` takes them;
+    default: a training step): the best single device,
     HEFT (when an agent provider offers it, `winning_placement`), round-robin over the GPUs and the
     best of ``samples`` random placements (one batched call), beside the simple lower bound
     (`lower_bound`)."""
+    step = step_of_call("demo_rows", step, (), step_options)
     rows = []
     for name in graphs:
-        task = get_task(name, cluster, "train_step", optimizer, precision, microbatches, recompute)
+        task = get_task(name, cluster, step)
         best_single, bound = single_device(task), lower_bound(task)
         rng = np.random.default_rng(seed)
         runtimes, feasible, _ = simulate_batch(
@@ -117,19 +117,16 @@ def demo_timeline(
     cluster: str = "k80x4",
     samples: int = 256,
     seed: int = 0,
-    optimizer: str = DEFAULT_OPTIMIZER,
-    precision: str = DEFAULT_PRECISION,
-    microbatches: int = 1,
-    recompute: bool = False,
+    step: Step | str | None = None,
+    **step_options: Any,
 ) -> Path:
-    """Draw two schedules of one training step (``optimizer``, ``precision``, ``microbatches`` and
-    ``recompute`` as
-    in `demo_rows`), on one time axis, as a PNG file ``path`` (its folder created when missing; needs
+    """Draw two schedules of one step (``step`` and its keywords as in `demo_rows`), on one time axis,
+    as a PNG file ``path`` (its folder created when missing; needs
     the viz extra): the best single device on top, and below it the placement that wins
     (`winning_placement`: HEFT, 1.46x on inception_v3 / k80x4)."""
     from placement_gym.cost_model.timeline import build_timeline_figure
 
-    task = get_task(graph, cluster, "train_step", optimizer, precision, microbatches, recompute)
+    task = get_task(graph, cluster, step_of_call("demo_timeline", step, (), step_options))
     best = single_device(task)
     winner, placement = winning_placement(task, samples, seed)
     panels = [

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from placement_gym.cli.common import add_optimizer_argument
+from placement_gym.cli.common import add_optimizer_argument, step_from_args
 from placement_gym.cli.output import print_json, print_table, print_text
 from placement_gym.cli.subcommands import Subcommands
 from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
@@ -30,16 +30,15 @@ def run_demo(args: argparse.Namespace) -> int:
     from placement_gym.cli.demo import DEMO_GRAPHS, demo_episode, demo_rows, demo_timeline
 
     started = time.perf_counter()
-    step = {"optimizer": args.optimizer, "precision": args.precision, "microbatches": args.microbatches,
-            "recompute": args.recompute}
-    rows = demo_rows(DEMO_GRAPHS, args.cluster, samples=args.samples, seed=args.seed, **step)
+    step = step_from_args(args)
+    rows = demo_rows(DEMO_GRAPHS, args.cluster, samples=args.samples, seed=args.seed, step=step)
     episode = demo_episode(args.seed)
     picture = None
     path = picture_path(args.out)
     if path is not None:
         try:
             picture = str(
-                demo_timeline(path, cluster=args.cluster, samples=args.samples, seed=args.seed, **step)
+                demo_timeline(path, cluster=args.cluster, samples=args.samples, seed=args.seed, step=step)
             )
         except ImportError as error:  # matplotlib (the viz extra) missing: the rest still ran
             picture = f"skipped ({error})"

@@ -27,14 +27,15 @@ from placement_gym.cli.common import (
     find_placement,
     place_with_agent,
     positive_int,
+    step_from_args,
     task_from_args,
 )
 from placement_gym.cli.output import fmt_bytes, fmt_seconds, print_json, print_table
 from placement_gym.cli.subcommands import Subcommands
 from placement_gym.common.progress import Progress
 from placement_gym.evaluation.parallel import check_backend, run_jobs
-from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from placement_gym.task.named import get_task
+from placement_gym.task.step import Step, step_of_call
 
 
 def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -134,26 +135,21 @@ class GraphJob:
     """One graph of a dataset-wide evaluation: names and numbers only, so that it travels to a Ray
     worker in a few hundred bytes and its result does not depend on where it runs. ``graph`` is
     ``<dataset>:<id>``; ``cluster`` a preset, a family cluster or a JSON path (which must exist on
-    every node)."""
+    every node); ``step`` the `Step` of every graph's task."""
 
     graph: str
     cluster: str
     agent: str
     seed: int = 0
     budget: int | None = None
-    objective: str = "train_step"
-    optimizer: str = DEFAULT_OPTIMIZER
-    precision: str = DEFAULT_PRECISION
-    microbatches: int = 1
-    recompute: bool = False
+    step: Step = Step()
 
 
 def evaluate_graph(job: GraphJob) -> dict[str, Any]:
     """Run ``job``'s agent on its graph and report it: the keys of
     `placement_gym.evaluation.agents.agent_report` and ``graph`` (the id in its dataset) and ``ops``
     (forward ops). Only ``wall_s`` depends on the machine."""
-    task = get_task(job.graph, job.cluster, job.objective, job.optimizer, job.precision, job.microbatches,
-                    job.recompute)
+    task = get_task(job.graph, job.cluster, job.step)
     found = place_with_agent(task, job.agent, job.seed, job.budget)
     from placement_gym.evaluation import agents
 
@@ -168,33 +164,32 @@ def evaluate_dataset(
     *,
     seed: int = 0,
     budget: int | None = None,
-    objective: str = "train_step",
-    optimizer: str = DEFAULT_OPTIMIZER,
-    precision: str = DEFAULT_PRECISION,
-    microbatches: int = 1,
-    recompute: bool = False,
+    step: Step | str | None = None,
     backend: str = "serial",
     address: str | None = None,
     workers: int | None = None,
     progress: bool = False,
+    **step_options: Any,
 ) -> dict[str, Any]:
     """``agent`` on every graph of ``dataset`` (``"<name>:<split>"``, or a name for every graph), each
-    with ``seed`` (see the module docstring). ``backend``, ``address``, ``workers``: as in
+    with ``seed`` (see the module docstring) and the step ``step`` (as `get_task` takes it: a `Step`,
+    an objective or an id's objective, its fields replaced by keywords such as ``precision="bf16"``;
+    default: a training step). ``backend``, ``address``, ``workers``: as in
     `run_jobs`. ``progress``: a line per graph on stderr as it ends. Returns ``{"summary": ...,
     "graphs": [...]}``: per graph `evaluate_graph`'s report, in split order; the summary has dataset,
     cluster, agent, seed, budget, graphs, feasible, geomean_speedup (over the feasible graphs),
     evaluations, backend, workers and wall_s (the whole run's)."""
     from placement_gym.datasets import dataset_split
 
+    step = step_of_call("evaluate_dataset", step, (), step_options)
     check_backend(backend, address, workers)
     data, ids = dataset_split(dataset)
     if not ids:
         raise ValueError(f"dataset split {dataset!r} holds no graph")
-    jobs = [GraphJob(f"{data.name}:{graph_id}", cluster, agent, seed, budget, objective, optimizer, precision,
-                     microbatches, recompute) for graph_id in ids]
-    # a bad agent, cluster or objective: one error here, before Ray starts
+    jobs = [GraphJob(f"{data.name}:{graph_id}", cluster, agent, seed, budget, step) for graph_id in ids]
+    # a bad agent or cluster: one error here, before Ray starts
     check_agent(agent)
-    get_task(jobs[0].graph, cluster, objective, optimizer, precision, microbatches, recompute)
+    get_task(jobs[0].graph, cluster, step)
     done = 0
 
     def report(_index: int, row: dict[str, Any]) -> None:
@@ -228,10 +223,8 @@ def run_dataset(args: argparse.Namespace) -> int:
         raise ValueError("--dataset runs one agent (--agent NAME) on every graph of the split; "
                          "--placement, --save and --agent all take one graph")
     report = evaluate_dataset(
-        args.agent, args.dataset, args.cluster, seed=args.seed, budget=args.budget, objective=args.objective,
-        optimizer=args.optimizer, precision=args.precision, microbatches=args.microbatches,
-        recompute=args.recompute, backend="ray" if args.ray else "serial", address=args.address,
-        workers=args.workers, progress=True,
+        args.agent, args.dataset, args.cluster, seed=args.seed, budget=args.budget, step=step_from_args(args),
+        backend="ray" if args.ray else "serial", address=args.address, workers=args.workers, progress=True,
     )
     if args.json:
         print_json(report)

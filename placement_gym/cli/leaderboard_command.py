@@ -27,12 +27,12 @@ NOT_COMPARABLE_MARK = "~"  # a learned entry re-run on another platform than its
 SUITE_MISMATCH_EXIT = 3
 
 
-# The suite data the commands read, as the wheel packages it (pyproject's force-include): a copy of
-# the committed leaderboard/ folder's submissions/, bounds.json, reruns.json, README.md,
-# generalisation_v2.md and suites v1's and v2's pages and bounds.
+# The suite data the commands read, as the wheel packages it (pyproject's wheel include and sources): a
+# copy of the committed leaderboard/ folder's submissions/ and of its files at the top (every suite's
+# page and bounds file, reruns.json).
 PACKAGED_NAME = "_leaderboard"
-PACKAGED_FILES = ("bounds.json", "reruns.json", "README.md", "generalisation_v2.md", "suite_v2.md",
-                  "bounds_v2.json", "suite_v1.md", "bounds_v1.json")
+# What ``--suite`` takes for every suite that has a page (render) or a bounds file (bounds).
+ALL_SUITES = "all"
 CHECKOUT_ORIGIN = "the source checkout's leaderboard/ folder"
 PACKAGED_ORIGIN = "the read-only copy packaged with placement-gym"
 
@@ -97,15 +97,36 @@ def _exits_on_suite_mismatch(run: Callable[[argparse.Namespace], int]) -> Callab
     return guarded
 
 
+def packaged_files() -> tuple[str, ...]:
+    """The files beside submissions/ that ``init`` copies: the re-run records, then the page and the
+    bounds file of every accepted suite (as its suite file names them)."""
+    from placement_gym.leaderboard.registry import suite_registry
+    from placement_gym.leaderboard.rerun_records import RECORDS_NAME
+
+    registry = suite_registry()
+    names = [name for version in registry.accepted()
+             for name in (registry.get(version).spec.page, registry.get(version).spec.bounds) if name]
+    return tuple(dict.fromkeys((RECORDS_NAME, *names)))
+
+
+def _suites(given: list[str] | None, default: tuple[str, ...], every: tuple[str, ...]) -> tuple[str, ...]:
+    """The suites named by repeated ``--suite`` options (`ALL_SUITES`: ``every``), each once, in the
+    order given; ``default`` without any."""
+    if not given:
+        return tuple(default)
+    return tuple(dict.fromkeys(v for name in given for v in (every if name == ALL_SUITES else (name,))))
+
+
 def _check_report(paths: list[Path], progress: ProgressCallback) -> list:
     """The checks of ``paths``, after making sure the cost model reproduces the current suite (raises
     `SuiteMismatchError` before looking at any submission when it does not); ``progress`` is told each
     stage and file (`placement_gym.common.progress`)."""
-    from placement_gym.leaderboard.suite import CURRENT_SUITE, require_suite
+    from placement_gym.leaderboard.suite import get_suite, require_suite
     from placement_gym.leaderboard.validate import validate_file
 
-    progress(f"checking that the cost model reproduces suite {CURRENT_SUITE}")
-    require_suite(CURRENT_SUITE)
+    current = get_suite()
+    progress(f"checking that the cost model reproduces suite {current.version}")
+    require_suite(current)
     checks = []
     for done, path in enumerate(paths):
         progress("validating submissions", done, len(paths), path.name)
@@ -217,9 +238,10 @@ def _folder_checks(checks: list, directory: Path) -> list:
     (`rerun_records.record_problems`) and no stored lower bound is above a feasible re-simulated runtime
     of its task (`task_bounds.impossible_bounds`)."""
     from placement_gym.leaderboard.ranking import best_known_runtimes
+    from placement_gym.leaderboard.registry import suite_registry
     from placement_gym.leaderboard.rerun_records import RECORDS_NAME, read_records, record_problems
     from placement_gym.leaderboard.submission import read_submission
-    from placement_gym.leaderboard.suite import COST_MODEL_SUITES, get_suite
+    from placement_gym.leaderboard.suite import get_suite
     from placement_gym.leaderboard.task_bounds import impossible_bounds, load_bounds
     from placement_gym.leaderboard.validate import SubmissionCheck, add_entry_problems
 
@@ -236,7 +258,7 @@ def _folder_checks(checks: list, directory: Path) -> list:
     simulated = [(check.source, {"suite": check.data["suite"], "results": {
         task.task_id: {"runtime": task.runtime, "feasible": task.feasible} for task in check.tasks
         if task.runtime is not None and task.feasible}}) for check in readable]
-    for version in COST_MODEL_SUITES:
+    for version in suite_registry().accepted("cost_model"):
         suite = get_suite(version)
         problems = impossible_bounds(load_bounds(directory, suite), best_known_runtimes(simulated, suite))
         extra.append(SubmissionCheck(f"bounds of suite {version}", problems))
@@ -437,10 +459,10 @@ def _read_and_check(path: str) -> tuple:
     """Read the submission ``path`` once and check those bytes: (its `SubmissionCheck`, the bytes, the
     parsed file or None when it cannot be read). Raises `SuiteMismatchError` first, as `_check_report`."""
     from placement_gym.leaderboard.submission import SubmissionError, read_submission
-    from placement_gym.leaderboard.suite import CURRENT_SUITE, require_suite
+    from placement_gym.leaderboard.suite import require_suite
     from placement_gym.leaderboard.validate import SubmissionCheck, validate_submission
 
-    require_suite(CURRENT_SUITE)
+    require_suite()
     try:
         raw, data = read_submission(path)
     except SubmissionError as error:
@@ -516,11 +538,12 @@ def run_render(args: argparse.Namespace) -> int:
     files not yet written keep their old contents, which --check reports); 3 when the cost model no
     longer reproduces a suite."""
     from placement_gym.common.untrusted import UntrustedFileError, os_error_text
-    from placement_gym.leaderboard.render import RenderRefused, page_names, render_pages, suite_page
-    from placement_gym.leaderboard.suite import CURRENT_SUITE
+    from placement_gym.leaderboard.layout import default_suites, suite_page
+    from placement_gym.leaderboard.registry import suite_registry
+    from placement_gym.leaderboard.render import RenderRefused, render_pages
 
     directory = _directory(args, writes=not args.check)
-    suites = tuple(dict.fromkeys(args.suite or [CURRENT_SUITE]))
+    suites = _suites(args.suite, default_suites(), suite_registry().with_page())
     try:
         with Progress() as progress:
             rendered = render_pages(directory, suites, check=args.check, chart=not args.no_chart,
@@ -546,12 +569,12 @@ def run_render(args: argparse.Namespace) -> int:
         return 0
     for suite in suites:
         layout = suite_page(suite)
-        own = [name for name in stale if name in page_names(suite) or name == layout.chart
+        own = [name for name in stale if name in (layout.page, layout.chart)
                or Path(name).parent.as_posix() == layout.curves]
         if own:
             listed = ", ".join(str(directory / name) for name in own[:3])
             more = f" and {len(own) - 3} more" if len(own) > 3 else ""
-            again = "" if suite == CURRENT_SUITE else f" --suite {suite}"
+            again = "" if suite in default_suites() else f" --suite {suite}"
             print(f"{listed}{more} stale or missing; run 'placement-gym leaderboard render{again}'",
                   file=sys.stderr)
     return 1
@@ -561,12 +584,14 @@ def _rendered_text(directory: Path, suites: tuple[str, ...], names: tuple[str, .
     """What `render_pages` drew, for the closing line: every page by its path, then per suite the number
     of charts and of curves under its curves folder (such as "<folder>/README.md, 1 chart
     (<folder>/leaderboard.png) and 47 curves under <folder>/curves")."""
-    from placement_gym.leaderboard.render import page_names, suite_page
+    from placement_gym.leaderboard.layout import suite_page
 
-    pages = {name for suite in suites for name in page_names(suite)}
+    pages = {suite_page(suite).page for suite in suites}
     parts = [str(directory / name) for name in names if name in pages]
     for suite in suites:
         layout = suite_page(suite)
+        if layout.chart is None:
+            continue
         charts = [name for name in names if name == layout.chart]
         curves = sum(Path(name).parent.as_posix() == layout.curves for name in names)
         chart_text = f"1 chart ({directory / charts[0]})" if charts else "no chart"
@@ -582,11 +607,13 @@ def run_bounds(args: argparse.Namespace) -> int:
     DIR/bounds_<SUITE>.json for another), or with ``--check`` recompute it (``--tasks``: those tasks
     only; ``--part K/N``: part K of N of the tasks of every suite named, split by cost) and name what
     differs."""
+    from placement_gym.leaderboard.registry import suite_registry
     from placement_gym.leaderboard.rerun_records import parse_part
-    from placement_gym.leaderboard.suite import CURRENT_SUITE, get_suite, require_suite
+    from placement_gym.leaderboard.suite import get_suite, require_suite
     from placement_gym.leaderboard.task_bounds import bounds_name, check_bounds, write_bounds
 
-    versions = list(dict.fromkeys(args.suite or [CURRENT_SUITE]))
+    current = get_suite().version
+    versions = list(_suites(args.suite, (current,), suite_registry().with_bounds()))
     for option, value in (("--tasks", args.tasks), ("--part", args.part)):
         if value is not None and not args.check:
             raise ValueError(f"{option} is an option of --check (the bounds file holds every task of the "
@@ -609,10 +636,10 @@ def run_bounds(args: argparse.Namespace) -> int:
             written = write_bounds(directory, suites[0], progress)
         print(f"wrote {written}")
         return 0
-    missing = [suite for suite in suites if not (directory / bounds_name(suite.version)).is_file()]
+    missing = [suite for suite in suites if not (directory / bounds_name(suite)).is_file()]
     if missing:
-        again = "" if missing[0].version == CURRENT_SUITE else f" --suite {missing[0].version}"
-        print(f"placement-gym: {directory / bounds_name(missing[0].version)} does not exist; run "
+        again = "" if missing[0].version == current else f" --suite {missing[0].version}"
+        print(f"placement-gym: {directory / bounds_name(missing[0])} does not exist; run "
               f"'placement-gym leaderboard bounds{again}'", file=sys.stderr)
         return 1
     if part is not None:
@@ -625,7 +652,7 @@ def run_bounds(args: argparse.Namespace) -> int:
     if problems:
         return 1
     which = "every bound" if chosen is None else f"the bounds of {len(chosen)} task(s)"
-    print(f"{directory / bounds_name(suite.version)}: {which} of suite {suite.version} recomputed and equal")
+    print(f"{directory / bounds_name(suite)}: {which} of suite {suite.version} recomputed and equal")
     return 0
 
 
@@ -650,7 +677,7 @@ def _check_bounds_part(directory: Path, suites: list, part: tuple[int, int]) -> 
 
 
 def run_init(args: argparse.Namespace) -> int:
-    """``init DIR``: copy the default folder's data (submissions/ and `PACKAGED_FILES`) into the new
+    """``init DIR``: copy the default folder's data (submissions/ and `packaged_files`) into the new
     folder DIR, for the commands that write (render, submit, bounds) to work on. The copy is made in a
     temporary folder beside DIR and renamed into place, so that a failure (a full disk) leaves no
     half-made DIR. ValueError (exit 2) when DIR exists and is not an empty folder: a file, a symbolic
@@ -674,13 +701,13 @@ def run_init(args: argparse.Namespace) -> int:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    print(f"copied {count} submissions and {', '.join(PACKAGED_FILES)} from {source} ({origin}) into "
+    print(f"copied {count} submissions and {', '.join(packaged_files())} from {source} ({origin}) into "
           f"{target}; use it with --dir {target}")
     return 0
 
 
 def _copy_data(source: Path, target: Path) -> int:
-    """Copy the submissions and `PACKAGED_FILES` of ``source`` into the empty folder ``target``; returns
+    """Copy the submissions and `packaged_files` of ``source`` into the empty folder ``target``; returns
     the number of submissions. Plain files only, never a link: the copy is as trustworthy as the
     packaged data it comes from."""
     import shutil
@@ -691,7 +718,7 @@ def _copy_data(source: Path, target: Path) -> int:
         if path.is_file() and not path.is_symlink():
             shutil.copyfile(path, target / "submissions" / path.name)
             count += 1
-    for name in PACKAGED_FILES:
+    for name in packaged_files():
         if (source / name).is_file() and not (source / name).is_symlink():
             shutil.copyfile(source / name, target / name)
     return count
@@ -700,8 +727,10 @@ def _copy_data(source: Path, target: Path) -> int:
 def add_parser(subparsers) -> None:
     """Add ``leaderboard`` with its ``validate``, ``submit``, ``reruns``, ``render`` and ``bounds``
     subcommands."""
-    from placement_gym.leaderboard.suite import COST_MODEL_SUITES, CURRENT_SUITE
+    from placement_gym.leaderboard.registry import suite_registry
 
+    registry = suite_registry()
+    current = registry.current().version
     parser = subparsers.add_parser(
         "leaderboard", help="validate, submit and render leaderboard submissions",
         description="Re-evaluate submitted placements, add a submission, render leaderboard/README.md. "
@@ -750,10 +779,10 @@ def add_parser(subparsers) -> None:
 
     init = commands.add_parser(
         "init", help="copy the leaderboard's data into a new folder DIR, for render, submit and bounds",
-        description=f"Copy submissions/, bounds.json, reruns.json and README.md from {origin} ({default}) "
-                    "into the new (or empty) folder DIR; then run the other commands with --dir DIR. The "
-                    "commands that write need such a folder after a pip install, where the default is the "
-                    "read-only copy packaged with placement-gym.")
+        description=f"Copy submissions/, reruns.json and every suite's page and bounds file from {origin} "
+                    f"({default}) into the new (or empty) folder DIR; then run the other commands with --dir "
+                    "DIR. The commands that write need such a folder after a pip install, where the default "
+                    "is the read-only copy packaged with placement-gym.")
     init.add_argument("target", metavar="DIR")
     init.set_defaults(run=run_init, uses_cost_model=False)
 
@@ -802,25 +831,25 @@ def add_parser(subparsers) -> None:
                                  "which --check reports); 3 when the cost model no longer reproduces a "
                                  "suite.")
     render.add_argument("--check", action="store_true",
-                        help="exit 1 naming what is stale: the README, the generalisation-v2 page, the chart "
-                        "or a curve (compared byte for byte); write nothing")
+                        help="exit 1 naming what is stale: a page, a chart or a curve (compared byte for "
+                        "byte); write nothing")
     render.add_argument("--no-chart", action="store_true",
                         help="skip the PNG chart and curves (with --check: compare the pages only)")
-    render.add_argument("--suite", choices=COST_MODEL_SUITES, action="append",
-                        help=f"the cost-model suite whose page to render (default: {CURRENT_SUITE}, the "
-                        "README and the generalisation-v2 page); another suite's page is suite_<SUITE>.md, "
-                        "its chart leaderboard_<SUITE>.png, its curves under curves/<SUITE>/; repeat it "
-                        "for several suites, the submissions validated once")
+    render.add_argument("--suite", choices=(*registry.with_page(), ALL_SUITES), action="append",
+                        help="the suite whose page to render, where its suite file puts the page, chart and "
+                        f"curves (default: the current suite of each track, {', '.join(registry.currents())}:"
+                        " the README and the generalisation track's page); repeat it for several suites, "
+                        f"the submissions validated once; '{ALL_SUITES}': every suite with a page")
     common(render)
     render.set_defaults(run=run_render)
 
     bounds = commands.add_parser("bounds", help="compute the proven lower bound of every task of a suite "
-                                 "into DIR/bounds.json (about half a minute for suite v1; the new tasks "
-                                 "of v2 or v3 take about 20 minutes more)",
+                                 "into its bounds file in DIR (about half a minute for 13 tasks of at most "
+                                 "5,000 ops; a task of 100,000 ops takes about 15 minutes)",
                                  description="Compute the proven lower bounds the leaderboard shows "
-                                 "(docs/bounds.md) and write DIR/bounds.json (DIR/bounds_<SUITE>.json for "
-                                 "a suite other than the current one); --check recomputes them instead "
-                                 "and exits 1 naming each stored bound that differs.")
+                                 "(docs/bounds.md) and write the suite's bounds file in DIR (as its suite "
+                                 "file names it: DIR/bounds.json for the current suite); --check recomputes "
+                                 "them instead and exits 1 naming each stored bound that differs.")
     bounds.add_argument("--check", action="store_true", help="recompute and compare; write nothing")
     bounds.add_argument("--tasks", metavar="IDS",
                         help="with --check: recompute only these comma-separated task ids of the suite "
@@ -828,10 +857,10 @@ def add_parser(subparsers) -> None:
     bounds.add_argument("--part", metavar="K/N",
                         help="with --check: recompute part K of N of the tasks of every suite named (each "
                         "task once, the parts balanced by their cost, estimated from the task's ops), or "
-                        "day/N for the day's part (CI: day/3 over v1, v2 and v3, every stored bound every "
-                        "third day)")
-    bounds.add_argument("--suite", choices=COST_MODEL_SUITES, action="append",
-                        help=f"the cost-model suite whose bounds to compute (default: {CURRENT_SUITE}); "
-                        "with --check --part it may be repeated")
+                        f"day/N for the day's part (CI: day/3 over --suite {ALL_SUITES}, every stored bound "
+                        "every third day)")
+    bounds.add_argument("--suite", choices=(*registry.with_bounds(), ALL_SUITES), action="append",
+                        help=f"the suite whose bounds to compute (default: {current}); with --check --part "
+                        f"it may be repeated; '{ALL_SUITES}': every suite with a bounds file")
     common(bounds)
     bounds.set_defaults(run=run_bounds)

@@ -233,16 +233,15 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         run_fidelity,
         scatter_plot,
     )
-    from placement_gym.task.compiled import OBJECTIVES, check_applies, make_task
+    from placement_gym.task.compiled import make_task
+    from placement_gym.task.step import Step
 
     _check_warmup(args)
     cluster, devices = resolve_devices(args.devices, args.cluster)
     graph, model = graph_and_model(args.graph)
 
-    if args.objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {args.objective!r}; allowed: {', '.join(OBJECTIVES)}")
-    check_applies(args.objective, args.optimizer)  # make_task lets profiling pass one optimizer for both
-    task = make_task(graph, cluster, args.objective, args.optimizer)
+    step = Step(args.objective, args.optimizer)  # refuses an unknown objective, an optimizer with inference
+    task = make_task(graph, cluster, step)
     scaled = rebatched_graph(graph, args.batch, model)  # checks --batch before any measuring
     profile, path, measured_now = _get_profile(
         args, graph, model, devices, any_optimizer=args.objective == "inference"
@@ -250,7 +249,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
     if not measured_now:
         _note(args, f"using the cached profile {path}")
     placements = fidelity_placements(
-        make_task(scaled, cluster, args.objective, args.optimizer), args.samples, args.seed
+        make_task(scaled, cluster, step), args.samples, args.seed
     )
     rounds = args.repeats or FIDELITY_ROUNDS
 

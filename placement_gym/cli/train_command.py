@@ -9,13 +9,16 @@ Outputs go to ``--out`` (default ``<output root>/runs/<run name>``, the output r
 ``--tensorboard DIR`` also logs the curve for TensorBoard. The run ends with its speedup over the
 best single device.
 
-``--reward-mode`` picks what scores the agent's placements, as the envs' ``reward_mode`` does
-(`placement_gym.evaluation.evaluator.make_evaluator`): ``cost_model`` (default), ``profiled`` (the cost
-model with measured op times: ``--profile FILE``, else the cached profile of the graph on ``--devices`` or
-on the cluster's device names), ``real`` (every placement run on the torch devices of ``--devices``, or of
-an explicit ``--cluster`` such as ``cpu2``), or any backend a package registered
-(`placement_gym.evaluation.evaluator.evaluator_names`); which of ``--profile``, ``--devices`` and
-``--batch`` a backend takes is what its `EvaluatorBackend` says. The device options are
+``--reward-mode`` picks what scores the agent's placements, as the envs' ``evaluator=`` does, through the
+same registry of scoring backends (`placement_gym.evaluation.evaluator.evaluator_backend`): ``cost_model``
+(default), ``profiled`` (the cost model with measured op times: ``--profile FILE``, else the cached profile
+of the graph on ``--devices`` or on the cluster's device names), ``real`` (every placement run on the torch
+devices of ``--devices``, or of an explicit ``--cluster`` such as ``cpu2``), or any backend a package
+declared (`placement_gym.evaluation.evaluator.evaluator_names`). What a backend declares decides the rest,
+with no case per backend here: which of ``--profile``, ``--devices``, ``--batch`` and ``--seed`` it takes
+(`EvaluatorBackend.options`), whether it runs on this machine's devices (``runs_on_devices``: then
+``--devices`` or a ``--cluster`` of this machine is needed) and how the result table names it
+(``label``). The device options are
 read as ``placement-gym profile`` and ``fidelity`` read them (`placement_gym.real.fidelity.resolve_devices`).
 ``--optimizer`` is the task's optimizer (default adam): what the cost model costs, the update a real
 train step runs, and the optimizer a profile must have been measured with.
@@ -33,6 +36,7 @@ from placement_gym.cli.common import (
     add_task_arguments,
     microbatches_int,
     positive_int,
+    step_from_args,
 )
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import graph_and_model
@@ -41,70 +45,58 @@ from placement_gym.common.extras import install_command
 from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
 from placement_gym.cost_model import single_device
 from placement_gym.evaluation.agents import find_trainer
-from placement_gym.evaluation.evaluator import COST_MODEL, evaluator_backend, evaluator_names, make_evaluator
-from placement_gym.task.compiled import OPTIMIZERS, PRECISIONS, Task
+from placement_gym.evaluation.evaluator import (
+    COST_MODEL,
+    EvaluatorBackend,
+    evaluator_backend,
+    evaluator_names,
+)
+from placement_gym.task.compiled import Task
 from placement_gym.task.named import get_task
+from placement_gym.task.step import OPTIMIZERS, PRECISIONS
 
-# How the results table names what scored the runtimes (the result's ``scored_by``).
-SCORED_BY = {"cost_model": "cost model", "profiled": "profiled cost model", "real": "measured on the devices"}
-
-
-# The options of --reward-mode's backends the command line gives, as `EvaluatorBackend.options` names them.
+# The options of a --reward-mode backend the command line gives, as `EvaluatorBackend.options` names them.
 BACKEND_FLAGS = {"profile": "--profile", "devices": "--devices", "batch": "--batch"}
 
 
-def _check_mode_options(args: argparse.Namespace) -> None:
+def _check_backend_flags(args: argparse.Namespace, backend: EvaluatorBackend) -> None:
     """A clear error for an option the chosen ``--reward-mode`` does not take (what its
-    `EvaluatorBackend` says it takes), or one it lacks."""
-    mode = args.reward_mode
-    backend = evaluator_backend(mode)
+    `EvaluatorBackend` says it takes), or for a backend that runs on this machine's devices given
+    neither ``--devices`` nor a ``--cluster`` whose devices map to torch devices."""
     for option, flag in BACKEND_FLAGS.items():
         if getattr(args, option) is not None and option not in backend.options:
             takers = [name for name in evaluator_names() if option in evaluator_backend(name).options]
-            raise ValueError(f"{flag} is for --reward-mode {' or '.join(takers)}, not {mode}")
-    if mode == "real" and args.devices is None and args.cluster is None:
+            raise ValueError(f"{flag} is for --reward-mode {' or '.join(takers)}, not {backend.name}")
+    if backend.runs_on_devices and args.devices is None and args.cluster is None:
         raise ValueError(
-            "--reward-mode real needs --devices (cluster device name = torch device, such as "
+            f"--reward-mode {backend.name} needs --devices (cluster device name = torch device, such as "
             "cpu:0=cpu,cpu:1=cpu or cpu:0=cpu,gpu:0=cuda:0) or an explicit --cluster whose devices map "
             "to torch devices (such as cpu2 or local)"
         )
 
 
 def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
-    """The task of ``--graph``/``--cluster``/``--objective``/``--optimizer``/``--precision`` (the
-    cluster of ``--devices`` where given) and the evaluator of ``--reward-mode`` (None for the cost model)."""
-    _check_mode_options(args)
-    optimizer, precision = args.optimizer, args.precision
-    if args.reward_mode == COST_MODEL:
-        cluster = args.cluster or DEFAULT_CLUSTER
-        task = get_task(args.graph, cluster, args.objective, optimizer, precision, args.microbatches,
-                        args.recompute)
-        return task, None
-    if args.microbatches != 1:
-        raise ValueError(f"--microbatches is for the cost model, not --reward-mode {args.reward_mode}")
-    if args.recompute:
-        raise ValueError(f"--recompute is for the cost model, not --reward-mode {args.reward_mode}")
-    devices = None
-    if args.devices is not None or args.reward_mode == "real":
+    """The task of ``--graph``/``--cluster`` and the step options (`step_from_args`; the cluster of
+    ``--devices`` where the backend takes device names and they are given, or where it runs on this
+    machine's devices) and the evaluator of ``--reward-mode``, built through the registry of scoring
+    backends with the options it declares (`EvaluatorBackend.options`) that the command line gives."""
+    backend = evaluator_backend(args.reward_mode)
+    _check_backend_flags(args, backend)
+    cluster, devices = args.cluster or DEFAULT_CLUSTER, None
+    if "devices" in backend.options and (args.devices is not None or backend.runs_on_devices):
         from placement_gym.real.fidelity import resolve_devices
 
         cluster, devices = resolve_devices(args.devices, args.cluster)
-        task = get_task(args.graph, cluster, args.objective, optimizer, precision)
-    else:
-        task = get_task(args.graph, args.cluster or DEFAULT_CLUSTER, args.objective, optimizer, precision)
-    if args.reward_mode == "profiled":
-        try:
-            return task, make_evaluator(task, "profiled", profile=args.profile, devices=devices)
-        except ValueError as error:
-            hint = "" if args.profile is not None else " (or give --profile FILE)"
-            raise ValueError(f"--reward-mode profiled: {error}{hint}") from None
-    if args.reward_mode == "real":
-        _, model = graph_and_model(args.graph)
-        return task, make_evaluator(task, "real", devices=devices, seed=args.seed, batch=args.batch,
-                                    model=model)
-    # A registered backend: the options it takes that the command line gave.
-    return task, make_evaluator(task, args.reward_mode, source=args.graph, profile=args.profile,
-                                devices=devices, batch=args.batch)
+    if backend.runs_on_devices:
+        graph_and_model(args.graph)  # a graph the executor cannot run ends here, before any warning
+    task = get_task(args.graph, cluster, step_from_args(args))
+    given = {"profile": args.profile, "devices": devices, "batch": args.batch, "seed": args.seed}
+    options = {option: value for option, value in given.items() if option in backend.options}
+    try:
+        return task, backend.build(task, source=args.graph, **options)
+    except ValueError as error:
+        hint = " (or give --profile FILE)" if "profile" in backend.options and args.profile is None else ""
+        raise ValueError(f"--reward-mode {backend.name}: {error}{hint}") from None
 
 
 def _takes(function: Any, keyword: str) -> bool:
@@ -149,7 +141,7 @@ def run_train(args: argparse.Namespace) -> int:
         if "pip install" in str(error):
             raise
         raise ImportError(f"{error}: {install_command('baselines')}") from None
-    mode = "" if args.reward_mode == "cost_model" else f"-{args.reward_mode}"
+    mode = "" if args.reward_mode == COST_MODEL else f"-{args.reward_mode}"
     out = (
         Path(args.out).expanduser()
         if args.out
@@ -170,7 +162,8 @@ def run_train(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
         return 0
-    scored_by = SCORED_BY.get(result.scored_by, result.scored_by)
+    scored_by = (evaluator_backend(result.scored_by).shown_as() if result.scored_by in evaluator_names()
+                 else result.scored_by)
     print_table(
         ["", ""],
         [
@@ -232,12 +225,12 @@ def add_parser(subparsers: Subcommands) -> None:
     )
     parser.add_argument(
         "--microbatches", type=microbatches_int, default=1, metavar="M",
-        help="micro-batches of a pipelined step (cost model only), 1 to 1024 (default: 1; "
-        "placement_gym.task.compiled)",
+        help="micro-batches of a pipelined step (the cost models: a real run refuses it), 1 to 1024 "
+        "(default: 1; placement_gym.task.compiled)",
     )
     parser.add_argument(
         "--recompute", action="store_true",
-        help="activation recomputation (cost model only, training only): replay the forward pass segment "
+        help="activation recomputation (the cost models, training only): replay the forward pass segment "
         "by segment in the backward pass instead of keeping its activations (placement_gym.task.compiled)",
     )
     parser.add_argument(

@@ -44,7 +44,7 @@ TENSOR_CATEGORIES: tuple[str, ...] = ("matmul", "conv")
 TENSOR_CATEGORY_COLUMNS = np.array([CATEGORIES.index(category) for category in TENSOR_CATEGORIES])
 # Optional figures whose default (None) follows other figures: no tensor cores, so half-precision
 # matrix products run at the FP32 peak and efficiency. Left out of `Cluster.content_sha256` while at
-# their default, so that a cluster without them hashes as it did before they existed.
+# their default, so that the hash of a cluster without tensor cores depends on its FP32 figures only.
 HALF_PRECISION_FIGURES: tuple[str, ...] = ("tensor_peak_flops", "tensor_efficiency")
 
 

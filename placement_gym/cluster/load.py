@@ -1,5 +1,8 @@
 """Load a `Cluster` from a preset name or a JSON file, and write one back to a dict.
 
+A preset is a file of this format in the package (`PRESET_DIRECTORY`, ``<name>.json``), read by the
+same code as a user's file: adding a file there adds the preset of its name (`preset_names`).
+
 JSON format (all figures in SI units: FLOP/s, bytes/s, bytes, seconds; every figure within its
 plausible range, `placement_gym.cluster.cluster.FIGURE_RANGES`, tabled in that module's docstring:
 positive, except ``dispatch_time`` and ``transfer_sync``, which may be 0; names and the description
@@ -7,13 +10,14 @@ printable text)::
 
     {"name": "my-cluster",
      "description": "what it models and where the figures come from",
+     "sources": {"gpu:0": "datasheet: 4.37 TFLOP/s FP32, 12 GB, 240 GB/s"},
      "devices": [
         {"name": "cpu:0", "kind": "cpu", "peak_flops": 1.0e12, "memory_bandwidth": 6.8e10,
          "memory": 2.56e11, "launch_overhead": 5e-6, "efficiency": {"matmul": 0.5},
          "dispatch_time": 5.7e-6},
         {"name": "gpu:0", "kind": "gpu", "peak_flops": 4.37e12, "memory_bandwidth": 2.4e11,
          "memory": 1.2e10, "launch_overhead": 5.7e-6, "dispatch_time": 5.7e-6,
-         "transfer_sync": 5e-5, "host": "host:0"}],
+         "transfer_sync": 5e-5, "host": "host:0", "architecture": "kepler"}],
      "hosts": {"host:0": {"dispatch_threads": 8}},
      "links": [
         {"src": "cpu:0", "dst": "gpu:0", "bandwidth": 1.2e10, "latency": 2.5e-5,
@@ -23,16 +27,24 @@ printable text)::
      "default_link": {"bandwidth": 1.2e10, "latency": 2.5e-5}}
 
 - ``name`` (optional; default: the file's stem) and ``description`` (optional).
+- ``sources`` (optional): an object mapping what a note is about (a device, ``links``, ...) to where
+  its figures come from and how they were derived, both printable text. The presets give one for
+  every figure; the cluster does not keep them (they change no figure, and no content hash).
 - ``devices`` (required, at least one): ``name`` (unique), ``kind`` (``"cpu"`` or ``"gpu"``),
   ``peak_flops`` (FP32 peak), ``memory_bandwidth``, ``memory`` (capacity in bytes),
   ``launch_overhead`` (seconds added to every op), and optionally ``efficiency``: the fraction of
   peak FLOP/s reached per op category (``matmul``, ``conv``, ``elementwise``, ``normalization``,
   ``reduction``, ``data_movement``, ``other``), each from 0.0001 to 1; categories left out take the
-  defaults of the device's kind (`DEFAULT_EFFICIENCY`).
+  defaults of the device's kind (`DEFAULT_EFFICIENCY`), or of its ``architecture`` (optional): the
+  name of a calibrated device generation (`placement_gym.cluster.hardware.ARCHITECTURES`, such as
+  ``"kepler"`` or ``"hopper"``), whose efficiencies then stand in for the kind's where it has some.
+  ``memory_bandwidth`` is what memory-bound ops reach, whatever the architecture (for a datasheet
+  figure, times the architecture's ``bandwidth_fraction``).
   Half precision (bf16/fp16 tasks), each optional: ``tensor_peak_flops``, the dense half-precision
   tensor-core peak (default: ``peak_flops``, no tensor cores), and ``tensor_efficiency``, the fraction
-  of it a ``matmul`` and a ``conv`` reach (each from 0.0001 to 1; default: the device's ``efficiency``
-  of that category).
+  of it a ``matmul`` and a ``conv`` reach (each from 0.0001 to 1; default: the ``architecture``'s
+  tensor efficiency for a device with a ``tensor_peak_flops`` and an ``architecture``, otherwise the
+  device's ``efficiency`` of that category).
   What the executor pays beyond op times (`Cluster`'s fields of the same names; each optional, and
   its default means no such cost):
   ``dispatch_time`` (default 0): seconds of a host dispatch thread to issue one op on the device;
@@ -63,8 +75,10 @@ lookup, so reading takes time linear in the file.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -80,8 +94,8 @@ from placement_gym.cluster.cluster import (
     check_cluster_size,
     check_text,
 )
+from placement_gym.cluster.hardware import ARCHITECTURES, DEFAULT_EFFICIENCY, DEFAULT_TENSOR_EFFICIENCY
 from placement_gym.cluster.machine import get_real_cluster
-from placement_gym.cluster.presets import DEFAULT_EFFICIENCY, PRESETS
 from placement_gym.common.names import unknown_name
 from placement_gym.common.paths import is_file
 from placement_gym.common.untrusted import UntrustedFileError, read_json, shown
@@ -94,9 +108,9 @@ class ClusterError(ValueError):
     """A cluster description (name, file or dict) that cannot be turned into a `Cluster`."""
 
 
-_TOP_FIELDS = ("name", "description", "devices", "hosts", "links", "default_link")
+_TOP_FIELDS = ("name", "description", "sources", "devices", "hosts", "links", "default_link")
 _DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory", "launch_overhead")
-_DEVICE_FIELDS = (*_DEVICE_REQUIRED, "efficiency", "dispatch_time", "transfer_sync", "host",
+_DEVICE_FIELDS = (*_DEVICE_REQUIRED, "architecture", "efficiency", "dispatch_time", "transfer_sync", "host",
                   "tensor_peak_flops", "tensor_efficiency")
 _DEVICE_FIGURES = ("peak_flops", "memory_bandwidth", "memory", "launch_overhead")
 _LINK_REQUIRED = ("src", "dst", "bandwidth", "latency")
@@ -187,6 +201,27 @@ def _efficiency_row(
     return np.array(list(table.values()), dtype=np.float64)
 
 
+def _sources(source: str, value: Any) -> None:
+    """Check the top-level ``sources`` object: printable text mapped to printable text."""
+    if not isinstance(value, dict):
+        raise ClusterError(
+            f"{source}: sources must be an object mapping what a note is about to where its figures come "
+            f"from (both text), got {shown(value)}"
+        )
+    for about, note in value.items():
+        _name(f"{source}: sources", "a key", about)
+        _name(f"{source}: sources[{shown(about)}]", "the note", note)
+
+
+def _architecture(where: str, value: Any) -> str | None:
+    """A device's ``architecture``: None or a name of `ARCHITECTURES`."""
+    if value is None or (isinstance(value, str) and value in ARCHITECTURES):
+        return value
+    raise ClusterError(
+        f"{where}: architecture must be one of {', '.join(ARCHITECTURES)}, got {shown(value)}"
+    )
+
+
 def _dispatch_threads(source: str, hosts: Any, host_names: list[str]) -> tuple[int, ...]:
     """Dispatch threads per host of ``host_names`` (the hosts devices name, in first-use order), from
     the top-level ``hosts`` object; hosts it leaves out get 1."""
@@ -247,6 +282,8 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
     _check_fields(source, data, ("devices",), _TOP_FIELDS)
     cluster_name = _name(source, "name", data.get("name", name))
     description = _name(source, "description", data.get("description", ""), allow_empty=True)
+    if "sources" in data:
+        _sources(source, data["sources"])
 
     devices = data["devices"]
     if not isinstance(devices, list) or not devices:
@@ -280,13 +317,20 @@ def cluster_from_dict(data: dict, name: str) -> Cluster:
         kinds.append(kind)
         for field in _DEVICE_FIGURES:
             figures[field].append(_figure(where, field, device[field], _RANGE_OF[field]))
-        efficiency.append(_efficiency_row(where, DEFAULT_EFFICIENCY[kind], device.get("efficiency")))
+        architecture = _architecture(where, device.get("architecture"))
+        calibrated = ARCHITECTURES[architecture] if architecture is not None else None
+        efficiency.append(_efficiency_row(
+            where, {**DEFAULT_EFFICIENCY[kind], **(calibrated.efficiency if calibrated else {})},
+            device.get("efficiency")))
         tensor_peak.append(figures["peak_flops"][-1] if device.get("tensor_peak_flops") is None else _figure(
             where, "tensor_peak_flops", device["tensor_peak_flops"], _RANGE_OF["tensor_peak_flops"]))
-        fp32 = dict(zip(CATEGORIES, efficiency[-1].tolist(), strict=True))
+        if calibrated is not None and device.get("tensor_peak_flops") is not None:
+            tensor_default = {**DEFAULT_TENSOR_EFFICIENCY, **calibrated.tensor_efficiency}
+        else:  # no architecture, or no tensor peak: the FP32 efficiency of each category
+            fp32 = dict(zip(CATEGORIES, efficiency[-1].tolist(), strict=True))
+            tensor_default = {category: fp32[category] for category in TENSOR_CATEGORIES}
         tensor_efficiency.append(_efficiency_row(
-            where, {category: fp32[category] for category in TENSOR_CATEGORIES},
-            device.get("tensor_efficiency"), "tensor_efficiency"))
+            where, tensor_default, device.get("tensor_efficiency"), "tensor_efficiency"))
         for field in _EXECUTOR_FIGURES:
             executor[field].append(_figure(where, field, device.get(field, 0.0), _RANGE_OF[field]))
         host = _name(where, "host", device.get("host", DEFAULT_HOST))
@@ -436,7 +480,8 @@ def cluster_to_dict(cluster: Cluster) -> dict:
     keeps `Cluster.content_sha256` when the cluster numbers its hosts and segments as
     `cluster_from_dict` can (hosts in the order devices first name them, segments in the order some
     list of its links first names them, ``link_segments`` as wide as the longest route): every
-    cluster `cluster_from_dict` makes and every preset (`build_cluster`). A host that no device
+    cluster `cluster_from_dict` makes (the presets among them) and every one
+    `placement_gym.cluster.hardware.build_cluster` makes. A host that no device
     uses, or a segment no link uses, cannot be written: `cluster_from_dict` refuses the former and
     never sees the latter.
     """
@@ -492,9 +537,46 @@ def cluster_to_dict(cluster: Cluster) -> dict:
     return data
 
 
-@functools.cache  # presets are fixed figures: one digest per preset and process
-def _preset_sha256(name: str) -> str:
-    return PRESETS[name]().content_sha256
+# The presets: one file of the format above per preset, named after it, shipped in the package.
+PRESET_DIRECTORY = Path(__file__).resolve().parent / "presets"
+PRESET_SUFFIX = ".json"
+
+
+def _natural_key(name: str) -> list:
+    """Sort key that orders the numbers inside names by value: ``dgx-h100x8`` before ``dgx-h100x16``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+@functools.cache  # the package's files do not change while it runs
+def _names_in(directory: Path) -> tuple[str, ...]:
+    names = (entry.name[: -len(PRESET_SUFFIX)] for entry in os.scandir(directory)
+             if entry.name.endswith(PRESET_SUFFIX) and entry.is_file())
+    return tuple(sorted(names, key=_natural_key))
+
+
+def preset_names() -> tuple[str, ...]:
+    """The names of the presets: the stems of the ``.json`` files of `PRESET_DIRECTORY`, in natural
+    order (the numbers in names by value)."""
+    return _names_in(PRESET_DIRECTORY)
+
+
+@functools.cache  # each file is read once
+def _read_preset(path: Path) -> Cluster:
+    cluster = read_cluster_file(path)
+    if cluster.name != path.stem:
+        raise ClusterError(f"{path}: the preset's name is its file's stem, {path.stem!r}; the file names "
+                           f"it {cluster.name!r}")
+    return cluster
+
+
+def load_preset(name: str) -> Cluster:
+    """The cluster of preset ``name`` (one of `preset_names`): its file, read as any cluster file is
+    (`read_cluster_file`) the first time, then copied, so that each call gets arrays of its own (what a
+    caller writes into one, past its read-only flag, reaches no other). A `ClusterError` names the
+    presets when there is no such file, and the file when its ``name`` is not its stem."""
+    if name not in preset_names():
+        raise ClusterError(unknown_name("cluster preset", name, preset_names()))
+    return dataclasses.replace(_read_preset(PRESET_DIRECTORY / f"{name}{PRESET_SUFFIX}"))
 
 
 def is_named_cluster(cluster: Cluster) -> bool:
@@ -503,8 +585,9 @@ def is_named_cluster(cluster: Cluster) -> bool:
     `placement_gym.cluster.machine.get_real_cluster`; their figures are estimated or measured on this
     machine, so their name stands for the hardware). Task ids give such a cluster its plain name;
     any other cluster, even one named like a preset, carries its content hash."""
-    if cluster.name in PRESETS:
-        return cluster.content_sha256 == _preset_sha256(cluster.name)
+    if cluster.name in preset_names():
+        preset = _read_preset(PRESET_DIRECTORY / f"{cluster.name}{PRESET_SUFFIX}")
+        return cluster.content_sha256 == preset.content_sha256
     if REAL_CLUSTER_NAME.fullmatch(cluster.name):
         try:
             # Cached in the process: the machine's own cluster is not measured again.
@@ -522,14 +605,27 @@ MAX_FILE_BYTES = 16 * 2**20
 MAX_NESTING = 8
 
 
-def load_cluster(name_or_path: str | Path) -> Cluster:
-    """A preset by name (see `PRESETS`), or a cluster JSON file by path (format: module docstring),
-    read as untrusted input (`placement_gym.common.untrusted.read_json`): a regular file (a symbolic link is
-    followed only to one) of at most `MAX_FILE_BYTES` bytes of UTF-8 JSON, nested at most `MAX_NESTING`
-    levels, without duplicate keys, NaN or infinite numbers or integers of more than
+def read_cluster_file(path: Path) -> Cluster:
+    """The cluster of the JSON file at ``path`` (format: module docstring; its name defaults to the
+    file's stem), read as untrusted input (`placement_gym.common.untrusted.read_json`): a regular file (a
+    symbolic link is followed only to one) of at most `MAX_FILE_BYTES` bytes of UTF-8 JSON, nested at most
+    `MAX_NESTING` levels, without duplicate keys, NaN or infinite numbers or integers of more than
     `placement_gym.common.untrusted.MAX_INT_DIGITS` digits; a `ClusterError` names the file and the field."""
-    if isinstance(name_or_path, str) and name_or_path in PRESETS:
-        return PRESETS[name_or_path]()
+    try:
+        data = read_json(path, MAX_FILE_BYTES, "cluster file", max_depth=MAX_NESTING)
+    except UntrustedFileError as error:
+        raise ClusterError(str(error)) from None
+    if not isinstance(data, dict):
+        raise ClusterError(f"{path}: a cluster file must hold one JSON object, got {type(data).__name__}")
+    return cluster_from_dict(data, name=path.stem)
+
+
+def load_cluster(name_or_path: str | Path) -> Cluster:
+    """A preset by name (`preset_names`), this machine's devices (``local``, ``cpu<N>``), or a cluster
+    JSON file by path, read by `read_cluster_file` as a preset's file is; a `ClusterError` names the file
+    and the field, or says which names exist."""
+    if isinstance(name_or_path, str) and name_or_path in preset_names():
+        return load_preset(name_or_path)
     if isinstance(name_or_path, str) and REAL_CLUSTER_NAME.fullmatch(name_or_path):
         # The machine's own devices, for the real-hardware mode: "local" or "cpu<N>" virtual CPUs.
         return get_real_cluster(name_or_path)
@@ -539,14 +635,8 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         # A path-like argument is a missing file, not a misspelled name: no guess for it.
         looks_like_path = isinstance(name_or_path, Path) or "/" in text or text.endswith(".json")
         raise ClusterError(unknown_name(
-            "cluster", text, [] if looks_like_path else [*PRESETS, "local", "cpu2"],
-            f"a preset ({', '.join(PRESETS)}), 'local' or 'cpu<N>' (this machine's devices), "
+            "cluster", text, [] if looks_like_path else [*preset_names(), "local", "cpu2"],
+            f"a preset ({', '.join(preset_names())}), 'local' or 'cpu<N>' (this machine's devices), "
             "or the path to an existing cluster JSON file",
         ))
-    try:
-        data = read_json(path, MAX_FILE_BYTES, "cluster file", max_depth=MAX_NESTING)
-    except UntrustedFileError as error:
-        raise ClusterError(str(error)) from None
-    if not isinstance(data, dict):
-        raise ClusterError(f"{path}: a cluster file must hold one JSON object, got {type(data).__name__}")
-    return cluster_from_dict(data, name=path.stem)
+    return read_cluster_file(path)

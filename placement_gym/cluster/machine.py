@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from placement_gym.cluster.cluster import Cluster, check_cluster_size
-from placement_gym.cluster.presets import default_efficiency_row
+from placement_gym.cluster.hardware import default_efficiency_row
 from placement_gym.common.extras import require
 
 GB = 1e9

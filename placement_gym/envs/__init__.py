@@ -11,9 +11,12 @@ Shared by all three (`base.PlacementEnvBase`): ``obs_mode`` ``"dict"`` (padded `
 one key set of numpy values at reset and at every step (`base.INFO_KEYS`), so it batches;
 ``max_devices`` pads every per-device axis (padded devices masked out, `base.PlacementEnvBase`).
 
-Each id also takes ``dataset="<name>:<split>"`` and/or ``clusters=`` (``"random-v1:train"`` or a list
-of cluster names): each reset then draws a graph and/or a cluster from the env's seeded generator
-(`dataset.DatasetPlacementEnv`).
+What is injected, as Jumanji injects its generator, viewer and reward function: the task source each
+reset draws from (`sources`: one task from ``graph=``/``cluster=``; ``dataset="<name>:<split>"`` and/or
+``clusters=`` draw a graph and/or a cluster from the env's seeded generator; ``task_source=`` a source of
+your own), the evaluator that scores placements (``evaluator=``, a backend's name with
+``evaluator_options=`` or an object: `placement_gym.evaluation.evaluator.evaluator_for`) and the reward
+(``reward=``). Rendering is `render`'s.
 """
 
 from __future__ import annotations

@@ -1,25 +1,35 @@
-"""What the three placement envs share: task, grouping, observation, reference runtimes, OOM penalty,
-memory masks and rendering. Each env subclasses `PlacementEnvBase` and adds its MDP."""
+"""What the three placement envs share: the task source they draw from at every reset, the evaluator
+that scores their placements, and per task the grouping, observation, reference runtimes, OOM penalty
+and memory masks. Each env subclasses `PlacementEnvBase` and adds its MDP; rendering is
+`placement_gym.envs.render`'s."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.utils import seeding
 
 from placement_gym.common.untrusted import shown
 from placement_gym.cost_model import SimulationResult, lower_bound, simulate, single_device
 from placement_gym.envs.config import RENDER_MODES, EnvConfig
 from placement_gym.envs.flat import FlatLayout
 from placement_gym.envs.observation import NodeObservation
+from placement_gym.envs.render import References, text_table, timeline_image
 from placement_gym.envs.rewards import penalty_runtime
-from placement_gym.evaluation.evaluator import Evaluator, as_evaluator, best_single_runtime, make_evaluator
-from placement_gym.task.compiled import OBJECTIVES, Task
+from placement_gym.envs.sources import task_source_of
+from placement_gym.evaluation.evaluator import (
+    EvaluatorBackend,
+    best_single_runtime,
+    evaluator_for,
+    evaluator_info,
+)
+from placement_gym.task.compiled import Task
 from placement_gym.task.device_indices import check_device_indices
 from placement_gym.task.groups import make_grouping, quotient_edges
-from placement_gym.task.named import get_task
 
 INFO_KEYS: tuple[str, ...] = (
     "lower_bound",  # float64 seconds no placement can beat: the simple bound, `pg.lower_bound`
@@ -31,7 +41,12 @@ INFO_KEYS: tuple[str, ...] = (
     "speedup",  # float64 best_single_runtime / runtime; 0 if not simulated
     "reward_runtime",  # float64 runtime the reward uses (the penalty one when out of memory); 0 if not
 )
-REAL_INFO_KEYS: tuple[str, ...] = ("real_runtime", "real_spread", "real_repeats", "real_loss")
+# Tasks whose set-up (grouping, observation, evaluator, reference runtimes) an env keeps: those drawn last.
+CACHED_TASKS = 32
+# The seed of the draw that gives an env its first task, which sets its spaces before any reset.
+FIRST_DRAW_SEED = 0
+
+
 def check_reset_options(options: Any, allowed: tuple[str, ...] = (),
                         env: str = "the env") -> dict[str, Any]:
     """``options`` of a `reset` as a dict ({} for None), or a one-line ValueError saying what is allowed:
@@ -52,61 +67,74 @@ class PlacementEnvBase(gym.Env):
     """Shared set-up of the placement envs (not registered itself).
 
     A *node* is a forward op, or with ``groups=`` a group of forward ops (`placement_gym.task.groups`);
-    nodes are numbered in topological order of their first op. Attributes every env has:
-    ``task``, ``grouping``, ``n_nodes``, ``node_of_op`` (int64 per forward op), ``node_static_bytes``
-    (parameters, gradients and optimizer state per node), ``best_single_runtime`` and
-    ``best_single_device``, ``lower_bound`` (the simple lower bound, `pg.lower_bound`),
-    ``penalty_runtime`` (the runtime an out-of-memory placement is rewarded with),
-    ``device_features`` (also in the dict observation), ``max_devices`` (the padded device count,
-    `max_devices` below), ``action_device_names`` (the names of the action's device indices),
-    ``reward_mode``,
-    ``obs_mode``, ``mask_in_obs``, and for ``obs_mode="flat"`` ``flat_layout`` (a
-    `placement_gym.envs.flat.FlatLayout`: ``unflatten`` turns vectors back into dicts) and
-    ``flat_slices`` (key -> slice of the vector; both None in the other modes).
+    nodes are numbered in topological order of their first op. Attributes every env has, of its
+    current task: ``task``, ``grouping``, ``n_nodes``, ``node_of_op`` (int64 per forward op),
+    ``node_static_bytes`` (parameters, gradients and optimizer state per node), ``best_single_runtime``
+    and ``best_single_device``, ``lower_bound`` (the simple lower bound, `pg.lower_bound`),
+    ``penalty_runtime`` (the runtime an out-of-memory placement is rewarded with), ``device_features``
+    (also in the dict observation), ``action_device_names`` (the names of the action's device
+    indices), ``evaluator`` and ``reward_mode`` (its ``name``); and of every task: ``max_ops``,
+    ``max_edges`` and ``max_devices`` (the padded sizes of the observation, `max_devices` below),
+    ``max_nodes`` (the nodes an action of the single-shot env holds), ``obs_mode``, ``mask_in_obs``,
+    for ``obs_mode="flat"`` ``flat_layout`` (a `placement_gym.envs.flat.FlatLayout`: ``unflatten``
+    turns vectors back into dicts) and ``flat_slices`` (key -> slice of the vector; both None in the
+    other modes), ``task_source`` and ``evaluations`` (the evaluations made for steps and resets).
+
+    What the env places: a task source (`placement_gym.envs.sources`), drawn at every `reset` from the
+    env's seeded generator, as Jumanji's generator is. ``graph`` and ``cluster`` with the step give one
+    task (`placement_gym.envs.sources.FixedTask`); ``dataset="<name>:<split>"`` and/or ``clusters=``
+    draw a graph of the split and/or a cluster of the family or list at every reset
+    (`placement_gym.envs.sources.DatasetTasks`; ``reset(options={"graph": id, "cluster": name})`` picks
+    either; ``graph_id`` and ``cluster_name`` are the last draw's, None where there is one); and
+    ``task_source=`` takes a source of your own. The spaces fit every task the source draws (its
+    ``limits``); the set-ups of the `CACHED_TASKS` tasks drawn last are kept. Over a source that draws,
+    each episode has a generator of its own (``episode_random``, seeded by a draw after the task's),
+    which the refine env's random start draws from; else the episode draws from ``np_random``.
 
     ``graph`` may also be a compiled `Task`: the env then places that very task, so its
     evaluations add to that task's counter (`Task.evaluations`, what the leaderboard records of an
-    agent handed a task); ``cluster``, ``objective``, ``optimizer`` and ``microbatches`` are the task's,
-    and a value other than the env's default given for one of them must agree with the task.
+    agent handed a task); ``cluster`` and the step (``objective``, ``optimizer``, ``precision``, ...) are
+    the task's, and a value other than the env's default given for one of them must agree with the task.
 
-    ``evaluator`` says what scores a placement: a backend's name
-    (`placement_gym.evaluation.evaluator.make_evaluator`: the built-in ones below, or one a package
-    registered), or an evaluator object (the `placement_gym.evaluation.evaluator.Evaluator` protocol, or
-    anything with ``simulate``), which the env scores its steps and resets with as given; None (default)
-    takes the name of ``reward_mode``, which ``evaluator`` replaces (give one of the two). ``reward_mode``
-    says what a runtime is:
+    What scores a placement: ``evaluator=`` (`placement_gym.evaluation.evaluator.evaluator_for`), a
+    backend's name with ``evaluator_options=`` (the backends of the entry-point group
+    ``placement_gym.evaluators``, this package's and other packages' alike), an ``EvaluatorBackend``, or
+    an evaluator object, which the env scores its steps and resets with as given (it scores one task:
+    over a source that draws, give a name or an ``EvaluatorBackend``, which builds one per task). The
+    package's backends:
 
     - ``"cost_model"`` (default): the analytical cost model.
-    - ``"profiled"``: the cost model with measured op times and links (``profile=``: a profile dict
-      or file; default the cached profile of the task's graph on ``devices=`` or on the cluster's
-      device names). ``task`` *is* the profiled task, so the reference runtimes, the lower bound,
-      the renderings and anything built on ``env.task`` use the measured times.
-    - ``"real"``: the torch executor runs every placement on ``devices=`` (device name -> torch
+    - ``"profiled"``: the cost model with measured op times and links (option ``profile``: a profile
+      dict or file; default the cached profile of the task's graph on option ``devices`` or on the
+      cluster's device names). ``task`` *is* the profiled task, so the reference runtimes, the lower
+      bound, the renderings and anything built on ``env.task`` use the measured times.
+    - ``"real"``: the torch executor runs every placement (option ``devices``: device name -> torch
       device; may be left out for a ``cpu<N>`` or ``local`` cluster, which maps itself to this
-      machine's devices). A ``graph`` given as an ONNX file is the model the executor runs.
-      ``best_single_device`` is picked by the cost model and its runtime ``best_single_runtime``
-      measured once at construction (not counted in ``evaluations``);
-      ``lower_bound`` stays the cost model's; timelines (``render_mode="rgb_array"``) are the cost
-      model's schedule. Every ``info`` adds the executor's summary of the last measured run as
-      numbers (`REAL_INFO_KEYS`; zeros, 0 repeats, where no run was measured): ``real_runtime``
-      (the median timed step, seconds; equals ``runtime``), ``real_spread`` ((max - min) / median of
-      the timed steps), ``real_repeats`` (int64, the number of timed steps) and ``real_loss`` (the
-      last train step's loss; 0 for inference). The run's error text, if any, is on
-      ``env.evaluator.last_info["error"]``.
+      machine's devices; ``seed``, ``batch``, ``model``, ``lr``). A ``graph`` given as an ONNX file is
+      the model the executor runs. ``best_single_device`` is picked by the cost model and its runtime
+      ``best_single_runtime`` measured once per task (not counted in ``evaluations``); ``lower_bound``
+      stays the cost model's; timelines (``render_mode="rgb_array"``) are the cost model's schedule.
 
-    Padded devices. ``max_devices`` (default: the cluster's ``n_devices``) pads every per-device
-    axis, so that envs of clusters with different device counts share one observation and action
-    space (`placement_gym.envs.dataset`: envs that draw a cluster at each reset): the observation's
-    ``device_features`` (zero rows) and ``placement`` (zero columns), the action space (device
-    indices ``0 .. max_devices - 1``), `action_masks()` (padded devices always masked out) and
-    ``info["peak_memory"]`` (0 for padding). An action that names a padded device ``d >=
-    n_devices`` places on the real device ``d % n_devices``, deterministically, rather than being
-    refused: a library without action masks (stable-baselines3's plain PPO, tianshou's and RLlib's
-    default policies) samples every index of the padded space, and refusing would end its training
-    at the first such sample; the modulo spreads the padded indices over the real devices instead
-    of piling them on one, and the next observation shows the device actually used. Masked
-    sampling (sb3-contrib's MaskablePPO) never names a padded device. Padded device names read
-    ``padding:<d>`` in ``action_device_names`` and in error messages.
+    An evaluator adds the ``info`` keys its backend declares (``info_keys``; the values are its
+    ``env_info``, `placement_gym.evaluation.evaluator.evaluator_info`): ``"real"`` adds the executor's
+    summary of the last measured run (`placement_gym.real.evaluators.REAL_INFO_KEYS`: ``real_runtime``,
+    ``real_spread``, ``real_repeats``, ``real_loss``; zeros where no run was measured); its error
+    text, if any, is on ``env.evaluator.last_info["error"]``. ``reward_mode``, ``profile`` and
+    ``devices`` (the backend's name and two of its options) still work, with a DeprecationWarning.
+
+    Padded devices. ``max_devices`` (default: the cluster's ``n_devices``, or the most devices of a
+    cluster the source draws) pads every per-device axis, so that envs of clusters with different
+    device counts share one observation and action space: the observation's ``device_features`` (zero
+    rows) and ``placement`` (zero columns), the action space (device indices ``0 .. max_devices - 1``),
+    `action_masks()` (padded devices always masked out) and ``info["peak_memory"]`` (0 for padding).
+    An action that names a padded device ``d >= n_devices`` places on the real device ``d %
+    n_devices``, deterministically, rather than being refused: a library without action masks
+    (stable-baselines3's plain PPO, tianshou's and RLlib's default policies) samples every index of
+    the padded space, and refusing would end its training at the first such sample; the modulo
+    spreads the padded indices over the real devices instead of piling them on one, and the next
+    observation shows the device actually used. Masked sampling (sb3-contrib's MaskablePPO) never
+    names a padded device. Padded device names read ``padding:<d>`` in ``action_device_names`` and in
+    error messages.
 
     ``mask_in_obs`` (default False) adds the action mask to the observation (see
     `placement_gym.envs.single_shot.DevicePlacementEnv`, Observation Space): key ``"action_mask"``
@@ -115,142 +143,170 @@ class PlacementEnvBase(gym.Env):
 
     ``info`` has one key set at `reset` and at every step, every value a numpy number (float64,
     int64) or a numpy array, so that vector envs and libraries that batch infos (torchrl,
-    tianshou) stack them: `INFO_KEYS` plus each env's own keys. The booleans (``simulated``,
-    ``feasible``) are 0-d bool arrays, not ``np.bool_``: numpy's bool scalar is no ``np.number``,
-    and gymnasium's vector envs batch such values into object arrays. Where nothing was simulated (at
-    reset, at a staged stage without a simulation) ``simulated`` is False, ``feasible`` is False and
-    the other result keys are 0 (``peak_memory`` a 0 per device), as gymnasium's vector envs fill
-    an absent info value: read them where ``simulated`` is True. Not NaN: gymnasium's ``check_env``
-    compares infos with ``==`` and tianshou's trainer rejects a buffer holding a NaN. The task id is
-    ``env.unwrapped.task.id`` (it is not in ``info``)."""
+    tianshou) stack them: `INFO_KEYS` plus each env's own keys and the evaluator's. The booleans
+    (``simulated``, ``feasible``) are 0-d bool arrays, not ``np.bool_``: numpy's bool scalar is no
+    ``np.number``, and gymnasium's vector envs batch such values into object arrays. Where nothing was
+    simulated (at reset, at a staged stage without a simulation) ``simulated`` is False, ``feasible``
+    is False and the other result keys are 0 (``peak_memory`` a 0 per device), as gymnasium's vector
+    envs fill an absent info value: read them where ``simulated`` is True. Not NaN: gymnasium's
+    ``check_env`` compares infos with ``==`` and tianshou's trainer rejects a buffer holding a NaN.
+    The task id is ``env.unwrapped.task.id`` (it is not in ``info``)."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
-    # The keys `reset` reads from ``options`` (none); any other is refused (`check_reset_options`).
+    # The keys `reset` reads from ``options`` beside the task source's (none); any other is refused
+    # (`check_reset_options`).
     RESET_OPTIONS: tuple[str, ...] = ()
 
     def __init__(self, config: EnvConfig) -> None:
-        """Set up from the shared settings (`placement_gym.envs.config.EnvConfig`, checked when made)."""
+        """Set up from the shared settings (`placement_gym.envs.config.EnvConfig`, checked when made)
+        and the first task of the task source."""
         self.config = config
-        render_mode, obs_mode = config.render_mode, config.obs_mode
-        oom_runtime, oom_runtime_factor = config.oom_runtime, config.oom_runtime_factor
-        max_ops, max_edges, mask_in_obs = config.max_ops, config.max_edges, config.mask_in_obs
-        max_devices = config.max_devices
-        groups = config.groups
-        task = self._task_of(config)
-        mode_evaluator = self._evaluator_of(task, config)
-        task = mode_evaluator.task  # for "profiled", the profiled task
-        self.reward_mode = mode_evaluator.name
-        self._mode_evaluator = mode_evaluator
-        self.task = task
-        self.render_mode = render_mode
-        self.obs_mode = obs_mode
-        self.oom_runtime = oom_runtime
-        self.oom_runtime_factor = float(oom_runtime_factor)
-        self.grouping = make_grouping(task.graph, groups)
-        self.n_nodes = self.grouping.n_groups
-        # Groups are numbered by first op, so n_groups == n_ops means one group per op, in op order.
-        self._identity = self.n_nodes == task.n_forward
-        self.node_of_op = self.grouping.group_of_op
-        self.node_static_bytes = np.bincount(
-            self.node_of_op, weights=task.static_bytes, minlength=self.n_nodes
-        )
-        if self._identity:
-            self._observation = NodeObservation(task, obs_mode=obs_mode, max_ops=max_ops, max_edges=max_edges,
-                                                max_devices=max_devices)
-        else:
-            self._observation = NodeObservation(
-                task,
-                self.node_of_op,
-                self.n_nodes,
-                quotient_edges(task.graph, self.grouping),
-                obs_mode=obs_mode,
-                max_ops=max_ops,
-                max_edges=max_edges,
-                max_devices=max_devices,
+        self.render_mode = config.render_mode
+        self.obs_mode = config.obs_mode
+        self.oom_runtime = config.oom_runtime
+        self.oom_runtime_factor = float(config.oom_runtime_factor)
+        self.mask_in_obs = bool(config.mask_in_obs)
+        self.task_source = task_source_of(config, type(self).__name__)
+        self._scoring = config.scoring()
+        chosen = self._scoring[0]
+        if self.task_source.draws and not isinstance(chosen, (str, EvaluatorBackend)):
+            raise ValueError(
+                f"{type(self).__name__} draws its tasks: evaluator= must build an evaluator per task, a "
+                f"backend's name or an EvaluatorBackend, not an evaluator object ({type(chosen).__name__}), "
+                "which scores one task"
             )
-        self.max_devices = self._observation.max_devices
-        self._padded = self.max_devices > task.n_devices
-        self.action_device_names: tuple[str, ...] = tuple(task.cluster.device_names) + tuple(
-            f"padding:{d}" for d in range(task.n_devices, self.max_devices))
-        self.mask_in_obs = bool(mask_in_obs)
-        # Bytes of one observation, for code that holds many (the vector env checks its batch by it).
-        self.observation_bytes = self._observation.nbytes
+        limits = self.task_source.limits
+        given, largest = config.max_devices, limits.max_devices
+        if given is not None and largest is not None and not (
+                isinstance(given, (int, np.integer)) and not isinstance(given, bool) and given >= largest):
+            raise ValueError(f"max_devices must be an integer >= {largest} (the most devices of a cluster "
+                             f"this env draws), got {given!r}")
+        self._varied_graphs = limits.max_ops is not None
+        self._padding = tuple(mine if mine is not None else theirs for mine, theirs in (
+            (config.max_ops, limits.max_ops), (config.max_edges, limits.max_edges), (given, largest)))
+        self._task_states: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._drawn: Task | None = None
+        self._episode_random: np.random.Generator | None = None
+        self.evaluations = 0
+        self._bind(self.task_source.sample(np.random.default_rng(FIRST_DRAW_SEED), {}))
+        # Every later task's observation is padded as the first one's, so that it fits the spaces.
+        self._padding = (self.max_ops, self.max_edges, self.max_devices)
         self.observation_space, self.flat_layout = self._observation_space(self._observation.space)
         # key -> slice of the flat vector (None unless obs_mode="flat"); see `placement_gym.envs.flat`.
         self.flat_slices: dict[str, slice] | None = (
             None if self.flat_layout is None else dict(self.flat_layout.slices)
         )
-        self.device_features = self._observation.device_features
-        self.best_single_device = single_device(task).best
+
+    # --- the task and its set-up ------------------------------------------------------------------
+
+    def _bind(self, drawn: Task) -> None:
+        """Make ``drawn`` the env's task: its set-up (`_task_state`) as kept, or built and kept."""
+        if drawn is self._drawn:
+            return
+        state = self._task_states.pop(id(drawn), None)
+        if state is None:
+            state = self._task_state(drawn)
+        else:
+            vars(self).update(state)
+        self._task_states[id(drawn)] = state
+        while len(self._task_states) > CACHED_TASKS:
+            self._task_states.popitem(last=False)
+
+    def _set(self, **attributes: Any) -> dict[str, Any]:
+        """Set ``attributes`` on the env and return them (for `_task_state`)."""
+        vars(self).update(attributes)
+        return attributes
+
+    def _task_state(self, drawn: Task) -> dict[str, Any]:
+        """Set up the attributes of task ``drawn`` on the env and return them (name -> value), which
+        `_bind` keeps and sets again when the task is drawn again. Each env adds its own (an override
+        calls this first, then sets and returns its own with `_set`)."""
+        scorer = evaluator_for(drawn, *self._scoring, source=getattr(self.task_source, "origin", None))
+        task = scorer.task  # for "profiled", the profiled task
+        grouping = make_grouping(task.graph, self.config.groups)
+        n_nodes = grouping.n_groups
+        # Groups are numbered by first op, so n_groups == n_ops means one group per op, in op order.
+        identity = n_nodes == task.n_forward
+        max_ops, max_edges, max_devices = self._padding
+        if identity:
+            observation = NodeObservation(task, obs_mode=self.obs_mode, max_ops=max_ops, max_edges=max_edges,
+                                          max_devices=max_devices)
+        else:
+            edges = quotient_edges(task.graph, grouping)
+            observation = NodeObservation(task, grouping.group_of_op, n_nodes, edges, obs_mode=self.obs_mode,
+                                          max_ops=max_ops, max_edges=max_edges, max_devices=max_devices)
+        padded_devices = observation.max_devices
         # Rewards compare the evaluator's runtimes, so the reference they are normalised by is its too
-        # (measured once in "real" mode).
-        self.best_single_runtime = best_single_runtime(mode_evaluator, task)
-        self.lower_bound = lower_bound(task)
-        self.penalty_runtime = penalty_runtime(self.best_single_runtime, oom_runtime, self.oom_runtime_factor)
-        self._capacity = task.cluster.memory_capacity
-        # Who evaluates the steps' placements: the `Evaluator` of ``reward_mode``; any other object with
-        # ``simulate(placement, schedule=False) -> SimulationResult`` (such as a learning agent's
-        # budgeted evaluator, or a Ray pool) may replace it. ``evaluations`` counts the evaluations
-        # made for steps and resets (not for rendering).
-        self.evaluator = mode_evaluator
-        self.evaluations = 0
+        # (measured once per task in "real" mode).
+        best_single = best_single_runtime(scorer, task)
+        return self._set(
+            _drawn=drawn, task=task, reward_mode=scorer.name, grouping=grouping, n_nodes=n_nodes,
+            _identity=identity, node_of_op=grouping.group_of_op,
+            node_static_bytes=np.bincount(grouping.group_of_op, weights=task.static_bytes, minlength=n_nodes),
+            _observation=observation, max_ops=observation.max_nodes, max_edges=observation.max_edges,
+            max_devices=padded_devices,
+            max_nodes=observation.max_nodes if self._varied_graphs else n_nodes,
+            _padded=padded_devices > task.n_devices,
+            action_device_names=tuple(task.cluster.device_names) + tuple(
+                f"padding:{d}" for d in range(task.n_devices, padded_devices)),
+            # Bytes of one observation, for code that holds many (the vector env checks its batch by it).
+            observation_bytes=observation.nbytes, device_features=observation.device_features,
+            best_single_device=single_device(task).best, best_single_runtime=best_single,
+            lower_bound=lower_bound(task),
+            penalty_runtime=penalty_runtime(best_single, self.oom_runtime, self.oom_runtime_factor),
+            _capacity=task.cluster.memory_capacity,
+            # Who evaluates the steps' placements: the evaluator built here (``_scorer``); any other
+            # object with ``simulate(placement, schedule=False) -> SimulationResult`` (such as a learning
+            # agent's budgeted evaluator, or a Ray pool) may replace it.
+            evaluator=scorer, _scorer=scorer,
+        )
 
-    @staticmethod
-    def _evaluator_of(task: Task, config: EnvConfig) -> Evaluator:
-        """The `Evaluator` the env scores with: ``config.evaluator`` (a backend name or an object), else
-        the backend named by ``config.reward_mode``; ``profile`` and ``devices`` go to a named backend."""
-        name = config.reward_mode if config.evaluator is None else config.evaluator
-        if isinstance(name, str):
-            # The graph argument itself: for an ONNX file, the model the real executor runs.
-            return make_evaluator(task, name, profile=config.profile, devices=config.devices,
-                                  source=config.graph)
-        if config.profile is not None or config.devices is not None:
-            raise ValueError("profile= and devices= are options of a named evaluator; an evaluator "
-                             "object comes built")
-        return as_evaluator(task, config.evaluator)
+    @property
+    def graph_id(self) -> str | None:
+        """The id in its dataset of the graph drawn last (the task source's ``graph_id``; None where
+        the env has one graph)."""
+        return getattr(self.task_source, "graph_id", None)
 
-    @staticmethod
-    def _task_of(config: EnvConfig) -> Task:
-        """``config.graph`` when it is a `Task` (after checking the other settings against it), else the
-        task `get_task` builds."""
-        graph, cluster = config.graph, config.cluster
-        objective, optimizer = config.objective, config.optimizer
-        precision, microbatches, recompute = config.precision, config.microbatches, config.recompute
-        if not isinstance(graph, Task):
-            return get_task(graph, cluster, objective, optimizer, precision, microbatches, recompute)
-        agrees = {
-            "cluster": cluster is graph.cluster or cluster == graph.cluster.name,
-            "objective": objective in (graph.objective, OBJECTIVES[graph.objective]),
-            "optimizer": optimizer == graph.optimizer,
-            "precision": precision == graph.precision,
-            "microbatches": microbatches == graph.microbatches,
-            "recompute": recompute == graph.recompute,
-        }
-        for name, value in (("cluster", cluster), ("objective", objective), ("optimizer", optimizer),
-                            ("precision", precision), ("microbatches", microbatches),
-                            ("recompute", recompute)):
-            if not agrees[name] and not config.is_default(name):
-                raise ValueError(
-                    f"graph is the compiled task {graph.id}; {name}={value!r} is not the task's "
-                    f"(leave {name} out or give the task's)"
-                )
-        return graph
+    @property
+    def cluster_name(self) -> str | None:
+        """The name of the cluster drawn last (the task source's ``cluster_name``; None where the env has
+        one cluster)."""
+        return getattr(self.task_source, "cluster_name", None)
+
+    @property
+    def episode_random(self) -> np.random.Generator:
+        """The generator the episode draws from: its own over a task source that draws (seeded at
+        `reset` by a draw after the task's), else ``np_random``."""
+        return self.np_random if self._episode_random is None else self._episode_random
 
     def episode_state(self) -> dict[str, Any]:
-        """What every env keeps for a checkpoint: its count of evaluations and its generator (each env
+        """What every env keeps for a checkpoint: its count of evaluations and its generators (each env
         adds its episode in progress; `restore_episode`)."""
-        return {"evaluations": self.evaluations, "np_random": self.np_random.bit_generator.state}
+        state = {"evaluations": self.evaluations, "np_random": self.np_random.bit_generator.state}
+        if self._episode_random is not None:
+            state["episode_random"] = self._episode_random.bit_generator.state
+        return state
 
     def restore_episode(self, state: dict[str, Any]) -> None:
         """Restore what `episode_state` kept (each env restores its episode in progress too)."""
         self.evaluations = int(state["evaluations"])
         self.np_random.bit_generator.state = state["np_random"]
+        if "episode_random" in state:
+            self._episode_random, _ = seeding.np_random(0)
+            self._episode_random.bit_generator.state = state["episode_random"]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Seed the env's generator (`gymnasium.Env.reset`) once ``options`` is checked: a dict or
-        None, with no key but `RESET_OPTIONS` (none: the envs read no option)."""
-        check_reset_options(options, self.RESET_OPTIONS, type(self).__name__)
-        return super().reset(seed=seed, options=options)
+        """Seed the env's generator (`gymnasium.Env.reset`) once ``options`` is checked (a dict or None,
+        with no key but `RESET_OPTIONS` and the task source's ``reset_options``), then draw the
+        episode's task from the task source."""
+        source = self.task_source
+        options = check_reset_options(options, self.RESET_OPTIONS + tuple(source.reset_options),
+                                      type(self).__name__)
+        super().reset(seed=seed, options=options)
+        picked = {key: options[key] for key in source.reset_options if key in options}
+        self._bind(source.sample(self.np_random, picked))
+        if source.draws:
+            self._episode_random, _ = seeding.np_random(int(self.np_random.integers(2**32)))
 
     # --- observations -------------------------------------------------------------------------------
 
@@ -348,9 +404,9 @@ class PlacementEnvBase(gym.Env):
         """The result for a full node placement, and the runtime the reward uses (the penalty
         runtime for an out-of-memory placement). A ``counted`` evaluation (one an agent pays for:
         not rendering) goes through ``self.evaluator`` and adds to
-        ``self.evaluations``. An uncounted one goes to the evaluator of ``reward_mode`` (so in
-        ``"real"`` mode every runtime the env reports is measured), except that a schedule (a
-        timeline) is always the cost model's."""
+        ``self.evaluations``. An uncounted one goes to the evaluator the env built (so in ``"real"``
+        mode every runtime the env reports is measured), except that a schedule (a timeline) is always
+        the cost model's."""
         return self._evaluate_placement(self.op_placement(node_devices), schedule, counted)
 
     def _evaluate_placement(
@@ -362,7 +418,7 @@ class PlacementEnvBase(gym.Env):
         elif schedule:
             result = simulate(self.task, placement, schedule=True)
         else:
-            result = self._mode_evaluator.simulate(placement)
+            result = self._scorer.simulate(placement)
         self.evaluations += counted
         return result, (result.runtime if result.feasible else self.penalty_runtime)
 
@@ -373,8 +429,8 @@ class PlacementEnvBase(gym.Env):
         }
 
     def _result_info(self, result: SimulationResult, reward_runtime: float) -> dict[str, Any]:
-        """The result keys of `INFO_KEYS` for a simulated placement (plus `REAL_INFO_KEYS` in
-        ``"real"`` mode)."""
+        """The result keys of `INFO_KEYS` for a simulated placement, and the evaluator's keys of its last
+        evaluation (`placement_gym.evaluation.evaluator.evaluator_info`)."""
         return {
             "simulated": np.array(True),
             "runtime": np.float64(result.runtime),
@@ -382,7 +438,7 @@ class PlacementEnvBase(gym.Env):
             "peak_memory": self._padded_peaks(result.peak_memory),
             "speedup": np.float64(self.best_single_runtime / result.runtime),
             "reward_runtime": np.float64(reward_runtime),
-        } | self._real_info(measured=True)
+        } | evaluator_info(self._scorer, scored=True)
 
     def _padded_peaks(self, peaks) -> np.ndarray:
         """Peak bytes per real device as float64 ``(max_devices,)``, 0 for the padded devices."""
@@ -391,7 +447,8 @@ class PlacementEnvBase(gym.Env):
         return padded
 
     def _no_result_info(self) -> dict[str, Any]:
-        """The result keys where nothing was simulated: the same keys and dtypes, zero values."""
+        """The result keys where nothing was simulated (the evaluator's included): the same keys and
+        dtypes, zero values."""
         return {
             "simulated": np.array(False),
             "runtime": np.float64(0.0),
@@ -399,22 +456,7 @@ class PlacementEnvBase(gym.Env):
             "peak_memory": np.zeros(self.max_devices),
             "speedup": np.float64(0.0),
             "reward_runtime": np.float64(0.0),
-        } | self._real_info(measured=False)
-
-    def _real_info(self, measured: bool) -> dict[str, Any]:
-        """`REAL_INFO_KEYS` in ``"real"`` mode (none otherwise): the summary of the last measured run
-        when ``measured`` and the evaluator kept one, else zeros (0 repeats)."""
-        if self.reward_mode != "real":
-            return {}
-        summary = getattr(self.evaluator, "last_info", None) if measured else None
-        summary = summary or {}
-        loss = summary.get("loss")
-        return {
-            "real_runtime": np.float64(summary.get("runtime", 0.0)),
-            "real_spread": np.float64(summary.get("spread", 0.0)),
-            "real_repeats": np.int64(len(summary.get("runtimes", ()))),
-            "real_loss": np.float64(0.0 if loss is None else loss),
-        }
+        } | evaluator_info(self._scorer, scored=False)
 
     # --- masks ------------------------------------------------------------------------------------
 
@@ -448,53 +490,14 @@ class PlacementEnvBase(gym.Env):
         placed: int | None = None,
         result: SimulationResult | None = None,
     ):
-        """Text table or timeline image of ``node_devices``; ``placed``: how many nodes (in order)
-        the agent has placed, the others holding the completion device."""
+        """Text table or timeline image of ``node_devices`` (`placement_gym.envs.render`), scored here
+        without counting; ``placed``: how many nodes (in order) the agent has placed, the others holding
+        the completion device."""
         if self.render_mode == "rgb_array":
-            from placement_gym.cost_model.timeline import draw_timeline
-
             result, _ = self._evaluate(node_devices, schedule=True, counted=False)
-            return draw_timeline(self.task, result.schedule, title=f"{self.task.id} ({label})")
+            return timeline_image(self.task, result, label)
         if result is None:
             result, _ = self._evaluate(node_devices, counted=False)
-        return self._text_table(node_devices, result, label, placed)
-
-    def _text_table(
-        self, node_devices: np.ndarray, result: SimulationResult, label: str, placed: int | None
-    ) -> str:
-        task, cluster = self.task, self.task.cluster
-        placement = self.op_placement(node_devices)
-        devices = task.expand(placement)
-        busy = np.bincount(
-            devices, weights=task.duration[np.arange(task.n_ops), devices], minlength=task.n_devices
-        )
-        ops = np.bincount(placement, minlength=task.n_devices)
-        status = "feasible" if result.feasible else "OUT OF MEMORY"
-        node_word = "ops" if self._identity else f"groups ({self.grouping.name})"
-        lines = [f"{task.id} ({label})"]
-        if placed is not None and placed < self.n_nodes:
-            lines.append(
-                f"{placed} of {self.n_nodes} {node_word} placed; the others counted on "
-                f"{cluster.device_names[self.best_single_device]}"
-            )
-        lines += [
-            f"runtime {result.runtime * 1e3:.3f} ms, {status}, speedup "
-            f"{self.best_single_runtime / result.runtime:.3f}x over the best single device "
-            f"({cluster.device_names[self.best_single_device]}, {self.best_single_runtime * 1e3:.3f} ms); "
-            f"simple lower bound {self.lower_bound * 1e3:.3f} ms",
-        ]
-        header = f"{'device':<12}{'kind':<6}"
-        if not self._identity:
-            header += f"{'groups':>8}"
-        lines.append(header + f"{'ops':>7}{'busy ms':>12}{'peak GB':>10}{'capacity GB':>13}")
-        groups = np.bincount(node_devices, minlength=task.n_devices)
-        for d in range(task.n_devices):
-            over = " OOM" if result.peak_memory[d] > cluster.memory_capacity[d] else ""
-            row = f"{cluster.device_names[d]:<12}{cluster.device_kinds[d]:<6}"
-            if not self._identity:
-                row += f"{groups[d]:>8}"
-            lines.append(
-                row + f"{ops[d]:>7}{busy[d] * 1e3:>12.3f}"
-                f"{result.peak_memory[d] / 1e9:>10.3f}{cluster.memory_capacity[d] / 1e9:>13.3f}{over}"
-            )
-        return "\n".join(lines) + "\n"
+        references = References(self.best_single_device, self.best_single_runtime, self.lower_bound)
+        return text_table(self.task, None if self._identity else self.grouping, node_devices, result, label,
+                          references, placed)

@@ -7,23 +7,17 @@ from typing import Any
 
 import gymnasium as gym
 
-from placement_gym.envs.dataset import DatasetPlacementEnv
-
 
 def gym_entry_point(env_class: type[gym.Env]) -> Callable[..., gym.Env]:
     """The function that builds ``env_class`` from keyword arguments: the entry point its id is
     registered with. A function, not the class, because `gym.make` reads a class's render modes
     and answers ``render_mode="human"`` (which no env here has) by building the env in
     ``"rgb_array"`` mode inside gymnasium's pygame window; given a function, it passes ``"human"`` on
-    and the env refuses it, naming the modes it has. With ``dataset=`` or ``clusters=``, a
-    `DatasetPlacementEnv` of ``env_class`` that draws a graph of that dataset split and/or a cluster of
-    those clusters at each reset."""
+    and the env refuses it, naming the modes it has. Every keyword is the env's own, ``dataset=``,
+    ``clusters=`` and ``task_source=`` included (the env draws its tasks itself:
+    `placement_gym.envs.sources`)."""
 
     def make_env(**kwargs: Any) -> gym.Env:
-        if kwargs.get("dataset") is not None or kwargs.get("clusters") is not None:
-            return DatasetPlacementEnv(env_class, **kwargs)
-        kwargs.pop("dataset", None)
-        kwargs.pop("clusters", None)
         return env_class(**kwargs)
 
     make_env.__module__ = env_class.__module__

@@ -17,8 +17,6 @@ from placement_gym.evaluation.placements import load_placement
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.task.compiled import Task
 
-INITIAL_NAMES: tuple[str, ...] = ("random", "best-single")
-
 
 def refine_visit(step: int, n_nodes: int) -> tuple[int, int]:
     """The node the refine MDP moves at ``step`` (0-based, counted over the episode) and its sweep
@@ -118,8 +116,14 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     moved; -1 at `reset`), ``sweep`` (int64, 0-based; -1 at `reset`), ``simulated`` (always True:
     every reset and step simulates) and of the current placement ``runtime``, ``feasible``,
     ``peak_memory``, ``speedup``, ``reward_runtime`` (as in `DevicePlacement-v0`; with
-    ``reward_mode="real"`` also ``real_runtime``, ``real_spread``, ``real_repeats``,
+    ``evaluator="real"`` also ``real_runtime``, ``real_spread``, ``real_repeats``,
     ``real_loss``).
+
+    ## Version History
+    - v0: the env; ``dataset=``, ``clusters=`` and ``max_devices`` padding, ``step=``, ``evaluator=`` with
+      ``evaluator_options=``, and ``task_source=`` came as keywords whose defaults keep its MDP. The
+      keywords ``reward_mode``, ``profile`` and ``devices`` are deprecated (``evaluator=``,
+      ``evaluator_options=``): accepted through v0 with a DeprecationWarning, gone in v1.
     """
 
     def __init__(
@@ -136,31 +140,35 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
             raise ValueError(
                 f"sweeps must be an integer >= 1 (visits of every node per episode), got {sweeps!r}"
             )
-        super().__init__(EnvConfig.of(config, settings, type(self).__name__, graph=graph, cluster=cluster))
         self.sweeps = int(sweeps)
-        self.episode_length = self.sweeps * self.n_nodes
-        self._fixed_initial = self._resolve_initial(initial)  # None: random
+        self._initial = initial
         self.initial = initial if isinstance(initial, str) else "given"
+        super().__init__(EnvConfig.of(config, settings, type(self).__name__, graph=graph, cluster=cluster))
         self.action_space = spaces.Discrete(self.max_devices)
-        self._nodes = np.zeros(self.n_nodes, dtype=np.int64)
-        # The per-op placement, kept up to date move by move (a step rewrites the moved group's ops,
-        # not every op); with one node per op it is ``_nodes`` itself.
-        self._ops = self._nodes if self._identity else np.zeros(self.task.n_forward, dtype=np.int64)
-        # Static bytes per device of all nodes, kept up to date move by move, so that `action_masks`
-        # costs O(n_devices) rather than a sum over every node. Only where that is exact: integral
-        # bytes whose total is below 2**53, so that every partial sum is exact and any order of adding
-        # gives the figure a sum over the other nodes gives; otherwise `action_masks` sums afresh.
-        static = self.node_static_bytes
-        self._static_used: np.ndarray | None = (
-            np.zeros(self.task.n_devices)
-            if bool(np.all(static == np.round(static))) and float(np.abs(static).sum()) < 2.0**53
-            else None
-        )
         self._steps = 0
         self._needs_reset = True
         self._initial_runtime = float("nan")
         self._reward_runtime = float("nan")
         self._result = None
+
+    def _task_state(self, drawn: Task) -> dict[str, Any]:
+        state = super()._task_state(drawn)
+        nodes = np.zeros(self.n_nodes, dtype=np.int64)
+        # Static bytes per device of all nodes, kept up to date move by move, so that `action_masks`
+        # costs O(n_devices) rather than a sum over every node. Only where that is exact: integral
+        # bytes whose total is below 2**53, so that every partial sum is exact and any order of adding
+        # gives the figure a sum over the other nodes gives; otherwise `action_masks` sums afresh.
+        static = self.node_static_bytes
+        exact = bool(np.all(static == np.round(static))) and float(np.abs(static).sum()) < 2.0**53
+        return state | self._set(
+            episode_length=self.sweeps * self.n_nodes,
+            _fixed_initial=self._resolve_initial(self._initial),  # None: random
+            _nodes=nodes,
+            # The per-op placement, kept up to date move by move (a step rewrites the moved group's ops,
+            # not every op); with one node per op it is ``_nodes`` itself.
+            _ops=nodes if self._identity else np.zeros(self.task.n_forward, dtype=np.int64),
+            _static_used=np.zeros(self.task.n_devices) if exact else None,
+        )
 
     def _resolve_initial(self, initial) -> np.ndarray | None:
         task = self.task
@@ -206,11 +214,12 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
         )
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode from the initial placement; returns ``(observation, info)``. ``options``:
-        None or ``{}`` (no option is read; a key is refused)."""
+        """Draw the episode's task and start the episode from the initial placement (a random one drawn
+        from ``episode_random``); returns ``(observation, info)``. ``options``: None or a dict of the task
+        source's reset options (none for one task; a key it does not read is refused)."""
         super().reset(seed=seed, options=options)
         if self._fixed_initial is None:
-            self._nodes[:] = self.np_random.integers(0, self.task.n_devices, size=self.n_nodes)
+            self._nodes[:] = self.episode_random.integers(0, self.task.n_devices, size=self.n_nodes)
         else:
             self._nodes[:] = self._fixed_initial
         if not self._identity:

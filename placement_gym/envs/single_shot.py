@@ -42,7 +42,11 @@ class DevicePlacementEnv(PlacementEnvBase):
     capacity; a node that fits on no device keeps every device allowed. With ``max_devices=``
     (padding, for envs whose cluster changes at reset) the space is ``MultiDiscrete([max_devices] *
     n_nodes)``, padded devices are masked out, and an unmasked padded device ``d`` places on device
-    ``d % n_devices`` (`placement_gym.envs.base.PlacementEnvBase`, Padded devices).
+    ``d % n_devices`` (`placement_gym.envs.base.PlacementEnvBase`, Padded devices). Over a task source
+    whose graphs vary (``dataset=``, or a ``task_source=`` whose ``limits`` give ``max_ops``) the action
+    holds ``max_nodes`` (the padded ``max_ops``) nodes, ``MultiDiscrete([max_devices] * max_nodes)``: a
+    task reads its first ``n_nodes`` entries and ignores the rest, and `action_masks()` has
+    ``max_nodes`` rows, those past ``n_nodes`` allowing every real device.
 
     ## Observation Space
     ``obs_mode="dict"`` (default): a `Dict` of fixed-size `Box` spaces (stable-baselines3's
@@ -99,12 +103,13 @@ class DevicePlacementEnv(PlacementEnvBase):
     - ``reward``: one of `placement_gym.envs.rewards.REWARDS`, or a reward function (see Rewards).
     - The shared settings of every placement env, documented once in
       `placement_gym.envs.config.EnvConfig`: ``graph`` and ``cluster`` (also the first two positional
-      arguments; defaults ``"inception_v3"`` and ``"k80x4"``), ``objective``, ``optimizer``, ``groups``,
+      arguments; defaults ``"inception_v3"`` and ``"k80x4"``), ``step`` (or its fields ``objective``,
+      ``optimizer``, ``precision``, ``microbatches``, ``recompute`` as keywords), ``groups``,
       ``obs_mode`` (see Observation Space), ``mask_in_obs``, ``max_ops``, ``max_edges``,
-      ``render_mode``, ``oom_runtime`` and ``oom_runtime_factor`` (see Rewards), ``reward_mode``,
-      ``profile``, ``devices`` and ``evaluator`` (what scores a placement;
-      `placement_gym.envs.base.PlacementEnvBase`). Give them as keywords, or as one
-      ``config=EnvConfig(...)`` (keywords beside it replace its fields); ``env.config`` holds them.
+      ``render_mode``, ``oom_runtime`` and ``oom_runtime_factor`` (see Rewards), ``evaluator`` and
+      ``evaluator_options`` (what scores a placement), ``dataset``, ``clusters`` and ``task_source``
+      (what each reset draws; `placement_gym.envs.base.PlacementEnvBase`). Give them as keywords, or as
+      one ``config=EnvConfig(...)`` (keywords beside it replace its fields); ``env.config`` holds them.
 
     ## Info
     The same keys at `reset` and after the step, each value a numpy number (float64, int64) or a
@@ -117,9 +122,16 @@ class DevicePlacementEnv(PlacementEnvBase):
     ``peak_memory`` (bytes per device, float64 ``(n_devices,)``), ``speedup``
     (``best_single_runtime / runtime``) and ``reward_runtime`` (the runtime the reward was computed
     from: the penalty runtime for an out-of-memory placement). At `reset` nothing was simulated:
-    ``simulated`` and ``feasible`` are False and the other result keys 0. With ``reward_mode="real"`` also
-    ``real_runtime``, ``real_spread``, ``real_repeats`` and ``real_loss`` (the executor's summary;
-    `placement_gym.envs.base.PlacementEnvBase`). The task id is ``env.unwrapped.task.id``.
+    ``simulated`` and ``feasible`` are False and the other result keys 0. With ``evaluator="real"`` also
+    ``real_runtime``, ``real_spread``, ``real_repeats`` and ``real_loss`` (the executor's summary; any
+    evaluator adds the keys its backend declares, `placement_gym.envs.base.PlacementEnvBase`). The task
+    id is ``env.unwrapped.task.id``.
+
+    ## Version History
+    - v0: the env; ``dataset=``, ``clusters=`` and ``max_devices`` padding, ``step=``, ``evaluator=`` with
+      ``evaluator_options=``, and ``task_source=`` came as keywords whose defaults keep its MDP. The
+      keywords ``reward_mode``, ``profile`` and ``devices`` are deprecated (``evaluator=``,
+      ``evaluator_options=``): accepted through v0 with a DeprecationWarning, gone in v1.
     """
 
     def __init__(
@@ -134,16 +146,24 @@ class DevicePlacementEnv(PlacementEnvBase):
         check_reward(reward)
         super().__init__(EnvConfig.of(config, settings, type(self).__name__, graph=graph, cluster=cluster))
         self.reward = reward
-        self.action_space = spaces.MultiDiscrete(np.full(self.n_nodes, self.max_devices, dtype=np.int64))
-        self._masks = self._padded_mask(self._static_masks())
-        self._masks.setflags(write=False)
+        self.action_space = spaces.MultiDiscrete(np.full(self.max_nodes, self.max_devices, dtype=np.int64))
         self._needs_reset = True
         self._placement: np.ndarray | None = None
         self._result = None
 
+    def _task_state(self, drawn: Task) -> dict[str, Any]:
+        state = super()._task_state(drawn)
+        # Rows past the task's nodes (a padded action) allow every real device: those entries are ignored.
+        masks = np.zeros((self.max_nodes, self.max_devices), dtype=bool)
+        masks[:, : self.task.n_devices] = True
+        masks[: self.n_nodes] = self._padded_mask(self._static_masks())
+        masks.setflags(write=False)
+        return state | self._set(_masks=masks)
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode; returns ``(observation, info)``. ``options``: None or ``{}`` (no option is
-        read; a key is refused)."""
+        """Draw the episode's task and start the episode; returns ``(observation, info)``. ``options``:
+        None or a dict of the task source's reset options (none for one task; a key it does not read is
+        refused)."""
         super().reset(seed=seed, options=options)
         self._needs_reset = False
         self._placement = None
@@ -158,13 +178,24 @@ class DevicePlacementEnv(PlacementEnvBase):
                 "DevicePlacementEnv.step called before reset() or after the episode ended; "
                 "each episode is one step: call reset() first"
             )
-        placement = self.check_node_placement(action)  # clear ValueError for a bad action
+        placement = self.check_node_placement(self._task_part(action))  # clear ValueError for a bad action
         result, _ = self._evaluate(placement)
         self._needs_reset = True
         self._placement = placement
         self._result = result
         obs, reward, info = self.outcome(placement, result)
         return obs, reward, True, False, info
+
+    def _task_part(self, action):
+        """The task's nodes of ``action``: its first ``n_nodes`` entries where the action is padded to
+        ``max_nodes`` (`max_nodes` > `n_nodes`: a task source whose graphs vary), else ``action``."""
+        if self.max_nodes == self.n_nodes:
+            return action
+        action = np.asarray(action)
+        if action.shape != (self.max_nodes,):
+            raise ValueError(f"action must have shape ({self.max_nodes},): one device per node, padded to "
+                             f"max_ops; got shape {action.shape}")
+        return action[: self.n_nodes]
 
     def episode_state(self) -> dict[str, Any]:
         """The env's state, for a checkpoint: whether an episode is open, the last placement and its
@@ -247,10 +278,10 @@ class DevicePlacementEnv(PlacementEnvBase):
         return obs
 
     def _action_mask_shape(self) -> tuple[int, ...]:
-        return (self.n_nodes, self.max_devices)
+        return (self.max_nodes, self.max_devices)
 
     def action_masks(self) -> np.ndarray:
-        """Allowed devices per node, bool ``(n_nodes, max_devices)`` (see Action Space)."""
+        """Allowed devices per node, bool ``(max_nodes, max_devices)`` (see Action Space)."""
         return self._masks.copy()
 
     def render(self):

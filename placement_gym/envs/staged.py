@@ -91,11 +91,16 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     The same keys at `reset` and at every step, each value a numpy number or array (so vector envs,
     torchrl and tianshou stack them): ``lower_bound``, ``best_single_runtime``, ``stage`` (int64,
     nodes placed so far), ``simulated`` and the result keys of `DevicePlacement-v0` (``runtime``,
-    ``feasible``, ``peak_memory``, ``speedup``, ``reward_runtime``; with ``reward_mode="real"``
+    ``feasible``, ``peak_memory``, ``speedup``, ``reward_runtime``; with ``evaluator="real"``
     also ``real_runtime``, ``real_spread``, ``real_repeats``, ``real_loss``) of the completed
     placement where a simulation ran (every stage with ``dense=True``, else the last). Elsewhere
     (at `reset`, and at the stages before the last with ``dense=False``) ``simulated`` and
     ``feasible`` are False and the other result keys 0.
+    ## Version History
+    - v0: the env; ``dataset=``, ``clusters=`` and ``max_devices`` padding, ``step=``, ``evaluator=`` with
+      ``evaluator_options=``, and ``task_source=`` came as keywords whose defaults keep its MDP. The
+      keywords ``reward_mode``, ``profile`` and ``devices`` are deprecated (``evaluator=``,
+      ``evaluator_options=``): accepted through v0 with a DeprecationWarning, gone in v1.
     """
 
     def __init__(
@@ -111,18 +116,22 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         check_reward(reward)
         if not isinstance(dense, (bool, np.bool_)):
             raise ValueError(f"dense must be True or False, got {dense!r}")
-        super().__init__(EnvConfig.of(config, settings, type(self).__name__, graph=graph, cluster=cluster))
         self.reward = reward
         self.dense = bool(dense)
-        self.completion_device = self.best_single_device
+        super().__init__(EnvConfig.of(config, settings, type(self).__name__, graph=graph, cluster=cluster))
         self.action_space = spaces.Discrete(self.max_devices)
-        # Unplaced nodes hold the completion device, so the array is always a full placement.
-        self._nodes = np.full(self.n_nodes, self.completion_device, dtype=np.int64)
         self._stage = 0
         self._needs_reset = True
         self._last_result = None
-        result, self._initial_reward_runtime = self._evaluate(self._nodes, counted=False)
         self._previous_runtime = self._initial_reward_runtime
+
+    def _task_state(self, drawn: Task) -> dict[str, Any]:
+        state = super()._task_state(drawn)
+        # Unplaced nodes hold the completion device, so the array is always a full placement.
+        nodes = np.full(self.n_nodes, self.best_single_device, dtype=np.int64)
+        _, initial = self._evaluate(nodes, counted=False)
+        return state | self._set(completion_device=self.best_single_device, _nodes=nodes,
+                                 _initial_reward_runtime=initial)
 
     @property
     def stage(self) -> int:
@@ -136,8 +145,9 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
         return nodes
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode at stage 0; returns ``(observation, info)``. ``options``: None or ``{}`` (no
-        option is read; a key is refused)."""
+        """Draw the episode's task and start the episode at stage 0; returns ``(observation, info)``.
+        ``options``: None or a dict of the task source's reset options (none for one task; a key it
+        does not read is refused)."""
         super().reset(seed=seed, options=options)
         self._nodes[:] = self.completion_device
         self._stage = 0

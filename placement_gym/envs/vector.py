@@ -11,8 +11,9 @@ whole batches (`DevicePlacementEnv.outcomes`).
 
 All N envs share one task, so they share one `DevicePlacementEnv` (``self.env``) for everything but
 their episode state: its spaces, reward settings, observation builder, evaluator and counter of
-evaluations. ``reward_mode="real"`` is refused (each measured run has its own executor summary in
-``info``; use ``vectorization_mode="sync"``), as is rendering.
+evaluations. An evaluator that adds keys to ``info`` (``evaluator="real"``: each measured run has its
+own executor summary) is refused (use ``vectorization_mode="sync"``), as are rendering and a task
+source that draws (``dataset=``, ``clusters=``: the N envs would hold different tasks).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from placement_gym.envs.base import check_reset_options
 from placement_gym.envs.config import EnvConfig
 from placement_gym.envs.rewards import RewardFunction
 from placement_gym.envs.single_shot import DevicePlacementEnv
+from placement_gym.evaluation.evaluator import declared_info_keys
 
 # Batches of ``num_envs`` observations alive at once: the batched space's low and high bounds, the
 # last observations, and a step's observations with their placement one-hots.
@@ -65,21 +67,26 @@ class DevicePlacementVectorEnv(VectorEnv):
         except ValueError:
             allowed = ", ".join(m.value for m in AutoresetMode)
             raise ValueError(f"unknown autoreset_mode {autoreset_mode!r}; allowed: {allowed}") from None
-        if settings.pop("dataset", None) is not None:
+        config = EnvConfig.of(config, settings, type(self).__name__)
+        if config.dataset is not None:
             raise ValueError('DevicePlacementVectorEnv holds one task: over a dataset, use '
                              'gym.make_vec(..., vectorization_mode="sync"), whose envs draw their own graphs')
-        if settings.pop("clusters", None) is not None:
+        if config.clusters is not None:
             raise ValueError('DevicePlacementVectorEnv holds one task: over clusters=, use gym.make_vec(..., '
                              'vectorization_mode="sync"), whose envs draw their own clusters')
-        config = EnvConfig.of(config, settings, type(self).__name__)
-        if "real" in (config.reward_mode, config.evaluator):
+        chosen = config.scoring()[0]
+        if declared_info_keys(chosen):
             raise ValueError(
-                'DevicePlacementVectorEnv does not take reward_mode="real" (each measured run has its own '
-                'summary in info); use gym.make_vec(..., vectorization_mode="sync") for real runs'
+                f"DevicePlacementVectorEnv does not take evaluator {chosen!r}, which adds "
+                f"{', '.join(declared_info_keys(chosen))} to each step's info (each measured run has its "
+                'own); use gym.make_vec(..., vectorization_mode="sync") for it'
             )
         if config.render_mode is not None:
             raise ValueError('DevicePlacementVectorEnv does not render; use vectorization_mode="sync"')
         self.env = DevicePlacementEnv(reward=reward, config=config)
+        if self.env.task_source.draws:
+            raise ValueError('DevicePlacementVectorEnv holds one task: over a task source that draws, use '
+                             'gym.make_vec(..., vectorization_mode="sync"), whose envs draw their own tasks')
         check_allocation(f"DevicePlacementVectorEnv of num_envs={int(num_envs)} on task {self.env.task.id}",
                          _BATCH_COPIES * int(num_envs) * self.env.observation_bytes)
         self.num_envs = int(num_envs)

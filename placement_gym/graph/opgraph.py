@@ -180,21 +180,6 @@ class OpGraph:
         """Producer op of each edge (-1 for a graph data input)."""
         return self.tensor_producer[self.edge_tensor]
 
-    def to_networkx(self):  # -> networkx.MultiDiGraph
-        """The op graph as a networkx DiGraph (nodes = op indices, edge attribute ``bytes``)."""
-        import networkx as nx
-
-        g = nx.DiGraph()
-        for i, (name, op_type) in enumerate(zip(self.op_names, self.op_types)):
-            g.add_node(i, name=name, op_type=op_type, flops=float(self.flops[i]))
-        for s, d, t in zip(self.edge_src, self.edge_dst, self.edge_tensor):
-            if s >= 0:
-                if g.has_edge(int(s), int(d)):
-                    g[int(s)][int(d)]["bytes"] += float(self.tensor_bytes[t])
-                else:
-                    g.add_edge(int(s), int(d), bytes=float(self.tensor_bytes[t]))
-        return g
-
     def __repr__(self) -> str:
         return (
             f"OpGraph({self.name!r}, ops={self.n_ops}, tensors={self.n_tensors}, "

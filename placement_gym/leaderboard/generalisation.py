@@ -5,28 +5,20 @@ or other graphs of its own) and is scored only on the held-out tasks, which it m
 on. The split is by graph, not by task: training on ``bert_large/k80x4/train`` would leak
 ``bert_large/h100x8/train``.
 
-Split of suite ``v1`` (`SPLITS`), the same as ``v0``'s (the two suites have the same task ids): held
-out ``cifar10_resnet56``, ``resnet50``, ``rnnlm`` and ``bert_large``; trained on ``cifar10_cnn``,
-``inception_v3``, ``gnmt4`` and ``bert_base``. The held-out tasks cover three graph families (residual
-CNNs, a recurrent language model, a large transformer), both objectives and five clusters (k80x2,
-p100x4, k80x4, h100x8, cpu-igpu). Each held-out task has a training task with the same number of
-devices (2, 3, 5 or 9), because the GNN placers of the baselines (`placeto`, `hsdag`) have a policy
-head sized for one device count and can only move between clusters of that size; this was re-checked
-with the calibrated clusters of ``v1``, which have the same devices. A split holds graph names only,
-nothing measured with the cost model, so the entry of the retired suite ``v0`` stays, for reading its
-old submissions.
+A suite's split is part of its suite file (``split``, `suite_spec`): graphs held out by name
+(``held_out_graphs``), chosen so that each held-out task has a training task with the same number of
+devices, because the GNN placers of the baselines (`placeto`, `hsdag`) have a policy head sized for one
+device count and can only move between clusters of that size; or a dataset (``dataset``), whose test
+splits are held out whole. A split holds graph names only, nothing measured with the cost model, so a
+retired suite's split stays readable with its old submissions.
 
-Suite ``gen-v2``, the generalisation track version 2, is a split of a dataset instead
-(`placement_gym.datasets`): its tasks are `GEN_V2_GRAPHS_PER_SPLIT` graphs of each of
-``synthetic-v1``'s two test splits (``test-sizes``: regal graphs of 1,600 ops and ENAS conv networks of
-15 cells, sizes no training graph of those families has; ``test-families``: the ENAS recurrent family,
-which has no training graph at all), evenly spaced in dataset order within each (split, family), on the
-three 5-device clusters `GEN_V2_CLUSTERS` (Kepler over PCIe, Kepler K40, Pascal over NVLink), training
-steps. Every graph of the dataset's test splits is held out, not only the scored ones: an entry may
-train on ``synthetic-v1:train`` and ``synthetic-v1:valid`` (named so in ``trained_on``), on tasks of
-those graphs, or on any graph outside the dataset, and states its pre-training compute
-(``pretraining``: evaluations, wall time, machine). Five devices each, so that a policy with an output
-per device (`placeto`, `hsdag`) moves between the three clusters unchanged.
+A dataset suite's tasks are drawn from the dataset (``measure.dataset_sample``,
+`dataset_sample_task_ids`): a number of graphs of each test split, evenly spaced in dataset order within
+each (split, family), on a few clusters of the same device count (so that a policy with an output per
+device moves between them unchanged). Every graph of the dataset's test splits is held out, not only the
+scored ones: an entry may train on ``<dataset>:train`` and ``<dataset>:valid`` (named so in
+``trained_on``), on tasks of those graphs, or on any graph outside the dataset, and states its
+pre-training compute (``pretraining``: evaluations, wall time, machine) where its suite requires it.
 """
 
 from __future__ import annotations
@@ -36,13 +28,11 @@ from functools import cache
 
 from placement_gym.datasets import SPLIT_ALIASES, get_dataset
 from placement_gym.datasets import SPLITS as DATASET_SPLITS
-from placement_gym.leaderboard.suite import GEN_V2, Suite, get_suite
+from placement_gym.leaderboard.registry import suite_registry
+from placement_gym.leaderboard.suite import Suite, get_suite
+from placement_gym.leaderboard.suite_spec import DatasetSample
 from placement_gym.task.ids import task_id_parts
 
-GEN_V2_DATASET = "synthetic-v1"
-GEN_V2_CLUSTERS = ("k80x4", "k40x4", "p100x4")
-GEN_V2_GRAPHS_PER_SPLIT = 50
-GEN_V2_TEST_SPLITS = ("test-sizes", "test-families")
 # What a dataset split may be trained on: its name in ``trained_on`` (``synthetic-v1:train``).
 TRAINING_SPLITS = ("train", "valid")
 
@@ -114,45 +104,46 @@ def _test_ids(dataset: str) -> frozenset[str]:
     return frozenset(get_dataset(dataset).ids("test"))
 
 
-def gen_v2_task_ids() -> tuple[str, ...]:
-    """The tasks of suite ``gen-v2`` (module docstring), graph by graph, then cluster."""
-    dataset = get_dataset(GEN_V2_DATASET)
+def dataset_sample_task_ids(sample: DatasetSample) -> tuple[str, ...]:
+    """The task ids of a dataset sample (`suite_spec.DatasetSample`), graph by graph, then cluster: per
+    split, its graphs go to its families in equal parts (the first families take the remainder), evenly
+    spaced in dataset order within each family."""
+    dataset = get_dataset(sample.dataset)
     graphs = []
-    for split in GEN_V2_TEST_SPLITS:
+    for split in sample.splits:
         ids = dataset.ids(split)
         families = list(dict.fromkeys(dataset.locate(i)[0].family for i in ids))
         for n, family in enumerate(families):
-            # The split's graphs go to its families in equal parts (the first ones take the remainder).
-            count = GEN_V2_GRAPHS_PER_SPLIT // len(families) + (n < GEN_V2_GRAPHS_PER_SPLIT % len(families))
+            count = sample.graphs_per_split // len(families) + (n < sample.graphs_per_split % len(families))
             members = [i for i in ids if dataset.locate(i)[0].family == family]
             graphs += [members[j * len(members) // count] for j in range(count)]
-    return tuple(f"{GEN_V2_DATASET}:{g}/{c}/train" for g in graphs for c in GEN_V2_CLUSTERS)
+    return tuple(f"{sample.dataset}:{g}/{c}/{sample.objective}" for g in graphs for c in sample.clusters)
 
 
 def split_of_task(task_id: str) -> str:
-    """The dataset split (``test-sizes`` or ``test-families``) of a ``gen-v2`` task's graph."""
+    """The dataset split (such as ``test-sizes``) of a dataset task's graph (``<dataset>:<id>/...``)."""
     name, _, graph_id = graph_of(task_id).partition(":")
     dataset = get_dataset(name)
     return dataset.split_of(*dataset.locate(graph_id))
 
 
-_HELD_OUT_GRAPHS = ("cifar10_resnet56", "resnet50", "rnnlm", "bert_large")
-SPLITS: dict[str, Split] = {
-    # v0 is retired (RETIRED_SUITES in suite.py): its split is plain data, kept for its old submissions.
-    "v0": Split("v0", _HELD_OUT_GRAPHS),
-    "v1": Split("v1", _HELD_OUT_GRAPHS),
-    GEN_V2: Split(GEN_V2, dataset=GEN_V2_DATASET),
-}
-
-
 def get_split(suite: str | Suite) -> Split:
-    """The generalisation split of a suite version, with a clear error for a suite without one."""
+    """The generalisation split of a suite (its file's ``split``), with a clear error for a suite
+    without one."""
     version = suite.version if isinstance(suite, Suite) else suite
-    if version not in SPLITS:
+    found = suite if isinstance(suite, Suite) else suite_registry().suites.get(suite)
+    spec = None if found is None else found.spec
+    if spec is None or not spec.has_split:
         raise ValueError(
-            f"suite {version!r} has no generalisation split; suites with one: {', '.join(SPLITS)}"
+            f"suite {version!r} has no generalisation split; suites with one: {', '.join(splits())}"
         )
-    return SPLITS[version]
+    return Split(version, spec.held_out_graphs, spec.split_dataset)
+
+
+def splits() -> dict[str, Split]:
+    """The split of every suite of the registry that has one (retired suites' too: they stay readable)."""
+    return {version: get_split(version) for version, suite in suite_registry().suites.items()
+            if suite.spec.has_split}
 
 
 def trained_on_problems(data: dict) -> list[str]:
@@ -192,15 +183,3 @@ def result_problems(suite: str, task_id: str, result: dict) -> list[str]:
         return [f"not a held-out task of the {suite} generalisation split (graph {graph_of(task_id)!r} is a "
                 f"training graph; held out: {split.held_out_text()})"]
     return []
-
-
-def measure_gen_v2() -> Suite:
-    """Suite ``gen-v2`` measured under the current code (what ``suites/gen-v2.json`` freezes;
-    ``python -m baselines.leaderboard_fill.generalisation_v2 --write-suite`` writes it)."""
-    from placement_gym.leaderboard.suite import measure_suite_task
-    from placement_gym.task.named import parse_task_id
-
-    description = (f"Generalisation track v2: {GEN_V2_GRAPHS_PER_SPLIT} graphs of each test split of "
-                   f"{GEN_V2_DATASET} on {', '.join(GEN_V2_CLUSTERS)}, training steps")
-    return Suite(GEN_V2, tuple(measure_suite_task(parse_task_id(t)) for t in gen_v2_task_ids()), description)
-

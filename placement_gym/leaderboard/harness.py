@@ -41,13 +41,10 @@ from placement_gym.leaderboard.submission import (
     save_submission,
     thin_trace,
 )
-from placement_gym.leaderboard.suite import CURRENT_SUITE, Suite, get_suite, graph_digest
+from placement_gym.leaderboard.suite import Suite, get_suite, graph_digest
 from placement_gym.task.compiled import Task
 
 Agent = Callable[[Task, int, "int | None"], Any]
-# Suites whose submissions write placements as {op name: device name}; later ones write them as text
-# (`placement_gym.evaluation.placements`: one character per op), a tenth of the size.
-MAPPING_SUITES = ("v0", "v1")
 
 
 def task_digest(task: Task) -> str:
@@ -87,7 +84,7 @@ def agent_copy(task: Task) -> tuple[Task, Task]:
 
 def evaluate(
     agent: Agent,
-    suite: str | Suite = CURRENT_SUITE,
+    suite: str | Suite | None = None,
     budget: int | None = None,
     *,
     algorithm: str,
@@ -100,14 +97,16 @@ def evaluate(
     pretraining: dict | None = None,
     out: str | Path | None = None,
 ) -> dict:
-    """Run ``agent`` on every task of ``suite`` and return (and write to ``out`` when given) the
-    submission. Each task's entry records ``evaluations``, the evaluations the agent made of its copy
-    of the task (module docstring), and ``trained_on_task``: true when that count is above 0 or the
-    task is in ``trained_on``, the task ids the agent says it trained on before. With
-    ``track="generalisation"`` only the suite's held-out tasks run (`generalisation`) and
-    ``trained_on`` is required; ``pretraining`` is the schema's object (`counted_pretraining` makes one),
-    required for suite ``gen-v2``. Raises RuntimeError when the agent modifies the cached, shared task
-    (reached by name: the copy it is given is its own)."""
+    """Run ``agent`` on every task of ``suite`` (default: the current suite) and return (and write to
+    ``out`` when given) the submission, its placements in the suite's ``placement_format``
+    ({op name: device name}, or text: one character per op, a tenth of the size). Each task's entry
+    records ``evaluations``, the evaluations the agent made of its copy of the task (module docstring),
+    and ``trained_on_task``: true when that count is above 0 or the task is in ``trained_on``, the task
+    ids the agent says it trained on before. With ``track="generalisation"`` only the suite's held-out
+    tasks run (`generalisation`) and ``trained_on`` is required; ``pretraining`` is the schema's object
+    (`counted_pretraining` makes one), required for a suite whose file says ``requires_pretraining``.
+    Raises RuntimeError when the agent modifies the cached, shared task (reached by name: the copy it is
+    given is its own)."""
     if track not in TRACKS:
         raise ValueError(f"unknown track {track!r}; allowed: {', '.join(TRACKS)}")
     suite = get_suite(suite)
@@ -156,7 +155,7 @@ def evaluate(
         simulated = simulate(task, placement)
         results[task.id] = {
             "graph_sha256": graph_digest(task.graph),
-            "placement": (placement_to_dict(task, placement) if suite.version in MAPPING_SUITES
+            "placement": (placement_to_dict(task, placement) if suite.spec.placement_format == "mapping"
                           else placement_to_text(task, placement)),
             "runtime": float(simulated.runtime),
             "feasible": bool(simulated.feasible),

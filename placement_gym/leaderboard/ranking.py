@@ -268,3 +268,17 @@ def overall_rows(
 
 def _nan_low(value: float) -> float:
     return -math.inf if math.isnan(value) else value
+
+
+def split_verified(
+    groups: list[AlgorithmRuns], verified: set[str] | None
+) -> tuple[list[AlgorithmRuns], list[AlgorithmRuns]]:
+    """``groups`` as (verified, unverified): an entry's budget is verified when every one of its files is
+    in ``verified`` (`rerun_records`); None counts every file as verified."""
+    if verified is None:
+        return list(groups), []
+    ok: list[AlgorithmRuns] = []
+    unverified: list[AlgorithmRuns] = []
+    for group in groups:
+        (ok if set(group.sources) <= verified else unverified).append(group)
+    return ok, unverified

@@ -4,7 +4,7 @@ Schema (``schema`` = 1)::
 
     {
       "schema": 1,
-      "suite": "v1",                      # suite version the runtimes were computed under
+      "suite": "<version>",               # suite version the runtimes were computed under
       "package_version": "0.1.0",         # placement_gym.__version__ of the run
       "algorithm": "heft",                # short name shown in the tables
       "authors": ["..."],
@@ -16,18 +16,19 @@ Schema (``schema`` = 1)::
       "hardware": null,                   # optional, track "real": the machine measured on
       "trained_on": [],                   # task ids trained on; required (non-empty) for track
                                           # "generalisation", whose results are held-out tasks only
-                                          # (suite gen-v2 also takes dataset splits: "synthetic-v1:train")
-      "pretraining": {                    # required for suite gen-v2: the compute spent before the
-        "evaluations": 0,                 # scored run (evaluations of training tasks, wall seconds,
-        "wall_s": 0.0,                    # the machine), "counted": "harness" when the leaderboard
-        "machine": "...",                 # harness ran the pre-training and counted it, "declared"
-        "counted": "declared"             # when the submitter states it
-      },
+                                          # (a dataset suite also takes its splits: "synthetic-v1:train")
+      "pretraining": {                    # required where the suite file says requires_pretraining:
+        "evaluations": 0,                 # the compute spent before the scored run (evaluations of
+        "wall_s": 0.0,                    # training tasks, wall seconds, the machine), "counted":
+        "machine": "...",                 # "harness" when the leaderboard harness ran the
+        "counted": "declared"             # pre-training and counted it, "declared" when the
+      },                                  # submitter states it
       "results": {
         "<task id>": {
           "graph_sha256": "...",          # of the graph the placement was made for
-          "placement": {"<op name>": "<device name>", ...},  # or, from suite gen-v2 on, text: a
-                                          # device index (0-9a-z) per op in the graph's op order
+          "placement": {"<op name>": "<device name>", ...},  # or, where the suite file's
+                                          # placement_format is text: a device index (0-9a-z) per
+                                          # op in the graph's op order
           "runtime": 0.0123,              # claimed cost-model runtime (s); re-checked by validate
           "feasible": true,               # claimed feasibility (fits in every device's memory)
           "evaluations": 100,             # evaluations of this task the harness counted for the agent
@@ -86,12 +87,12 @@ from placement_gym.common.untrusted import (
     shown,
     write_inside,
 )
-from placement_gym.leaderboard.suite import GEN_V2
+from placement_gym.leaderboard.registry import suite_registry
 
 SCHEMA_VERSION = 1
 TRACKS = ("cost_model", "real", "generalisation")
 PRETRAINING_COUNTED = ("harness", "declared")
-# The largest committed submission (every task of suite v0) is about 0.3 MB; 16 MiB leaves room for
+# The largest committed submission (13 tasks as {op: device} mappings) is about 0.3 MB; 16 MiB leaves room for
 # suites of much larger graphs and still parses in well under a second.
 MAX_FILE_BYTES = 16 * 2**20
 # The schema nests 4 levels (submission > results > task > placement); 8 leaves room for new fields
@@ -293,7 +294,7 @@ def check_header(data: Any, where: str = "submission") -> None:
         raise SubmissionError(
             f"{where}: a generalisation submission must state 'trained_on' (the task ids it trained on)"
         )
-    if data.get("pretraining") is not None or data["suite"] == GEN_V2:
+    if data.get("pretraining") is not None or data["suite"] in suite_registry().requiring_pretraining():
         check_pretraining(data.get("pretraining"), where)
 
 
@@ -303,8 +304,9 @@ def check_pretraining(value: Any, where: str = "submission") -> None:
     per evaluation), machine (one line of text) and counted (`PRETRAINING_COUNTED`)."""
     fields = {"evaluations": int, "wall_s": (int, float), "machine": str, "counted": str}
     if not isinstance(value, dict):
+        required = ", ".join(suite_registry().requiring_pretraining())
         raise SubmissionError(f"{where}: field 'pretraining' must be an object with {', '.join(fields)} "
-                              f"(required for suite {GEN_V2}), got {_type_name(value)}")
+                              f"(required for suite {required}), got {_type_name(value)}")
     if set(value) != set(fields):
         raise SubmissionError(f"{where}: field 'pretraining' has {', '.join(map(shown, sorted(value)))}; "
                               f"it needs exactly {', '.join(fields)}")

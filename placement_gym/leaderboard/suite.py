@@ -23,19 +23,13 @@ suite (submissions are re-checked with a looser tolerance still, see `validate`)
 
 When the current code no longer reproduces a suite, `check_suite` says where, `suite_mismatch` says it
 in one line and `require_suite` raises `SuiteMismatchError`: `validate` then stops instead of blaming
-every submission. The frozen figures are data, one file per version in `SUITE_FOLDER`
-(``suites/v1.json``...). To bump the suite, write ``suites/v<N>.json`` from `suite_to_dict` of a
-`Suite` of `measure_suite_task` results (`extend_suite` keeps an older suite's tasks with their frozen
-figures and measures the new ones), and keep the older files so that old submissions stay readable and
-are shown with their version.
-
-Accepted suites (`ACCEPTED_SUITES`): ``v3`` (`V3`: v1's tasks plus `V3_NEW_TASKS`, v2's workloads in
-forms a heuristic fits in memory, `V3_FITTED_BY`), the current suite (`CURRENT_SUITE`), the one the
-leaderboard's README ranks; ``v1`` (`V1`: 13 tasks from the papers) and ``v2`` (`V2`: v1's 13
-tasks with v1's figures, plus `V2_NEW_TASKS`), frozen and validated, each ranked on a page of its own
-(``render --suite v1``, ``render --suite v2``); and ``gen-v2``, the generalisation track's own suite.
-``suites/v2.json`` and ``suites/v3.json`` are written by ``python -m baselines.leaderboard_fill.classic
---write-suite v2`` (or ``v3``; `measure_v2`, `measure_v3`).
+every submission. The frozen figures are data, one file per suite in the suite folder
+(`registry.SUITE_FOLDER`), each with what the leaderboard's code needs to know of its suite
+(`suite_spec`: its track, status, page, bounds file, placement format, how its tasks are measured);
+`registry` reads them all and `get_suite` finds one by version. To bump the suite, add a suite file
+(``docs/leaderboard.md``, "Adding a suite"): `suite_measure` measures its tasks (`measure_suite_task`)
+and keeps those of the suite it inherits with their frozen figures; keep the older files so that old
+submissions stay readable and are shown with their version.
 """
 
 from __future__ import annotations
@@ -45,78 +39,19 @@ import functools
 import hashlib
 import json
 import math
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from placement_gym.cluster.cluster import HALF_PRECISION_FIGURES
 from placement_gym.cost_model import lower_bound, simulate, single_device
+from placement_gym.leaderboard.suite_spec import SuiteSpec, spec_from_dict, spec_to_dict
 from placement_gym.task.cache import TaskCache
 from placement_gym.task.compiled import Task
+from placement_gym.task.ids import task_id_parts
 from placement_gym.task.named import parse_task_id
+from placement_gym.task.step import Step
 
-# Suite v1: 13 tasks of the papers' graphs and machines (2016-2018, plus one H100 box), ranked on a page
-# of its own (`render --suite v1`).
-V1 = "v1"
-# Suite v2: every task of v1, with v1's frozen figures, then `V2_NEW_TASKS`.
-V2 = "v2"
-# The workloads v2 adds: a multi-node mixed-precision pipelined training step, a mixture of experts, a
-# pipelined GNMT-8 on the 8 K40s of Mirhoseini et al. 2018 (ICLR, "A hierarchical model for device
-# placement") and a graph of 103,202 forward ops (dataset ``unrolled-v1``: GNMT-8 at 400 tokens).
-V2_NEW_TASKS: tuple[str, ...] = (
-    "llama2_70b/dgx-h100x4/train+bf16+mb4",
-    "mixtral_8x7b/h100x8/inference+bf16",
-    "gnmt8/k40x8/train+mb4",
-    "unrolled-v1:gnmt-tf-4/k40x8/train",
-)
-V2_DESCRIPTION = (
-    "Suite v1's 13 tasks, with v1's frozen figures, plus four workloads v1 lacks: Llama-2 70B training in "
-    "bf16 with 4 pipelined micro-batches on four DGX H100 nodes (36 devices), Mixtral 8x7B inference in "
-    "bf16 on one DGX H100 node, a pipelined GNMT-8 (4 micro-batches) on the 8 K40s of Mirhoseini et al. "
-    "2018, and a training step of 103,202 forward ops (unrolled-v1:gnmt-tf-4: GNMT-8 at 400 tokens, "
-    "unrolled at TensorFlow's granularity) on the same K40s: multi-node clusters, mixed precision, "
-    "pipelined steps and a 100k-op graph. Its submissions write placements as text (one character per op)."
-)
-# Suite v3: every task of v1, with v1's frozen figures, then `V3_NEW_TASKS`: v2's workloads, each of
-# which some heuristic of the suite places within memory (`V3_FITTED_BY`, checked when it is measured).
-# v2's Llama-2 70B step fits no placement on the GPUs (every micro-batch's activations are kept); v3's
-# recomputes activations, as Megatron-LM trains such a model. v2's 103,202-op training step needs about
-# 430 GB on any placement (one gradient per reading edge of the encoder's outputs is kept until it is
-# summed, docs/cost_model.md); v3 runs the same graph's inference, which the expert's LSTM layout fits.
-V3 = "v3"
-V3_NEW_TASKS: tuple[str, ...] = (
-    "llama2_70b/dgx-h100x4/train+bf16+rc+mb4",
-    "mixtral_8x7b/h100x8/inference+bf16",
-    "gnmt8/k40x8/train+mb4",
-    "unrolled-v1:gnmt-tf-4/k40x8/inference",
-)
-# The heuristic whose placement of each new task fits memory, checked by `measure_v3` (and a test).
-V3_FITTED_BY: dict[str, str] = {
-    "llama2_70b/dgx-h100x4/train+bf16+rc+mb4": "expert",
-    "mixtral_8x7b/h100x8/inference+bf16": "expert",
-    "gnmt8/k40x8/train+mb4": "expert",
-    "unrolled-v1:gnmt-tf-4/k40x8/inference": "expert",
-}
-V3_DESCRIPTION = (
-    "Suite v1's 13 tasks, with v1's frozen figures, plus four workloads v1 lacks, each of which a heuristic "
-    "fits in memory: Llama-2 70B training in bf16 with 4 pipelined micro-batches and activation "
-    "recomputation on four DGX H100 nodes (36 devices), Mixtral 8x7B inference in bf16 on one DGX H100 node, "
-    "a pipelined GNMT-8 (4 micro-batches) on the 8 K40s of Mirhoseini et al. 2018, and the inference of a "
-    "graph of 103,202 forward ops (unrolled-v1:gnmt-tf-4: GNMT-8 at 400 tokens, unrolled at TensorFlow's "
-    "granularity) on the same K40s. Its submissions write placements as text (one character per op)."
-)
-# The suite the leaderboard's README ranks; the other cost-model suites have pages of their own
-# (`render --suite v1`).
-CURRENT_SUITE = V3
-# The generalisation track, version 2: a suite of its own, of dataset graphs (`generalisation`), whose
-# submissions are all of the generalisation track.
-GEN_V2 = "gen-v2"
-ACCEPTED_SUITES: tuple[str, ...] = (V1, V2, V3, GEN_V2)
-# The accepted suites of the cost-model track: what the fill scripts run and `render --suite` renders.
-COST_MODEL_SUITES: tuple[str, ...] = tuple(s for s in ACCEPTED_SUITES if s != GEN_V2)
-# The frozen suites, one JSON file per version (`suite_to_dict`), shipped in the package.
-SUITE_FOLDER = Path(__file__).resolve().parent / "suites"
 # Relative tolerance on runtimes and peak memory: the simulator is deterministic bit for bit, so
 # anything beyond rounding noise means the cost model changed.
 FINGERPRINT_RTOL = 1e-9
@@ -125,12 +60,16 @@ DIGEST_CHARS = 16
 PROBES: tuple[str, ...] = ("round-robin", "scattered", "contiguous")
 # Not part of the cost model, so left out of the digests: renaming or redescribing a cluster is no change.
 _CLUSTER_UNCOSTED = ("name", "description")
-# The task's graph and cluster have digests of their own; ``duration`` is compared through runtimes;
-# private fields (caches, counters) are bookkeeping, not part of the problem.
-_TASK_UNDIGESTED = ("graph", "cluster", "id", "duration")
-# Task options added after suites were frozen, with the value every frozen suite's tasks have: digested
-# only where a task departs from it, so that each frozen digest stays what it was.
-_TASK_OPTION_DEFAULTS = {"precision": "fp32", "microbatches": 1, "recompute": False}
+# The task's graph and cluster have digests of their own; ``duration`` is compared through runtimes; the
+# step is digested option by option (below); private fields (caches, counters) are bookkeeping, not part
+# of the problem.
+_TASK_UNDIGESTED = ("graph", "cluster", "step", "id", "duration")
+# The step's options as the frozen digests hold them: the objective and the optimizer always; every other
+# option only where it departs from its default (the options added after suites were frozen, whose
+# defaults every frozen suite's tasks have), so that each frozen digest stays what it was. These come
+# before the task's arrays, in this order; every other option after them.
+_STEP_ALWAYS_DIGESTED: tuple[str, ...] = ("objective", "optimizer")
+_STEP_DIGESTED_BEFORE_ARRAYS: tuple[str, ...] = ("objective", "optimizer", "precision", "microbatches")
 
 
 @dataclass(frozen=True)
@@ -159,14 +98,20 @@ class SuiteTask:
         """The compiled task (cached by `placement_gym.task.named`)."""
         return parse_task_id(self.task_id)
 
+    @property
+    def step(self) -> Step:
+        """The step the task times, as its id names it."""
+        return Step.from_suffix(task_id_parts(self.task_id)[2])
+
 
 @dataclass(frozen=True)
 class Suite:
-    """A named, versioned list of tasks."""
+    """A named, versioned list of tasks, with what its suite file says of it besides (`SuiteSpec`)."""
 
     version: str
     tasks: tuple[SuiteTask, ...]
     description: str = ""
+    spec: SuiteSpec = field(default_factory=SuiteSpec)
 
     @property
     def task_ids(self) -> tuple[str, ...]:
@@ -174,7 +119,7 @@ class Suite:
 
     @functools.cached_property
     def _by_id(self) -> dict[str, SuiteTask]:
-        # A dict, not a scan: validation looks up every task of every file (gen-v2 has 300 tasks).
+        # A dict, not a scan: validation looks up every task of every file (a dataset suite has 300 tasks).
         return {suite_task.task_id: suite_task for suite_task in self.tasks}
 
     def get(self, task_id: str) -> SuiteTask:
@@ -188,7 +133,7 @@ class Suite:
 
     def subset(self, task_ids: list[str] | tuple[str, ...]) -> Suite:
         """The same suite version restricted to ``task_ids`` (for quick runs and tests)."""
-        return Suite(self.version, tuple(self.get(t) for t in task_ids), self.description)
+        return Suite(self.version, tuple(self.get(t) for t in task_ids), self.description, self.spec)
 
 
 class SuiteMismatchError(RuntimeError):
@@ -254,11 +199,13 @@ def cluster_digest(task: Task) -> str:
 def structure_digest(task: Task) -> str:
     """Digest of the compiled task but its op durations: op names, objective, optimizer and every
     op and tensor array (kinds, producers, consumers, bytes, persistence, static memory)."""
+    step = task.step
+    options = {**{name: getattr(step, name) for name in _STEP_ALWAYS_DIGESTED}, **step.departures()}
     items: list[tuple[str, object]] = [("op_names", task.graph.op_names)]
-    defaults = _TASK_OPTION_DEFAULTS
+    items += [(name, options[name]) for name in _STEP_DIGESTED_BEFORE_ARRAYS if name in options]
     items += [(f.name, getattr(task, f.name)) for f in dataclasses.fields(task)
-              if f.name not in _TASK_UNDIGESTED and not f.name.startswith("_")
-              and not (f.name in defaults and getattr(task, f.name) == defaults[f.name])]
+              if f.name not in _TASK_UNDIGESTED and not f.name.startswith("_")]
+    items += [(name, value) for name, value in options.items() if name not in _STEP_DIGESTED_BEFORE_ARRAYS]
     return _digest(items)
 
 
@@ -286,98 +233,32 @@ _FINGERPRINTS: TaskCache[SuiteTask] = TaskCache("suite_fingerprint")
 
 
 def suite_to_dict(suite: Suite) -> dict:
-    """``suite`` as the plain data of its file (`SUITE_FOLDER`), to write a new suite version."""
-    return {"version": suite.version, "description": suite.description,
+    """``suite`` as the plain data of its file (`registry.SUITE_FOLDER`), to write a suite file."""
+    return {"version": suite.version, "description": suite.description, **spec_to_dict(suite.spec),
             "tasks": [dataclasses.asdict(suite_task) for suite_task in suite.tasks]}
 
 
-def suite_from_dict(data: dict) -> Suite:
-    """The `Suite` of a suite file's data (`suite_to_dict`'s inverse)."""
+def suite_from_dict(data: dict, where: str = "suite file") -> Suite:
+    """The `Suite` of a suite file's data (`suite_to_dict`'s inverse); its spec is checked
+    (`spec_from_dict`: `SuiteFileError`), its tasks' shapes are the reader's to check (`registry`)."""
     tasks = tuple(
         SuiteTask(**{**task, "single_device_runtimes": tuple(task["single_device_runtimes"]),
                      "probes": tuple(Probe(p["name"], p["runtime"], tuple(p["peak_memory"]))
                                      for p in task["probes"])})
         for task in data["tasks"]
     )
-    return Suite(data["version"], tasks, data["description"])
+    return Suite(data["version"], tasks, data["description"], spec_from_dict(data, where))
 
 
-def _version_order(path: Path) -> tuple[int, str]:
-    """``v0``, ``v1``... in number order, then any other suite (``gen-v2``) by name."""
-    number = path.stem[1:]
-    return (int(number), "") if path.stem.startswith("v") and number.isdigit() else (1 << 30, path.stem)
-
-
-def load_suites(folder: Path = SUITE_FOLDER) -> dict[str, Suite]:
-    """Every suite file of ``folder`` (``<version>.json``), by version, in version order."""
-    suites = {}
-    for path in sorted(folder.glob("*.json"), key=_version_order):
-        suite = suite_from_dict(json.loads(path.read_text(encoding="utf-8")))
-        if suite.version != path.stem:
-            raise ValueError(f"{path} holds suite {suite.version}, not {path.stem}")
-        suites[suite.version] = suite
-    return suites
-
-
-SUITES: dict[str, Suite] = load_suites()
-# Suites whose cost model this code no longer reproduces, and where their submissions are kept.
-RETIRED_SUITES: dict[str, str] = {
-    "v0": "it was made with the uncalibrated cost model (no host dispatch, transfer synchronisation, shared "
-    "segments, per-architecture efficiency or training-mode BatchNorm; docs/calibration.md). Its submissions "
-    "are kept in `retired/v0/`; `git checkout 217c35b` gives the code that validates them.",
-}
-
-
-def get_suite(version: str | Suite = CURRENT_SUITE) -> Suite:
-    """A suite by version (or the suite itself), with a clear error naming the known versions."""
+def get_suite(version: str | Suite | None = None) -> Suite:
+    """A suite by version (None: the current suite; a `Suite`: itself) from the suite registry
+    (`registry.suite_registry`), with a clear error naming the known versions."""
     if isinstance(version, Suite):
         return version
-    if version not in SUITES:
-        raise ValueError(f"unknown suite version {version!r}; known: {', '.join(SUITES)}")
-    return SUITES[version]
+    # The registry builds its suites with this module: imported when a suite is looked up.
+    from placement_gym.leaderboard.registry import suite_registry
 
-
-def extend_suite(base: str | Suite, version: str, task_ids: tuple[str, ...] | list[str],
-                 description: str) -> Suite:
-    """Suite ``version``: every task of ``base`` with its frozen figures (the code must still reproduce
-    them: `require_suite`), then the fingerprint of each of ``task_ids`` measured now."""
-    base = get_suite(base)
-    clash = sorted(set(task_ids) & set(base.task_ids))
-    if clash:
-        raise ValueError(f"tasks already in suite {base.version}: {', '.join(clash)}; give only new tasks")
-    require_suite(base)
-    added = tuple(measure_suite_task(parse_task_id(task_id)) for task_id in task_ids)
-    return Suite(version, base.tasks + added, description)
-
-
-def measure_v2() -> Suite:
-    """Suite v2 as the current code measures it (what ``suites/v2.json`` freezes)."""
-    return extend_suite(V1, V2, V2_NEW_TASKS, V2_DESCRIPTION)
-
-
-def unfitted_v3_tasks() -> dict[str, str]:
-    """Task id -> what is wrong, for each of `V3_NEW_TASKS` whose `V3_FITTED_BY` heuristic does not
-    place it within memory (runs the heuristics: minutes for the 103,202-op task)."""
-    from placement_gym.evaluation.agents import run_installed_agent
-
-    problems = {}
-    for task_id in V3_NEW_TASKS:
-        task = parse_task_id(task_id)
-        result = simulate(task, run_installed_agent(task, V3_FITTED_BY[task_id]).placement)
-        if not result.feasible:
-            problems[task_id] = (f"{V3_FITTED_BY[task_id]}'s placement needs more memory than a device "
-                                 f"has ({result.peak_memory.max() / 1e9:.1f} GB at most)")
-    return problems
-
-
-def measure_v3() -> Suite:
-    """Suite v3 as the current code measures it (what ``suites/v3.json`` freezes), after checking that a
-    heuristic fits each new task (`unfitted_v3_tasks`; a ValueError names those it does not)."""
-    problems = unfitted_v3_tasks()
-    if problems:
-        raise ValueError("suite v3 would hold tasks no heuristic fits: "
-                         + "; ".join(f"{k}: {v}" for k, v in problems.items()))
-    return extend_suite(V1, V3, V3_NEW_TASKS, V3_DESCRIPTION)
+    return suite_registry().get(version)
 
 
 # --- checking a fingerprint -------------------------------------------------------------------------------
@@ -428,14 +309,14 @@ def fingerprint_problems(suite_task: SuiteTask, task: Task | None = None) -> lis
     return problems
 
 
-def check_suite(version: str | Suite = CURRENT_SUITE) -> dict[str, list[str]]:
+def check_suite(version: str | Suite | None = None) -> dict[str, list[str]]:
     """Per task id, the fingerprint problems of a suite under the current code (only tasks with any).
     A non-empty answer for the current suite means: bump the suite version."""
     suite = get_suite(version)
     return {t.task_id: p for t in suite.tasks if (p := fingerprint_problems(t))}
 
 
-def suite_mismatch(version: str | Suite = CURRENT_SUITE) -> str | None:
+def suite_mismatch(version: str | Suite | None = None) -> str | None:
     """One line saying that the current cost model does not reproduce suite ``version`` (with the first
     difference found), or None when it does."""
     suite = get_suite(version)
@@ -447,11 +328,21 @@ def suite_mismatch(version: str | Suite = CURRENT_SUITE) -> str | None:
     return (f"suite {suite.version} does not match this cost model: {len(problems)} of {len(suite.tasks)} "
             f"tasks differ (first, {task_id}: {task_problems[0]}"
             f"{f'; and {more} more' if more else ''}); the cost model or a graph changed, so bump the "
-            "suite (add a new version in placement_gym/leaderboard/suite.py)")
+            "suite (add a suite file to placement_gym/leaderboard/suites/)")
 
 
-def require_suite(version: str | Suite = CURRENT_SUITE) -> None:
+def require_suite(version: str | Suite | None = None) -> None:
     """Raise `SuiteMismatchError` when the current cost model does not reproduce suite ``version``."""
     message = suite_mismatch(version)
     if message is not None:
         raise SuiteMismatchError(message)
+
+
+def __getattr__(name: str) -> object:
+    """`CURRENT_SUITE` and `SUITES`, as ``placement_gym.leaderboard`` gives them (read from the suite
+    registry when asked), for the imports that read them here."""
+    if name in ("CURRENT_SUITE", "SUITES"):
+        import placement_gym.leaderboard as leaderboard
+
+        return getattr(leaderboard, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

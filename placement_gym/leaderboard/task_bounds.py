@@ -2,9 +2,9 @@
 
 The suite's fingerprint freezes the simple bound (`placement_gym.cost_model.lower_bound`: critical path
 or work spread over every device). The tighter proven bounds (`placement_gym.cost_model.proven_bound`)
-take an LP solve per task, too slow to run on every render, so they are computed once into
-``<leaderboard>/bounds.json`` for the current suite, ``bounds_<suite>.json`` for another (`bounds_name`;
-`write_bounds`, ``placement-gym leaderboard bounds [--suite S]``) and recomputed by
+take an LP solve per task, too slow to run on every render, so they are computed once into the suite's
+bounds file in the leaderboard folder (its suite file's ``bounds``, `bounds_name`: ``bounds.json`` for
+the current suite; `write_bounds`, ``placement-gym leaderboard bounds [--suite S]``) and recomputed by
 ``placement-gym leaderboard validate`` (`check_bounds`), which fails when a stored bound is not what the
 current code proves. The bound shown for a task is the larger of the frozen one and the stored one
 (both are proofs, so the larger is one too).
@@ -18,7 +18,7 @@ every three days.
 
 File format::
 
-    {"suite": "v1", "tasks": {"<task id>": {"bound": 0.61, "source": "lp", "arguments": {"lp": 0.61, ...}}}}
+    {"suite": "<version>", "tasks": {"<task id>": {"bound": 0.61, "source": "lp", "arguments": {"lp": 0.61}}}}
 
 The file is read as untrusted input (`placement_gym.common.untrusted`): a regular file of the leaderboard
 folder, never through a symbolic link, of at most `MAX_FILE_BYTES` bytes of strict JSON nested at most
@@ -36,9 +36,9 @@ from pathlib import Path
 
 from placement_gym.common.progress import ProgressCallback
 from placement_gym.common.untrusted import UntrustedFileError, inside, read_json, write_inside
-from placement_gym.leaderboard.suite import CURRENT_SUITE, SUITES, Suite, SuiteTask
+from placement_gym.leaderboard.registry import suite_registry
+from placement_gym.leaderboard.suite import Suite, SuiteTask, get_suite
 
-BOUNDS_NAME = "bounds.json"
 # About 600 bytes per task: room for suites of thousands of tasks.
 MAX_FILE_BYTES = 4 * 2**20
 # The format nests 4 levels (file > tasks > task > arguments).
@@ -60,10 +60,14 @@ class TaskBound:
     stored_in: str = field(default="", compare=False)
 
 
-def bounds_name(suite_version: str) -> str:
-    """The bounds file of a suite in the leaderboard folder: `BOUNDS_NAME` for the current suite,
-    ``bounds_<suite>.json`` for another (as its page is ``suite_<suite>.md``)."""
-    return BOUNDS_NAME if suite_version == CURRENT_SUITE else f"bounds_{suite_version}.json"
+def bounds_name(suite: str | Suite | None = None) -> str:
+    """The bounds file of a suite (default: the current suite) in the leaderboard folder: its suite
+    file's ``bounds``; ValueError for a suite without one."""
+    suite = get_suite(suite)
+    if suite.spec.bounds is None:
+        raise ValueError(f"suite {suite.version} has no bounds file; suites with one: "
+                         f"{', '.join(suite_registry().with_bounds())}")
+    return suite.spec.bounds
 
 
 def frozen_bounds(suite: Suite) -> dict[str, TaskBound]:
@@ -76,19 +80,21 @@ def frozen_bounds(suite: Suite) -> dict[str, TaskBound]:
 
 def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:
     """Per task of ``suite``: the largest of its frozen bound and the ones stored in the folder's bounds
-    files (`bounds_name` of this suite, and of the current suite for a task it holds with the same frozen
-    fingerprint: suite v2 holds v1's tasks as v1 froze them, and a bound proven for a task is proven for
-    the same task in any suite). A malformed file is a ValueError naming what is wrong."""
+    files (`bounds_name` of this suite when it has one, and of the current suite for a task it holds with
+    the same frozen fingerprint: a suite that inherits another holds its tasks as the other froze them,
+    and a bound proven for a task is proven for the same task in any suite). A malformed file is a
+    ValueError naming what is wrong."""
     bounds = frozen_bounds(suite)
-    names = dict.fromkeys((bounds_name(suite.version), BOUNDS_NAME))
+    registry = suite_registry()
+    names = dict.fromkeys(name for name in (suite.spec.bounds, registry.current().spec.bounds) if name)
     for name in names:
         stored = _stored_bounds(directory, name)
         if stored is None:
             continue
         if stored["suite"] == suite.version:
             same = set(bounds)
-        elif stored["suite"] in SUITES:
-            other = SUITES[stored["suite"]]
+        elif stored["suite"] in registry.suites:
+            other = registry.suites[stored["suite"]]
             same = {t for t in suite.task_ids if t in other.task_ids and other.get(t) == suite.get(t)}
         else:
             continue
@@ -99,7 +105,7 @@ def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:
     return bounds
 
 
-def _stored_bounds(directory: str | Path, name: str = BOUNDS_NAME) -> dict | None:
+def _stored_bounds(directory: str | Path, name: str) -> dict | None:
     """`read_bounds` of ``directory/name``; None when there is no such file (not even a link)."""
     path = inside(directory, name)
     return read_bounds(path) if os.path.lexists(path) else None
@@ -158,7 +164,7 @@ def write_bounds(directory: str | Path, suite: Suite, progress: ProgressCallback
     """Compute (`compute_bounds`) and write the suite's bounds file (`bounds_name`) in ``directory``
     (`write_inside`: refused before computing when it, or the folder on the way, is a symbolic link);
     returns its path."""
-    name = bounds_name(suite.version)
+    name = bounds_name(suite)
     inside(directory, name)
     text = json.dumps(compute_bounds(suite, progress), indent=1, sort_keys=True) + "\n"
     return write_inside(directory, name, text)
@@ -172,7 +178,7 @@ def check_bounds(
     that differs (beyond `BOUND_RTOL`) from what the current code proves, each task the file lacks and
     each it holds that is not the suite's; [] when all agree or there is no file. ``task_ids``: recompute
     those tasks of the suite only (a ValueError names one the suite lacks), for a check on a sample."""
-    stored = _stored_bounds(directory, bounds_name(suite.version))
+    stored = _stored_bounds(directory, bounds_name(suite))
     if stored is None or stored["suite"] != suite.version:
         return []
     fresh = compute_bounds(suite if task_ids is None else suite.subset(task_ids), progress)["tasks"]
@@ -182,7 +188,7 @@ def check_bounds(
 def _differences(stored: dict, suite: Suite, fresh: dict) -> list[str]:
     """Where the stored bounds file of ``suite`` differs from the ``fresh`` bounds (task id: entry of
     `compute_bounds`) of the tasks recomputed."""
-    name = bounds_name(suite.version)
+    name = bounds_name(suite)
     problems = [f"{task_id}: no stored bound" for task_id in fresh if task_id not in stored["tasks"]]
     for task_id, entry in stored["tasks"].items():
         if task_id not in suite.task_ids:
@@ -196,8 +202,8 @@ def _differences(stored: dict, suite: Suite, fresh: dict) -> list[str]:
 
 def task_cost(suite_task: SuiteTask) -> int:
     """The estimated cost of proving ``suite_task``'s bound: the ops of its compiled task (forward,
-    backward and update ops). The load LP and the energetic bound grow with them: v1's 13 tasks of at
-    most 5,074 ops take about 30 s together, the 103,202-op inference task some 15 minutes."""
+    backward and update ops). The load LP and the energetic bound grow with them: 13 tasks of at most
+    5,074 ops take about 30 s together, a 103,202-op inference task some 15 minutes."""
     return int(suite_task.task().n_ops)
 
 
@@ -220,7 +226,7 @@ def stored_tasks(directory: str | Path, suites: Sequence[Suite]) -> list[SuiteTa
     hold with the same fingerprint is proven once for both), in the suites' order."""
     tasks: dict[SuiteTask, None] = {}
     for suite in suites:
-        stored = _stored_bounds(directory, bounds_name(suite.version))
+        stored = None if suite.spec.bounds is None else _stored_bounds(directory, suite.spec.bounds)
         if stored is not None and stored["suite"] == suite.version:
             tasks.update(dict.fromkeys(suite.tasks))
     return list(tasks)
@@ -241,7 +247,7 @@ def check_bounds_part(directory: str | Path, suites: Sequence[Suite], part: tupl
         fresh[suite_task] = compute_bounds(one)["tasks"].get(suite_task.task_id)
     problems = []
     for suite in suites:
-        stored = _stored_bounds(directory, bounds_name(suite.version))
+        stored = None if suite.spec.bounds is None else _stored_bounds(directory, suite.spec.bounds)
         if stored is None or stored["suite"] != suite.version:
             continue
         mine = {t.task_id: fresh[t] for t in suite.tasks if t in fresh and fresh[t] is not None}

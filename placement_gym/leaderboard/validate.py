@@ -1,14 +1,14 @@
 """Re-check a submission: re-evaluate every placement with the cost model, task by task.
 
-Only the submissions of an accepted suite (`ACCEPTED_SUITES`: the current suite v3, the earlier v1 and
-v2, and gen-v2) are accepted, and only while the current cost model reproduces that
+Only the submissions of an accepted suite (`registry.SuiteRegistry.accepted`: a suite file whose status
+is current or accepted) are accepted, and only while the current cost model reproduces that
 suite (its fingerprint, `suite`; every task of the suite is measured, not only the file's): a
 mismatch raises `SuiteMismatchError` (the code, not the submission, has to change: bump the suite). A
 retired suite's files live in the leaderboard's ``retired/`` folder and are neither checked nor ranked.
 
-A generalisation-track submission is also checked against its suite's split (`generalisation`): it must
-not have trained on a held-out graph (a file-level problem) and may list results for held-out tasks only
-(a per-task reason).
+A suite of the generalisation track takes generalisation submissions only. A generalisation-track
+submission is also checked against its suite's split (`generalisation`): it must not have trained on a
+held-out graph (a file-level problem) and may list results for held-out tasks only (a per-task reason).
 
 Besides the re-simulation, the fields of a result must agree with each other and with the task
 (`consistency_problems`): a learning curve ends at the entry's runtime and never goes below the proven
@@ -30,7 +30,8 @@ from pathlib import Path
 
 from placement_gym.cost_model import simulate
 from placement_gym.evaluation.placements import placement_problems
-from placement_gym.leaderboard.generalisation import SPLITS, result_problems, trained_on_problems
+from placement_gym.leaderboard.generalisation import result_problems, trained_on_problems
+from placement_gym.leaderboard.registry import suite_registry
 from placement_gym.leaderboard.submission import (
     MIN_SECONDS_PER_EVALUATION,
     SubmissionError,
@@ -39,14 +40,7 @@ from placement_gym.leaderboard.submission import (
     load_submission,
     shown,
 )
-from placement_gym.leaderboard.suite import (
-    ACCEPTED_SUITES,
-    GEN_V2,
-    RETIRED_SUITES,
-    SUITES,
-    SuiteMismatchError,
-    suite_mismatch,
-)
+from placement_gym.leaderboard.suite import SuiteMismatchError, get_suite, suite_mismatch
 
 # A claimed runtime may differ from the re-evaluated one by float printing only; what is ranked is the
 # re-evaluated one (TaskCheck.runtime), so the tolerance cannot buy a place.
@@ -120,7 +114,7 @@ def check_task_result(
 ) -> TaskCheck:
     """Check one task's entry of a submission against the suite and a fresh simulation. The caller
     makes sure the cost model reproduces the suite (`validate_submission` does)."""
-    suite = SUITES[suite_version]
+    suite = get_suite(suite_version)
     if task_id not in suite.task_ids:
         return TaskCheck(task_id, False, (f"unknown task {shown(task_id)}: not in suite {suite_version}",))
     try:
@@ -168,18 +162,21 @@ def validate_submission(data: object, source: str = "submission") -> SubmissionC
         return check
     check.data = data
     version = data["suite"]
-    if version in RETIRED_SUITES:
-        check.problems.append(f"suite {version} is retired ({RETIRED_SUITES[version]}); accepted suites: "
-                              f"{', '.join(ACCEPTED_SUITES)}, and retired files live in the leaderboard's "
+    registry = suite_registry()
+    accepted, retired = registry.accepted(), registry.retired()
+    if version in retired:
+        check.problems.append(f"suite {version} is retired ({retired[version]}); accepted suites: "
+                              f"{', '.join(accepted)}, and retired files live in the leaderboard's "
                               f"{RETIRED_DIR}/ folder, never ranked")
         return check
-    if version not in ACCEPTED_SUITES:
+    if version not in accepted:
         check.problems.append(f"unknown suite version {shown(version)}; accepted: "
-                              f"{', '.join(ACCEPTED_SUITES)}")
+                              f"{', '.join(accepted)}")
         return check
-    if version == GEN_V2 and data.get("track") != "generalisation":
-        check.problems.append(f"suite {GEN_V2} is the generalisation track's: its submissions state "
-                              "\"track\": \"generalisation\"")
+    suite = registry.get(version)
+    if suite.spec.track != "cost_model" and data.get("track") != suite.spec.track:
+        check.problems.append(f"suite {version} is the {suite.spec.track} track's: its submissions state "
+                              f"\"track\": \"{suite.spec.track}\"")
         return check
     mismatch = suite_mismatch(version)
     if mismatch is not None:
@@ -191,7 +188,7 @@ def validate_submission(data: object, source: str = "submission") -> SubmissionC
         result = data["results"][task_id]
         task_check = check_task_result(version, task_id, result, data.get("budget"),
                                        data.get("trained_on", ()))
-        if (generalisation and version in SPLITS and task_id in SUITES[version].task_ids
+        if (generalisation and suite.spec.has_split and task_id in suite.task_ids
                 and isinstance(result, dict)):
             extra = result_problems(version, task_id, result)
             if extra:

@@ -42,9 +42,10 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cost_model import SimulationResult, simulate_batch
-from placement_gym.evaluation.evaluator import evaluator_backend, make_evaluator
+from placement_gym.evaluation.evaluator import CostModelEvaluator, evaluator_backend, make_evaluator
 from placement_gym.evaluation.parallel import connect_ray, import_ray, ray_error_message
-from placement_gym.task.compiled import Task, check_microbatches
+from placement_gym.task.compiled import Task
+from placement_gym.task.step import POSITIONAL_OPTIONS, STEP_OPTIONS, Step, as_step, step_of_call
 
 # How long `RayEvaluatorPool` waits for its actors to start before it says they cannot be placed
 # (a cluster without the resources the actors ask for would otherwise wait forever).
@@ -57,62 +58,59 @@ class TaskSpec:
 
     ``graph``: a bundled graph name or an ONNX path (the path must exist on every node);
     ``cluster``: a preset name, ``"cpu<N>"``/``"local"`` (the actor's machine) or a JSON path;
-    ``objective``: ``"train_step"`` or ``"inference"`` (``"train"`` accepted); ``optimizer`` and
-    ``precision``, ``microbatches`` and ``recompute``: as in `placement_gym.task.named.get_task`."""
+    ``step``: the task's `placement_gym.task.step.Step` (a `Step`, an objective such as
+    ``"train_step"`` or ``"inference"``, or a task id's objective such as ``"train+sgd"``; checked
+    when made)."""
 
     graph: str
     cluster: str
-    objective: str = "train_step"
-    optimizer: str = "adam"
-    precision: str = "fp32"
-    microbatches: int = 1
-    recompute: bool = False
+    step: Step = Step()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "step", as_step(self.step))
 
     def build(self) -> Task:
         """The task, built (and cached) with `placement_gym.task.named.get_task`."""
         from placement_gym.task.named import get_task
 
-        return get_task(
-            self.graph, self.cluster, self.objective, self.optimizer, self.precision, self.microbatches,
-            self.recompute,
-        )
+        return get_task(self.graph, self.cluster, self.step)
 
 
-def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> TaskSpec:
+def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[Any]) -> TaskSpec:
     """``spec`` as a `TaskSpec`: a `TaskSpec`, a task id (``"cifar10_cnn/k80x2/train"``), a mapping
-    with the `TaskSpec` fields, or a sequence
-    ``(graph, cluster[, objective[, optimizer[, precision[, microbatches[, recompute]]]]])``."""
+    with graph and cluster (optional: step, and the step's fields, `placement_gym.task.step.STEP_OPTIONS`,
+    each replacing that field of the step), or a sequence ``(graph, cluster[, step])`` (the step's
+    options after it, ``optimizer``, ``precision``, ``microbatches``, ``recompute``, are still taken
+    by position, with a DeprecationWarning)."""
     if isinstance(spec, TaskSpec):
         result = spec
     elif isinstance(spec, str):
-        from placement_gym.task.ids import DEFAULT_OPTIMIZER, split_task_id
+        from placement_gym.task.ids import split_task_id
 
-        # the id format's own clear errors
-        graph, cluster, objective, optimizer, precision, microbatches, recompute = split_task_id(spec)
-        result = TaskSpec(graph, cluster, objective, optimizer or DEFAULT_OPTIMIZER, precision, microbatches,
-                          recompute)
+        result = TaskSpec(*split_task_id(spec))  # the id format's own clear errors
     elif isinstance(spec, Mapping):
-        allowed = {"graph", "cluster", "objective", "optimizer", "precision", "microbatches", "recompute"}
-        unknown = sorted(set(spec) - allowed)
+        allowed = {"graph", "cluster", "step", *STEP_OPTIONS}
+        unknown = sorted(map(str, set(spec) - allowed))
         if unknown or "graph" not in spec or "cluster" not in spec:
             raise ValueError(
-                "a task spec mapping needs graph and cluster (optional: objective, optimizer, precision, "
-                f"microbatches, recompute); got keys {sorted(spec)}"
+                f"a task spec mapping needs graph and cluster (optional: step, {', '.join(STEP_OPTIONS)}); "
+                f"got keys {sorted(map(str, spec))}"
             )
-        result = TaskSpec(**spec)
-    elif isinstance(spec, Sequence) and 2 <= len(spec) <= 7:
-        result = TaskSpec(*spec)
+        options = {name: value for name, value in spec.items() if name in STEP_OPTIONS}
+        result = TaskSpec(spec["graph"], spec["cluster"], as_step(spec.get("step"), **options))
+    elif isinstance(spec, Sequence) and 2 <= len(spec) <= 3 + len(POSITIONAL_OPTIONS):
+        graph, cluster, *rest = spec
+        step = step_of_call("as_task_spec", rest[0] if rest else None, tuple(rest[1:]), {})
+        result = TaskSpec(graph, cluster, step)
     else:
         raise ValueError(
             "task_spec must be a TaskSpec, a task id such as 'cifar10_cnn/k80x2/train', a mapping with "
-            "graph and cluster, or (graph, cluster[, objective[, optimizer[, precision[, microbatches[, "
-            "recompute]]]]]) "
-            f"names; got {type(spec).__name__}"
+            "graph and cluster, or (graph, cluster[, step]) names; "
+            f"got {type(spec).__name__}"
             + (": pass the names a Task was built from, not the Task, so that actors can rebuild it"
                if isinstance(spec, Task) else "")
         )
-    fields = {"graph": result.graph, "cluster": result.cluster, "objective": result.objective,
-              "optimizer": result.optimizer, "precision": result.precision}
+    fields = {"graph": result.graph, "cluster": result.cluster}
     for name, value in fields.items():
         if isinstance(value, Path):
             fields[name] = str(value)
@@ -120,10 +118,7 @@ def as_task_spec(spec: TaskSpec | str | Mapping[str, Any] | Sequence[str]) -> Ta
             raise ValueError(
                 f"task spec field {name} must be a name or path string, got {type(value).__name__}"
             )
-    if not isinstance(result.recompute, bool):
-        raise ValueError(f"task spec field recompute must be True or False, got {result.recompute!r}")
-    return TaskSpec(**fields, microbatches=check_microbatches(result.microbatches),
-                    recompute=result.recompute)
+    return TaskSpec(**fields, step=result.step)
 
 
 class MeasurementActor:
@@ -158,9 +153,10 @@ class MeasurementActor:
 
     def evaluate_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(runtimes, feasible, peak_memory)`` of the rows: one `simulate_batch` call in the
-        simulated modes (parallel over this machine's cores), one run per row in ``"real"``."""
+        cost models (parallel over this machine's cores), the evaluator's own batch method otherwise (one
+        run per row for ``"real"``)."""
         self.evaluations += len(rows)
-        if self.reward_mode != "real":
+        if isinstance(self.evaluator, CostModelEvaluator):
             # a whole chunk at once, whatever its size: the pool's numbers do not depend on chunking
             return simulate_batch(self.evaluator.task, rows)
         return self.evaluator.simulate_batch(rows)
@@ -327,7 +323,8 @@ class RayEvaluatorPool:
         rows = self.task.check_placement(placements, batch=True)
         if len(rows) == 0:
             return np.zeros(0), np.zeros(0, dtype=bool), np.zeros((0, self.task.n_devices))
-        n_chunks = len(rows) if self.reward_mode == "real" else min(self.n_actors, len(rows))
+        one_each = evaluator_backend(self.reward_mode).runs_on_devices
+        n_chunks = len(rows) if one_each else min(self.n_actors, len(rows))
         chunks = np.array_split(rows, n_chunks)
         try:
             parts = list(self._pool.map(lambda actor, chunk: actor.evaluate_rows.remote(chunk), chunks))

@@ -1,6 +1,8 @@
-"""The evaluators behind the envs' ``reward_mode`` beyond the cost model: who turns a placement into a
-runtime. `profiled_evaluator` and `real_evaluator` are the factories of the backends ``"profiled"`` and
-``"real"`` of `placement_gym.evaluation.evaluator.make_evaluator`.
+"""The scoring backends beyond the cost model: who turns a placement into a runtime.
+`PROFILED_BACKEND` and `REAL_BACKEND` (factories `profiled_evaluator` and `real_evaluator`) are the
+backends ``"profiled"`` and ``"real"`` of the envs' ``evaluator=`` and of
+`placement_gym.evaluation.evaluator.make_evaluator`, declared as entry points of the group
+``placement_gym.evaluators`` in the package's pyproject.toml, as another package declares its own.
 
 - ``"cost_model"``: the analytical cost model on the task itself (`CostModelEvaluator`).
 - ``"profiled"``: the same cost model on `profiled_task` (measured op times and links; for a
@@ -9,7 +11,8 @@ runtime. `profiled_evaluator` and `real_evaluator` are the factories of the back
   updates the weights with the task's optimizer).
 
 Each implements `placement_gym.evaluation.evaluator.Evaluator` (``name``, ``task``, ``simulate``,
-``simulate_batch``, ``evaluations``), the interface the envs, the searches and the learned agents take.
+``simulate_batch``, ``evaluations``), the interface the envs, the searches and the learned agents take;
+the real one also adds its summary of the last measured run to an env's ``info`` (`REAL_INFO_KEYS`).
 """
 
 from __future__ import annotations
@@ -18,16 +21,28 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from placement_gym.cluster.load import REAL_CLUSTER_NAME, is_named_cluster
 from placement_gym.common.extras import require
 from placement_gym.cost_model import SimulationResult
-from placement_gym.evaluation.evaluator import BatchResult, CostModelEvaluator, stacked_results
+from placement_gym.evaluation.evaluator import (
+    BatchResult,
+    CostModelEvaluator,
+    EvaluatorBackend,
+    stacked_results,
+)
 from placement_gym.graph.bundled import bundled_onnx_file
 from placement_gym.real.devices import cluster_device_map
 from placement_gym.real.profile import find_profile, load_profile
 from placement_gym.real.profiled import profiled_task
 from placement_gym.real.program import model_source
 from placement_gym.task.compiled import Task
+
+# What the real backend adds to an env's ``info``: the median timed step (seconds; equals ``runtime``), the
+# spread of the timed steps ((max - min) / median), how many were timed (int64) and the last train step's
+# loss (0 for inference); zeros, 0 repeats, where no run was measured.
+REAL_INFO_KEYS: tuple[str, ...] = ("real_runtime", "real_spread", "real_repeats", "real_loss")
 
 
 class ProfiledEvaluator(CostModelEvaluator):
@@ -56,9 +71,11 @@ class RealEvaluator:
 
     ``simulate`` returns the measured result as a `SimulationResult` (no schedule: a real run has
     no simulated timeline); ``last_result`` keeps the executor's full result and ``last_info`` a
-    JSON-able summary of it (repeats, spread, explanation) for the env's ``info``."""
+    JSON-able summary of it (repeats, spread, explanation; the error text of a failed run), whose
+    numbers `env_info` gives an env's ``info``."""
 
     name = "real"
+    info_keys = REAL_INFO_KEYS
 
     def __init__(self, task: Task, devices: Mapping[str, str] | None = None, seed: int = 0,
                  **options: Any) -> None:
@@ -66,7 +83,7 @@ class RealEvaluator:
             devices = machine_devices(task)  # this machine's cluster (cpu<N>, local) maps itself
         if not isinstance(devices, Mapping) or not devices:
             raise ValueError(
-                'reward_mode="real" needs devices=: a mapping from each device name of the cluster '
+                'evaluator="real" needs devices=: a mapping from each device name of the cluster '
                 f"({', '.join(task.cluster.device_names)}) to a torch device, such as "
                 "{'cpu:0': 'cpu', 'gpu:0': 'cuda:0'} (or a cluster of this machine, cpu<N> or local, "
                 "whose devices map themselves)"
@@ -74,7 +91,7 @@ class RealEvaluator:
         missing = sorted(set(task.cluster.device_names) - set(devices))
         if missing:
             raise ValueError(f"devices= lacks a torch device for {', '.join(missing)} of task {task.id}")
-        require("torch", 'reward_mode="real"')
+        require("torch", 'evaluator="real"')
         from placement_gym.real.executor import Executor
 
         self.task = task
@@ -108,6 +125,18 @@ class RealEvaluator:
         """One measured run per row, in row order (runs on the same devices cannot overlap)."""
         return stacked_results([self.simulate(row) for row in rows], self.task.n_devices)
 
+    def env_info(self, scored: bool) -> dict[str, Any]:
+        """`REAL_INFO_KEYS` as numpy numbers: the summary of the last measured run when ``scored`` and
+        one was measured, else zeros (0 repeats)."""
+        summary = (self.last_info if scored else None) or {}
+        loss = summary.get("loss")
+        return {
+            "real_runtime": np.float64(summary.get("runtime", 0.0)),
+            "real_spread": np.float64(summary.get("spread", 0.0)),
+            "real_repeats": np.int64(len(summary.get("runtimes", ()))),
+            "real_loss": np.float64(0.0 if loss is None else loss),
+        }
+
 
 def _summary(result: Any) -> dict[str, Any]:
     """The plain attributes of a real result (numbers, strings, short lists), for ``info``."""
@@ -129,8 +158,8 @@ def _fp32_only(task: Task, backend: str) -> None:
     half-precision task is refused with one line rather than costed with fp32 times."""
     if task.precision != "fp32":
         raise ValueError(
-            f"reward_mode {backend!r} runs and measures the graph in fp32; task {task.id} is "
-            f"{task.precision}: use the cost model (reward_mode 'cost_model') for it, or precision 'fp32'"
+            f"evaluator {backend!r} runs and measures the graph in fp32; task {task.id} is "
+            f"{task.precision}: use the cost model (evaluator 'cost_model') for it, or precision 'fp32'"
         )
 
 
@@ -191,3 +220,12 @@ def real_evaluator(
     if model is not None:
         options.setdefault("model", model)
     return RealEvaluator(task, devices, **options)
+
+
+PROFILED_BACKEND = EvaluatorBackend(
+    "profiled", profiled_evaluator, ("profile", "devices"),
+    "the cost model with measured op times and links (placement-gym profile)", label="profiled cost model")
+REAL_BACKEND = EvaluatorBackend(
+    "real", real_evaluator, ("devices", "seed", "batch", "model", "lr"),
+    "every placement run on torch devices (the real-hardware executor)", info_keys=REAL_INFO_KEYS,
+    label="measured on the devices", runs_on_devices=True)

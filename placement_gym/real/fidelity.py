@@ -319,9 +319,7 @@ def run_fidelity(
     if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
         raise ValueError(f"repeats must be a positive integer (rounds), got {repeats!r}")
     _check_statistic(statistic)
-    scaled = make_task(
-        rebatched_graph(task.graph, batch, model), task.cluster, task.objective, task.optimizer
-    )
+    scaled = make_task(rebatched_graph(task.graph, batch, model), task.cluster, task.step)
     measured_model = profiled_task(scaled, profile)
     executor = Executor(task, dict(devices), seed=seed, batch=batch, model=model)
     times = np.full((repeats, len(placements)), np.nan)

@@ -171,7 +171,7 @@ def measure_dispatch(
         for device_name, spec in devices.items():
             # The executor reads only the cluster's names and kinds; the figures are placeholders.
             alone = placeholder_cluster({device_name: spec}, name=f"profile-{device_name}")
-            task = make_task(graph, alone, objective, optimizer)
+            task = make_task(graph, alone, objective, optimizer=optimizer)
             executor = Executor(task, {device_name: spec}, batch=batch, model=model)
             result = executor.run(np.zeros(graph.n_ops, dtype=np.int64), warmup=max(warmup, 1),
                                   repeats=repeats)
@@ -327,14 +327,15 @@ def measure_transfer_latency(
     placements = calibration_placements(graph.n_ops, len(devices))
     measured = []
     with intra_op_threads(1 if virtual_cpus(devices.values()) else None):
-        executor = Executor(make_task(graph, cluster, objective, optimizer), dict(devices), batch=batch,
-                            model=model)
+        executor = Executor(make_task(graph, cluster, objective, optimizer=optimizer), dict(devices),
+                            batch=batch, model=model)
         for placement in placements:
             result = executor.run(placement, warmup=max(warmup, 1), repeats=repeats)
             if not result.feasible:
                 raise ValueError(f"running {graph.name} across {sorted(devices)} failed: {result.error}")
             measured.append(min(result.runtimes))  # the fastest step, as the op times (`_time_ops`)
-    model_task = profiled_task(make_task(rebatched_graph(graph, batch, model), cluster, objective, optimizer),
+    model_task = profiled_task(make_task(rebatched_graph(graph, batch, model), cluster, objective,
+                                         optimizer=optimizer),
                                {k: v for k, v in profile.items() if k != "transfer_latency_s"})
     low = max(float(np.min(model_task.cluster.link_latency[~np.eye(len(devices), dtype=bool)])),
               MIN_LATENCY_S)

@@ -126,8 +126,7 @@ def profiled_task(task: Task, profile: Mapping[str, Any] | str | Path) -> Task:
     check_profile(profile)
     _check_matches(task, profile)
     cluster = profiled_cluster(task.cluster, profile)
-    base = make_task(task.graph, cluster, task.objective, task.optimizer, microbatches=task.microbatches,
-                     recompute=task.recompute)
+    base = make_task(task.graph, cluster, task.step)
     devices = task.cluster.device_names
     names = task.graph.op_names
     duration = np.array(base.duration, dtype=np.float64)

@@ -97,36 +97,36 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
 from placement_gym.cluster.cluster import TENSOR_CATEGORY_COLUMNS, Cluster
 from placement_gym.common.limits import check_allocation
-from placement_gym.common.untrusted import shown
 from placement_gym.graph.op_costs import batch_norm_in_training
 from placement_gym.graph.opgraph import CATEGORY_INDEX, OpGraph
 from placement_gym.task.cache import copy_entries
 from placement_gym.task.counter import EvaluationCounter
 from placement_gym.task.device_indices import check_device_indices
-from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, make_task_id
+from placement_gym.task.ids import make_task_id
 
-OBJECTIVES: dict[str, str] = {"train_step": "train", "inference": "inference"}
-# optimizer -> (state copies of the parameters, FLOPs per parameter element, bytes moved per parameter byte)
-OPTIMIZERS: dict[str, tuple[int, float, float]] = {
-    "adam": (2, 12.0, 7.0),
-    "momentum": (1, 4.0, 5.0),
-    "sgd": (0, 2.0, 3.0),
-}
-# precision -> bytes per element of tensors and of the bytes ops move (module docstring)
-PRECISIONS: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
+# The step's vocabulary is the step module's; these names stay importable from here for the modules that
+# read the tables with the compiled task.
+from placement_gym.task.step import (  # noqa: F401
+    DEFAULT_PRECISION,
+    MAX_MICROBATCHES,
+    OBJECTIVES,
+    OPTIMIZERS,
+    PRECISIONS,
+    Step,
+    step_of_call,
+)
+
 GRAPH_BYTES_PER_ELEMENT = 4  # a graph's tensor, op and parameter bytes are fp32
 # Mixed-precision training: bytes per parameter element of the bf16/fp16 weights and gradients and of
 # the fp32 master copy; each optimizer state copy is fp32 (4 bytes).
 HALF_WEIGHT_BYTES, HALF_GRADIENT_BYTES, MASTER_WEIGHT_BYTES, STATE_BYTES = 2, 2, 4, 4
 OP_KINDS: tuple[str, ...] = ("forward", "backward", "update", "recompute")
-# The most micro-batches of a pipelined step: GPipe's and Megatron-LM's runs use tens to hundreds; the cap
-# keeps a mistyped count from compiling a task a thousand times too large before the allocation check.
-MAX_MICROBATCHES = 1024
 _DOUBLE_BACKWARD = np.array(
     [name in ("matmul", "conv") for name in sorted(CATEGORY_INDEX, key=CATEGORY_INDEX.get)]
 )
@@ -142,8 +142,9 @@ def _csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[np.ndarray,
 
 @dataclass(frozen=True, eq=False)
 class Task:
-    """A compiled placement problem. Build it with `make_task`. ``precision``: ``fp32``, ``bf16`` or
-    ``fp16``; ``recompute``: activation recomputation (module docstring).
+    """A compiled placement problem. Build it with `make_task`. ``step``: the `Step` it times (its
+    ``objective``, ``optimizer``, ``precision``, ``microbatches`` and ``recompute`` are also the task's
+    attributes; module docstring).
 
     Ops (length ``n_ops``): forward ops ``0..n_forward-1`` (the graph's), then for ``train_step``
     their backward ops and the update ops; with ``microbatches`` M > 1 (a pipelined step), the
@@ -166,10 +167,7 @@ class Task:
 
     graph: OpGraph
     cluster: Cluster
-    objective: str
-    optimizer: str
-    precision: str
-    microbatches: int
+    step: Step
     id: str
     op_kind: np.ndarray
     op_forward: np.ndarray
@@ -184,8 +182,32 @@ class Task:
     tensor_consumers: np.ndarray
     op_input_count: np.ndarray
     static_bytes: np.ndarray
-    recompute: bool = False
     _evaluations: EvaluationCounter = field(default_factory=EvaluationCounter, repr=False)
+
+    @property
+    def objective(self) -> str:
+        """``"train_step"`` or ``"inference"`` (the step's)."""
+        return self.step.objective
+
+    @property
+    def optimizer(self) -> str:
+        """The step's optimizer (the default, ``"adam"``, for inference, which runs none)."""
+        return self.step.optimizer
+
+    @property
+    def precision(self) -> str:
+        """The step's precision."""
+        return self.step.precision
+
+    @property
+    def microbatches(self) -> int:
+        """The step's micro-batches (1: not pipelined)."""
+        return self.step.microbatches
+
+    @property
+    def recompute(self) -> bool:
+        """Whether the step recomputes activations."""
+        return self.step.recompute
 
     @property
     def evaluations(self) -> int:
@@ -364,69 +386,27 @@ def _op_durations(flops, bytes_moved, category, cluster: Cluster, tensor_cores: 
     return np.ascontiguousarray(np.maximum(compute, memory) + cluster.launch_overhead[None, :])
 
 
-def check_microbatches(microbatches) -> int:
-    """``microbatches`` as an int from 1 to `MAX_MICROBATCHES`, or a one-line ValueError."""
-    if isinstance(microbatches, (bool, np.bool_)) or not isinstance(microbatches, (int, np.integer)) or not (
-        1 <= microbatches <= MAX_MICROBATCHES
-    ):
-        raise ValueError(
-            f"microbatches must be an integer from 1 to {MAX_MICROBATCHES} (1: no pipelining), got "
-            f"{microbatches!r}"
-        )
-    return int(microbatches)
-
-
-def check_applies(objective: str, optimizer: str, recompute: bool = False) -> None:
-    """Refuse a step option that does not apply to ``objective`` with a one-line ValueError, rather than
-    compile a task that silently drops it: inference has no update op, so neither an optimizer other
-    than the default (`DEFAULT_OPTIMIZER`) nor recomputation (nothing is kept for a backward pass).
-    Micro-batches and precision apply to both objectives."""
-    if objective != "inference":
-        return
-    if optimizer != DEFAULT_OPTIMIZER:
-        raise ValueError(f"optimizer {shown(optimizer)} applies to a training step (objective "
-                         "'train_step'), not to inference, which has no update op; leave optimizer out for "
-                         "inference")
-    if recompute:
-        raise ValueError("recompute applies to a training step (objective 'train_step'), not to inference")
-
-
 def make_task(
     graph: OpGraph,
     cluster: Cluster,
-    objective: str = "train_step",
-    optimizer: str = "adam",
-    precision: str = DEFAULT_PRECISION,
-    microbatches: int = 1,
-    recompute: bool = False,
+    step: Step | str | None = None,
+    *positional: Any,
+    **options: Any,
 ) -> Task:
-    """Compile a task. ``objective``: ``"train_step"`` or ``"inference"``; ``optimizer`` (training
-    only: inference has no update op, and the compiler ignores it there, so that code that profiles
-    both objectives passes one optimizer; `placement_gym.task.named.get_task` and the envs refuse
-    one other than the default with inference, `check_applies`): ``"adam"``, ``"momentum"`` or
-    ``"sgd"``; ``precision``: ``"fp32"``, or ``"bf16"`` / ``"fp16"`` (mixed precision, module
-    docstring); ``microbatches``: the micro-batches of a pipelined step, 1 (default: none) to
-    `MAX_MICROBATCHES`, each a copy of the graph at its own batch, run in GPipe's fill-drain order
-    (module docstring); ``recompute`` (training only): activation
-    recomputation, the forward pass replayed segment by segment in the backward pass (module
-    docstring). The task's ``id`` names graph, cluster, objective,
-    optimizer, precision, recomputation and micro-batches so that no other task shares it (format:
+    """Compile the task of ``graph`` on ``cluster`` for ``step``: a `Step`, an objective
+    (``"train_step"``, the default, or ``"inference"``) or a task id's objective (``"train+sgd+bf16"``),
+    its fields replaced by the keywords ``objective``, ``optimizer``, ``precision``, ``microbatches``
+    and ``recompute`` (`placement_gym.task.step.as_step`; what each does: the module docstring). An
+    optimizer keyword given with inference is ignored (inference has no update op), so that code that
+    compiles both objectives passes one. Passing the options by position after the step is deprecated.
+    The task's ``id`` names graph, cluster and step so that no other task shares it (format:
     `placement_gym.task.ids`). A task whose per-op-and-device arrays (`task_bytes`) would pass the
     allocation limit (`placement_gym.common.limits`) is refused before they are made."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+    step = step_of_call("make_task", step, positional, options, inference_ignores=("optimizer",))
+    objective, m, recompute = step.objective, step.microbatches, step.recompute
+    optimizer, precision = step.optimizer, step.precision
     half = precision != DEFAULT_PRECISION
     scale = PRECISIONS[precision] / GRAPH_BYTES_PER_ELEMENT
-    m = check_microbatches(microbatches)
-    if not isinstance(recompute, (bool, np.bool_)):
-        raise ValueError(f"recompute must be True or False, got {recompute!r}")
-    recompute = bool(recompute)
-    if recompute and objective == "inference":
-        raise ValueError("recompute applies to a training step (objective 'train_step'), not to inference")
     g = graph
     n = g.n_ops
     n_update = int(np.count_nonzero(g.param_bytes > 0))
@@ -444,10 +424,7 @@ def make_task(
     edge_tensor = g.edge_tensor.astype(np.int64)
     # Two different tasks never share an id (placement_gym/task/ids.py): resumed runs, caches and
     # the leaderboard key on it.
-    task_id = make_task_id(
-        g, cluster, OBJECTIVES[objective], None if objective == "inference" else optimizer, precision, m,
-        recompute,
-    )
+    task_id = make_task_id(g, cluster, step)
     if objective == "inference":
         op_kind = np.zeros(n, dtype=np.int8)
         op_forward = np.arange(n, dtype=np.int32)
@@ -590,11 +567,7 @@ def make_task(
     )
     for value in arrays.values():
         value.setflags(write=False)
-    return Task(
-        graph=g, cluster=cluster, objective=objective, optimizer=optimizer, precision=precision,
-        microbatches=m, recompute=recompute, id=task_id,
-        **arrays,
-    )
+    return Task(graph=g, cluster=cluster, step=step, id=task_id, **arrays)
 
 
 def _micro_batch_copies(

@@ -10,15 +10,10 @@
   (``random-v1:3``) with that cluster's figures. Any other cluster
   (a JSON file, a `Cluster` built in Python, a preset with a figure changed) is its name, ``@``
   and 12 hex digits of `Cluster.content_sha256`.
-* objective: ``train`` or ``inference``; a training step whose optimizer is not Adam, the default,
-  adds ``+`` and the optimizer (``train+sgd``, ``train+momentum``): the optimizer changes the update
-  ops and the memory. Inference has no optimizer. Then a precision other than ``fp32``, the
-  default, adds ``+bf16`` or ``+fp16`` (``train+bf16``, ``train+sgd+fp16``, ``inference+bf16``),
-  a training step with activation recomputation (`placement_gym.task.compiled.make_task`'s
-  ``recompute``) adds ``+rc`` (``train+bf16+rc``), and a pipelined step of M > 1 micro-batches
-  (``microbatches``) ends in ``+mb<M>`` (``train+mb4``, ``train+sgd+bf16+rc+mb8``, ``inference+mb2``).
-  The parts come in that order; a default (``+adam``, ``+fp32``, ``+mb1``, no recomputation) is never
-  written, so an id names its task one way only.
+* objective: the step's (`placement_gym.task.step.Step.suffix`): ``train`` or ``inference``, then
+  the step's options that are not the defaults, each after a ``+``: the optimizer, the precision, ``rc``
+  for activation recomputation and ``mb<M>`` for M > 1 micro-batches (``train+sgd``, ``inference+bf16``,
+  ``train+sgd+bf16+rc+mb8``), so an id names its task one way only.
 
 Bundled graph names, preset names and objectives hold no ``@`` or ``+``, so a hashed part never
 equals a plain one, and the ids of bundled graphs on presets with Adam (the leaderboard suite's)
@@ -39,18 +34,13 @@ from placement_gym.datasets import dataset_graph, is_dataset_graph_name
 from placement_gym.datasets.clusters import family_cluster, is_family_cluster_name
 from placement_gym.graph.bundled import is_bundled_graph
 from placement_gym.graph.opgraph import OpGraph
+from placement_gym.task.step import DEFAULT_PRECISION, Step
 
 if TYPE_CHECKING:
     from placement_gym.task.compiled import Task
 
 HASH_MARK = "@"
-OPTIMIZER_MARK = "+"
 HASH_DIGITS = 12
-DEFAULT_OPTIMIZER = "adam"
-MICROBATCH_MARK = "mb"
-RECOMPUTE_MARK = "rc"
-DEFAULT_PRECISION = "fp32"
-HALF_PRECISIONS: tuple[str, ...] = ("bf16", "fp16")
 
 
 def _hashed(name: str, sha256: str) -> str:
@@ -85,41 +75,9 @@ def cluster_id(cluster: Cluster) -> str:
     return cluster.name if named else _hashed(cluster.name, cluster.content_sha256)
 
 
-def objective_id(
-    objective_suffix: str,
-    optimizer: str | None,
-    precision: str = DEFAULT_PRECISION,
-    microbatches: int = 1,
-    recompute: bool = False,
-) -> str:
-    """``train``/``inference``, with ``+<optimizer>`` for a training step that does not use Adam
-    (``optimizer`` None: inference, which has none), then ``+<precision>`` for one that is not fp32,
-    then ``+rc`` for activation recomputation, then ``+mb<M>`` for a pipelined step of M > 1
-    micro-batches."""
-    parts = [objective_suffix]
-    if optimizer is not None and optimizer != DEFAULT_OPTIMIZER:
-        parts.append(optimizer)
-    if precision != DEFAULT_PRECISION:
-        parts.append(precision)
-    if recompute:
-        parts.append(RECOMPUTE_MARK)
-    if microbatches != 1:
-        parts.append(f"{MICROBATCH_MARK}{microbatches}")
-    return OPTIMIZER_MARK.join(parts)
-
-
-def make_task_id(
-    graph: OpGraph,
-    cluster: Cluster,
-    objective_suffix: str,
-    optimizer: str | None,
-    precision: str = DEFAULT_PRECISION,
-    microbatches: int = 1,
-    recompute: bool = False,
-) -> str:
-    """``graph/cluster/objective`` (module docstring)."""
-    objective = objective_id(objective_suffix, optimizer, precision, microbatches, recompute)
-    return f"{graph_id(graph)}/{cluster_id(cluster)}/{objective}"
+def make_task_id(graph: OpGraph, cluster: Cluster, step: Step) -> str:
+    """``graph/cluster/objective`` (module docstring), the objective being ``step``'s suffix."""
+    return f"{graph_id(graph)}/{cluster_id(cluster)}/{step.suffix}"
 
 
 def task_id_parts(task_id: str) -> tuple[str, str, str]:
@@ -135,26 +93,13 @@ def task_id_parts(task_id: str) -> tuple[str, str, str]:
     return graph, cluster, objective
 
 
-def _microbatches_of(token: str) -> int | None:
-    """M of a ``mb<M>`` token written as an id writes it (M > 1, no leading zero); 0 for any other
-    token starting with ``mb`` (no optimizer's name does); None for a token that is not one."""
-    if not token.startswith(MICROBATCH_MARK):
-        return None
-    digits = token[len(MICROBATCH_MARK):]
-    canonical = digits.isascii() and digits.isdigit() and digits[0] != "0" and int(digits) > 1
-    return int(digits) if canonical else 0
+def split_task_id(task_id: str) -> tuple[str, str, Step]:
+    """``(graph name, cluster name, step)`` of an id that names can rebuild.
 
-
-def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str, int, bool]:
-    """``(graph name, cluster name, objective suffix, optimizer, precision, microbatches, recompute)``
-    of an id that names can rebuild (optimizer None where the id names none: Adam for a training step;
-    precision ``fp32``, microbatches 1 and recompute False where it names none).
-
-    Raises ValueError for an id that is not
-    ``graph/cluster/objective[+optimizer][+precision][+rc][+mb<M>]``
-    (an unknown part, a part written twice or out of that order, a default written out), and for a
-    part with a content hash (``name@hash``): such a graph or cluster is not bundled (not a preset), so
-    no name rebuilds it; the task is built from its file."""
+    Raises ValueError for an id that is not ``graph/cluster/objective`` with an objective that
+    `Step.from_suffix` reads (an unknown option, an option written twice or out of order, a default
+    written out), and for a part with a content hash (``name@hash``): such a graph or cluster is not
+    bundled (not a preset), so no name rebuilds it; the task is built from its file."""
     graph, cluster, objective = task_id_parts(task_id)
     for what, part, known, example in (
         ("graph", graph, "a graph bundled with placement-gym", "get_task('path/to/{}.onnx', ...)"),
@@ -167,40 +112,22 @@ def split_task_id(task_id: str) -> tuple[str, str, str, str | None, str, int, bo
                 f"of its content), so no name rebuilds it: such a task is built from its {what}'s file, "
                 f"{example.format(name)} or --{what} FILE on the command line"
             )
-    suffix, *tokens = objective.split(OPTIMIZER_MARK)
-    optimizer: str | None = None
-    precision = DEFAULT_PRECISION
-    microbatches = 1
-    wrong = False
-    if tokens and _microbatches_of(tokens[-1]) is not None:
-        microbatches = _microbatches_of(tokens.pop())
-        wrong = microbatches == 0
-    recompute = bool(tokens) and tokens[-1] == RECOMPUTE_MARK
-    if recompute:
-        tokens.pop()
-    if tokens and tokens[-1] in HALF_PRECISIONS:
-        precision = tokens.pop()
-    if tokens:
-        optimizer = tokens.pop(0)
-        not_optimizers = ("", DEFAULT_OPTIMIZER, DEFAULT_PRECISION, RECOMPUTE_MARK, *HALF_PRECISIONS)
-        wrong = wrong or optimizer in not_optimizers or _microbatches_of(optimizer) is not None
-    if wrong or tokens:
-        raise ValueError(
-            f"task {task_id}: {objective!r} is not the objective of a task id: that is {suffix}, then "
-            f"optionally {OPTIMIZER_MARK}<optimizer> (any but {DEFAULT_OPTIMIZER}, the default), then "
-            f"optionally {OPTIMIZER_MARK}<precision> ({' or '.join(HALF_PRECISIONS)}; {DEFAULT_PRECISION} is "
-            f"the default), then optionally {OPTIMIZER_MARK}{RECOMPUTE_MARK} (activation recomputation), "
-            f"then optionally {OPTIMIZER_MARK}{MICROBATCH_MARK}<M> for M > 1 micro-batches, such as "
-            f"train{OPTIMIZER_MARK}sgd{OPTIMIZER_MARK}bf16{OPTIMIZER_MARK}{RECOMPUTE_MARK}{OPTIMIZER_MARK}"
-            f"{MICROBATCH_MARK}4"
-        )
-    return graph, cluster, suffix, optimizer, precision, microbatches, recompute
+    try:
+        step = Step.from_suffix(objective)
+    except ValueError as error:
+        raise ValueError(f"task {task_id}: {error}") from None
+    return graph, cluster, step
+
+
+# Recorded in every identity; every other option of the step only where it departs from its default, so
+# that what was recorded before an option existed matches.
+_ALWAYS_RECORDED: tuple[str, ...] = ("objective", "optimizer", "precision")
 
 
 def task_identity(task: Task) -> dict[str, Any]:
     """What a task is, in full, for files that must only be used with the same task (checkpoints):
-    its id, the full content sha256 of its graph and cluster, its objective, optimizer and
-    precision. The
+    its id, the full content sha256 of its graph and cluster, its objective, optimizer (None for
+    inference) and precision, and its step's other options that are not their defaults. The
     machine's own clusters (``local``, ``cpu<N>``) are recorded by their device names and kinds:
     their figures are measured anew in each process."""
     cluster = task.cluster
@@ -210,16 +137,15 @@ def task_identity(task: Task) -> dict[str, Any]:
         )
     else:
         cluster_content = cluster.content_sha256
+    step = task.step
+    options = {name: getattr(step, name) for name in _ALWAYS_RECORDED}
+    options["optimizer"] = step.update_optimizer
+    options.update((name, value) for name, value in step.departures().items() if name not in options)
     return {
         "id": task.id,
         "graph_sha256": task.graph.content_sha256,
         "cluster": cluster_content,
-        "objective": task.objective,
-        "optimizer": task.optimizer if task.objective == "train_step" else None,
-        "precision": task.precision,
-        # Recorded only where it is not the default, so that what was recorded before it existed matches.
-        **({"microbatches": task.microbatches} if task.microbatches != 1 else {}),
-        **({"recompute": True} if task.recompute else {}),
+        **options,
     }
 
 

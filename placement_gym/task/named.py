@@ -1,4 +1,5 @@
-"""Building tasks from names: ``get_task("inception_v3", "k80x4", "train_step")`` or a task id.
+"""Building tasks from names: ``get_task("inception_v3", "k80x4", "train_step")``,
+``get_task("bert_large", "h100x8", Step(precision="bf16", microbatches=4))`` or a task id.
 
 A graph name may also be a dataset graph's (``synthetic-v1:regal-17``, `placement_gym.datasets`) and a
 cluster name a family cluster's (``random-v1:3``, `placement_gym.datasets.clusters`)."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 from placement_gym.cluster import Cluster, load_cluster
 from placement_gym.common.names import DATASET_GRAPH_NAMES, FAMILY_CLUSTER_NAMES, also_allowed
@@ -14,10 +16,9 @@ from placement_gym.common.paths import is_file
 from placement_gym.datasets import dataset_graph, is_dataset_graph_name
 from placement_gym.datasets.clusters import family_cluster, is_family_cluster_name
 from placement_gym.graph import OpGraph, load_graph
-from placement_gym.task.compiled import OBJECTIVES, Task, check_applies, check_microbatches, make_task
-from placement_gym.task.ids import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, split_task_id
-
-_OBJECTIVE_BY_SUFFIX = {suffix: name for name, suffix in OBJECTIVES.items()}
+from placement_gym.task.compiled import Task, make_task
+from placement_gym.task.ids import split_task_id
+from placement_gym.task.step import Step, step_of_call
 
 
 def _source_key(name_or_path: str | Path) -> tuple:
@@ -54,43 +55,34 @@ def named_cluster(name: str | Path) -> Cluster:
 # Room for every task of the largest suite (gen-v2: 300 tasks, about 100 MB compiled), so that validating
 # file after file of it compiles each task once.
 @functools.lru_cache(maxsize=512)
-def _cached_task(
-    graph_key: tuple, cluster_key: tuple, objective: str, optimizer: str, precision: str, microbatches: int,
-    recompute: bool,
-) -> Task:
+def _cached_task(graph_key: tuple, cluster_key: tuple, step: Step) -> Task:
     graph, cluster = named_graph(graph_key[0]), named_cluster(cluster_key[0])
-    return make_task(graph, cluster, objective, optimizer, precision, microbatches, recompute)
+    return make_task(graph, cluster, step)
 
 
 def get_task(
     graph: str | Path | OpGraph = "inception_v3",
     cluster: str | Path | Cluster = "k80x4",
-    objective: str = "train_step",
-    optimizer: str = DEFAULT_OPTIMIZER,
-    precision: str = DEFAULT_PRECISION,
-    microbatches: int = 1,
-    recompute: bool = False,
+    step: Step | str | None = None,
+    *positional: Any,
+    **options: Any,
 ) -> Task:
     """A compiled task from a graph (bundled name, ONNX path, dataset graph name or `OpGraph`), a cluster
-    (preset name, JSON path, family cluster name or `Cluster`), an objective (``"train_step"`` or
-    ``"inference"``; the id suffixes ``"train"`` and ``"inference"`` are accepted too) and, for training, an
-    optimizer (``"adam"``, ``"momentum"``, ``"sgd"``; another than the default with inference is
-    refused), a precision (``"fp32"``, or ``"bf16"``/``"fp16"``: mixed precision on the tensor cores,
-    `placement_gym.task.compiled`) and the micro-batches of a
-    pipelined step (``microbatches``, 1 to 1024: `placement_gym.task.compiled.make_task`) and whether
-    it recomputes activations (``recompute``, training only: `placement_gym.task.compiled`). Tasks built
-    from names or files are cached (a file until it changes)."""
-    objective = _OBJECTIVE_BY_SUFFIX.get(objective, objective)
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
-    check_applies(objective, optimizer)  # an optimizer with inference, which has no update op
-    microbatches = check_microbatches(microbatches)
+    (preset name, JSON path, family cluster name or `Cluster`) and a step: a `placement_gym.task.step.Step`,
+    an objective (``"train_step"``, the default, or ``"inference"``; the id suffixes ``"train"`` and
+    ``"inference"`` are accepted too) or a task id's objective (``"train+sgd+bf16"``), its fields replaced
+    by the keywords ``objective``, ``optimizer`` (``"adam"``, ``"momentum"``, ``"sgd"``: training only,
+    another than the default with inference is refused), ``precision`` (``"fp32"``, or
+    ``"bf16"``/``"fp16"``: mixed precision on the tensor cores), ``microbatches`` (the micro-batches of a
+    pipelined step, 1 to 1024) and ``recompute`` (activation recomputation, training only); what each
+    does: `placement_gym.task.compiled`. Passing the options by position after the step is deprecated.
+    Tasks built from names or files are cached (a file until it changes)."""
+    step = step_of_call("get_task", step, positional, options)
     if isinstance(graph, (str, Path)) and isinstance(cluster, (str, Path)):
-        return _cached_task(_source_key(graph), _source_key(cluster), objective, optimizer, precision,
-                            microbatches, recompute)
+        return _cached_task(_source_key(graph), _source_key(cluster), step)
     graph = graph if isinstance(graph, OpGraph) else named_graph(graph)
     cluster = cluster if isinstance(cluster, Cluster) else named_cluster(cluster)
-    return make_task(graph, cluster, objective, optimizer, precision, microbatches, recompute)
+    return make_task(graph, cluster, step)
 
 
 def parse_task_id(task_id: str) -> Task:
@@ -98,13 +90,5 @@ def parse_task_id(task_id: str) -> Task:
     ``"bert_large/h100x8/train+bf16"``
     (format: `placement_gym.task.ids`). An id whose graph or cluster carries a content hash
     (``my_model@3f2a9c1d0b7e``) is refused with a clear error: only its file rebuilds that task."""
-    graph, cluster, suffix, optimizer, precision, microbatches, recompute = split_task_id(task_id)
-    if optimizer is not None and _OBJECTIVE_BY_SUFFIX.get(suffix) != "train_step":
-        raise ValueError(
-            f"task {task_id}: only a training step has an optimizer "
-            f"({OBJECTIVES['train_step']}+{optimizer}), not {suffix!r}"
-        )
-    if recompute and _OBJECTIVE_BY_SUFFIX.get(suffix) != "train_step":
-        raise ValueError(f"task {task_id}: only a training step recomputes activations, not {suffix!r}")
-    optimizer = optimizer or DEFAULT_OPTIMIZER
-    return get_task(graph, cluster, suffix, optimizer, precision, microbatches, recompute)
+    graph, cluster, step = split_task_id(task_id)
+    return get_task(graph, cluster, step)

@@ -1,4 +1,7 @@
-"""Preset clusters: the machines of the device-placement papers, with every figure's source.
+"""The hardware the cluster presets and the random cluster family (`placement_gym.datasets.clusters`)
+are made of: device models with their datasheet figures and how each is derived (`DeviceSpec`), GPU
+architectures with their calibrated efficiencies (`ARCHITECTURES`, docs/calibration.md), link and
+executor figures, and `build_cluster`, which assembles a `Cluster` from them.
 
 Sources (see docs/references.md, "Hardware figures" and "Papers"):
 - GPU peak FP32 FLOP/s, memory and memory bandwidth: NVIDIA datasheets (per GK210 die for the K80,
@@ -12,14 +15,10 @@ Sources (see docs/references.md, "Hardware figures" and "Papers"):
 - Per-op launch overhead 5.7 us (the gap between ops in Addanki's / Park's simulator: kernel launch
   plus TensorFlow executor dispatch); the CPU pays a similar executor dispatch cost.
 - Tensor cores (V100, A100, H100): the datasheets' dense fp16/bf16 peaks (125, 312, 989 TFLOP/s),
-  for half-precision tasks; multi-node DGX presets (`multi_node_cluster`): the DGX A100 and DGX H100
-  datasheets (CPUs, NVSwitch bandwidth per GPU, one InfiniBand NIC per GPU: 200 Gb/s HDR and
-  400 Gb/s NDR).
+  for half-precision tasks.
 
-Beyond op and link figures each preset states what its framework's executor pays (`Executor`: host
-dispatch, per-copy synchronisation) and which links share a path (`gpu_ports`, `grouped_route`: a
-GPU's own port, a K80 board's uplink, a PCIe switch), and its GPUs carry their architecture's
-calibrated efficiency (`ARCHITECTURES`, docs/calibration.md).
+The presets themselves are data files (`placement_gym.cluster.presets`), each figure written out with
+its source; these are the figures they were written from.
 """
 
 from __future__ import annotations
@@ -201,6 +200,24 @@ DGXH100_CPU = DeviceSpec(
     "cpu", peak_flops=112 * 2.0e9 * 64, memory_bandwidth=2 * 8 * 38.4 * GB, memory=2000 * GB
 )
 
+# NVIDIA DGX A100 datasheet / user guide: 2x AMD EPYC 7742 (64 cores each, 2.25 GHz base), 2 TB
+# memory in the 640 GB (8 x A100 80 GB) system. Zen 2 has two 256-bit FMA units: 32 FP32 FLOP/cycle,
+# so 128 x 2.25 GHz x 32 = 9.2 TFLOP/s; 8 channels of DDR4-3200 per socket (25.6 GB/s each) = 409.6 GB/s
+# for two. Modelled as one device; no bf16 units (Zen 2), so no tensor peak.
+DGXA100_CPU = DeviceSpec(
+    "cpu", peak_flops=128 * 2.25e9 * 32, memory_bandwidth=2 * 8 * 25.6 * GB, memory=2000 * GB
+)
+# Desktop CPU of HSDAG's kind of machine (an Intel CPU and its integrated GPU under OpenVINO): Intel
+# Core i9-13900K (Intel ARK), 8 P-cores at 3.0 GHz base, 16 E-cores at 2.2 GHz base; DDR5-5600 dual
+# channel, 89.6 GB/s max memory bandwidth. AVX2 only: a P-core (two 256-bit FMA) does 32 FP32
+# FLOP/cycle, an E-core (two 128-bit FMA) 16, so 8 x 3.0 x 32 + 16 x 2.2 x 16 = 1.33 TFLOP/s. Memory:
+# 32 GB of system DDR5 (an assumption: a common desktop size) shared with the integrated GPU; the
+# cluster model has no shared capacity, so each side gets half (16 GB): together they cannot exceed
+# the physical pool.
+I9_13900K = DeviceSpec(
+    "cpu", peak_flops=(8 * 3.0e9 * 32 + 16 * 2.2e9 * 16), memory_bandwidth=89.6 * GB, memory=16 * GB
+)
+
 # --- GPUs (NVIDIA datasheets, docs/references.md table) --------------------------------------------
 # Tesla K80, one GK210 die: 4.37 TFLOP/s FP32 (boost), 12 GB GDDR5, 240 GB/s.
 K80_DIE = DeviceSpec(
@@ -237,6 +254,12 @@ H100_SXM = DeviceSpec(
 A100_SXM_80GB = DeviceSpec(
     "gpu", peak_flops=19.5e12, memory_bandwidth=2039 * GB, memory=80 * GB, architecture="ampere",
     tensor_peak_flops=312e12,
+)
+# Intel UHD Graphics 770 of the i9-13900K (Xe-LP, Intel ARK): 32 execution units, 1.65 GHz max dynamic
+# frequency; an Xe-LP EU does 8 FP32 FMA per clock (16 FLOP), so 32 x 16 x 1.65 GHz = 0.845 TFLOP/s.
+# It reads the same DDR5 as the CPU (89.6 GB/s), and has the other half of its 32 GB.
+UHD770 = DeviceSpec(
+    "gpu", peak_flops=32 * 16 * 1.65e9, memory_bandwidth=89.6 * GB, memory=16 * GB, architecture="xe-lp"
 )
 
 # --- Links between GPUs of one server ----------------------------------------------------------------
@@ -387,428 +410,3 @@ def gpu_ports(names: tuple[str, ...] | list[str]) -> Callable[[int, int], tuple[
         return tuple(ports)
 
     return route
-
-
-def _host_with_gpus(
-    name: str,
-    cpu: DeviceSpec,
-    gpu: DeviceSpec,
-    n_gpus: int,
-    host_link: tuple[float, float],
-    gpu_link: tuple[float, float],
-    description: str,
-    executor: Executor | None = None,
-    route: Callable[[int, int], tuple[str, ...]] | None = None,
-) -> Cluster:
-    """``cpu:0`` plus ``gpu:0 .. gpu:{n_gpus-1}``; host_link for CPU<->GPU, gpu_link for GPU<->GPU;
-    ``route`` defaults to `gpu_ports`."""
-    devices = [("cpu:0", cpu)] + [(f"gpu:{k}", gpu) for k in range(n_gpus)]
-
-    def link(i: int, j: int) -> tuple[float, float]:
-        return host_link if 0 in (i, j) else gpu_link
-
-    names = [device_name for device_name, _ in devices]
-    return build_cluster(name, devices, link, description, executor, route or gpu_ports(names))
-
-
-def grouped_route(
-    names: list[str], group: Callable[[int], int], label: str
-) -> Callable[[int, int], tuple[str, ...]]:
-    """`gpu_ports` plus, for a copy between devices of two groups (``group(i)``: a K80 board, a CPU
-    socket; the CPU is its own group -1), the up- and down-links of the groups it leaves and enters
-    (``board 0 up``, ``board 1 down``): devices of one group share them."""
-    ports = gpu_ports(names)
-
-    def route(i: int, j: int) -> tuple[str, ...]:
-        path = list(ports(i, j))
-        if group(i) != group(j):
-            if group(i) >= 0:
-                path.append(f"{label} {group(i)} up")
-            if group(j) >= 0:
-                path.append(f"{label} {group(j)} down")
-        return tuple(path)
-
-    return route
-
-
-_PCIE3 = (PCIE3_BANDWIDTH, PCIE3_LATENCY)
-
-
-def _k80(n_gpus: int) -> Cluster:
-    # A K80 board holds two GK210 dies behind an on-board PCIe switch; its x16 uplink is shared by both
-    # dies: a copy leaving or entering a board crosses that board's up- or down-link.
-    names = ["cpu:0"] + [f"gpu:{k}" for k in range(n_gpus)]
-    return _host_with_gpus(
-        f"k80x{n_gpus}",
-        BROADWELL_8C,
-        K80_DIE,
-        n_gpus,
-        host_link=_PCIE3,
-        gpu_link=_PCIE3,
-        description=(
-            f"Broadwell 8-core server CPU + {n_gpus} Tesla K80 dies ({n_gpus // 2} boards) over PCIe 3.0 "
-            "x16, the machine of Spotlight (Gao et al. 2018) and Mirhoseini et al. 2017 / Placeto. "
-            "K80 die: 4.37 TFLOP/s FP32, 12 GB, 240 GB/s (NVIDIA datasheet); links 12 GB/s, 25 us "
-            "(Addanki's simulator latency); 5.7 us per-op overhead (Addanki/Park simulator). The two "
-            "dies of a board share one PCIe switch and its uplink."
-        ),
-        executor=tensorflow_executor(8),
-        route=grouped_route(names, lambda i: (i - 1) // 2 if i > 0 else -1, "board"),
-    )
-
-
-def k80x2() -> Cluster:
-    """Broadwell CPU + 2 K80 dies (one board) over PCIe 3.0 (Spotlight; Mirhoseini et al. 2017)."""
-    return _k80(2)
-
-
-def k80x4() -> Cluster:
-    """Broadwell CPU + 4 K80 dies (two boards) over PCIe 3.0 (Spotlight; Mirhoseini et al. 2017)."""
-    return _k80(4)
-
-
-def _k40(n_gpus: int) -> Cluster:
-    # Eight x16 GPUs need more lanes than a Haswell socket has (40): two PCIe switches of four GPUs
-    # each are assumed, their uplinks shared (the papers do not describe the topology).
-    names = ["cpu:0"] + [f"gpu:{k}" for k in range(n_gpus)]
-    route = grouped_route(names, lambda i: (i - 1) // 4 if i > 0 else -1, "switch") if n_gpus > 4 else None
-    return _host_with_gpus(
-        f"k40x{n_gpus}",
-        HASWELL_18C,
-        K40,
-        n_gpus,
-        host_link=_PCIE3,
-        gpu_link=_PCIE3,
-        description=(
-            f"Haswell 18-core server CPU + {n_gpus} Tesla K40 over PCIe 3.0 x16, the machine of Mirhoseini "
-            "et al. 2018 (hierarchical placement). K40: 4.29 TFLOP/s FP32, 12 GB, 288 GB/s (NVIDIA "
-            "datasheet); links 12 GB/s, 25 us; 5.7 us per-op overhead (Addanki/Park simulator)."
-            + (" Two PCIe switches of four GPUs (assumed) share their uplinks." if n_gpus > 4 else "")
-        ),
-        executor=tensorflow_executor(18),
-        route=route,
-    )
-
-
-def k40x2() -> Cluster:
-    """Haswell 18-core CPU + 2 Tesla K40 over PCIe 3.0 (Mirhoseini et al. 2018)."""
-    return _k40(2)
-
-
-def k40x4() -> Cluster:
-    """Haswell 18-core CPU + 4 Tesla K40 over PCIe 3.0 (Mirhoseini et al. 2018; tensorflow/nmt)."""
-    return _k40(4)
-
-
-def k40x8() -> Cluster:
-    """Haswell 18-core CPU + 8 Tesla K40 over PCIe 3.0 (Mirhoseini et al. 2018)."""
-    return _k40(8)
-
-
-def dgx1_p100() -> Cluster:
-    """NVIDIA DGX-1 (P100): 8 Tesla P100 SXM2 16 GB over NVLink 1.0 (TensorFlow's 2017 benchmarks)."""
-    return _host_with_gpus(
-        "dgx1-p100",
-        DGX1_CPU,
-        P100_SXM2,
-        8,
-        host_link=_PCIE3,
-        gpu_link=(P100_NVLINK_PAIR_BANDWIDTH, NVLINK_LATENCY),
-        description=(
-            "NVIDIA DGX-1 (P100): 2x Xeon E5-2698 v4 (one cpu device, 512 GB) + 8 Tesla P100 SXM2 16 GB "
-            "(10.6 TFLOP/s FP32, 732 GB/s; NVIDIA datasheets), the machine of TensorFlow's May 2017 "
-            "benchmarks. GPU pairs: one NVLink 1.0 link, 20 GB/s one way, 5 us; CPU<->GPU PCIe 3.0 x16."
-        ),
-        executor=tensorflow_executor(40),
-    )
-
-
-def baechi_rtx2080x4() -> Cluster:
-    """Four 8 GB GeForce RTX 2080 GPUs with Baechi's measured PyTorch copy cost (Baechi's testbed)."""
-    return _host_with_gpus(
-        "baechi-rtx2080x4",
-        BROADWELL_8C,
-        RTX2080,
-        4,
-        host_link=_PCIE3,
-        gpu_link=BAECHI_PYTORCH_COPY,
-        description=(
-            "Baechi's PyTorch testbed as far as its code says: four 8 GB GPUs (GeForce RTX 2080: 10.07 "
-            "TFLOP/s FP32, 448 GB/s), GPU-to-GPU copies at Baechi's fitted 5.59 GB/s + 0.1 ms. The host "
-            "CPU is not stated: a Broadwell 8-core figure stands in (only CPU placements depend on it)."
-        ),
-        executor=PYTORCH_EXECUTOR,
-    )
-
-
-def p100x4() -> Cluster:
-    """Haswell-class server CPU + 4 Tesla P100 PCIe over PCIe 3.0."""
-    return _host_with_gpus(
-        "p100x4",
-        HASWELL_18C,
-        P100_PCIE,
-        4,
-        host_link=_PCIE3,
-        gpu_link=_PCIE3,
-        description=(
-            "Haswell-class 18-core server CPU + 4 Tesla P100 PCIe 16 GB over PCIe 3.0 x16. P100: 9.3 "
-            "TFLOP/s FP32, 16 GB, 732 GB/s (NVIDIA datasheet); links 12 GB/s, 25 us (Addanki's "
-            "simulator latency); 5.7 us per-op overhead."
-        ),
-        executor=tensorflow_executor(18),
-    )
-
-
-def v100x8() -> Cluster:
-    """NVIDIA DGX-1 (V100 SXM2 16 GB x 8, NVLink 2.0 hybrid cube-mesh, approximated uniformly)."""
-    return _host_with_gpus(
-        "v100x8",
-        DGX1_CPU,
-        V100_SXM2_16GB,
-        8,
-        host_link=_PCIE3,
-        gpu_link=(V100_NVLINK_PAIR_BANDWIDTH, NVLINK_LATENCY),
-        description=(
-            "NVIDIA DGX-1: 2x Xeon E5-2698 v4 (one cpu device, 512 GB) + 8 Tesla V100 SXM2 16 GB "
-            "(15.7 TFLOP/s FP32, 900 GB/s; NVIDIA datasheets). GPU pairs: 25 GB/s one way, 5 us "
-            "(one NVLink 2.0 link; 300 GB/s total per GPU; the cube-mesh's mean per peer is about "
-            "26 GB/s); CPU<->GPU PCIe 3.0 x16 12 GB/s, 25 us; 5.7 us per-op overhead."
-        ),
-        executor=tensorflow_executor(40),
-    )
-
-
-def h100x8() -> Cluster:
-    """NVIDIA DGX H100 (H100 SXM 80 GB x 8 over NVSwitch)."""
-    return _host_with_gpus(
-        "h100x8",
-        DGXH100_CPU,
-        H100_SXM,
-        8,
-        host_link=(PCIE5_BANDWIDTH, PCIE3_LATENCY),
-        gpu_link=(H100_NVSWITCH_PAIR_BANDWIDTH, NVLINK_LATENCY),
-        description=(
-            "NVIDIA DGX H100: 2x Xeon Platinum 8480C (one cpu device, 2 TB) + 8 H100 SXM 80 GB "
-            "(67 TFLOP/s FP32, 3.35 TB/s; NVIDIA datasheets). GPU pairs over NVSwitch: 450 GB/s one "
-            "way (900 GB/s total per GPU), 5 us; CPU<->GPU PCIe 5.0 x16 50 GB/s, 25 us; 5.7 us per-op "
-            "overhead. A GPU's NVLink port is shared by its peers (one copy at a time each way)."
-        ),
-        executor=tensorflow_executor(112),
-    )
-
-
-# --- Multi-node DGX clusters ---------------------------------------------------------------------------
-# NVIDIA DGX A100 datasheet / user guide: 2x AMD EPYC 7742 (64 cores each, 2.25 GHz base), 2 TB
-# memory in the 640 GB (8 x A100 80 GB) system. Zen 2 has two 256-bit FMA units: 32 FP32 FLOP/cycle,
-# so 128 x 2.25 GHz x 32 = 9.2 TFLOP/s; 8 channels of DDR4-3200 per socket (25.6 GB/s each) = 409.6 GB/s
-# for two. Modelled as one device; no bf16 units (Zen 2), so no tensor peak.
-DGXA100_CPU = DeviceSpec(
-    "cpu", peak_flops=128 * 2.25e9 * 32, memory_bandwidth=2 * 8 * 25.6 * GB, memory=2000 * GB
-)
-# A100 NVLink 3 through six NVSwitches: 600 GB/s total per GPU = 300 GB/s each way (DGX A100
-# datasheet); as on the H100 box, any one pair gets the full port.
-A100_NVSWITCH_PAIR_BANDWIDTH = 300 * GB
-# PCIe 4.0 x16 between a DGX A100's CPUs and GPUs: about 25 GB/s achievable (docs/references.md).
-PCIE4_BANDWIDTH = 25 * GB
-# Compute fabric: DGX H100, 8 x ConnectX-7 400 Gb/s InfiniBand NDR (one per GPU; DGX H100 datasheet);
-# DGX A100, 8 x ConnectX-6 200 Gb/s InfiniBand HDR (one per GPU; DGX A100 datasheet). Line rates:
-# 50 GB/s and 25 GB/s one way per NIC (an RDMA write reaches close to line rate on large messages).
-# Latency per transfer 10 us, an assumption: a few us of RDMA and switch hops plus the copy's issue
-# and completion, between NVLink's 5 us and PCIe's 25 us.
-NDR_NIC_BANDWIDTH = 400e9 / 8
-HDR_NIC_BANDWIDTH = 200e9 / 8
-INFINIBAND_LATENCY = 10e-6
-# PyTorch with one process per device (torchrun, Megatron-LM): each device's ops are issued by its
-# own Python thread (20 us per op launch, as PYTORCH_EXECUTOR), so a host has as many dispatch
-# threads as it has devices (a CPU and 8 GPUs).
-DGX_EXECUTOR = Executor(PYTORCH_DISPATCH_TIME, 9, PYTORCH_TRANSFER_SYNC, "PyTorch, one process per device")
-
-
-@dataclass(frozen=True)
-class Node:
-    """One DGX-style node of a multi-node preset: its CPU (one device), its 8 GPUs, the GPU pair
-    link inside the node, the CPU<->GPU link and the bandwidth of each GPU's NIC."""
-
-    label: str
-    cpu: DeviceSpec
-    gpu: DeviceSpec
-    gpu_link: tuple[float, float]
-    host_link: tuple[float, float]
-    nic_bandwidth: float
-    gpus: int = 8
-
-
-def multi_node_cluster(name: str, nodes: list[Node], description: str) -> Cluster:
-    """A cluster of several nodes: node k contributes ``cpu:k`` and its GPUs, numbered on across nodes
-    (``gpu:8k .. gpu:8k+7``), and is host ``node:k`` (`DGX_EXECUTOR`).
-
-    Inside a node: links and GPU ports as `_host_with_gpus` (NVSwitch pairs, PCIe to the CPU). Between
-    nodes, rail-aligned InfiniBand: GPU j of a node owns NIC j (``node:k nic:j``); a copy between
-    nodes leaves through the sender's NIC and enters through the receiver's (segments ``... out`` and
-    ``... in``: a NIC carries one copy each way at a time), at the slower NIC's bandwidth. A CPU
-    uses the NIC of the rail of the GPU it talks to (rail 0 to another CPU)."""
-    devices: list[tuple[str, DeviceSpec]] = []
-    node_of: list[int] = []
-    rail: list[int] = []  # a GPU's index inside its node; -1 for a CPU
-    gpu_count = 0
-    for k, node in enumerate(nodes):
-        devices.append((f"cpu:{k}", node.cpu))
-        node_of.append(k)
-        rail.append(-1)
-        for j in range(node.gpus):
-            devices.append((f"gpu:{gpu_count}", node.gpu))
-            node_of.append(k)
-            rail.append(j)
-            gpu_count += 1
-    names = [device_name for device_name, _ in devices]
-    ports = gpu_ports(names)
-
-    def rails(i: int, j: int) -> tuple[int, int]:
-        """The NIC rail each end of an inter-node copy uses."""
-        ri, rj = rail[i], rail[j]
-        return (ri if ri >= 0 else max(rj, 0)), (rj if rj >= 0 else max(ri, 0))
-
-    def link(i: int, j: int) -> tuple[float, float]:
-        a, b = nodes[node_of[i]], nodes[node_of[j]]
-        if node_of[i] != node_of[j]:
-            return min(a.nic_bandwidth, b.nic_bandwidth), INFINIBAND_LATENCY
-        return a.host_link if rail[i] < 0 or rail[j] < 0 else a.gpu_link
-
-    def route(i: int, j: int) -> tuple[str, ...]:
-        if node_of[i] == node_of[j]:
-            return ports(i, j)
-        ri, rj = rails(i, j)
-        return (f"node:{node_of[i]} nic:{ri} out", f"node:{node_of[j]} nic:{rj} in")
-
-    hosts = tuple(f"node:{k}" for k in range(len(nodes)))
-    return build_cluster(
-        name, devices, link, description, DGX_EXECUTOR, route, hosts, lambda i: node_of[i]
-    )
-
-
-def _dgx_h100_node() -> Node:
-    return Node("DGX H100", DGXH100_CPU, H100_SXM, (H100_NVSWITCH_PAIR_BANDWIDTH, NVLINK_LATENCY),
-                (PCIE5_BANDWIDTH, PCIE3_LATENCY), NDR_NIC_BANDWIDTH)
-
-
-def _dgx_a100_node() -> Node:
-    return Node("DGX A100", DGXA100_CPU, A100_SXM_80GB, (A100_NVSWITCH_PAIR_BANDWIDTH, NVLINK_LATENCY),
-                (PCIE4_BANDWIDTH, PCIE3_LATENCY), HDR_NIC_BANDWIDTH)
-
-
-_DGX_H100_TEXT = (
-    "DGX H100 node: 2x Xeon Platinum 8480C (one cpu device, 2 TB) + 8 H100 SXM 80 GB (67 TFLOP/s FP32, "
-    "989 TFLOP/s dense bf16, 3.35 TB/s; NVIDIA datasheets) on NVSwitch (450 GB/s one way per pair, 5 us), "
-    "CPU<->GPU PCIe 5.0 50 GB/s, 25 us; 8 x ConnectX-7 400 Gb/s InfiniBand NICs, one per GPU."
-)
-_DGX_A100_TEXT = (
-    "DGX A100 node: 2x AMD EPYC 7742 (one cpu device, 2 TB) + 8 A100 SXM 80 GB (19.5 TFLOP/s FP32, "
-    "312 TFLOP/s dense bf16, 2,039 GB/s; NVIDIA datasheets) on NVSwitch (300 GB/s one way per pair, "
-    "5 us), CPU<->GPU PCIe 4.0 25 GB/s, 25 us; 8 x ConnectX-6 200 Gb/s InfiniBand HDR NICs, one per GPU."
-)
-_FABRIC_TEXT = (
-    " Between nodes: rail-aligned InfiniBand (GPU j's copies leave and enter through NIC j of its node; "
-    "each NIC carries one copy each way at a time) at the slower NIC's line rate, 10 us per transfer."
-)
-
-
-def _dgx_h100(n_nodes: int) -> Cluster:
-    return multi_node_cluster(
-        f"dgx-h100x{n_nodes}",
-        [_dgx_h100_node() for _ in range(n_nodes)],
-        f"{n_nodes} NVIDIA DGX H100 nodes ({8 * n_nodes} GPUs, {n_nodes} CPUs). Each {_DGX_H100_TEXT}"
-        + _FABRIC_TEXT,
-    )
-
-
-def dgx_h100x2() -> Cluster:
-    """Two DGX H100 nodes (16 H100 SXM, 2 CPUs) over rail-aligned 400 Gb/s InfiniBand."""
-    return _dgx_h100(2)
-
-
-def dgx_h100x4() -> Cluster:
-    """Four DGX H100 nodes (32 H100 SXM, 4 CPUs) over rail-aligned 400 Gb/s InfiniBand."""
-    return _dgx_h100(4)
-
-
-def dgx_h100x8() -> Cluster:
-    """Eight DGX H100 nodes (64 H100 SXM, 8 CPUs) over rail-aligned 400 Gb/s InfiniBand."""
-    return _dgx_h100(8)
-
-
-def dgx_a100() -> Cluster:
-    """One NVIDIA DGX A100 (8 x A100 SXM 80 GB on NVSwitch, 2x AMD EPYC 7742)."""
-    return multi_node_cluster(
-        "dgx-a100", [_dgx_a100_node()], f"NVIDIA DGX A100 (640 GB). One {_DGX_A100_TEXT}"
-    )
-
-
-def h100_a100() -> Cluster:
-    """Two GPU generations (as Metis studies): a DGX A100 node and a DGX H100 node over InfiniBand."""
-    return multi_node_cluster(
-        "h100-a100",
-        [_dgx_a100_node(), _dgx_h100_node()],
-        "Two GPU generations (the heterogeneous setting of Metis, Um et al., ATC 2024): node 0 (cpu:0, "
-        f"gpu:0..7) is a {_DGX_A100_TEXT} Node 1 (cpu:1, gpu:8..15) is a {_DGX_H100_TEXT}" + _FABRIC_TEXT
-        + " Copies between the nodes run at the A100 node's 200 Gb/s.",
-    )
-
-
-# --- Desktop CPU + integrated GPU (HSDAG's kind of machine: an Intel CPU and GPU under OpenVINO) -----
-# Intel Core i9-13900K (Intel ARK): 8 P-cores at 3.0 GHz base, 16 E-cores at 2.2 GHz base; DDR5-5600
-# dual channel, 89.6 GB/s max memory bandwidth. AVX2 only: a P-core (two 256-bit FMA) does 32 FP32
-# FLOP/cycle, an E-core (two 128-bit FMA) 16, so 8 x 3.0 x 32 + 16 x 2.2 x 16 = 1.33 TFLOP/s.
-I9_13900K = DeviceSpec(
-    "cpu", peak_flops=(8 * 3.0e9 * 32 + 16 * 2.2e9 * 16), memory_bandwidth=89.6 * GB, memory=16 * GB
-)
-# Intel UHD Graphics 770 of the i9-13900K (Xe-LP, Intel ARK): 32 execution units, 1.65 GHz max dynamic
-# frequency; an Xe-LP EU does 8 FP32 FMA per clock (16 FLOP), so 32 x 16 x 1.65 GHz = 0.845 TFLOP/s.
-# It reads the same DDR5 as the CPU (89.6 GB/s).
-UHD770 = DeviceSpec(
-    "gpu", peak_flops=32 * 16 * 1.65e9, memory_bandwidth=89.6 * GB, memory=16 * GB, architecture="xe-lp"
-)
-# Memory: 32 GB of system DDR5 (an assumption: a common desktop size) shared by CPU and iGPU. The
-# cluster model has no shared capacity, so each side gets half (16 GB): together they cannot exceed the
-# physical pool.
-# CPU <-> iGPU: no bus, a copy inside the same DRAM reads and writes every byte, so half of 89.6 GB/s;
-# latency a few us (queue synchronisation, no PCIe transfer setup).
-SHARED_MEMORY_COPY_BANDWIDTH = 89.6 * GB / 2
-SHARED_MEMORY_LATENCY = 5e-6
-
-
-def cpu_igpu() -> Cluster:
-    """Desktop Intel Core i9-13900K + its integrated UHD Graphics 770, sharing system memory."""
-    return build_cluster(
-        "cpu-igpu",
-        [("cpu:0", I9_13900K), ("gpu:0", UHD770)],
-        lambda i, j: (SHARED_MEMORY_COPY_BANDWIDTH, SHARED_MEMORY_LATENCY),
-        description=(
-            "Desktop Intel Core i9-13900K (8P+16E cores, 1.33 TFLOP/s FP32 at base clocks, DDR5-5600 "
-            "89.6 GB/s; Intel ARK) + integrated Intel UHD Graphics 770 (32 Xe-LP EUs at 1.65 GHz, "
-            "0.845 TFLOP/s FP32), the kind of CPU + GPU machine HSDAG (Duan et al. 2024) measures with "
-            "OpenVINO. 32 GB shared system memory split 16/16; CPU<->iGPU copies within DRAM at "
-            "44.8 GB/s, 5 us; 5.7 us per-op overhead (Addanki/Park simulator). Both copy directions "
-            "share the one DRAM."
-        ),
-        route=lambda i, j: ("dram",),
-    )
-
-
-PRESETS: dict[str, Callable[[], Cluster]] = {
-    "k80x2": k80x2,
-    "k80x4": k80x4,
-    "k40x2": k40x2,
-    "k40x4": k40x4,
-    "k40x8": k40x8,
-    "dgx1-p100": dgx1_p100,
-    "baechi-rtx2080x4": baechi_rtx2080x4,
-    "p100x4": p100x4,
-    "v100x8": v100x8,
-    "h100x8": h100x8,
-    "cpu-igpu": cpu_igpu,
-    "dgx-a100": dgx_a100,
-    "dgx-h100x2": dgx_h100x2,
-    "dgx-h100x4": dgx_h100x4,
-    "dgx-h100x8": dgx_h100x8,
-    "h100-a100": h100_a100,
-}
