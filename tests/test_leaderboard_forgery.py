@@ -100,9 +100,11 @@ def test_a_file_that_joins_an_entry_with_other_declarations_is_refused(board, ca
 
 
 @pytest.mark.slow
-def test_validate_refuses_the_forged_record_the_joining_file_and_the_impossible_bound(board, capsys):
+def test_validate_refuses_the_forged_record_the_joining_file_and_the_impossible_bound(board, capsys,
+                                                                                     monkeypatch):
     """``validate --dir`` (which re-simulates every file) names each folder problem and exits 1, and
     ``reruns`` the forged record."""
+    monkeypatch.setenv("COLUMNS", "1000")  # each reason on one line of the table
     path = _forge_heft(board, authors=["someone else"])
     _record(board, FORGED, ["no/such/task"])
     _forge_bound(board, 1e9)

@@ -6,6 +6,7 @@ sample drawn each day, as CI checks them)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import io
 import json
 import os
@@ -20,7 +21,7 @@ import pytest
 from placement_gym.datasets import get_dataset, shipped
 from placement_gym.graph.stored import read_graph, write_graph
 
-SHIPPED = ("architectures-mini-v1",)
+SHIPPED = ("architectures-mini-v1", "architectures-v1")
 
 # Run as a user would, in a fresh process where torch cannot be imported.
 WITHOUT_TORCH = """
@@ -180,6 +181,20 @@ def test_packing_the_cache_gives_back_the_shipped_archive_byte_for_byte(archive,
 def test_packing_refuses_a_cache_without_the_frozen_manifest(archive, tmp_path):
     with pytest.raises(ValueError, match="no manifest with the frozen digest"):
         _fresh().pack(tmp_path / "packed.zip")
+
+
+def test_the_command_checks_a_sample_of_the_shipped_graphs_against_torch(tmp_path):
+    """What CI checks each day: graphs drawn by the day's seed, exported again with torch."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    seed = datetime.date.today().toordinal()
+    command = [sys.executable, "-m", "placement_gym", "datasets", "--build", "architectures-v1", "--sample",
+               "2", "--seed", str(seed)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "PLACEMENT_GYM_OUTPUT": str(tmp_path)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"2 graphs drawn with --seed {seed}" in result.stdout
+    assert "equal to their frozen manifest rows" in result.stdout
 
 
 def test_a_graph_the_family_no_longer_builds_fails_the_check(monkeypatch):

@@ -89,10 +89,15 @@ def _rich_table(columns: Sequence[str], cells: list[list[str]], numeric: Sequenc
         columns_cells.append(column)
         # Name columns are no_wrap, so that rich narrows the text columns, never them (rich would
         # narrow the widest column first, a column of task ids, and then fold every id).
-        longest_word = max((len(word) for cell in column for word in cell.split()), default=1)
-        table.add_column(_header(name, column) if whole and short_headers else name,
-                         justify="right" if right else "left", overflow="fold", no_wrap=whole,
-                         min_width=longest_word if whole_words and not whole else None)
+        heading = _header(name, column) if whole and short_headers else name
+        if whole:
+            # rich measures a header as if it wrapped, but crops a no_wrap column to that: its true width
+            min_width: int | None = max(len(line) for text in (*column, heading)
+                                        for line in text.splitlines())
+        else:
+            min_width = max((len(word) for cell in column for word in cell.split()), default=1)
+        table.add_column(heading, justify="right" if right else "left", overflow="fold", no_wrap=whole,
+                         min_width=min_width if whole or whole_words else None)
     for row in zip(*columns_cells):
         # Text, not str: rich would read "[...]" in a cell (an op name in a submission, say) as markup.
         table.add_row(*(Text(cell) for cell in row))

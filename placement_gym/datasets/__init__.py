@@ -67,7 +67,7 @@ DATASETS: dict[str, Dataset] = {
             "architectures-v1",
             "1,033 graphs of 14 families of real architectures (ResNet and WRN, Inception, EfficientNet, "
             "ConvNeXt, U-Net, ViT, BERT, GPT-2, Llama, mixture of experts, T5, RNNLM, GNMT, Whisper) swept "
-            "over depth, width, heads, batch and sequence length, exported from torch on first use; "
+            "over depth, width, heads, batch and sequence length, exported from torch and shipped built; "
             "T5 and Whisper are held out",
             architecture_grids.FAMILIES,
             held_out_families=architecture_grids.HELD_OUT,
@@ -76,8 +76,7 @@ DATASETS: dict[str, Dataset] = {
         ),
         Dataset(
             "architectures-mini-v1",
-            "17 small graphs of architectures-v1's 14 families, for tests and quick looks (built on first "
-            "use)",
+            "17 small graphs of architectures-v1's 14 families, for tests and quick looks (shipped built)",
             architecture_grids.MINI_FAMILIES,
             held_out_families=architecture_grids.HELD_OUT,
             manifest_sha256="c09e7b68e937fbc698cf7f8802d6be8374f6f2d04bb93920e975e54bdfccefff",
