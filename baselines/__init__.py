@@ -14,18 +14,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_LAZY = {
-    "FactorizedPlacementPolicy": "baselines.policies",
-    "MaskableFactorizedPlacementPolicy": "baselines.policies",
-    "FactorizedCategoricalDistribution": "baselines.policies",
-    "PlacementGraphNet": "baselines.policies",
-}
-
-__all__ = sorted(_LAZY)
+# Imported on first use (`__getattr__`): torch and stable-baselines3 are an optional extra.
+_POLICY_NAMES = (
+    "FactorizedPlacementPolicy", "MaskableFactorizedPlacementPolicy", "FactorizedCategoricalDistribution",
+    "PlacementGraphNet",
+)
+__all__ = sorted(_POLICY_NAMES)
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: torch and stable-baselines3 are an optional extra.
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _POLICY_NAMES:
+        return getattr(importlib.import_module("baselines.policies"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -306,6 +306,26 @@ class MoveMix(Protocol):
         """What the mix learned, for the result's info."""
 
 
+class StaleSteps:
+    """A local search's steps in a row that evaluated nothing new (the budget's memo knew every
+    placement of the step): `scores` scores one step and counts it; ``count`` is the run so far, and
+    the search has `converged` once more than ``limit`` steps in a row were stale."""
+
+    def __init__(self, budget: Budget, limit: int) -> None:
+        self.budget, self.limit, self.count = budget, limit, 0
+
+    def scores(self, placements: np.ndarray, cutoff: float | None = None) -> list[Score]:
+        """`Budget.scores` of one step's ``placements`` (with ``cutoff``), the step counted."""
+        used = self.budget.used
+        scores = self.budget.scores(placements, cutoff=cutoff)
+        self.count = 0 if self.budget.used > used else self.count + 1
+        return scores
+
+    @property
+    def converged(self) -> bool:
+        return self.count > self.limit
+
+
 @register("anneal", "simulated annealing over op and group moves from the best heuristic (budget: evals)",
           takes_budget=True)
 def anneal(
@@ -346,7 +366,8 @@ def anneal(
     current, current_score = begin.placement.copy(), begin.score
     scale = begin.score.runtime
     search_budget = max(budget.remaining, 1)
-    accepted = steps = stale = kicks = 0
+    accepted = steps = kicks = 0
+    stale = StaleSteps(budget, ANNEAL_STALE_STEPS)
     stopped = "budget"
     # Hill climbing only asks which moves beat the current placement (metropolis_accept at
     # temperature 0 compares keys, draws nothing): a cutoff at the current runtime decides the same.
@@ -362,17 +383,15 @@ def anneal(
                 moves.append(proposer.propose(current, over, *mix))
                 kinds.append(proposer.last_kind)
             moves = np.stack(moves)
-            used = budget.used
             cutoff = current_score.runtime if climbing and current_score.feasible else None
-            scores = budget.scores(moves, cutoff=cutoff)
+            scores = stale.scores(moves, cutoff=cutoff)
             if move_mix is not None:
                 move_mix.learn(kinds, scores, current_score, scale)
             steps += 1
-            stale = 0 if budget.used > used else stale + 1
-            if stale > ANNEAL_STALE_STEPS:
+            if stale.converged:
                 stopped = "converged"
                 break
-            if stale and stale % ANNEAL_KICK_STEPS == 0:
+            if stale.count and stale.count % ANNEAL_KICK_STEPS == 0:
                 # The neighbourhood is (nearly) all evaluated: a local optimum. Restart from the
                 # best with a few random moves (iterated local search).
                 kicked = budget.best_placement.copy()
@@ -465,7 +484,8 @@ def cem(
         probs = np.full((units, n_devices), (1.0 - keep) / max(n_devices - 1, 1))
         probs[np.arange(units), grouping.reduce(begin.placement)] = keep if n_devices > 1 else 1.0
     n_elite = max(1, int(round(elite_fraction * population)))
-    generations = stale = 0
+    generations = 0
+    stale = StaleSteps(budget, CEM_STALE_GENERATIONS)
     stopped = "budget"
     try:
         while budget.remaining > 0:
@@ -473,11 +493,9 @@ def cem(
             draws = rng.random((population, units, 1))
             samples = np.minimum((draws > cumulative[None]).sum(axis=2), n_devices - 1)
             placements = grouping.expand(samples)
-            used = budget.used
-            scores = budget.scores(placements)
+            scores = stale.scores(placements)
             generations += 1
-            stale = 0 if budget.used > used else stale + 1
-            if stale > CEM_STALE_GENERATIONS:
+            if stale.converged:
                 stopped = "converged"
                 break
             # The elite: this generation's best plus the best seen so far (elitism keeps the

@@ -9,11 +9,23 @@ import zlib
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.graph.opgraph import CATEGORIES, CATEGORY_INDEX, OpGraph
 
 MS = 1e-3
+
+SEEDS = st.integers(0, 2**31 - 1)
+"""Hypothesis's strategy for a seed of numpy's generators."""
+OBJECTIVES = st.sampled_from(["inference", "train_step"])
+"""Hypothesis's strategy for a task's objective."""
+
+
+def random_task_sizes(ops: tuple[int, int], devices: tuple[int, int]) -> dict[str, st.SearchStrategy]:
+    """The strategies of a random task's size for hypothesis's `given`, by keyword: ``n_ops`` in
+    ``ops`` and ``n_devices`` in ``devices`` (both bounds included), and its ``seed`` (`SEEDS`)."""
+    return {"n_ops": st.integers(*ops), "n_devices": st.integers(*devices), "seed": SEEDS}
 
 
 def assert_simulators_agree(task, placements) -> None:
@@ -75,7 +87,15 @@ def hand_graph(ops, edges, inputs=(), outputs=None, name="hand") -> OpGraph:
     )
 
 
-def hand_cluster(n_devices=2, flops=1e12, memory=1e12, bandwidth=1e9, latency=1e-4, overhead=1e-6) -> Cluster:
+HAND_OVERHEAD = 1e-6
+"""`hand_cluster`'s default per-op launch overhead (seconds)."""
+ONE_OP = 1 * MS + HAND_OVERHEAD
+"""The runtime of an op of 1e9 FLOPs on a default `hand_cluster` device."""
+
+
+def hand_cluster(
+    n_devices=2, flops=1e12, memory=1e12, bandwidth=1e9, latency=1e-4, overhead=HAND_OVERHEAD
+) -> Cluster:
     """Identical devices at ``flops`` FLOP/s (efficiency 1): an op of 1e9 FLOPs takes 1 ms + overhead;
     links of ``bandwidth`` bytes/s and ``latency`` s."""
     n = n_devices
@@ -91,6 +111,28 @@ def hand_cluster(n_devices=2, flops=1e12, memory=1e12, bandwidth=1e9, latency=1e
         link_bandwidth=np.full((n, n), bandwidth),
         link_latency=np.full((n, n), latency),
     )
+
+
+def two_independent_ops(env_class, **kwargs):
+    """An env of ``env_class`` over two independent ops of 1e9 FLOPs on two identical `hand_cluster`
+    devices (inference; ``kwargs`` go to the env): on one device they take 2 x `ONE_OP`, split `ONE_OP`."""
+    graph = hand_graph([("a", 1e9, 1e3, 0), ("b", 1e9, 1e3, 0)], edges=[])
+    return env_class(graph=graph, cluster=hand_cluster(2), objective="inference", **kwargs)
+
+
+def play_episode(env, actions, seed=0) -> tuple[list[float], list[bool], list[dict], list]:
+    """Reset ``env`` with ``seed`` and take ``actions`` (none may truncate): the rewards, the
+    terminated flags, the infos (the reset's first) and the observations (the reset's first)."""
+    obs, info = env.reset(seed=seed)
+    rewards, ends, infos, observations = [], [], [info], [obs]
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert not truncated
+        rewards.append(reward)
+        ends.append(terminated)
+        infos.append(info)
+        observations.append(obs)
+    return rewards, ends, infos, observations
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +276,7 @@ QUICK_TIER: dict[str, tuple[str, ...]] = {
     "placement_gym.leaderboard": ("tests/test_leaderboard.py",),
     "placement_gym.real": ("tests/test_real_executor.py",),
     "placement_gym.task": ("tests/test_task_identity.py",),
+    "placement_gym.task.passes": ("tests/test_task_passes.py",),
     "baselines": ("tests/test_baselines.py",),
     # the whole module resumes four learned agents (about 25 s): the refusal and the counter's arithmetic
     "baselines.leaderboard_fill": (

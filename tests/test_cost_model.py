@@ -6,7 +6,16 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import MS, assert_simulators_agree, hand_cluster, hand_graph, random_cluster
+from conftest import (
+    MS,
+    OBJECTIVES,
+    SEEDS,
+    assert_simulators_agree,
+    hand_cluster,
+    hand_graph,
+    random_cluster,
+    random_task_sizes,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -165,14 +174,10 @@ def test_train_step_adds_backward_and_update_ops_on_the_same_device():
 
 
 @settings(max_examples=100, deadline=None)
-@given(
-    n_ops=st.integers(1, 40),
-    n_devices=st.integers(1, 5),
-    seed=st.integers(0, 2**31 - 1),
-    window=st.one_of(st.none(), st.integers(1, 6)),
-    objective=st.sampled_from(["inference", "train_step"]),
-    executor_costs=st.booleans(),
-)
+@given(**random_task_sizes((1, 40), (1, 5)),
+       window=st.one_of(st.none(), st.integers(1, 6)),
+       objective=OBJECTIVES,
+       executor_costs=st.booleans())
 def test_fast_simulator_equals_the_reference_exactly(
     n_ops, n_devices, seed, window, objective, executor_costs
 ):
@@ -199,7 +204,7 @@ def sorted_sweep_peak(device, nbytes, alloc, free, n_devices):
     n_buffers=st.integers(0, 300),
     n_devices=st.integers(1, 6),
     n_times=st.integers(1, 40),
-    seed=st.integers(0, 2**31 - 1),
+    seed=SEEDS,
 )
 def test_the_memory_sweep_finds_the_peak_of_every_event_order(n_buffers, n_devices, n_times, seed):
     # Few distinct times, so that many events share one (frees and allocations at equal times, in
@@ -263,13 +268,7 @@ def test_the_memory_sweep_by_hand():
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    n_ops=st.integers(2, 60),
-    n_devices=st.integers(1, 6),
-    seed=st.integers(0, 2**31 - 1),
-    microbatches=st.integers(1, 3),
-    objective=st.sampled_from(["inference", "train_step"]),
-)
+@given(**random_task_sizes((2, 60), (1, 6)), microbatches=st.integers(1, 3), objective=OBJECTIVES)
 def test_the_reference_agrees_when_launches_queue_for_dispatch_threads(
     n_ops, n_devices, seed, microbatches, objective
 ):

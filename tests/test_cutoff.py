@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import MS, hand_cluster, hand_graph, random_cluster
+from conftest import MS, OBJECTIVES, hand_cluster, hand_graph, random_cluster, random_task_sizes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,16 +42,12 @@ def assert_cut_result_is_sound(result, full, cutoff: float) -> None:
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    n_ops=st.integers(1, 40),
-    n_devices=st.integers(1, 5),
-    seed=st.integers(0, 2**31 - 1),
-    objective=st.sampled_from(["inference", "train_step"]),
-    executor_costs=st.booleans(),
-    microbatches=st.integers(1, 2),
-    memory=st.sampled_from([None, 3e6, 3e7]),
-    fraction=st.one_of(st.floats(0.0, 1.5), st.sampled_from([1.0, 0.999999, 1.000001])),
-)
+@given(**random_task_sizes((1, 40), (1, 5)),
+       objective=OBJECTIVES,
+       executor_costs=st.booleans(),
+       microbatches=st.integers(1, 2),
+       memory=st.sampled_from([None, 3e6, 3e7]),
+       fraction=st.one_of(st.floats(0.0, 1.5), st.sampled_from([1.0, 0.999999, 1.000001])))
 def test_cut_results_are_bounds_and_uncut_ones_the_full_simulation(
     n_ops, n_devices, seed, objective, executor_costs, microbatches, memory, fraction
 ):

@@ -20,12 +20,9 @@ from placement_gym.cluster import PRESETS
 from placement_gym.envs.observation import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES
 from placement_gym.envs.rewards import (
     REWARDS,
+    OomPenalty,
     improvement_reward,
-    log_speedups,
-    neg_sqrt_relative_runtimes,
     penalty_runtime,
-    relative_runtimes,
-    reward_runtimes,
     shape_reward,
 )
 from placement_gym.envs.single_shot import DevicePlacementEnv
@@ -186,21 +183,21 @@ def test_shape_reward_by_hand():
 def test_batch_rewards_of_the_learned_agents_by_hand():
     """The batch forms the agents in baselines/learning/ use follow the same OOM rule as the envs."""
     runtimes, feasible = np.array([1.0, 0.5, 0.1]), np.array([True, True, False])
-    assert reward_runtimes(runtimes, feasible, 2.0).tolist() == [1.0, 0.5, 20.0]
-    assert reward_runtimes(runtimes, feasible, 2.0, oom_runtime=100.0).tolist() == [1.0, 0.5, 100.0]
+    default, fixed = OomPenalty(), OomPenalty(oom_runtime=100.0)
+    assert default.reward_runtimes(runtimes, feasible, 2.0).tolist() == [1.0, 0.5, 20.0]
+    assert fixed.reward_runtimes(runtimes, feasible, 2.0).tolist() == [1.0, 0.5, 100.0]
     penalty = penalty_runtime(2.0, None, 3.0)
-    assert reward_runtimes(runtimes, feasible, 2.0, oom_runtime_factor=3.0)[2] == penalty
-    speedups = log_speedups(runtimes, feasible, 2.0)
+    assert OomPenalty(oom_runtime_factor=3.0).reward_runtimes(runtimes, feasible, 2.0)[2] == penalty
+    speedups = default.log_speedups(runtimes, feasible, 2.0)
     expected = [shape_reward("log_speedup", r, ok, 2.0) for r, ok in zip(runtimes, feasible)]
     assert speedups == pytest.approx(expected, rel=1e-15)
     assert speedups[2] == pytest.approx(math.log(2.0 / 20.0))
     # In best-single units the default penalty is the factor itself, exactly.
     best = 0.1 + 0.2  # a value for which factor x best / best need not round back to the factor
-    assert relative_runtimes(np.array([0.6, 0.1]), np.array([True, False]), best)[1] == 10.0
-    assert relative_runtimes(runtimes, feasible, 2.0, oom_runtime=100.0).tolist() == [0.5, 0.25, 50.0]
-    assert neg_sqrt_relative_runtimes(runtimes, feasible, 4.0, oom_runtime_factor=4.0).tolist() == [
-        -0.5, -math.sqrt(0.125), -2.0,
-    ]
+    assert default.relative_runtimes(np.array([0.6, 0.1]), np.array([True, False]), best)[1] == 10.0
+    assert fixed.relative_runtimes(runtimes, feasible, 2.0).tolist() == [0.5, 0.25, 50.0]
+    neg_sqrt = OomPenalty(oom_runtime_factor=4.0).neg_sqrt_relative_runtimes(runtimes, feasible, 4.0)
+    assert neg_sqrt.tolist() == [-0.5, -math.sqrt(0.125), -2.0]
     assert improvement_reward(3.0, 1.0, 4.0) == 0.5
     assert improvement_reward(np.array([3.0, 1.0]), np.array([1.0, 3.0]), 4.0).tolist() == [0.5, -0.5]
 

@@ -8,42 +8,21 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import MS, hand_cluster, hand_graph
+from conftest import ONE_OP, hand_cluster, hand_graph, play_episode, two_independent_ops
 
 from placement_gym.cluster import load_cluster
 from placement_gym.cost_model import simulate
 from placement_gym.envs.refine import DevicePlacementRefineEnv, refine_visit
 from placement_gym.evaluation.placements import save_placement
 
-OVERHEAD = 1e-6  # hand_cluster's per-op overhead
-ONE_OP = 1 * MS + OVERHEAD  # an op of 1e9 FLOPs on a hand_cluster device
 SMALL = dict(graph="cifar10_cnn", cluster="k80x2", objective="inference")
-
-
-def _two_independent_ops(**kwargs) -> DevicePlacementRefineEnv:
-    """Two independent ops of 1e9 FLOPs on two identical devices: one device 2 x ONE_OP, split ONE_OP."""
-    graph = hand_graph([("a", 1e9, 1e3, 0), ("b", 1e9, 1e3, 0)], edges=[])
-    return DevicePlacementRefineEnv(graph=graph, cluster=hand_cluster(2), objective="inference", **kwargs)
-
-
-def _episode(env, actions, seed=0):
-    obs, info = env.reset(seed=seed)
-    rewards, ends, infos, observations = [], [], [info], [obs]
-    for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action)
-        assert not truncated
-        rewards.append(reward)
-        ends.append(terminated)
-        infos.append(info)
-        observations.append(obs)
-    return rewards, ends, infos, observations
 
 
 def test_an_improving_move_gets_a_positive_reward():
     """From both ops on gpu:0 (2 ONE_OP), moving a to gpu:1 runs them in parallel (ONE_OP):
     reward (2 ONE_OP - ONE_OP) / (2 ONE_OP) = +0.5. Park's env returns new - previous: negative."""
-    env = _two_independent_ops(initial="gpu:0")
-    rewards, ends, infos, _ = _episode(env, [1, 1])
+    env = two_independent_ops(DevicePlacementRefineEnv, initial="gpu:0")
+    rewards, ends, infos, _ = play_episode(env, [1, 1])
     assert infos[0]["runtime"] == pytest.approx(2 * ONE_OP, rel=1e-12)
     assert infos[1]["runtime"] == pytest.approx(ONE_OP, rel=1e-12)
     assert rewards[0] == pytest.approx(0.5, rel=1e-12) and rewards[0] > 0
@@ -53,8 +32,8 @@ def test_an_improving_move_gets_a_positive_reward():
 
 def test_the_last_node_is_placed_and_its_reward_counted():
     """Only the last move improves anything; an env that ends one step early (Park's) loses it."""
-    env = _two_independent_ops(initial="gpu:0")
-    rewards, ends, infos, observations = _episode(env, [0, 1])
+    env = two_independent_ops(DevicePlacementRefineEnv, initial="gpu:0")
+    rewards, ends, infos, observations = play_episode(env, [0, 1])
     assert ends == [False, True]  # two steps for two nodes
     assert rewards[0] == pytest.approx(0.0, abs=1e-12)
     assert rewards[1] == pytest.approx(0.5, rel=1e-12)
@@ -71,7 +50,7 @@ def test_the_last_node_is_placed_and_its_reward_counted():
 def test_rewards_sum_to_the_normalised_improvement(sweeps, groups):
     env = DevicePlacementRefineEnv(**SMALL, sweeps=sweeps, groups=groups)
     actions = np.random.default_rng(1).integers(0, 3, size=sweeps * env.n_nodes)
-    rewards, ends, infos, _ = _episode(env, actions, seed=2)
+    rewards, ends, infos, _ = play_episode(env, actions, seed=2)
     assert len(rewards) == sweeps * env.n_nodes and ends[-1] and not any(ends[:-1])
     best = env.best_single_runtime
     initial, final = infos[0]["reward_runtime"], infos[-1]["reward_runtime"]
@@ -101,7 +80,7 @@ def test_out_of_memory_moves_are_rewarded_with_the_penalty_runtime():
     graph = hand_graph([("a", 1e9, 1e3, 6e3), ("b", 1e9, 1e3, 6e3)], edges=[])
     cluster = dataclasses.replace(hand_cluster(2), memory_capacity=np.array([1e4, 1e4]))
     env = DevicePlacementRefineEnv(graph=graph, cluster=cluster, objective="inference", initial="gpu:0")
-    rewards, _, infos, _ = _episode(env, [1, 1])
+    rewards, _, infos, _ = play_episode(env, [1, 1])
     best = env.best_single_runtime
     assert not infos[0]["feasible"] and infos[0]["reward_runtime"] == pytest.approx(10 * best)
     assert rewards[0] == pytest.approx((10 * best - ONE_OP) / best, rel=1e-12)
@@ -172,7 +151,7 @@ def test_random_initial_placement_is_seeded_by_reset():
 
 
 def test_render_shows_the_current_placement():
-    env = _two_independent_ops(initial="gpu:0", render_mode="ansi")
+    env = two_independent_ops(DevicePlacementRefineEnv, initial="gpu:0", render_mode="ansi")
     assert "no episode yet" in env.render()
     env.reset()
     env.step(1)
@@ -181,7 +160,7 @@ def test_render_shows_the_current_placement():
 
 
 def test_bad_actions():
-    env = _two_independent_ops(initial="gpu:0")
+    env = two_independent_ops(DevicePlacementRefineEnv, initial="gpu:0")
     with pytest.raises(RuntimeError, match="reset"):
         env.step(0)
     env.reset()

@@ -7,42 +7,21 @@ import math
 
 import numpy as np
 import pytest
-from conftest import MS, hand_cluster, hand_graph
+from conftest import ONE_OP, hand_cluster, hand_graph, play_episode, two_independent_ops
 
 from placement_gym.cost_model import simulate
 from placement_gym.envs.rewards import REWARDS
 from placement_gym.envs.single_shot import DevicePlacementEnv
 from placement_gym.envs.staged import DevicePlacementStagedEnv
 
-OVERHEAD = 1e-6  # hand_cluster's per-op overhead
-ONE_OP = 1 * MS + OVERHEAD  # an op of 1e9 FLOPs on a hand_cluster device
 SMALL = dict(graph="cifar10_cnn", cluster="k80x2", objective="inference")
 
 
-def _two_independent_ops(**kwargs) -> DevicePlacementStagedEnv:
-    """Two independent ops of 1e9 FLOPs on two identical devices: one device 2 x ONE_OP, split ONE_OP."""
-    graph = hand_graph([("a", 1e9, 1e3, 0), ("b", 1e9, 1e3, 0)], edges=[])
-    return DevicePlacementStagedEnv(graph=graph, cluster=hand_cluster(2), objective="inference", **kwargs)
-
-
-def _episode(env, actions) -> tuple[list[float], list[bool], list[dict], list[dict]]:
-    obs, info = env.reset(seed=0)
-    rewards, ends, infos, observations = [], [], [info], [obs]
-    for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action)
-        assert not truncated
-        rewards.append(reward)
-        ends.append(terminated)
-        infos.append(info)
-        observations.append(obs)
-    return rewards, ends, infos, observations
-
-
 def test_sparse_episode_by_hand():
-    env = _two_independent_ops()
+    env = two_independent_ops(DevicePlacementStagedEnv)
     assert env.best_single_device == 0  # a tie between identical devices goes to the first
     assert env.best_single_runtime == pytest.approx(2 * ONE_OP, rel=1e-12)
-    rewards, ends, infos, observations = _episode(env, [0, 1])
+    rewards, ends, infos, observations = play_episode(env, [0, 1])
     assert ends == [False, True]
     assert rewards[0] == 0.0
     assert rewards[1] == pytest.approx(math.log(2.0), rel=1e-12)  # log(2 ONE_OP / ONE_OP)
@@ -64,7 +43,7 @@ def test_final_reward_equals_the_single_shot_reward_of_the_same_placement(name):
     staged = DevicePlacementStagedEnv(**SMALL, reward=name)
     single = DevicePlacementEnv(**SMALL, reward=name)
     placement = np.random.default_rng(4).integers(0, 3, size=staged.n_nodes)
-    rewards, ends, infos, _ = _episode(staged, placement)
+    rewards, ends, infos, _ = play_episode(staged, placement)
     assert ends[-1] and not any(ends[:-1]) and all(r == 0.0 for r in rewards[:-1])
     single.reset()
     _, expected, _, _, expected_info = single.step(placement)
@@ -78,7 +57,7 @@ def test_final_reward_with_groups_equals_single_shot_of_the_expanded_placement()
     staged = DevicePlacementStagedEnv(**SMALL, groups="chains")
     single = DevicePlacementEnv(**SMALL)
     group_placement = np.arange(staged.n_nodes) % 3
-    rewards, _, _, _ = _episode(staged, group_placement)
+    rewards, _, _, _ = play_episode(staged, group_placement)
     single.reset()
     _, expected, _, _, _ = single.step(group_placement[staged.grouping.group_of_op])
     assert staged.n_nodes < staged.task.n_forward
@@ -88,13 +67,13 @@ def test_final_reward_with_groups_equals_single_shot_of_the_expanded_placement()
 def test_dense_rewards_by_hand():
     """Completion device 0. Placing a on 0 keeps both on 0 (no change); b on 1 halves the runtime:
     (2 ONE_OP - ONE_OP) / (2 ONE_OP) = 0.5."""
-    env = _two_independent_ops(dense=True)
-    rewards, _, infos, _ = _episode(env, [0, 1])
+    env = two_independent_ops(DevicePlacementStagedEnv, dense=True)
+    rewards, _, infos, _ = play_episode(env, [0, 1])
     assert rewards[0] == pytest.approx(0.0, abs=1e-12)
     assert rewards[1] == pytest.approx(0.5, rel=1e-12)
     assert infos[1]["runtime"] == pytest.approx(2 * ONE_OP, rel=1e-12)  # [a on 0, b completed on 0]
     # a on 1 splits the completed placement (+0.5); b on 1 joins a (-0.5): back to one device.
-    rewards, _, _, _ = _episode(env, [1, 1])
+    rewards, _, _, _ = play_episode(env, [1, 1])
     assert rewards == pytest.approx([0.5, -0.5], rel=1e-12)
 
 
@@ -102,7 +81,7 @@ def test_dense_rewards_telescope_to_the_normalised_improvement_over_the_best_sin
     env = DevicePlacementStagedEnv(**SMALL, dense=True)
     for seed in range(3):
         placement = np.random.default_rng(seed).integers(0, 3, size=env.n_nodes)
-        rewards, _, infos, _ = _episode(env, placement)
+        rewards, _, infos, _ = play_episode(env, placement)
         final = infos[-1]["reward_runtime"]
         best = env.best_single_runtime
         assert sum(rewards) == pytest.approx((best - final) / best, rel=1e-9, abs=1e-12)
@@ -116,11 +95,11 @@ def test_dense_rewards_use_the_penalty_runtime_when_out_of_memory():
     cluster = dataclasses.replace(hand_cluster(2), memory_capacity=np.array([1e4, 1e4]))
     env = DevicePlacementStagedEnv(graph=graph, cluster=cluster, objective="inference", dense=True)
     penalty = 10 * env.best_single_runtime
-    rewards, _, infos, _ = _episode(env, [1, 0])
+    rewards, _, infos, _ = play_episode(env, [1, 0])
     assert infos[1]["feasible"] and infos[1]["reward_runtime"] == pytest.approx(ONE_OP, rel=1e-12)
     assert rewards[0] == pytest.approx((penalty - ONE_OP) / env.best_single_runtime, rel=1e-12)
     assert rewards[1] == pytest.approx(0.0, abs=1e-12)  # b on 0 was already counted there
-    rewards, _, infos, _ = _episode(env, [0, 0])
+    rewards, _, infos, _ = play_episode(env, [0, 0])
     assert not infos[2]["feasible"] and infos[2]["reward_runtime"] == penalty
     assert rewards == pytest.approx([0.0, 0.0], abs=1e-12)
 
@@ -152,7 +131,7 @@ def test_masks_with_groups_count_the_whole_group():
 
 
 def test_render_shows_the_partial_placement():
-    env = _two_independent_ops(render_mode="ansi")
+    env = two_independent_ops(DevicePlacementStagedEnv, render_mode="ansi")
     env.reset()
     env.step(1)
     text = env.render()
@@ -161,7 +140,7 @@ def test_render_shows_the_partial_placement():
 
 
 def test_bad_actions_and_order_of_calls():
-    env = _two_independent_ops()
+    env = two_independent_ops(DevicePlacementStagedEnv)
     with pytest.raises(RuntimeError, match="reset"):
         env.step(0)
     env.reset()

@@ -161,8 +161,8 @@ def test_cold_numba_cache_is_announced(capsys, monkeypatch, tmp_path):
 
 
 def test_help_lines_are_the_commands_own():
-    """`placement-gym --help` lists each command by `COMMANDS` without importing its module: those
-    lines must be the ones the modules give their commands."""
+    """`placement-gym --help` lists each command by `COMMANDS` without importing its module: every
+    module's commands must be listed there, with the lines their parsers show."""
     from placement_gym.cli import COMMANDS, build_parser
 
     full = build_parser(None)  # every module imported

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import MS, hand_cluster, hand_graph, random_cluster
+from conftest import MS, OBJECTIVES, hand_cluster, hand_graph, random_cluster, random_task_sizes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -176,14 +176,10 @@ def check_fill_drain(task, schedule):
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    n_ops=st.integers(1, 16),
-    n_devices=st.integers(1, 4),
-    seed=st.integers(0, 2**31 - 1),
-    m=st.integers(1, 3),
-    objective=st.sampled_from(["inference", "train_step"]),
-    executor_costs=st.booleans(),
-)
+@given(**random_task_sizes((1, 16), (1, 4)),
+       m=st.integers(1, 3),
+       objective=OBJECTIVES,
+       executor_costs=st.booleans())
 def test_reference_agrees_on_random_pipelined_tasks(n_ops, n_devices, seed, m, objective, executor_costs):
     graph = random_graph(n_ops, seed=seed, window=4)
     rng = np.random.default_rng(seed)

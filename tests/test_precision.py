@@ -8,7 +8,14 @@ import json
 
 import numpy as np
 import pytest
-from conftest import assert_simulators_agree, hand_cluster, hand_graph, random_cluster
+from conftest import (
+    OBJECTIVES,
+    assert_simulators_agree,
+    hand_cluster,
+    hand_graph,
+    random_cluster,
+    random_task_sizes,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -143,14 +150,10 @@ def _random_tensor_cluster(n: int, seed: int, executor_costs: bool):
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    n_ops=st.integers(1, 40),
-    n_devices=st.integers(1, 4),
-    seed=st.integers(0, 2**31 - 1),
-    objective=st.sampled_from(["inference", "train_step"]),
-    precision=st.sampled_from(["bf16", "fp16"]),
-    executor_costs=st.booleans(),
-)
+@given(**random_task_sizes((1, 40), (1, 4)),
+       objective=OBJECTIVES,
+       precision=st.sampled_from(["bf16", "fp16"]),
+       executor_costs=st.booleans())
 def test_fast_simulator_equals_the_reference_in_half_precision(
     n_ops, n_devices, seed, objective, precision, executor_costs
 ):

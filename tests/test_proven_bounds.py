@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import hand_cluster, hand_graph, random_cluster
+from conftest import OBJECTIVES, SEEDS, hand_cluster, hand_graph, random_cluster, random_task_sizes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,14 +40,10 @@ def optimum(task) -> float:
 
 
 @settings(max_examples=120, deadline=None)
-@given(
-    n_ops=st.integers(1, 6),
-    n_devices=st.integers(2, 3),
-    seed=st.integers(0, 2**31 - 1),
-    objective=st.sampled_from(["inference", "train_step"]),
-    executor_costs=st.booleans(),
-    tight=st.booleans(),
-)
+@given(**random_task_sizes((1, 6), (2, 3)),
+       objective=OBJECTIVES,
+       executor_costs=st.booleans(),
+       tight=st.booleans())
 def test_no_feasible_placement_beats_any_argument(n_ops, n_devices, seed, objective, executor_costs, tight):
     rng = np.random.default_rng(seed)
     graph = random_graph(n_ops, seed=seed, max_inputs=3)
@@ -70,8 +66,8 @@ def test_no_feasible_placement_beats_any_argument(n_ops, n_devices, seed, object
 @settings(max_examples=60, deadline=None)
 @given(
     n_ops=st.integers(5, 9),
-    seed=st.integers(0, 2**31 - 1),
-    objective=st.sampled_from(["inference", "train_step"]),
+    seed=SEEDS,
+    objective=OBJECTIVES,
     executor_costs=st.booleans(),
 )
 def test_phases_never_beat_the_optimum_on_deeper_graphs(n_ops, seed, objective, executor_costs):

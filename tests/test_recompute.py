@@ -7,7 +7,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import hand_cluster, hand_graph, random_cluster
+from conftest import hand_cluster, hand_graph, random_cluster, random_task_sizes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -78,14 +78,10 @@ def consumers(task, tensor):
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    n_ops=st.integers(1, 20),
-    n_devices=st.integers(1, 4),
-    seed=st.integers(0, 2**31 - 1),
-    m=st.integers(1, 3),
-    executor_costs=st.booleans(),
-    shared=st.booleans(),
-)
+@given(**random_task_sizes((1, 20), (1, 4)),
+       m=st.integers(1, 3),
+       executor_costs=st.booleans(),
+       shared=st.booleans())
 def test_reference_agrees_and_indices_stay_topological(n_ops, n_devices, seed, m, executor_costs, shared):
     graph = random_graph(n_ops, seed=seed, window=4, shared_parameter_prob=0.5 if shared else 0.0)
     rng = np.random.default_rng(seed)

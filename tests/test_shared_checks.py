@@ -127,8 +127,20 @@ def test_learned_agents_name_their_options_as_the_envs_and_each_other_do():
     load_agents()
     task = get_task(*TASK)
     penalised = []
+    def keywords(cls) -> set[str]:
+        """The keywords ``cls(...)`` takes: its own ``__init__``'s and, through ``**options``, its bases'."""
+        names: set[str] = set()
+        for klass in cls.__mro__:
+            if "__init__" not in vars(klass):
+                continue
+            parameters = inspect.signature(vars(klass)["__init__"]).parameters.values()
+            names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+            if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+                break
+        return names
+
     for name, cls in sorted(LEARNED_AGENTS.items()):
-        parameters = set(inspect.signature(cls.__init__).parameters)
+        parameters = keywords(cls)
         assert not parameters & set(ENV_NAMES), f"{name} takes {sorted(parameters & set(ENV_NAMES))}"
         if "oom_runtime_factor" in parameters:
             penalised.append(name)

@@ -262,26 +262,21 @@ def test_demo_with_out_writes_only_there(tmp_path, monkeypatch, capsys):
     assert str(out / "placement-gym-demo.png") in capsys.readouterr().out
 
 
-def test_demo_without_out_writes_under_the_output_root_not_the_current_folder(tmp_path, monkeypatch):
+@pytest.mark.parametrize("argv, written", [
+    (["demo", "--samples", "4", "--json"], ["demo", "demo/placement-gym-demo.png"]),
+    (["fidelity", "--published", "--json"], ["fidelity", "fidelity/published.png"]),
+])
+def test_a_chart_without_out_is_written_under_the_output_root_not_the_current_folder(
+    argv, written, tmp_path, monkeypatch
+):
     pytest.importorskip("matplotlib")
     cwd, root = tmp_path / "cwd", tmp_path / "root"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(root))
-    assert main(["demo", "--samples", "4", "--json"]) == 0
+    assert main(argv) == 0
     assert _files(cwd) == []
-    assert _files(root) == ["demo", "demo/placement-gym-demo.png"]
-
-
-def test_fidelity_published_without_out_writes_under_the_output_root(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
-    cwd, root = tmp_path / "cwd", tmp_path / "root"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.setenv("PLACEMENT_GYM_OUTPUT", str(root))
-    assert main(["fidelity", "--published", "--json"]) == 0
-    assert _files(cwd) == []
-    assert _files(root) == ["fidelity", "fidelity/published.png"]
+    assert _files(root) == written
 
 
 def test_train_without_out_writes_under_the_output_root(tmp_path, monkeypatch, capsys):

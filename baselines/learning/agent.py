@@ -20,11 +20,15 @@ class LearnedAgent:
     **config)`` (config keys are the documented hyper-parameters), and implement `iteration`:
     sample placements, evaluate them through the evaluator (never `simulate` directly: the budget
     counts every evaluation), update. All state needed to resume (networks, optimisers, the numpy
-    generator, baselines) goes through `state_dict` / `load_state_dict`. Agents that can move to
-    another graph keeping their weights (GNNs) implement `set_task`."""
+    generator, baselines) goes through `state_dict` / `load_state_dict`: the attributes named in
+    `checkpointed` are saved and restored there, a subclass adds what else it keeps. Agents that can
+    move to another graph keeping their weights (GNNs) implement `set_task`."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    checkpointed: ClassVar[tuple[str, ...]] = ()
+    """The attributes (networks, optimisers: anything with ``state_dict`` and ``load_state_dict``) that a
+    checkpoint carries, each under its attribute's name."""
 
     def __init__(self, task: Task, seed: int = 0, **config: Any) -> None:
         self.task = task
@@ -38,10 +42,15 @@ class LearnedAgent:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
-        return {"rng": self.rng.bit_generator.state}
+        """The numpy generator's state and the state dict of every `checkpointed` attribute."""
+        networks = {name: getattr(self, name).state_dict() for name in self.checkpointed}
+        return {"rng": self.rng.bit_generator.state} | networks
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what `state_dict` gave."""
         self.rng.bit_generator.state = state["rng"]
+        for name in self.checkpointed:
+            getattr(self, name).load_state_dict(state[name])
 
     def set_task(self, task: Task) -> None:
         raise NotImplementedError(f"agent {self.name!r} cannot move to another graph")

@@ -16,19 +16,26 @@ sequential step per depth level, so a node sees all its ancestors); we use a few
 instead (a node sees ancestors and descendants ``rounds`` hops away), which costs O(rounds) tensor
 ops per forward pass instead of O(depth) and keeps a pass over gnmt4's 2,000+ nodes in milliseconds.
 Every weight has a size independent of the number of nodes, so one encoder runs on any graph.
+
+`GNNAgent` is what both agents share around their networks: the options of `GNNOptions`, the graph
+inputs, checkpoints and moving to another graph of the same devices.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import inspect
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from baselines.learning.agent import LearnedAgent
 from baselines.learning.options import check_number
 from placement_gym.envs.observation import NODE_FEATURES, NodeObservation
 from placement_gym.envs.pyg import graph_arrays
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, OomPenalty
 from placement_gym.task.cache import TaskCache
 from placement_gym.task.compiled import Task
 from placement_gym.task.groups import Grouping, make_grouping, quotient_edges
@@ -164,29 +171,80 @@ def sample_categorical(probs: np.ndarray, rng: np.random.Generator) -> np.ndarra
 
 @dataclass(frozen=True)
 class GNNOptions:
-    """The options the GNN agents (`placeto`, `hsdag`) share, checked by `check_number`: ``batch``
-    (episodes per update, >= 1), ``hidden`` (width, >= 1), ``rounds`` (message passing, >= 0),
-    ``learning_rate`` (Adam, > 0), ``entropy_coef`` (bonus, >= 0), ``oom_runtime_factor``
-    (out-of-memory runtime in best-single runtimes, >= 1, the envs' rule) and ``max_grad_norm`` (> 0)."""
+    """The options the GNN agents (`placeto`, `hsdag`) share, with their defaults, checked by
+    `check_number`: ``batch`` (episodes per update, >= 1; each agent has its own default), ``hidden``
+    (width, >= 1), ``rounds`` (message passing, >= 0), ``learning_rate`` (Adam, > 0), ``entropy_coef``
+    (bonus, >= 0), ``oom_runtime_factor`` (out-of-memory runtime in best-single runtimes, >= 1, the envs'
+    rule) and ``max_grad_norm`` (> 0)."""
 
     batch: int
-    hidden: int
-    rounds: int
-    learning_rate: float
-    entropy_coef: float
-    oom_runtime_factor: float
-    max_grad_norm: float
+    hidden: int = 32
+    rounds: int = 2
+    learning_rate: float = 3e-3
+    entropy_coef: float = 0.01
+    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR
+    max_grad_norm: float = 1.0
 
     @classmethod
-    def checked(
-        cls, batch, hidden, rounds, learning_rate, entropy_coef, oom_runtime_factor, max_grad_norm
-    ) -> GNNOptions:
+    def checked(cls, batch: Any, **options: Any) -> GNNOptions:
+        """The options ``batch`` and ``options`` (keywords named as this class's fields; the others
+        keep their defaults), each checked; a ValueError names the first one out of bounds."""
+        given = {**{f.name: f.default for f in fields(cls) if f.name != "batch"}, **options}
         return cls(
             batch=check_number("batch", batch, 1, integer=True),
-            hidden=check_number("hidden", hidden, 1, integer=True),
-            rounds=check_number("rounds", rounds, 0, integer=True),
-            learning_rate=check_number("learning_rate", learning_rate, 0.0, open_low=True),
-            entropy_coef=check_number("entropy_coef", entropy_coef, 0.0),
-            oom_runtime_factor=check_number("oom_runtime_factor", oom_runtime_factor, 1.0),
-            max_grad_norm=check_number("max_grad_norm", max_grad_norm, 0.0, open_low=True),
+            hidden=check_number("hidden", given["hidden"], 1, integer=True),
+            rounds=check_number("rounds", given["rounds"], 0, integer=True),
+            learning_rate=check_number("learning_rate", given["learning_rate"], 0.0, open_low=True),
+            entropy_coef=check_number("entropy_coef", given["entropy_coef"], 0.0),
+            oom_runtime_factor=check_number("oom_runtime_factor", given["oom_runtime_factor"], 1.0),
+            max_grad_norm=check_number("max_grad_norm", given["max_grad_norm"], 0.0, open_low=True),
         )
+
+
+GNN_OPTION_NAMES = tuple(f.name for f in fields(GNNOptions) if f.name != "batch")
+"""The keywords a GNN agent passes on to `GNNOptions` (``batch`` is each agent's own)."""
+
+
+class GNNAgent(LearnedAgent):
+    """What the GNN agents (`placeto`, `hsdag`) share: their `GNNOptions` (``options``; ``batch``,
+    ``entropy_coef``, ``oom_runtime_factor`` and ``max_grad_norm`` also as attributes, and the penalty
+    rule as ``oom_penalty``), the `GraphInputs` of the task's ops grouped by ``groups`` (``graph``), a
+    ``policy`` network and its ``optimizer`` (built by the subclass, both checkpointed) and `set_task`.
+    ``options`` are the keywords of `GNNOptions` but ``batch``; any other keyword is refused as the base
+    class refuses it."""
+
+    checkpointed = ("policy", "optimizer")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's ``__init__`` shows the shared options as its own keywords (``help()``,
+        `inspect.signature`), not as ``**options``."""
+        super().__init_subclass__(**kwargs)
+        init = vars(cls).get("__init__")
+        if init is None:
+            return
+        own = [p for p in inspect.signature(init).parameters.values() if p.kind != p.VAR_KEYWORD]
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        shared = [inspect.Parameter(f.name, keyword, default=f.default, annotation=f.type)
+                  for f in fields(GNNOptions) if f.name in GNN_OPTION_NAMES]
+        init.__signature__ = inspect.signature(init).replace(parameters=[*own, *shared])
+
+    def __init__(self, task: Task, seed: int, groups: Any, batch: int, **options: Any) -> None:
+        shared = {key: options.pop(key) for key in GNN_OPTION_NAMES if key in options}
+        super().__init__(task, seed, **options)
+        self.groups = groups
+        self.options = GNNOptions.checked(batch, **shared)
+        self.batch, self.entropy_coef = self.options.batch, self.options.entropy_coef
+        self.oom_runtime_factor = self.options.oom_runtime_factor
+        self.oom_penalty = OomPenalty(oom_runtime_factor=self.oom_runtime_factor)
+        self.max_grad_norm = self.options.max_grad_norm
+        self.graph = graph_inputs(task, groups)
+
+    def set_task(self, task: Task) -> None:
+        """Move to another graph (same number of devices), keeping the weights and the optimiser."""
+        if task.n_devices != self.task.n_devices:
+            raise ValueError(
+                f"{self.name}'s policy was built for {self.task.n_devices} devices; task {task.id} has "
+                f"{task.n_devices}: move it only to a cluster with the same number of devices"
+            )
+        self.task = task
+        self.graph = graph_inputs(task, self.groups)

@@ -52,7 +52,7 @@ from baselines.learning.seq2seq import (
     sample_categorical,
 )
 from baselines.learning.trainer import register_learned
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, neg_sqrt_relative_runtimes
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, OomPenalty
 from placement_gym.evaluation.budget import Budget
 from placement_gym.task.compiled import Task
 
@@ -108,6 +108,7 @@ class HierarchicalPlacer(LearnedAgent):
     grouper's fixed positional prior (0: none); ``oom_runtime_factor`` (10.0)."""
 
     name = "hierarchical"
+    checkpointed = ("grouper", "placer", "optimizer")
 
     def __init__(
         self,
@@ -142,6 +143,7 @@ class HierarchicalPlacer(LearnedAgent):
         self.n_groups = int(n_groups)
         self.grouper_samples, self.placer_samples = int(grouper_samples), int(placer_samples)
         self.entropy_coef, self.oom_runtime_factor = float(entropy_coef), float(oom_runtime_factor)
+        self.oom_penalty = OomPenalty(oom_runtime_factor=self.oom_runtime_factor)
         check_number("position_prior", position_prior, 0)
         self.op_inputs = torch.from_numpy(node_inputs(task))
         self.prior = torch.from_numpy(position_logits(task.n_forward, self.n_groups, float(position_prior)))
@@ -176,8 +178,7 @@ class HierarchicalPlacer(LearnedAgent):
             )
         placements = np.take_along_axis(actions, groups[grouping_of_row], axis=1)
         runtimes, feasible = evaluator.evaluate(placements)
-        rewards = neg_sqrt_relative_runtimes(runtimes, feasible, self.best_single,
-                                             oom_runtime_factor=self.oom_runtime_factor)
+        rewards = self.oom_penalty.neg_sqrt_relative_runtimes(runtimes, feasible, self.best_single)
         advantages = torch.from_numpy((rewards - rewards.mean()).astype(np.float32))
         # log-probabilities with gradients
         op_log_probs = torch.log_softmax(self.group_logits(), dim=-1)
@@ -204,16 +205,3 @@ class HierarchicalPlacer(LearnedAgent):
         """Group logits of every op ``(n_ops, n_groups)``: the grouper's output plus the fixed
         positional prior."""
         return self.grouper(self.op_inputs) + self.prior
-
-    def state_dict(self) -> dict[str, Any]:
-        return super().state_dict() | {
-            "grouper": self.grouper.state_dict(),
-            "placer": self.placer.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.grouper.load_state_dict(state["grouper"])
-        self.placer.load_state_dict(state["placer"])
-        self.optimizer.load_state_dict(state["optimizer"])

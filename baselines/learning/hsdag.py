@@ -37,12 +37,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from baselines.learning.agent import LearnedAgent
-from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sample_categorical
+from baselines.learning.gnn import DagEncoder, GNNAgent, mlp, sample_categorical
 from baselines.learning.options import check_number
 from baselines.learning.trainer import register_learned
 from placement_gym.envs.observation import NODE_FEATURES
-from placement_gym.envs.rewards import log_speedups
 from placement_gym.evaluation.budget import Budget
 from placement_gym.task.compiled import Task
 
@@ -73,7 +71,7 @@ class GroupPlacer(nn.Module):
 
 
 @register_learned
-class HSDAG(LearnedAgent):
+class HSDAG(GNNAgent):
     """HSDAG: chain coarsening, GNN embeddings, soft pooling into a learned number of groups, a device
     per group; REINFORCE on the log speedup (see the module docstring for every design choice).
 
@@ -84,42 +82,13 @@ class HSDAG(LearnedAgent):
     name = "hsdag"
 
     def __init__(
-        self,
-        task: Task,
-        seed: int = 0,
-        groups: Any = "chains",
-        batch: int = 32,
-        max_groups: int = 32,
-        hidden: int = 32,
-        rounds: int = 2,
-        learning_rate: float = 3e-3,
-        entropy_coef: float = 0.01,
-        oom_runtime_factor: float = 10.0,
-        max_grad_norm: float = 1.0,
-        **config: Any,
+        self, task: Task, seed: int = 0, groups: Any = "chains", batch: int = 32, max_groups: int = 32,
+        **options: Any,
     ) -> None:
-        super().__init__(task, seed, **config)
-        self.groups = groups
-        options = GNNOptions.checked(
-            batch, hidden, rounds, learning_rate, entropy_coef, oom_runtime_factor, max_grad_norm
-        )
-        self.batch, self.entropy_coef = options.batch, options.entropy_coef
-        self.oom_runtime_factor = options.oom_runtime_factor
-        self.max_grad_norm = options.max_grad_norm
+        super().__init__(task, seed, groups, batch, **options)
         self.max_groups = check_number("max_groups", max_groups, 1, integer=True)
-        self.graph = graph_inputs(task, groups)
-        self.policy = GroupPlacer(task.n_devices, options.hidden, options.rounds, self.max_groups)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=options.learning_rate)
-
-    def set_task(self, task: Task) -> None:
-        """Move to another graph (same number of devices), keeping the weights and the optimiser."""
-        if task.n_devices != self.task.n_devices:
-            raise ValueError(
-                f"hsdag's policy was built for {self.task.n_devices} devices; task {task.id} has "
-                f"{task.n_devices}: move it only to a cluster with the same number of devices"
-            )
-        self.task = task
-        self.graph = graph_inputs(task, self.groups)
+        self.policy = GroupPlacer(task.n_devices, self.options.hidden, self.options.rounds, self.max_groups)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.options.learning_rate)
 
     def _sample(self, log_assign: torch.Tensor, log_device: torch.Tensor, count: int, greedy_rows: int = 0):
         """Group of every node ``(count, n_nodes)`` and device of every group ``(count, K)``."""
@@ -138,7 +107,7 @@ class HSDAG(LearnedAgent):
         nodes = np.take_along_axis(devices, groups, axis=1)
         runtimes, feasible = evaluator.evaluate(self.graph.grouping.expand(nodes))
         best_single = evaluator.best_single_runtime
-        reward = log_speedups(runtimes, feasible, best_single, oom_runtime_factor=self.oom_runtime_factor)
+        reward = self.oom_penalty.log_speedups(runtimes, feasible, best_single)
         advantage = reward - reward.mean() if count > 1 else reward
         spread = advantage.std()
         advantage = advantage / spread if spread > 1e-12 else advantage * 0.0
@@ -175,12 +144,3 @@ class HSDAG(LearnedAgent):
             log_assign, log_device, _ = self.policy(self.graph)
         groups, devices = self._sample(log_assign, log_device, count, greedy_rows=1)
         return self.graph.grouping.expand(np.take_along_axis(devices, groups, axis=1))
-
-    def state_dict(self) -> dict[str, Any]:
-        networks = {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()}
-        return super().state_dict() | networks
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])

@@ -47,6 +47,7 @@ import numpy as np
 from baselines.registry import register
 from baselines.search import (
     START_AGENTS,
+    StaleSteps,
     find_start,
     forward_neighbours,
     metropolis_accept,
@@ -339,7 +340,8 @@ def move_policy(
     state = _state(task, budget.schedule(current), current_score, inputs)
     since_refresh, changed = 0, False
     reward_scale = 1e-3  # running mean of the positive relative improvements
-    steps = accepted = stale = kicks = updates = 0
+    steps = accepted = kicks = updates = 0
+    stale = StaleSteps(budget, STALE_STEPS)
     stopped = "budget"
     try:
         while budget.remaining > 0:
@@ -353,11 +355,9 @@ def move_policy(
             logits = x @ w
             pick = np.argsort(-(logits + rng.gumbel(size=len(drawn))))[:batch]
             rows = np.stack([moves.apply(current, drawn[i]) for i in pick])
-            used = budget.used
-            scores = budget.scores(rows)
+            scores = stale.scores(rows)
             steps += 1
-            stale = 0 if budget.used > used else stale + 1
-            if stale > STALE_STEPS:
+            if stale.converged:
                 stopped = "converged"
                 break
             gains = np.array([_gain(s, current_score) for s in scores])
@@ -367,7 +367,7 @@ def move_policy(
             for i, gain in zip(pick, gains):
                 if gain > 0:
                     moves.credit[drawn[i][1]] = 1.0
-            if learning_rate > 0 and budget.used > used:
+            if learning_rate > 0 and stale.count == 0:  # the step evaluated something new
                 positive = gains[gains > 0]
                 if len(positive):
                     reward_scale = 0.9 * reward_scale + 0.1 * float(positive.mean())
@@ -379,7 +379,7 @@ def move_policy(
                     grad = (advantage[:, None] * (x[pick] - prob @ x)).sum(axis=0) / len(pick)
                     w = np.clip(w + learning_rate * grad, -WEIGHT_CLIP, WEIGHT_CLIP)
                     updates += 1
-            if stale and stale % KICK_STEPS == 0:
+            if stale.count and stale.count % KICK_STEPS == 0:
                 # nearly every proposal was evaluated before: a local optimum; restart near the best
                 kicked = budget.best_placement.copy()
                 for _ in range(KICK_MOVES):

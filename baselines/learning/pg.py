@@ -9,7 +9,7 @@ topological order and emits one device per group; it is trained with REINFORCE (
 * Reward ``-sqrt(runtime / best single-device runtime)``: the paper's -sqrt(runtime), with the
   runtime divided by the best single device's so that one learning rate fits every task. An
   out-of-memory placement counts as ``oom_runtime_factor`` (10) x the best single-device runtime (the
-  paper's fixed 100 s, made task-free; `placement_gym.envs.rewards.neg_sqrt_relative_runtimes`).
+  paper's fixed 100 s, made task-free; `placement_gym.envs.rewards.OomPenalty.neg_sqrt_relative_runtimes`).
 * Baseline: a moving average of the batch-mean reward, decay 0.9 (the paper's), subtracted before
   it is updated with the batch; it starts at the first batch's mean.
 * Each iteration samples ``batch`` placements (one decoder pass for the whole batch), evaluates them
@@ -32,7 +32,6 @@ import torch
 from baselines.learning.options import check_number
 from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, neg_sqrt_relative_runtimes
 from placement_gym.evaluation.budget import Budget
 from placement_gym.task.compiled import Task
 
@@ -52,37 +51,18 @@ class PolicyGradientPlacer(Seq2SeqAgent):
     name = "pg"
 
     def __init__(
-        self,
-        task: Task,
-        seed: int = 0,
-        hidden: int = 64,
-        batch: int = 32,
-        learning_rate: float = 3e-3,
-        baseline_decay: float = BASELINE_DECAY,
-        entropy_coef: float = 0.1,
-        groups: Any = "colocate",
-        max_groups: int | None = None,
-        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
-        **config: Any,
+        self, task: Task, seed: int = 0, baseline_decay: float = BASELINE_DECAY, entropy_coef: float = 0.1,
+        **options: Any,
     ) -> None:
-        super().__init__(task, seed, **config)
-        check_number("batch", batch, 1, integer=True)
-        check_number("entropy_coef", entropy_coef, 0)
-        check_number("oom_runtime_factor", oom_runtime_factor, 1)
-        check_number("baseline_decay", baseline_decay, 0, 1, open_high=True)
-        self.batch = int(batch)
-        self.baseline_decay = float(baseline_decay)
-        self.entropy_coef = float(entropy_coef)
-        self.oom_runtime_factor = float(oom_runtime_factor)
+        super().__init__(task, seed, entropy_coef=entropy_coef, value_head=False, **options)
+        self.baseline_decay = check_number("baseline_decay", baseline_decay, 0, 1, open_high=True)
         self.baseline: float | None = None
-        self._build(hidden, learning_rate, groups, max_groups, value_head=False)
 
     def iteration(self, evaluator: Budget) -> dict[str, float]:
         size = min(self.batch, evaluator.remaining)
         actions = self.sample_groups(size)
         runtimes, feasible = evaluator.evaluate(self.grouping.expand(actions))
-        rewards = neg_sqrt_relative_runtimes(runtimes, feasible, self.best_single,
-                                             oom_runtime_factor=self.oom_runtime_factor)
+        rewards = self.oom_penalty.neg_sqrt_relative_runtimes(runtimes, feasible, self.best_single)
         mean_reward = float(rewards.mean())
         if self.baseline is None:
             self.baseline = mean_reward

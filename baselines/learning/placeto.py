@@ -56,13 +56,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from baselines.learning.agent import LearnedAgent
-from baselines.learning.gnn import DagEncoder, GNNOptions, graph_inputs, mlp, sample_categorical
+from baselines.learning.gnn import DagEncoder, GNNAgent, mlp, sample_categorical
 from baselines.learning.options import check_number
 from baselines.learning.trainer import register_learned
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
 from placement_gym.envs.refine import refine_visit
-from placement_gym.envs.rewards import improvement_reward, reward_runtimes
+from placement_gym.envs.rewards import improvement_reward
 from placement_gym.evaluation.budget import Budget
 from placement_gym.task.compiled import Task
 
@@ -115,7 +114,7 @@ class RefinePolicy(nn.Module):
 
 
 @register_learned
-class Placeto(LearnedAgent):
+class Placeto(GNNAgent):
     """Placeto: a GNN refines a random placement node by node; REINFORCE on the per-step runtime
     improvement (see the module docstring for every design choice).
 
@@ -128,34 +127,14 @@ class Placeto(LearnedAgent):
     name = "placeto"
 
     def __init__(
-        self,
-        task: Task,
-        seed: int = 0,
-        groups: Any = "chains",
-        batch: int = 8,
-        steps_per_update: int = 4,
-        hidden: int = 32,
-        rounds: int = 2,
-        learning_rate: float = 3e-3,
-        gamma: float = 0.9,
-        entropy_coef: float = 0.01,
-        oom_runtime_factor: float = 10.0,
-        max_grad_norm: float = 1.0,
-        **config: Any,
+        self, task: Task, seed: int = 0, groups: Any = "chains", batch: int = 8, steps_per_update: int = 4,
+        gamma: float = 0.9, **options: Any,
     ) -> None:
-        super().__init__(task, seed, **config)
-        self.groups = groups
-        options = GNNOptions.checked(
-            batch, hidden, rounds, learning_rate, entropy_coef, oom_runtime_factor, max_grad_norm
-        )
-        self.batch, self.entropy_coef = options.batch, options.entropy_coef
-        self.oom_runtime_factor = options.oom_runtime_factor
-        self.max_grad_norm = options.max_grad_norm
+        super().__init__(task, seed, groups, batch, **options)
         self.steps_per_update = check_number("steps_per_update", steps_per_update, 1, integer=True)
         self.gamma = check_number("gamma", gamma, 0.0, 1.0)
-        self.graph = graph_inputs(task, groups)
-        self.policy = RefinePolicy(task.n_devices, options.hidden, options.rounds)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=options.learning_rate)
+        self.policy = RefinePolicy(task.n_devices, self.options.hidden, self.options.rounds)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.options.learning_rate)
         self._reset_episodes()
 
     # -- episodes ---------------------------------------------------------------------------------
@@ -167,13 +146,7 @@ class Placeto(LearnedAgent):
     def set_task(self, task: Task) -> None:
         """Move to another graph (same number of devices), keeping the weights and the optimiser;
         episodes in progress are dropped."""
-        if task.n_devices != self.task.n_devices:
-            raise ValueError(
-                f"placeto's policy was built for {self.task.n_devices} devices; task {task.id} has "
-                f"{task.n_devices}: move it only to a cluster with the same number of devices"
-            )
-        self.task = task
-        self.graph = graph_inputs(task, self.groups)
+        super().set_task(task)
         self._reset_episodes()
 
     def _logits(self, nodes: np.ndarray, current: np.ndarray) -> torch.Tensor:
@@ -198,9 +171,7 @@ class Placeto(LearnedAgent):
             nodes = self.rng.integers(0, self.task.n_devices, size=(count, self.graph.n_nodes))
             runtimes, feasible = evaluator.evaluate(grouping.expand(nodes))
             self._nodes, self._step = nodes, 0
-            self._reward_runtime = reward_runtimes(
-                runtimes, feasible, best_single, oom_runtime_factor=self.oom_runtime_factor
-            )
+            self._reward_runtime = self.oom_penalty.reward_runtimes(runtimes, feasible, best_single)
             if evaluator.remaining == 0:
                 return {"mean_runtime": float(runtimes.mean())}
         active = min(len(self._nodes), evaluator.remaining)
@@ -215,7 +186,7 @@ class Placeto(LearnedAgent):
             actions.append(choice)
             nodes[:, node] = choice
             runtimes, feasible = evaluator.evaluate(grouping.expand(nodes))
-            now = reward_runtimes(runtimes, feasible, best_single, oom_runtime_factor=self.oom_runtime_factor)
+            now = self.oom_penalty.reward_runtimes(runtimes, feasible, best_single)
             rewards.append(improvement_reward(previous, now, best_single))
             previous = now
             self._step += 1
@@ -274,8 +245,6 @@ class Placeto(LearnedAgent):
     # -- checkpoints --------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return super().state_dict() | {
-            "policy": self.policy.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
             "nodes": None if self._nodes is None else self._nodes.copy(),
             "reward_runtime": self._reward_runtime.copy(),
             "step": self._step,
@@ -283,8 +252,6 @@ class Placeto(LearnedAgent):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
         self._nodes = None if state["nodes"] is None else np.array(state["nodes"])
         self._reward_runtime = np.array(state["reward_runtime"])
         self._step = int(state["step"])

@@ -35,6 +35,7 @@ from torch import nn
 from baselines.learning.agent import LearnedAgent
 from baselines.learning.options import check_number
 from placement_gym.envs.observation import NODE_FEATURES, node_features, op_edges
+from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, OomPenalty
 from placement_gym.task.compiled import Task
 from placement_gym.task.groups import Grouping, make_grouping, quotient_edges
 
@@ -208,13 +209,25 @@ MAX_GRAD_NORM = 1.0
 
 
 class Seq2SeqAgent(LearnedAgent):
-    """What `pg` and `spotlight` share: the grouping, the node inputs, a `Seq2SeqPlacer` and its
-    Adam optimiser, and batched sampling. The network is initialised from ``seed`` (a forked torch
-    generator), so building an agent is deterministic on its own."""
+    """What `pg` and `spotlight` share: their common options (``hidden`` LSTM width, ``batch`` placements
+    per iteration, ``learning_rate`` of Adam, ``entropy_coef``, ``groups`` and ``max_groups`` of
+    `placer_grouping`, ``oom_runtime_factor``: each agent's docstring gives their defaults), the grouping,
+    the node inputs, a `Seq2SeqPlacer` (with a value head when ``value_head``) and its Adam optimiser, and
+    batched sampling. The network is initialised from ``seed`` (a forked torch generator), so building
+    an agent is deterministic on its own."""
 
-    def _build(
-        self, hidden: int, learning_rate: float, groups, max_groups: int | None, value_head: bool
+    checkpointed = ("policy", "optimizer")
+
+    def __init__(
+        self, task: Task, seed: int = 0, hidden: int = 64, batch: int = 32, learning_rate: float = 3e-3,
+        entropy_coef: float = 0.01, groups: Any = "colocate", max_groups: int | None = None,
+        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR, *, value_head: bool, **config: Any,
     ) -> None:
+        super().__init__(task, seed, **config)
+        self.batch = check_number("batch", batch, 1, integer=True)
+        self.entropy_coef = check_number("entropy_coef", entropy_coef, 0)
+        self.oom_runtime_factor = check_number("oom_runtime_factor", oom_runtime_factor, 1)
+        self.oom_penalty = OomPenalty(oom_runtime_factor=self.oom_runtime_factor)
         check_number("hidden", hidden, 1, integer=True)
         check_number("learning_rate", learning_rate, 0, open_low=True)
         self.grouping = placer_grouping(self.task, groups, max_groups)
@@ -251,14 +264,3 @@ class Seq2SeqAgent(LearnedAgent):
         loss.backward()
         nn.utils.clip_grad_norm_(self.policy.parameters(), MAX_GRAD_NORM)
         self.optimizer.step()
-
-    def state_dict(self) -> dict[str, Any]:
-        return super().state_dict() | {
-            "policy": self.policy.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])

@@ -36,7 +36,7 @@ import torch
 from baselines.learning.options import check_number
 from baselines.learning.seq2seq import Seq2SeqAgent
 from baselines.learning.trainer import register_learned
-from placement_gym.envs.rewards import DEFAULT_OOM_RUNTIME_FACTOR, check_reward, shape_reward
+from placement_gym.envs.rewards import check_reward, shape_reward
 from placement_gym.evaluation.budget import Budget
 from placement_gym.task.compiled import Task
 
@@ -74,36 +74,15 @@ class SpotlightPlacer(Seq2SeqAgent):
     name = "spotlight"
 
     def __init__(
-        self,
-        task: Task,
-        seed: int = 0,
-        hidden: int = 64,
-        batch: int = 32,
-        learning_rate: float = 3e-3,
-        epochs: int = 4,
-        clip: float = 0.2,
-        value_coef: float = 0.5,
-        entropy_coef: float = 0.01,
-        gae_lambda: float = 1.0,
-        reward: str = ENV_DEFAULT_REWARD,
-        groups: Any = "colocate",
-        max_groups: int | None = None,
-        oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
-        **config: Any,
+        self, task: Task, seed: int = 0, epochs: int = 4, clip: float = 0.2, value_coef: float = 0.5,
+        gae_lambda: float = 1.0, reward: str = ENV_DEFAULT_REWARD, **options: Any,
     ) -> None:
-        super().__init__(task, seed, **config)
-        check_number("batch", batch, 1, integer=True)
-        check_number("epochs", epochs, 1, integer=True)
-        check_number("clip", clip, 0, open_low=True)
-        check_number("value_coef", value_coef, 0)
-        check_number("entropy_coef", entropy_coef, 0)
-        check_number("oom_runtime_factor", oom_runtime_factor, 1)
-        check_number("gae_lambda", gae_lambda, 0, 1)
+        super().__init__(task, seed, value_head=True, **options)
+        self.epochs = check_number("epochs", epochs, 1, integer=True)
+        self.clip = check_number("clip", clip, 0, open_low=True)
+        self.value_coef = check_number("value_coef", value_coef, 0)
+        self.gae_lambda = check_number("gae_lambda", gae_lambda, 0, 1)
         self.reward = check_reward(reward)
-        self.batch, self.epochs, self.clip = int(batch), int(epochs), float(clip)
-        self.value_coef, self.entropy_coef = float(value_coef), float(entropy_coef)
-        self.gae_lambda, self.oom_runtime_factor = float(gae_lambda), float(oom_runtime_factor)
-        self._build(hidden, learning_rate, groups, max_groups, value_head=True)
 
     def episode_rewards(self, runtimes: np.ndarray, feasible: np.ndarray) -> np.ndarray:
         """The staged env's final-stage reward of each episode."""

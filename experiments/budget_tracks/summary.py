@@ -19,6 +19,7 @@ from placement_gym.leaderboard.ranking import (
     best_known_runtimes,
     budget_track,
     entries,
+    geomean,
     group_submissions,
 )
 from placement_gym.leaderboard.submission import budget_label
@@ -77,8 +78,7 @@ def summary(directory: Path) -> str:
         for budget in TRACK_BUDGETS:
             cells += [cell((task_id, budget, "search")), cell((task_id, budget, "learned"))]
         lines.append("| " + " | ".join(cells) + " |")
-    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    lines += ["", f"Geomean best known / bound over {len(ratios)} tasks: {geomean:.3f}"]
+    lines += ["", f"Geomean best known / bound over {len(ratios)} tasks: {geomean(ratios):.3f}"]
     return "\n".join(lines)
 
 

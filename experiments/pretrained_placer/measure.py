@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ from baselines.registry import run_agent
 from placement_gym.cost_model import simulate
 from placement_gym.leaderboard import get_suite
 from placement_gym.leaderboard.generalisation import split_of_task
+from placement_gym.task.compiled import Task
 from placement_gym.task.named import parse_task_id
 
 HERE = Path(__file__).parent
@@ -53,6 +55,21 @@ def _key(runtime: float, feasible: bool) -> tuple[bool, float]:
     return (not feasible, runtime)
 
 
+def unmeasured(out: Path, task_ids: Iterable[str]) -> Iterator[tuple[str, Task, Callable[[dict], None]]]:
+    """Each of ``task_ids`` that ``out`` (JSON lines, one row a task) has no row for yet, with its task and
+    the function that appends its row to ``out`` at once (so that a stopped run resumes where it was)."""
+    done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
+    with out.open("a") as sink:
+
+        def write(row: dict) -> None:
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+
+        for task_id in task_ids:
+            if task_id not in done:
+                yield task_id, parse_task_id(task_id), write
+
+
 def zero_shot_tasks(random_graphs: int) -> list[str]:
     ids = list(get_suite("gen-v2").task_ids)
     graphs = list(dict.fromkeys(t.split("/")[0] for t in ids))
@@ -61,34 +78,22 @@ def zero_shot_tasks(random_graphs: int) -> list[str]:
 
 def measure_baselines(random_graphs: int, out: Path) -> None:
     """HEFT, m-ETF and best-single on every zero-shot task (tasks already in ``out`` are kept)."""
-    done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
-    with out.open("a") as sink:
-        for task_id in zero_shot_tasks(random_graphs):
-            if task_id in done:
-                continue
-            task = parse_task_id(task_id)
-            row = {"task": task_id, "split": split_of_task(task_id),
-                   "cluster": "random" if "random-v1" in task_id else "preset", "ops": task.n_ops}
-            for name in ("heft", "m-etf", "best-single"):
-                row[name] = _score(task, run_agent(task, name).placement)
-            sink.write(json.dumps(row) + "\n")
-            sink.flush()
+    for task_id, task, write in unmeasured(out, zero_shot_tasks(random_graphs)):
+        row = {"task": task_id, "split": split_of_task(task_id),
+               "cluster": "random" if "random-v1" in task_id else "preset", "ops": task.n_ops}
+        for name in ("heft", "m-etf", "best-single"):
+            row[name] = _score(task, run_agent(task, name).placement)
+        write(row)
 
 
 def measure_zero_shot(model_path: Path, tasks: list[str], out: Path) -> None:
     """The model at one evaluation on each of ``tasks`` (tasks already in ``out`` are kept)."""
     model = load_checkpoint(model_path)[0]
-    done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
-    with out.open("a") as sink:
-        for task_id in tasks:
-            if task_id in done:
-                continue
-            task = parse_task_id(task_id)
-            result = pretrained_list(task, 0, 1, model=model)
-            row = {"task": task_id, "model": _score(task, result.placement),
-                   "evaluations": result.evaluations}
-            sink.write(json.dumps(row) + "\n")
-            sink.flush()
+    for task_id, task, write in unmeasured(out, tasks):
+        result = pretrained_list(task, 0, 1, model=model)
+        row = {"task": task_id, "model": _score(task, result.placement),
+               "evaluations": result.evaluations}
+        write(row)
 
 
 def merged_zero_shot(results: Path, n_models: int) -> list[dict]:
@@ -163,42 +168,30 @@ def measure_anneal(sample: int, seeds: list[int], out: Path) -> None:
     """Anneal at 10,000 and move-bandit at 1,000 (no pre-training) on the sample; tasks already in
     ``out`` are kept and not run again."""
     known = best_known()
-    done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
-    with out.open("a") as sink:
-        for task_id in finetune_sample(sample):
-            if task_id in done:
-                continue
-            task = parse_task_id(task_id)
-            row = {"task": task_id, "split": split_of_task(task_id), "best_known": known[task_id],
-                   "best_single": _score(task, run_agent(task, "best-single").placement)[0]}
-            for seed in seeds:
-                started = time.perf_counter()
-                row[f"anneal10k_s{seed}"] = _score(task, run_agent(task, "anneal", seed, 10_000).placement)
-                row[f"anneal10k_s{seed}_wall"] = round(time.perf_counter() - started, 1)
-                row[f"bandit1k_s{seed}"] = _score(task, run_agent(task, "move-bandit", seed, 1_000).placement)
-            sink.write(json.dumps(row) + "\n")
-            sink.flush()
-            print(json.dumps(row), flush=True)
+    for task_id, task, write in unmeasured(out, finetune_sample(sample)):
+        row = {"task": task_id, "split": split_of_task(task_id), "best_known": known[task_id],
+               "best_single": _score(task, run_agent(task, "best-single").placement)[0]}
+        for seed in seeds:
+            started = time.perf_counter()
+            row[f"anneal10k_s{seed}"] = _score(task, run_agent(task, "anneal", seed, 10_000).placement)
+            row[f"anneal10k_s{seed}_wall"] = round(time.perf_counter() - started, 1)
+            row[f"bandit1k_s{seed}"] = _score(task, run_agent(task, "move-bandit", seed, 1_000).placement)
+        write(row)
+        print(json.dumps(row), flush=True)
 
 
 def measure_finetune(model_path: Path, seeds: list[int], anneal: Path, out: Path) -> None:
     """The model at one and at 1,000 evaluations (zero-shot, then move-bandit from it) on the sample
     of `measure_anneal` (tasks already in ``out`` are kept)."""
     model = load_checkpoint(model_path)[0]
-    done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
-    with out.open("a") as sink:
-        for task_id in [json.loads(line)["task"] for line in anneal.open()]:
-            if task_id in done:
-                continue
-            task = parse_task_id(task_id)
-            row: dict = {"task": task_id}
-            for seed in seeds:
-                result = pretrained_list(task, seed, 1_000, model=model)
-                assert result.evaluations <= 1_000
-                row[f"zero_s{seed}"] = [result.info["zero_shot_runtime"], None]
-                row[f"1k_s{seed}"] = _score(task, result.placement)
-            sink.write(json.dumps(row) + "\n")
-            sink.flush()
+    for task_id, task, write in unmeasured(out, [json.loads(line)["task"] for line in anneal.open()]):
+        row: dict = {"task": task_id}
+        for seed in seeds:
+            result = pretrained_list(task, seed, 1_000, model=model)
+            assert result.evaluations <= 1_000
+            row[f"zero_s{seed}"] = [result.info["zero_shot_runtime"], None]
+            row[f"1k_s{seed}"] = _score(task, result.placement)
+        write(row)
 
 
 def merged_finetune(results: Path, n_models: int) -> list[dict]:

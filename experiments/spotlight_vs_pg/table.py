@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 
 from placement_gym.leaderboard import get_suite, load_submissions
-from placement_gym.leaderboard.ranking import best_known_runtimes
+from placement_gym.leaderboard.ranking import best_known_runtimes, geomean
 from placement_gym.leaderboard.submission import budget_label
 
 PAPER_RATIO = 0.609
@@ -64,8 +64,7 @@ def table(directory: Path) -> str:
             floor = best_known[task_id] / statistics.median(pg_runtimes)
             lines.append(f"| `{task_id}` | {statistics.median(pg_runtimes):.6g} | "
                          f"{statistics.median(sp_runtimes):.6g} | {ratio:.3f} | {per_seed} | {floor:.3f} |")
-        geomean = math.exp(sum(math.log(r) for r in medians) / len(medians)) if medians else math.nan
-        lines += ["", f"Geomean spotlight / pg over {len(medians)} tasks: **{geomean:.3f}** "
+        lines += ["", f"Geomean spotlight / pg over {len(medians)} tasks: **{geomean(medians):.3f}** "
                   f"(paper: {PAPER_RATIO:.3f}).", ""]
     return "\n".join(lines)
 

@@ -6,5 +6,6 @@
   developers' speed targets (`targets`);
 * `onnx_import`: the ONNX import's scaling on synthetic chains (`run_import_bench`);
 * `startup`: how long a user waits for a command, cold and warm (`run_startup_bench`);
-* `machine` and `timing`: what every figure depends on, and the timing every benchmark shares.
+* `machine`, `timing` and `rows`: what every figure depends on, the timing every benchmark shares, and
+  the base of their rows.
 """

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
+from placement_gym.benchmarks.rows import BenchmarkRow
 from placement_gym.benchmarks.timing import timed
 
 DEFAULT_IMPORT_SIZES: tuple[int, ...] = (25_000, 50_000, 100_000, 200_000)
 
 
 @dataclass(frozen=True)
-class ImportRow:
+class ImportRow(BenchmarkRow):
     """The import of one synthetic ONNX chain (`onnx_chain_model`) of ``nodes`` nodes, side by side with
     what ONNX itself does with the same file: ``baseline`` is ``onnx.load`` plus
     ``onnx.shape_inference.infer_shapes`` (the importer's call: strict, type-checked, with data
@@ -31,9 +31,6 @@ class ImportRow:
     ratio: float
     baseline_wall_s: float
     import_wall_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def bench_import(nodes: int, directory: str | os.PathLike) -> ImportRow:

@@ -4,11 +4,11 @@ task's seeded random placements, checked to agree bit for bit, then timed (`benc
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
+from placement_gym.benchmarks.rows import BenchmarkRow
 from placement_gym.benchmarks.timing import bench_placements, calls_per_second, in_turn
 from placement_gym.cost_model import reference_simulate, simulate, simulate_batch
 from placement_gym.task.compiled import Task
@@ -17,7 +17,7 @@ DEFAULT_BATCH = 64
 
 
 @dataclass(frozen=True)
-class BenchRow:
+class BenchRow(BenchmarkRow):
     """Timings of one task. ``ops``: task ops (forward, backward, update); ``forward_ops``: the
     graph's ops, the length of a placement. Rates are evaluations per second; ``ns_per_op``: the
     single fast call's nanoseconds per task op; ``batch_speedup``: batched evaluations per second /
@@ -51,9 +51,6 @@ class BenchRow:
     ns_per_op_alternating: float | None = None
     speedup_against: float | None = None
     identical_against: bool | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def bench_task(

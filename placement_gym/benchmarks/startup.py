@@ -8,10 +8,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
+
+from placement_gym.benchmarks.rows import BenchmarkRow
 
 # `bench --startup`: the wall time a user waits for a command, each run a fresh process as a user starts it.
 # name -> the command's arguments, and the exit code it must end with.
@@ -26,7 +27,7 @@ STARTUP_TARGETS: dict[str, float] = {"help": 0.5, "evaluate": 2.0, "unknown-grap
 
 
 @dataclass(frozen=True)
-class StartupRow:
+class StartupRow(BenchmarkRow):
     """One command of `STARTUP_COMMANDS`: ``cold_s``, the wall seconds of its first run with numba's
     cache and the package's caches empty (fresh ``NUMBA_CACHE_DIR`` and ``PLACEMENT_GYM_OUTPUT``
     folders: kernels compile, bundled graphs are imported from ONNX); ``warm_s``, the least and
@@ -42,9 +43,6 @@ class StartupRow:
     target_s: float
     exit_code: int
     ok: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _run_cli(args: Sequence[str], env: dict[str, str]) -> tuple[float, int]:

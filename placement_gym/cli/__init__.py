@@ -24,8 +24,8 @@ PROG = "placement-gym"
 # Command -> the module of placement_gym.cli that adds its parser, and the line `placement-gym --help`
 # lists for it. A module is imported only to run (or describe with its own --help) one of its commands:
 # the modules import what their commands need (numba, onnx, ...) and the top-level --help needs none of
-# it (tests/test_first_hour.py checks that these lines are the modules' own). In the order of --help,
-# a module's commands together.
+# it. A module's parsers take their lines from here (`placement_gym.cli.subcommands.add_command`). In the
+# order of --help, a module's commands together.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo_command", "a short demo on bundled graphs"),
     "agents": ("catalog",

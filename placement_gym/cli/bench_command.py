@@ -21,7 +21,16 @@ from placement_gym.benchmarks.startup import STARTUP_COMMANDS, StartupRow, run_s
 from placement_gym.benchmarks.targets import bench_targets
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import print_json, print_table
-from placement_gym.cli.subcommands import Subcommands
+from placement_gym.cli.subcommands import Subcommands, add_command
+
+DESCRIPTION = (
+    "Time the fast simulator (one call and batched) and the reference simulator on the bundled "
+    f"graphs and on synthetic layered graphs (train_step on {BENCH_CLUSTER}, random placements). "
+    "Each row first checks that they agree. Prints the machine (CPU, cores) and the load average "
+    "at the start and the end: the figures hold for that machine and load only. --check adds the "
+    "developers' speed targets, with why each is set, and exits 1 when one fails."
+)
+"""What `placement-gym bench --help` says the command does."""
 
 
 def _names(text: str) -> list[str] | None:
@@ -209,14 +218,7 @@ def _check(rows: list[BenchRow]) -> int:
 
 
 def add_parser(subparsers: Subcommands) -> None:
-    parser = subparsers.add_parser(
-        "bench", help="time the fast simulator against the reference",
-        description=(
-            "Time the fast simulator (one call and batched) and the reference simulator on the bundled "
-            f"graphs and on synthetic layered graphs (train_step on {BENCH_CLUSTER}, random placements). "
-            "Each row first checks that they agree. Prints the machine (CPU, cores) and the load average "
-            "at the start and the end: the figures hold for that machine and load only. --check adds the "
-            "developers' speed targets, with why each is set, and exits 1 when one fails."))
+    parser = add_command(subparsers, "bench", DESCRIPTION)
     parser.add_argument("--graphs", default="all",
                         help="bundled graphs to time: all, none, or comma-separated names (default: all)")
     parser.add_argument("--sizes", type=_sizes, default=list(DEFAULT_SIZES),
@@ -241,17 +243,21 @@ def add_parser(subparsers: Subcommands) -> None:
                         help="instead of the simulators, time the ONNX import of synthetic chains of these "
                              "node counts (comma-separated; default 25000,50000,100000,200000) against "
                              "onnx.load + shape inference of the same file, in CPU and wall seconds")
-    parser.add_argument("--incremental-moves", type=positive_int, default=None, metavar="R",
-                        help="for each bundled graph, also measure incremental_ceiling and changed_fraction "
-                             "over R seeded random one-op moves: the most that any exact incremental "
-                             "evaluation (re-simulating from the first op whose start or device a move "
-                             "changes) could save over a full simulation; R + 1 simulations with their "
-                             "schedules per graph (default: off)")
-    parser.add_argument("--cutoff-moves", type=positive_int, default=None, metavar="R",
-                        help="for each graph, also measure cutoff_speedup and cut_fraction over R seeded "
-                             "random one-op moves: how much faster a move is evaluated with the start's "
-                             "runtime as cutoff (as hill climbing asks) than in full, median over the moves, "
-                             "and the share of moves cut; 10 R + R + 1 simulations per graph (default: off)")
+    # The measurements over R seeded random one-op moves of each graph, each off by default.
+    for flag, measured in (
+        ("--incremental-moves",
+         "for each bundled graph, also measure incremental_ceiling and changed_fraction "
+         "over R seeded random one-op moves: the most that any exact incremental "
+         "evaluation (re-simulating from the first op whose start or device a move "
+         "changes) could save over a full simulation; R + 1 simulations with their "
+         "schedules per graph (default: off)"),
+        ("--cutoff-moves",
+         "for each graph, also measure cutoff_speedup and cut_fraction over R seeded "
+         "random one-op moves: how much faster a move is evaluated with the start's "
+         "runtime as cutoff (as hill climbing asks) than in full, median over the moves, "
+         "and the share of moves cut; 10 R + R + 1 simulations per graph (default: off)"),
+    ):
+        parser.add_argument(flag, type=positive_int, default=None, metavar="R", help=measured)
     parser.add_argument("--incremental-from", default="random", metavar="AGENT",
                         help="the placement the moves (--incremental-moves, --cutoff-moves) start from: "
                              "random (seeded) or an installed agent such as m-topo or m-etf "

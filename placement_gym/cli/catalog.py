@@ -12,14 +12,51 @@ from typing import Any
 
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import fmt_bytes, print_json, print_table, print_text
-from placement_gym.cli.subcommands import Subcommands
+from placement_gym.cli.subcommands import Subcommands, add_command
 from placement_gym.cluster import PRESETS, load_cluster
 from placement_gym.common.extras import install_command
 from placement_gym.graph import bundled, bundled_graph_names, load_graph
 from placement_gym.graph.onnx_import import PARAMETERS_METADATA_KEY, OnnxImport, import_onnx
 from placement_gym.task.ids import HASH_DIGITS, graph_id
 
+DESCRIPTIONS = {
+    "agents": (
+        "List every agent of the core and of the installed agent packages (entry-point group "
+        "placement_gym.agents), one line each: its kind (heuristic, search, learned or "
+        "pretrained), its default budget (cost-model evaluations, or seconds for exact) and the "
+        "pip extra it needs. --json gives each as an object with name, kind, default_budget, "
+        "budget_unit, extra, installed and description."
+    ),
+    "graphs": (
+        "List the bundled graphs (forward graph statistics), or with --info describe what "
+        "the importer finds in one ONNX file: ops, parameters (count, bytes, how each was "
+        "identified), data inputs and warnings."
+    ),
+    "clusters": (
+        "List the cluster presets (devices and where the figures come from), then the names "
+        "of this machine's own devices: cpu<N> (N virtual CPU devices) and local (the CPU and "
+        "every CUDA device). --json gives each row a kind: preset or machine."
+    ),
+    "datasets": (
+        "List the datasets of graphs for placement that generalises (placement_gym.datasets): "
+        "graphs, families and the size of each split (train, valid, test-sizes, "
+        "test-families). --json gives each as an object with name, description, graphs, "
+        "families, held_out_families, splits, built and shipped (the architecture datasets ship "
+        "built in the package, read without torch). --build NAME builds the dataset again "
+        "(every graph once, exporting with torch what is not cached in the output folder; "
+        "never read from the shipped archive), checks it against the manifest digest frozen "
+        "in the code and says its op range; --sample N builds only N graphs drawn at random "
+        "and checks each against its frozen row. Ctrl-C (SIGINT) stops a build and its worker "
+        "processes at once (exit code 130), and the workers end by themselves if the command "
+        "is killed."
+    ),
+}
+"""What each command's ``--help`` says it does, by command."""
+
+
 # The --info table lists this many parameters; --json lists them all.
+
+
 INFO_PARAMETER_ROWS = 20
 
 
@@ -372,44 +409,18 @@ def _build_dataset(dataset: Any, args: argparse.Namespace) -> int:
 
 
 def add_parsers(subparsers: Subcommands) -> None:
-    agents_parser = subparsers.add_parser(
-        "agents", help="list the agents evaluate --agent runs: kind, default budget, the extra each needs",
-        description="List every agent of the core and of the installed agent packages (entry-point group "
-                    "placement_gym.agents), one line each: its kind (heuristic, search, learned or "
-                    "pretrained), its default budget (cost-model evaluations, or seconds for exact) and the "
-                    "pip extra it needs. --json gives each as an object with name, kind, default_budget, "
-                    "budget_unit, extra, installed and description.")
+    agents_parser = add_command(subparsers, "agents", DESCRIPTIONS["agents"])
     agents_parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     agents_parser.set_defaults(run=run_agents)
-    graphs = subparsers.add_parser(
-        "graphs", help="list the bundled graphs, or describe one ONNX file",
-        description="List the bundled graphs (forward graph statistics), or with --info describe what "
-                    "the importer finds in one ONNX file: ops, parameters (count, bytes, how each was "
-                    "identified), data inputs and warnings.")
+    graphs = add_command(subparsers, "graphs", DESCRIPTIONS["graphs"])
     graphs.add_argument("--info", metavar="FILE", default=None,
                         help="an .onnx file (or a bundled graph name) to describe instead of listing")
     graphs.add_argument("--json", action="store_true", help="print JSON instead of a table")
     graphs.set_defaults(run=run_graphs)
-    clusters = subparsers.add_parser(
-        "clusters", help="list the cluster presets and this machine's clusters (cpu<N>, local)",
-        description="List the cluster presets (devices and where the figures come from), then the names "
-                    "of this machine's own devices: cpu<N> (N virtual CPU devices) and local (the CPU and "
-                    "every CUDA device). --json gives each row a kind: preset or machine.")
+    clusters = add_command(subparsers, "clusters", DESCRIPTIONS["clusters"])
     clusters.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     clusters.set_defaults(run=run_clusters)
-    datasets = subparsers.add_parser(
-        "datasets", help="list the graph datasets, their families and splits",
-        description="List the datasets of graphs for placement that generalises (placement_gym.datasets): "
-                    "graphs, families and the size of each split (train, valid, test-sizes, "
-                    "test-families). --json gives each as an object with name, description, graphs, "
-                    "families, held_out_families, splits, built and shipped (the architecture datasets ship "
-                    "built in the package, read without torch). --build NAME builds the dataset again "
-                    "(every graph once, exporting with torch what is not cached in the output folder; "
-                    "never read from the shipped archive), checks it against the manifest digest frozen "
-                    "in the code and says its op range; --sample N builds only N graphs drawn at random "
-                    "and checks each against its frozen row. Ctrl-C (SIGINT) stops a build and its worker "
-                    "processes at once (exit code 130), and the workers end by themselves if the command "
-                    "is killed.")
+    datasets = add_command(subparsers, "datasets", DESCRIPTIONS["datasets"])
     datasets.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     datasets.add_argument("--build", metavar="NAME", default=None,
                           help="build this dataset again (never from the archive it ships in) and check it "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +50,17 @@ def add_placement_arguments(parser: argparse.ArgumentParser, required: bool, all
     parser.add_argument("--seed", type=int, default=0, help="seed of the agent's random choices (default: 0)")
     parser.add_argument("--budget", type=positive_int, default=None, metavar="N",
                         help="cost-model evaluations a searching agent may use (default: the agent's own)")
+
+
+FLAG: dict[str, Any] = {"action": "store_true"}
+"""The argparse keywords of an on/off option, in an `add_options` row."""
+
+
+def add_options(parser: argparse.ArgumentParser, rows: Iterable[tuple[str, dict[str, Any], str]]) -> None:
+    """Adds the options of ``rows``, a table of ``(flag, argparse keywords, help)`` (keywords `FLAG` for
+    an on/off option), to ``parser`` in their order."""
+    for flag, keywords, help_text in rows:
+        parser.add_argument(flag, help=help_text, **keywords)
 
 
 def positive_int(text: str) -> int:

@@ -8,8 +8,18 @@ from pathlib import Path
 
 from placement_gym.cli.common import add_optimizer_argument, step_from_args
 from placement_gym.cli.output import print_json, print_table, print_text
-from placement_gym.cli.subcommands import Subcommands
+from placement_gym.cli.subcommands import Subcommands, add_command
 from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
+
+DESCRIPTION = (
+    "Evaluate the best single device, HEFT (from an installed agent package, the bundled "
+    "baselines by default) and simple placements of three bundled models' training steps (set by "
+    "--cluster, --optimizer, --precision, --microbatches and --recompute), play one episode of "
+    "DevicePlacement-v0 "
+    "and draw the schedules of the best single device and HEFT."
+)
+"""What `placement-gym demo --help` says the command does."""
+
 
 PICTURE_NAME = "placement-gym-demo.png"
 
@@ -82,15 +92,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Subcommands) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="a short demo on bundled graphs",
-        description="Evaluate the best single device, HEFT (from an installed agent package, the bundled "
-        "baselines by default) and simple placements of three bundled models' training steps (set by "
-        "--cluster, --optimizer, --precision, --microbatches and --recompute), play one episode of "
-        "DevicePlacement-v0 "
-        "and draw the schedules of the best single device and HEFT.",
-    )
+    parser = add_command(subparsers, "demo", DESCRIPTION)
     parser.add_argument("--cluster", default="k80x4", help="cluster preset or JSON file (default: k80x4)")
     parser.add_argument(
         "--samples", type=int, default=256, help="random placements to try per graph (default: 256)"

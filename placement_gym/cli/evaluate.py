@@ -20,7 +20,9 @@ from typing import Any
 
 from placement_gym.cli.common import (
     DEFAULT_GRAPH,
+    FLAG,
     add_optimizer_argument,
+    add_options,
     add_placement_arguments,
     add_task_arguments,
     check_agent,
@@ -31,11 +33,24 @@ from placement_gym.cli.common import (
     task_from_args,
 )
 from placement_gym.cli.output import fmt_bytes, fmt_seconds, print_json, print_table
-from placement_gym.cli.subcommands import Subcommands
+from placement_gym.cli.subcommands import Subcommands, add_command
 from placement_gym.common.progress import Progress
 from placement_gym.evaluation.parallel import check_backend, run_jobs
 from placement_gym.task.named import get_task
 from placement_gym.task.step import Step, step_of_call
+
+DESCRIPTIONS = {
+    "evaluate": (
+        "Evaluate an agent's placement (or a saved placement file) with the cost model: runtime, "
+        "feasibility, peak memory per device, simple lower bound and the best single device. "
+        "--agent all runs every baseline and prints one table sorted by runtime."
+    ),
+    "show": (
+        "Simulate a placement and draw its timeline: one row per device, one per used link "
+        "(needs matplotlib, the viz extra)."
+    ),
+}
+"""What each command's ``--help`` says it does, by command."""
 
 
 def evaluation_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -321,34 +336,29 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def add_parsers(subparsers: Subcommands) -> None:
-    evaluate = subparsers.add_parser(
-        "evaluate", help="evaluate a placement with the cost model",
-        description="Evaluate an agent's placement (or a saved placement file) with the cost model: runtime, "
-                    "feasibility, peak memory per device, simple lower bound and the best single device. "
-                    "--agent all runs every baseline and prints one table sorted by runtime.")
+    evaluate = add_command(subparsers, "evaluate", DESCRIPTIONS["evaluate"])
     add_task_arguments(evaluate)
     add_optimizer_argument(evaluate)
     add_placement_arguments(evaluate, required=True, allow_all=True)
-    evaluate.add_argument("--save", metavar="FILE", help="write the placement to this JSON file")
-    evaluate.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
-    evaluate.add_argument("--dataset", metavar="NAME:SPLIT",
-                          help="run --agent on every graph of a dataset split (synthetic-mini-v1:test), "
-                               "each with --seed; one row per graph and a summary line")
-    evaluate.add_argument("--ray", action="store_true",
-                          help="with --dataset: run the graphs as Ray jobs (the distributed extra), same "
-                               "results as serial; a local Ray instance unless --address is given")
-    evaluate.add_argument("--address", metavar="ADDR",
-                          help="with --ray: the Ray cluster to use ('auto': the one this node joined; "
-                               "'ray://HEAD:10001': Ray Client)")
-    evaluate.add_argument("--workers", type=positive_int, metavar="K",
-                          help="with --ray: jobs at once (default: every core of a local instance)")
+    add_options(evaluate, (
+        ("--save", {"metavar": "FILE"}, "write the placement to this JSON file"),
+        ("--json", FLAG, "print a JSON object instead of tables"),
+        ("--dataset", {"metavar": "NAME:SPLIT"},
+         "run --agent on every graph of a dataset split (synthetic-mini-v1:test), "
+         "each with --seed; one row per graph and a summary line"),
+        ("--ray", FLAG,
+         "with --dataset: run the graphs as Ray jobs (the distributed extra), same "
+         "results as serial; a local Ray instance unless --address is given"),
+        ("--address", {"metavar": "ADDR"},
+         "with --ray: the Ray cluster to use ('auto': the one this node joined; "
+         "'ray://HEAD:10001': Ray Client)"),
+        ("--workers", {"type": positive_int, "metavar": "K"},
+         "with --ray: jobs at once (default: every core of a local instance)"),
+    ))
     # --graph's default applies only without --dataset, so that giving both is an error
     evaluate.set_defaults(run=run_evaluate, graph=None)
 
-    show = subparsers.add_parser(
-        "show", help="draw the timeline (Gantt chart) of a placement",
-        description="Simulate a placement and draw its timeline: one row per device, one per used link "
-                    "(needs matplotlib, the viz extra).")
+    show = add_command(subparsers, "show", DESCRIPTIONS["show"])
     add_task_arguments(show)
     add_optimizer_argument(show)
     add_placement_arguments(show, required=True)

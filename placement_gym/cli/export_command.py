@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from placement_gym.cli.subcommands import Subcommands
+from placement_gym.cli.subcommands import Subcommands, add_command
+
+DESCRIPTION = (
+    "Export weight-free ONNX graphs from the plain-torch model definitions and update "
+    "manifest.json (needs the export extra)."
+)
+"""What `placement-gym export-graphs --help` says the command does."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,10 +35,7 @@ def checkout_graphs_dir() -> Path | None:
 
 
 def add_parser(subparsers: Subcommands) -> None:
-    parser = subparsers.add_parser(
-        "export-graphs", help="regenerate the bundled ONNX graphs from their torch definitions",
-        description="Export weight-free ONNX graphs from the plain-torch model definitions and update "
-                    "manifest.json (needs the export extra).")
+    parser = add_command(subparsers, "export-graphs", DESCRIPTION)
     parser.add_argument("--names", nargs="+", metavar="NAME", help="graphs to export (default: all)")
     parser.add_argument("--out", metavar="DIR",
                         help="output folder (default: the source checkout's graphs/ when run from one; "

@@ -15,12 +15,83 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from placement_gym.cli.common import positive_int
+from placement_gym.cli.common import FLAG, add_options, positive_int
 from placement_gym.cli.output import print_json, print_table
+from placement_gym.cli.subcommands import Subcommands, add_command
 from placement_gym.common.progress import Progress, ProgressCallback
 
+DESCRIPTION = (
+    "Re-evaluate submitted placements, add a submission, render leaderboard/README.md. "
+    "validate, render, reruns and bounds report progress on stderr (a bar on a terminal, "
+    "else a line at least every 3 s); stdout stays their answer."
+)
+"""What `placement-gym leaderboard --help` says the command does."""
+
+
+ACTIONS = {
+    "validate": (
+        "re-evaluate submissions; exit 1 if any task fails, 3 if "
+        "the cost model no longer reproduces the suite",
+        "Re-evaluate every placement of each submission "
+        "(default: every file under DIR/submissions) and check that the files of "
+        "one entry (suite, track, algorithm, budget) declare the same fields but "
+        "their seed (a FILE given by name: against the entries of DIR). Checking "
+        "a whole folder also refuses a re-run record (reruns.json) that names a "
+        "task its file does not hold, and a stored lower bound (bounds*.json) "
+        "above a feasible re-simulated runtime of its task.",
+    ),
+    "init": (
+        "copy the leaderboard's data into a new folder DIR, for render, submit and bounds",
+        "Copy submissions/, reruns.json and every suite's page and bounds file from {origin} "
+        "({default}) into the new (or empty) folder DIR; then run the other commands with --dir "
+        "DIR. The commands that write need such a folder after a pip install, where the default "
+        "is the read-only copy packaged with placement-gym.",
+    ),
+    "submit": (
+        "validate a submission and copy it under submissions/",
+        "Read FILE once, re-evaluate it and copy exactly the bytes validated into "
+        "DIR/submissions (atomically, never through a symbolic link). Exit 1, with one line, "
+        "when validation fails or the copy is refused: the name exists (without --force), a "
+        "link, a full or read-only disk; 3 when the cost model no longer reproduces the suite.",
+    ),
+    "reruns": (
+        "check DIR/reruns.json: every record matches its file, and "
+        "a re-run of one recorded file per entry (or all) reproduces",
+        "Check the records that make budgets verified "
+        "(docs/leaderboard.md): exit 1 naming each record that does not match its "
+        "file or whose re-run does not reproduce.",
+    ),
+    "render": (
+        "validate every submission, then write README.md, the "
+        "chart and the curves; exit 1 (writing nothing) if a submission fails "
+        "validation or DIR has no submissions/ folder",
+        "Validate every submission of DIR/submissions, draw every page, "
+        "chart and learning curve in memory, then write them atomically, the "
+        "pages last. Exit 1 with one line when a submission fails, DIR has no "
+        "submissions/ folder, a file or folder is a symbolic link, or the disk is "
+        "full or read-only (the files not yet written keep their old contents, "
+        "which --check reports); 3 when the cost model no longer reproduces a "
+        "suite.",
+    ),
+    "bounds": (
+        "compute the proven lower bound of every task of a suite "
+        "into its bounds file in DIR (about half a minute for 13 tasks of at most "
+        "5,000 ops; a task of 100,000 ops takes about 15 minutes)",
+        "Compute the proven lower bounds the leaderboard shows "
+        "(docs/bounds.md) and write the suite's bounds file in DIR (as its suite "
+        "file names it: DIR/bounds.json for the current suite); --check recomputes "
+        "them instead and exits 1 naming each stored bound that differs.",
+    ),
+}
+"""Each action's help line and the description its ``--help`` shows (``{origin}`` and ``{default}``: where
+the leaderboard's data is read from by default), by action."""
+
+
 OK_MARK, BAD_MARK = "✓", "✗"
+
+
 NOT_COMPARABLE_MARK = "~"  # a learned entry re-run on another platform than its record's
 # Exit code when the cost model no longer reproduces the suite: the code has to change (bump the
 # suite), not a submission; 1 stays the code of a submission's own error.
@@ -724,18 +795,14 @@ def _copy_data(source: Path, target: Path) -> int:
     return count
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Subcommands) -> None:
     """Add ``leaderboard`` with its ``validate``, ``submit``, ``reruns``, ``render`` and ``bounds``
     subcommands."""
     from placement_gym.leaderboard.registry import suite_registry
 
     registry = suite_registry()
     current = registry.current().version
-    parser = subparsers.add_parser(
-        "leaderboard", help="validate, submit and render leaderboard submissions",
-        description="Re-evaluate submitted placements, add a submission, render leaderboard/README.md. "
-                    "validate, render, reruns and bounds report progress on stderr (a bar on a terminal, "
-                    "else a line at least every 3 s); stdout stays their answer.")
+    parser = add_command(subparsers, "leaderboard", DESCRIPTION)
     commands = parser.add_subparsers(dest="leaderboard_command", metavar="ACTION", required=True)
 
     default, origin = default_directory_and_origin()
@@ -749,118 +816,78 @@ def add_parser(subparsers) -> None:
                          f"README.md); default: {origin}, {default}{read_only}")
         sub.add_argument("--json", action="store_true", help="print the checks as JSON")
 
-    validate = commands.add_parser("validate", help="re-evaluate submissions; exit 1 if any task fails, 3 if "
-                                   "the cost model no longer reproduces the suite",
-                                   description="Re-evaluate every placement of each submission "
-                                   "(default: every file under DIR/submissions) and check that the files of "
-                                   "one entry (suite, track, algorithm, budget) declare the same fields but "
-                                   "their seed (a FILE given by name: against the entries of DIR). Checking "
-                                   "a whole folder also refuses a re-run record (reruns.json) that names a "
-                                   "task its file does not hold, and a stored lower bound (bounds*.json) "
-                                   "above a feasible re-simulated runtime of its task.")
-    validate.add_argument("files", nargs="*", metavar="FILE")
-    validate.add_argument("--rerun", metavar="FILE",
-                          help="run FILE's algorithm again (same seed, budget and tasks, found through the "
-                          "entry-point group placement_gym.agents) and check its placements bit for bit and "
-                          "its evaluation counts; exit 0 reproduced, 1 not (the first differing task named)")
-    validate.add_argument("--tasks", metavar="IDS",
-                          help="with --rerun: only these comma-separated task ids of the file")
-    validate.add_argument("--record", action="store_true",
-                          help="with --rerun: when it reproduces, record it in DIR/reruns.json, which makes "
-                          "the entry's budget verified (docs/leaderboard.md); FILE must be under "
-                          "DIR/submissions")
-    validate.add_argument("--budget", type=positive_int, metavar="N",
-                          help="with --rerun: run at N evaluations instead of the file's budget; the run "
-                          "then cannot match the file, so two runs at N are compared with each other")
-    validate.add_argument("--all", action="store_true",
-                          help="list every task check (default: only the failed ones, then a summary line)")
-    common(validate)
-    validate.set_defaults(run=run_validate)
+    def action(name: str, run: Callable, rows: tuple, shared: bool = True, **defaults: Any) -> None:
+        """Adds the action ``name`` (its `ACTIONS` lines) with the arguments of ``rows`` (`add_options`),
+        then with ``shared`` the ones every action that reads DIR takes (``common``); ``run`` runs it."""
+        help_line, description = ACTIONS[name]
+        parser = commands.add_parser(
+            name, help=help_line, description=description.format(origin=origin, default=default)
+        )
+        add_options(parser, rows)
+        if shared:
+            common(parser)
+        parser.set_defaults(run=run, **defaults)
 
-    init = commands.add_parser(
-        "init", help="copy the leaderboard's data into a new folder DIR, for render, submit and bounds",
-        description=f"Copy submissions/, reruns.json and every suite's page and bounds file from {origin} "
-                    f"({default}) into the new (or empty) folder DIR; then run the other commands with --dir "
-                    "DIR. The commands that write need such a folder after a pip install, where the default "
-                    "is the read-only copy packaged with placement-gym.")
-    init.add_argument("target", metavar="DIR")
-    init.set_defaults(run=run_init, uses_cost_model=False)
-
-    submit = commands.add_parser(
-        "submit", help="validate a submission and copy it under submissions/",
-        description="Read FILE once, re-evaluate it and copy exactly the bytes validated into "
-                    "DIR/submissions (atomically, never through a symbolic link). Exit 1, with one line, "
-                    "when validation fails or the copy is refused: the name exists (without --force), a "
-                    "link, a full or read-only disk; 3 when the cost model no longer reproduces the suite.")
-    submit.add_argument("file", metavar="FILE")
-    submit.add_argument("--force", action="store_true",
-                        help="replace a submission of the same name (two submits of one name take turns)")
-    common(submit)
-    submit.set_defaults(run=run_submit)
-
-    reruns = commands.add_parser("reruns", help="check DIR/reruns.json: every record matches its file, and "
-                                 "a re-run of one recorded file per entry (or all) reproduces",
-                                 description="Check the records that make budgets verified "
-                                 "(docs/leaderboard.md): exit 1 naming each record that does not match its "
-                                 "file or whose re-run does not reproduce.")
-    reruns.add_argument("--all", action="store_true",
-                        help="re-run every record's tasks (default: one file per entry, drawn at random; "
-                        "hours for the whole leaderboard)")
-    reruns.add_argument("--part", metavar="K/N",
-                        help="re-run only the entries in bucket K of N (by the hash of the entry: track, "
-                        "algorithm, budget), or day/N for the day's bucket (CI: day/3, every entry every "
-                        "third day); every record's file hash is still checked")
-    reruns.add_argument("--seed", type=int, metavar="N",
-                        help="draw the one file per entry with seed N (default: a fresh seed from the "
-                        "operating system's random source, printed, so that a run can be repeated)")
-    reruns.add_argument("--since", metavar="REF",
-                        help="also re-run every task of every record that is new or changed since the "
-                        "records file of git revision REF (read from git; CI: the base of the change "
-                        "under test), so that a new or changed file counts only once its re-run reproduced")
-    common(reruns)
-    reruns.set_defaults(run=run_reruns)
-
-    render = commands.add_parser("render", help="validate every submission, then write README.md, the "
-                                 "chart and the curves; exit 1 (writing nothing) if a submission fails "
-                                 "validation or DIR has no submissions/ folder",
-                                 description="Validate every submission of DIR/submissions, draw every page, "
-                                 "chart and learning curve in memory, then write them atomically, the "
-                                 "pages last. Exit 1 with one line when a submission fails, DIR has no "
-                                 "submissions/ folder, a file or folder is a symbolic link, or the disk is "
-                                 "full or read-only (the files not yet written keep their old contents, "
-                                 "which --check reports); 3 when the cost model no longer reproduces a "
-                                 "suite.")
-    render.add_argument("--check", action="store_true",
-                        help="exit 1 naming what is stale: a page, a chart or a curve (compared byte for "
-                        "byte); write nothing")
-    render.add_argument("--no-chart", action="store_true",
-                        help="skip the PNG chart and curves (with --check: compare the pages only)")
-    render.add_argument("--suite", choices=(*registry.with_page(), ALL_SUITES), action="append",
-                        help="the suite whose page to render, where its suite file puts the page, chart and "
-                        f"curves (default: the current suite of each track, {', '.join(registry.currents())}:"
-                        " the README and the generalisation track's page); repeat it for several suites, "
-                        f"the submissions validated once; '{ALL_SUITES}': every suite with a page")
-    common(render)
-    render.set_defaults(run=run_render)
-
-    bounds = commands.add_parser("bounds", help="compute the proven lower bound of every task of a suite "
-                                 "into its bounds file in DIR (about half a minute for 13 tasks of at most "
-                                 "5,000 ops; a task of 100,000 ops takes about 15 minutes)",
-                                 description="Compute the proven lower bounds the leaderboard shows "
-                                 "(docs/bounds.md) and write the suite's bounds file in DIR (as its suite "
-                                 "file names it: DIR/bounds.json for the current suite); --check recomputes "
-                                 "them instead and exits 1 naming each stored bound that differs.")
-    bounds.add_argument("--check", action="store_true", help="recompute and compare; write nothing")
-    bounds.add_argument("--tasks", metavar="IDS",
-                        help="with --check: recompute only these comma-separated task ids of the suite "
-                        "(a sample, where the whole suite takes long)")
-    bounds.add_argument("--part", metavar="K/N",
-                        help="with --check: recompute part K of N of the tasks of every suite named (each "
-                        "task once, the parts balanced by their cost, estimated from the task's ops), or "
-                        f"day/N for the day's part (CI: day/3 over --suite {ALL_SUITES}, every stored bound "
-                        "every third day)")
-    bounds.add_argument("--suite", choices=(*registry.with_bounds(), ALL_SUITES), action="append",
-                        help=f"the suite whose bounds to compute (default: {current}); with --check --part "
-                        f"it may be repeated; '{ALL_SUITES}': every suite with a bounds file")
-    common(bounds)
-    bounds.set_defaults(run=run_bounds)
+    # Each action's arguments, as rows (name, argparse keywords, help), in the order --help lists them.
+    action("validate", run_validate, (
+        ("files", {"nargs": "*", "metavar": "FILE"}, None),
+        ("--rerun", {"metavar": "FILE"},
+         "run FILE's algorithm again (same seed, budget and tasks, found through the "
+         "entry-point group placement_gym.agents) and check its placements bit for bit and "
+         "its evaluation counts; exit 0 reproduced, 1 not (the first differing task named)"),
+        ("--tasks", {"metavar": "IDS"}, "with --rerun: only these comma-separated task ids of the file"),
+        ("--record", FLAG,
+         "with --rerun: when it reproduces, record it in DIR/reruns.json, which makes "
+         "the entry's budget verified (docs/leaderboard.md); FILE must be under "
+         "DIR/submissions"),
+        ("--budget", {"type": positive_int, "metavar": "N"},
+         "with --rerun: run at N evaluations instead of the file's budget; the run "
+         "then cannot match the file, so two runs at N are compared with each other"),
+        ("--all", FLAG, "list every task check (default: only the failed ones, then a summary line)"),
+    ))
+    action("init", run_init, (("target", {"metavar": "DIR"}, None),), shared=False, uses_cost_model=False)
+    action("submit", run_submit, (
+        ("file", {"metavar": "FILE"}, None),
+        ("--force", FLAG, "replace a submission of the same name (two submits of one name take turns)"),
+    ))
+    action("reruns", run_reruns, (
+        ("--all", FLAG,
+         "re-run every record's tasks (default: one file per entry, drawn at random; "
+         "hours for the whole leaderboard)"),
+        ("--part", {"metavar": "K/N"},
+         "re-run only the entries in bucket K of N (by the hash of the entry: track, "
+         "algorithm, budget), or day/N for the day's bucket (CI: day/3, every entry every "
+         "third day); every record's file hash is still checked"),
+        ("--seed", {"type": int, "metavar": "N"},
+         "draw the one file per entry with seed N (default: a fresh seed from the "
+         "operating system's random source, printed, so that a run can be repeated)"),
+        ("--since", {"metavar": "REF"},
+         "also re-run every task of every record that is new or changed since the "
+         "records file of git revision REF (read from git; CI: the base of the change "
+         "under test), so that a new or changed file counts only once its re-run reproduced"),
+    ))
+    action("render", run_render, (
+        ("--check", FLAG,
+         "exit 1 naming what is stale: a page, a chart or a curve (compared byte for "
+         "byte); write nothing"),
+        ("--no-chart", FLAG, "skip the PNG chart and curves (with --check: compare the pages only)"),
+        ("--suite", {"choices": (*registry.with_page(), ALL_SUITES), "action": "append"},
+         "the suite whose page to render, where its suite file puts the page, chart and "
+         f"curves (default: the current suite of each track, {', '.join(registry.currents())}:"
+         " the README and the generalisation track's page); repeat it for several suites, "
+         f"the submissions validated once; '{ALL_SUITES}': every suite with a page"),
+    ))
+    action("bounds", run_bounds, (
+        ("--check", FLAG, "recompute and compare; write nothing"),
+        ("--tasks", {"metavar": "IDS"},
+         "with --check: recompute only these comma-separated task ids of the suite "
+         "(a sample, where the whole suite takes long)"),
+        ("--part", {"metavar": "K/N"},
+         "with --check: recompute part K of N of the tasks of every suite named (each "
+         "task once, the parts balanced by their cost, estimated from the task's ops), or "
+         f"day/N for the day's part (CI: day/3 over --suite {ALL_SUITES}, every stored bound "
+         "every third day)"),
+        ("--suite", {"choices": (*registry.with_bounds(), ALL_SUITES), "action": "append"},
+         f"the suite whose bounds to compute (default: {current}); with --check --part "
+         f"it may be repeated; '{ALL_SUITES}': every suite with a bounds file"),
+    ))

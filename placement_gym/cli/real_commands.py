@@ -11,11 +11,30 @@ from typing import Any
 
 from placement_gym.cli.common import positive_int
 from placement_gym.cli.output import fmt_seconds, print_json, print_table
-from placement_gym.cli.subcommands import Subcommands
+from placement_gym.cli.subcommands import Subcommands, add_command
 from placement_gym.common.paths import output_root
 from placement_gym.task.compiled import OPTIMIZERS
 
+DESCRIPTIONS = {
+    "profile": (
+        "Measure every op's forward and backward time on each device, the update time of each "
+        "parameterised op with --optimizer, and the bandwidth and latency of each link; write a profile "
+        "(keyed by the graph's sha256, the devices, the batch and the optimizer) that the profiled cost "
+        "model uses. A cached profile is reused unless --force or --out."
+    ),
+    "fidelity": (
+        "Run --samples placements (single-device, heuristic and random ones) on real devices and "
+        "in the analytical and profiled cost models; print Spearman's rank correlation and the mean absolute "
+        "percentage error of each model against the measurements, and write a scatter plot (PNG). The "
+        "profile comes from the cache (measured first when missing)."
+    ),
+}
+"""What each command's ``--help`` says it does, by command."""
+
+
 # Default timed runs of each op, link and whole-graph step of a profile, and default fidelity rounds.
+
+
 PROFILE_REPEATS = 5
 FIDELITY_ROUNDS = 5
 
@@ -360,14 +379,7 @@ def _add_device_arguments(
 
 
 def add_parsers(subparsers: Subcommands) -> None:
-    profile = subparsers.add_parser(
-        "profile",
-        help="measure a graph's op times and links on real devices",
-        description="Measure every op's forward and backward time on each device, the update time of each "
-        "parameterised op with --optimizer, and the bandwidth and latency of each link; write a profile "
-        "(keyed by the graph's sha256, the devices, the batch and the optimizer) that the profiled cost "
-        "model uses. A cached profile is reused unless --force or --out.",
-    )
+    profile = add_command(subparsers, "profile", DESCRIPTIONS["profile"])
     _add_device_arguments(
         profile,
         f"timed runs of each op, link and whole-graph step; each time is their median "
@@ -377,14 +389,7 @@ def add_parsers(subparsers: Subcommands) -> None:
     profile.add_argument("--force", action="store_true", help="measure again even if a cached profile exists")
     profile.set_defaults(run=run_profile)
 
-    fidelity = subparsers.add_parser(
-        "fidelity",
-        help="compare both cost models with real runs of many placements",
-        description="Run --samples placements (single-device, heuristic and random ones) on real devices and "
-        "in the analytical and profiled cost models; print Spearman's rank correlation and the mean absolute "
-        "percentage error of each model against the measurements, and write a scatter plot (PNG). The "
-        "profile comes from the cache (measured first when missing).",
-    )
+    fidelity = add_command(subparsers, "fidelity", DESCRIPTIONS["fidelity"])
     _add_device_arguments(
         fidelity,
         f"rounds: each round runs every placement once, in a seeded random order, and a "

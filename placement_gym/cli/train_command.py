@@ -40,7 +40,7 @@ from placement_gym.cli.common import (
 )
 from placement_gym.cli.output import print_json, print_table
 from placement_gym.cli.real_commands import graph_and_model
-from placement_gym.cli.subcommands import Subcommands
+from placement_gym.cli.subcommands import Subcommands, add_command
 from placement_gym.common.extras import install_command
 from placement_gym.common.paths import OUTPUT_ROOT_HELP, output_root
 from placement_gym.cost_model import single_device
@@ -55,7 +55,20 @@ from placement_gym.task.compiled import Task
 from placement_gym.task.named import get_task
 from placement_gym.task.step import OPTIMIZERS, PRECISIONS
 
+DESCRIPTION = (
+    "Train a learned placement agent (pg, spotlight, hierarchical, hsdag, placeto, sb3-ppo, "
+    "random-search, ...) or run a search agent (anneal, cem) until --budget evaluations are spent, "
+    "scored by the cost model (default), the profiled cost model or real runs (--reward-mode). Writes "
+    "a checkpoint (learned agents), the learning curve (CSV, and a PNG with the best single device, "
+    "HEFT and the simple lower bound as reference lines) and the best placement (JSON) to --out, and "
+    "prints the speedup over the best single device at the end."
+)
+"""What `placement-gym train --help` says the command does."""
+
+
 # The options of a --reward-mode backend the command line gives, as `EvaluatorBackend.options` names them.
+
+
 BACKEND_FLAGS = {"profile": "--profile", "devices": "--devices", "batch": "--batch"}
 
 
@@ -188,16 +201,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Subcommands) -> None:
-    parser = subparsers.add_parser(
-        "train",
-        help="train a learned agent (or run a search agent) on an evaluation budget",
-        description="Train a learned placement agent (pg, spotlight, hierarchical, hsdag, placeto, sb3-ppo, "
-        "random-search, ...) or run a search agent (anneal, cem) until --budget evaluations are spent, "
-        "scored by the cost model (default), the profiled cost model or real runs (--reward-mode). Writes "
-        "a checkpoint (learned agents), the learning curve (CSV, and a PNG with the best single device, "
-        "HEFT and the simple lower bound as reference lines) and the best placement (JSON) to --out, and "
-        "prints the speedup over the best single device at the end.",
-    )
+    parser = add_command(subparsers, "train", DESCRIPTION)
     parser.add_argument(
         "--agent",
         required=True,

@@ -236,6 +236,145 @@ def _peak_live_bytes(buffer_device, buffer_bytes, buffer_alloc, buffer_free, hor
             cell += 1
 
 
+# The passes of `_run` that run once per simulation, one job each. A compiled function counts
+# references to every array it takes, on every call (inlined by numba or not): once per simulation
+# this is lost in the noise, but `_run`'s commit loop keeps its per-op work (ready queues, host
+# threads, transfers, buffers) written out, because as functions, inlined or as closures, that work
+# ran 10-27% slower (docs/cost_model.md, "Speed").
+
+
+@numba.njit(cache=True, inline="always")
+def _take(work, at, n):
+    """``(work[at : at + n], at + n)``: the next scratch array carved from a workspace, and where the
+    one after it starts."""
+    return work[at : at + n], at + n
+
+
+@numba.njit(cache=True)
+def _gather_op_times(placement, op_forward, duration, n_devices, device, op_time):
+    """Fill ``device`` (each op's: its forward op's device in ``placement``) and ``op_time`` (its
+    duration there, ``duration[op * n_devices + d]``); False, leaving them partial, when an entry of
+    the placement is not a device index."""
+    # Backward and update ops follow their forward op. The range is checked here so that the
+    # common call (an int64 array) needs no validation in Python. Each op's time on its device is
+    # gathered in this sequential pass: in the schedule loop a row of `duration` would be a cache
+    # miss per op on large graphs.
+    for op in range(device.shape[0]):
+        d = placement[op_forward[op]]
+        if d < 0 or d >= n_devices:
+            return False
+        device[op] = d
+        op_time[op] = duration[op * n_devices + d]
+    return True
+
+
+@numba.njit(cache=True)
+def _add_transfer_syncs(device, op_time, output_pointer, outputs, consumer_pointer, consumers, transfer_sync,
+                        n_syncs, sent_to):
+    """Add to ``op_time`` the synchronisation of every copy an op issues (on the producer's device,
+    one per output tensor and other reading device) and of every input it receives from another
+    device (on the reader's), ``transfer_sync[d] x count``: both follow from the placement alone (the
+    reference computes the same expression). ``n_syncs`` (ops), ``sent_to`` (devices): scratch."""
+    # Clusters without sync costs (most presets) skip the pass.
+    if not transfer_sync.max() > 0.0:
+        return
+    n_syncs[:] = 0.0
+    sent_to[:] = -1  # the last tensor counted as sent to a device
+    for op in range(device.shape[0]):
+        d = device[op]
+        for k in range(output_pointer[op], output_pointer[op + 1]):
+            t = outputs[k]
+            for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+                c = consumers[j]
+                e = device[c]
+                if e != d:
+                    n_syncs[c] += 1.0
+                    if sent_to[e] != t:
+                        sent_to[e] = t
+                        n_syncs[op] += 1.0
+    for op in range(device.shape[0]):
+        if n_syncs[op] > 0.0:
+            op_time[op] = op_time[op] + transfer_sync[device[op]] * n_syncs[op]
+
+
+@numba.njit(cache=True)
+def _cutoff_bounds(device, op_time, output_pointer, outputs, consumer_pointer, consumers, tensor_bytes,
+                   link_latency, link_bandwidth, left, tail):
+    """Fill ``left`` (each device's total op time) and ``tail`` (each op's longest path after it: of
+    its consumers' times and, between devices, each copy's time on its link), what the cutoff's lower
+    bound is made of (`_run`)."""
+    n_devices = left.shape[0]
+    left[:] = 0.0
+    for op in range(device.shape[0]):
+        left[device[op]] += op_time[op]
+    # A copy starts no earlier than its producer's finish, whatever waits on the link, and a reader
+    # starts no earlier than its input's arrival.
+    for op in range(device.shape[0] - 1, -1, -1):
+        d = device[op]
+        longest = 0.0
+        for k in range(output_pointer[op], output_pointer[op + 1]):
+            t = outputs[k]
+            for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+                c = consumers[j]
+                if c <= op:  # not in topological order (never in a valid task): left out, still a bound
+                    continue
+                e = device[c]
+                after = op_time[c] + tail[c]
+                if e != d:
+                    link = d * n_devices + e
+                    after = (link_latency[link] + tensor_bytes[t] / link_bandwidth[link]) + after
+                if after > longest:
+                    longest = after
+        tail[op] = longest
+
+
+@numba.njit(cache=True)
+def _place_data_inputs(data_inputs, consumer_pointer, consumers, edge_slot, device, tensor_bytes, holder,
+                       copy, reader_buffer, buffer_device, buffer_bytes, buffer_alloc, buffer_free):
+    """Give each graph data input a buffer at time 0 on every device that reads it (none when empty)
+    and its readers that buffer (``reader_buffer``); ``holder`` and ``copy`` are reset first. Returns
+    the count of buffers."""
+    holder[:] = -1
+    n_buffers = 0
+    for t in data_inputs:
+        for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
+            e = device[consumers[j]]
+            if holder[e] != t:
+                holder[e] = t
+                copy[e] = -1
+                if tensor_bytes[t] > 0.0:
+                    copy[e] = n_buffers
+                    buffer_device[n_buffers] = e
+                    buffer_bytes[n_buffers] = tensor_bytes[t]
+                    buffer_alloc[n_buffers] = 0.0
+                    buffer_free[n_buffers] = 0.0
+                    n_buffers += 1
+            reader_buffer[edge_slot[j]] = copy[e]
+    return n_buffers
+
+
+@numba.njit(cache=True)
+def _start_ready_queues(device, input_count, pending, base, size, heap_op, heap_key):
+    """Lay out each device's ready queue (a binary min-heap in ``heap_op[base[d] : base[d] + size[d]]``,
+    its keys beside it in ``heap_key``, room for every op of the device) and put in it the ops that
+    wait for no input, ready at time 0; ``pending`` = each op's count of inputs to wait for."""
+    pending[:] = input_count
+    size[:] = 0
+    for op in range(device.shape[0]):
+        size[device[op]] += 1
+    base[0] = 0
+    for d in range(1, base.shape[0]):
+        base[d] = base[d - 1] + size[d - 1]
+    size[:] = 0
+    # The ops ready at time 0, appended in index order, are already a valid heap.
+    for op in range(device.shape[0]):
+        if pending[op] == 0:
+            d = device[op]
+            heap_op[base[d] + size[d]] = op
+            heap_key[base[d] + size[d]] = 0.0
+            size[d] += 1
+
+
 @numba.njit(cache=True)
 def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
     """Simulate one placement of the forward ops; write each device's peak memory into ``peak``.
@@ -254,7 +393,14 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
     times of d's ops not yet started: d runs them one at a time, after f), scaled down by
     ``1 - 8 (n_ops + 2) eps``: both are sums rounded in another order than the schedule's own, each
     rounding a relative error of at most eps on positive numbers (``left[d]`` is kept by subtraction,
-    off by at most n_ops eps times d's whole work, which is itself at most the makespan)."""
+    off by at most n_ops eps times d's whole work, which is itself at most the makespan).
+
+    Its passes: the workspace carved (`_take`), each op's device and time (`_gather_op_times`,
+    `_add_transfer_syncs`), the cutoff's bounds (`_cutoff_bounds`), the data inputs' buffers
+    (`_place_data_inputs`), the ready queues filled (`_start_ready_queues`); then the commit loop,
+    written out (the comment above `_take` says why), one op a turn: the device whose next op starts
+    first, its heap popped, its host thread taken, its outputs' buffers made and their copies sent on
+    their links, its readers told; then the peak memory (`_peak_live_bytes`)."""
     (op_forward, output_pointer, outputs, consumer_pointer, consumers, reader_pointer, edge_slot,
      data_inputs, input_count, device_host, thread_pointer, link_segments, tensor_static,
      tensor_persistent, op_microbatch) = _int_fields(ints)
@@ -266,83 +412,45 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
 
     # Scratch arrays, carved from the workspaces (`_work_sizes` counts them).
     wi = 0
-    device = work_i[wi : wi + n_ops]
-    wi += n_ops
-    sent_to = work_i[wi : wi + n_devices]
-    wi += n_devices
-    buffer_device = work_i[wi : wi + capacity]
-    wi += capacity
-    reader_buffer = work_i[wi : wi + n_edges]
-    wi += n_edges
-    holder = work_i[wi : wi + n_devices]
-    wi += n_devices
-    copy = work_i[wi : wi + n_devices]
-    wi += n_devices
-    pending = work_i[wi : wi + n_ops]
-    wi += n_ops
-    base = work_i[wi : wi + n_devices]
-    wi += n_devices
-    size = work_i[wi : wi + n_devices]
-    wi += n_devices
-    heap_op = work_i[wi : wi + n_ops]
-    wi += n_ops
-    thread_head = work_i[wi : wi + n_hosts]
-    wi += n_hosts
-    dst = work_i[wi : wi + n_devices]
-    wi += n_devices
-    chosen = work_i[wi : wi + n_devices]
-    wi += n_devices
-    cell_first = work_i[wi : wi + capacity + n_devices]
-    wi += capacity + n_devices
-    event_after = work_i[wi : wi + 2 * capacity]
-    wi += 2 * capacity
+    device, wi = _take(work_i, wi, n_ops)
+    sent_to, wi = _take(work_i, wi, n_devices)
+    buffer_device, wi = _take(work_i, wi, capacity)
+    reader_buffer, wi = _take(work_i, wi, n_edges)
+    holder, wi = _take(work_i, wi, n_devices)
+    copy, wi = _take(work_i, wi, n_devices)
+    pending, wi = _take(work_i, wi, n_ops)
+    base, wi = _take(work_i, wi, n_devices)
+    size, wi = _take(work_i, wi, n_devices)
+    heap_op, wi = _take(work_i, wi, n_ops)
+    thread_head, wi = _take(work_i, wi, n_hosts)
+    dst, wi = _take(work_i, wi, n_devices)
+    chosen, wi = _take(work_i, wi, n_devices)
+    cell_first, wi = _take(work_i, wi, capacity + n_devices)
+    event_after, wi = _take(work_i, wi, 2 * capacity)
     wf = 0
-    op_time = work_f[wf : wf + n_ops]
-    wf += n_ops
-    n_syncs = work_f[wf : wf + n_ops]
-    wf += n_ops
-    buffer_bytes = work_f[wf : wf + capacity]
-    wf += capacity
-    buffer_alloc = work_f[wf : wf + capacity]
-    wf += capacity
-    buffer_free = work_f[wf : wf + capacity]
-    wf += capacity
-    arrival = work_f[wf : wf + n_devices]
-    wf += n_devices
-    ready = work_f[wf : wf + n_ops]
-    wf += n_ops
-    heap_key = work_f[wf : wf + n_ops]
-    wf += n_ops
-    device_free = work_f[wf : wf + n_devices]
-    wf += n_devices
-    device_next = work_f[wf : wf + n_devices]
-    wf += n_devices
-    link_free = work_f[wf : wf + n_devices * n_devices]
-    wf += n_devices * n_devices
-    segment_free = work_f[wf : wf + ints[_N_SEGMENTS]]
-    wf += ints[_N_SEGMENTS]
-    launch_ready = work_f[wf : wf + n_ops]
-    wf += n_ops
-    launch_end = work_f[wf : wf + n_ops]
-    wf += n_ops
-    thread_free = work_f[wf : wf + ints[_N_THREADS]]
-    wf += ints[_N_THREADS]
-    host_free = work_f[wf : wf + n_hosts]
-    wf += n_hosts
-    cell_grown = work_f[wf : wf + capacity + n_devices]
-    wf += capacity + n_devices
-    cell_usage = work_f[wf : wf + capacity + n_devices]
-    wf += capacity + n_devices
-    event_time = work_f[wf : wf + 2 * capacity]
-    wf += 2 * capacity
-    event_change = work_f[wf : wf + 2 * capacity]
-    wf += 2 * capacity
-    usage = work_f[wf : wf + n_devices]
-    wf += n_devices
-    left = work_f[wf : wf + n_devices]
-    wf += n_devices
-    tail = work_f[wf : wf + n_ops]
-    wf += n_ops
+    op_time, wf = _take(work_f, wf, n_ops)
+    n_syncs, wf = _take(work_f, wf, n_ops)
+    buffer_bytes, wf = _take(work_f, wf, capacity)
+    buffer_alloc, wf = _take(work_f, wf, capacity)
+    buffer_free, wf = _take(work_f, wf, capacity)
+    arrival, wf = _take(work_f, wf, n_devices)
+    ready, wf = _take(work_f, wf, n_ops)
+    heap_key, wf = _take(work_f, wf, n_ops)
+    device_free, wf = _take(work_f, wf, n_devices)
+    device_next, wf = _take(work_f, wf, n_devices)
+    link_free, wf = _take(work_f, wf, n_devices * n_devices)
+    segment_free, wf = _take(work_f, wf, ints[_N_SEGMENTS])
+    launch_ready, wf = _take(work_f, wf, n_ops)
+    launch_end, wf = _take(work_f, wf, n_ops)
+    thread_free, wf = _take(work_f, wf, ints[_N_THREADS])
+    host_free, wf = _take(work_f, wf, n_hosts)
+    cell_grown, wf = _take(work_f, wf, capacity + n_devices)
+    cell_usage, wf = _take(work_f, wf, capacity + n_devices)
+    event_time, wf = _take(work_f, wf, 2 * capacity)
+    event_change, wf = _take(work_f, wf, 2 * capacity)
+    usage, wf = _take(work_f, wf, n_devices)
+    left, wf = _take(work_f, wf, n_devices)
+    tail, wf = _take(work_f, wf, n_ops)
 
     # The schedule's arrays: new when it is recorded, else empty views (no allocation on the hot path).
     if record:
@@ -360,65 +468,15 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
         return _BAD_WORKSPACE, device, start, finish, transfer_tensor, transfer_dst, start, finish, False
     if placement.shape[0] != ints[_N_FORWARD]:
         return _BAD_DEVICE, device, start, finish, transfer_tensor, transfer_dst, start, finish, False
-
-    # Backward and update ops follow their forward op. The range is checked here so that the
-    # common call (an int64 array) needs no validation in Python. Each op's time on its device is
-    # gathered in this sequential pass: in the schedule loop a row of `duration` would be a cache
-    # miss per op on large graphs.
-    for op in range(n_ops):
-        d = placement[op_forward[op]]
-        if d < 0 or d >= n_devices:
-            return _BAD_DEVICE, device, start, finish, transfer_tensor, transfer_dst, start, finish, False
-        device[op] = d
-        op_time[op] = duration[op * n_devices + d]
-    # Synchronisation per copy issued (on the producer's device) and per input received from
-    # another device (on the reader's): both follow from the placement alone, so they join the op's
-    # time here, as ``sync x count`` (the reference computes the same expression).
-    # Clusters without sync costs (most presets) skip the pass.
-    if transfer_sync.max() > 0.0:
-        n_syncs[:] = 0.0
-        sent_to[:] = -1  # the last tensor counted as sent to a device
-        for op in range(n_ops):
-            d = device[op]
-            for k in range(output_pointer[op], output_pointer[op + 1]):
-                t = outputs[k]
-                for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
-                    c = consumers[j]
-                    e = device[c]
-                    if e != d:
-                        n_syncs[c] += 1.0
-                        if sent_to[e] != t:
-                            sent_to[e] = t
-                            n_syncs[op] += 1.0
-        for op in range(n_ops):
-            if n_syncs[op] > 0.0:
-                op_time[op] = op_time[op] + transfer_sync[device[op]] * n_syncs[op]
+    if not _gather_op_times(placement, op_forward, duration, n_devices, device, op_time):
+        return _BAD_DEVICE, device, start, finish, transfer_tensor, transfer_dst, start, finish, False
+    _add_transfer_syncs(device, op_time, output_pointer, outputs, consumer_pointer, consumers, transfer_sync,
+                        n_syncs, sent_to)
     cutting = cutoff < np.inf
     slack = 1.0 - 8.0 * (n_ops + 2) * 2.220446049250313e-16
     if cutting:
-        left[:] = 0.0
-        for op in range(n_ops):
-            left[device[op]] += op_time[op]
-        # The longest path after each op, of its consumers' times and, between devices, each copy's
-        # time on its link: a copy starts no earlier than its producer's finish, whatever waits on the
-        # link, and a reader starts no earlier than its input's arrival.
-        for op in range(n_ops - 1, -1, -1):
-            d = device[op]
-            longest = 0.0
-            for k in range(output_pointer[op], output_pointer[op + 1]):
-                t = outputs[k]
-                for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
-                    c = consumers[j]
-                    if c <= op:  # not in topological order (never in a valid task): left out, still a bound
-                        continue
-                    e = device[c]
-                    after = op_time[c] + tail[c]
-                    if e != d:
-                        link = d * n_devices + e
-                        after = (link_latency[link] + tensor_bytes[t] / link_bandwidth[link]) + after
-                    if after > longest:
-                        longest = after
-            tail[op] = longest
+        _cutoff_bounds(device, op_time, output_pointer, outputs, consumer_pointer, consumers, tensor_bytes,
+                       link_latency, link_bandwidth, left, tail)
 
     # Live buffers (memory): one per (tensor, device holding it), made as soon as its allocation
     # time is known; its free time grows to the finish of each reader as readers are scheduled.
@@ -429,44 +487,14 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
     # ``copy[e]`` (a buffer, or -1), present from ``arrival[e]``.
     # An empty tensor changes no device's memory, so it gets no buffer (-1) at all. A persistent
     # output (``buffer_free`` inf) is never freed.
-    holder[:] = -1
-    n_buffers = 0
-    # Graph data inputs are present at time 0 on every device that reads them.
-    for t in data_inputs:
-        for j in range(consumer_pointer[t], consumer_pointer[t + 1]):
-            e = device[consumers[j]]
-            if holder[e] != t:
-                holder[e] = t
-                copy[e] = -1
-                if tensor_bytes[t] > 0.0:
-                    copy[e] = n_buffers
-                    buffer_device[n_buffers] = e
-                    buffer_bytes[n_buffers] = tensor_bytes[t]
-                    buffer_alloc[n_buffers] = 0.0
-                    buffer_free[n_buffers] = 0.0
-                    n_buffers += 1
-            reader_buffer[edge_slot[j]] = copy[e]
-
+    n_buffers = _place_data_inputs(data_inputs, consumer_pointer, consumers, edge_slot, device, tensor_bytes,
+                                   holder, copy, reader_buffer, buffer_device, buffer_bytes, buffer_alloc,
+                                   buffer_free)
     ready[:] = 0.0
-    pending[:] = input_count
-    size[:] = 0
-    for op in range(n_ops):
-        size[device[op]] += 1
-    base[0] = 0
-    for d in range(1, n_devices):
-        base[d] = base[d - 1] + size[d - 1]
-    size[:] = 0
-    # Each device's ready ops: a binary min-heap ordered by (ready time, op index) in the slice
-    # ``[base[d], base[d] + size[d])``. The key is stored next to the op (a ready time is final when
-    # an op enters its heap), so comparisons read adjacent memory. The heap code is written out in
-    # the loop below: as functions taking the arrays, numba counts references on every call.
-    # The ops ready at time 0, appended in index order, are already a valid heap.
-    for op in range(n_ops):
-        if pending[op] == 0:
-            d = device[op]
-            heap_op[base[d] + size[d]] = op
-            heap_key[base[d] + size[d]] = 0.0
-            size[d] += 1
+    # Each device's ready ops: a binary min-heap ordered by (ready time, op index). The key is stored
+    # next to the op (a ready time is final when an op enters its heap), so comparisons read adjacent
+    # memory.
+    _start_ready_queues(device, input_count, pending, base, size, heap_op, heap_key)
     device_free[:] = 0.0
     link_free[:] = 0.0
     segment_free[:] = 0.0
@@ -488,9 +516,9 @@ def _run(placement, ints, floats, work_i, work_f, peak, record, cutoff):
     # free time changed), and ``device_next[d]`` is when it could start leaving out the host thread:
     # max(free time, ready time, launch_ready + dispatch). Its start is then ``max(device_next[d],
     # earliest thread + dispatch)``, the same number as max(free, ready, max(thread, launch_ready) +
-    # dispatch) (rounding is monotonic, so adding the dispatch time commutes with max). Caching it
-    # leaves the per-commit scan over devices a few loads each; only the devices whose heaps changed
-    # are recomputed.
+    # dispatch) (rounding is monotonic, so adding the dispatch time commutes with max). Caching it leaves
+    # the per-commit scan over devices a few loads each; only the devices whose heaps changed are
+    # recomputed.
     chosen[:] = -1
     n_transfers = 0
     makespan = 0.0

@@ -409,33 +409,22 @@ def critical_tails(task, fastest: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _closure_kernel(pred_pointer, pred_op, n):
-    """Bitsets (``n x words`` uint64) of every op's ancestors, ops in topological order."""
+def _closure_kernel(pred_pointer, pred_op, n, descendants):
+    """Bitsets (``n x words`` uint64) of every op's ancestors, or with ``descendants`` of every op's
+    descendants; ops in topological order."""
     words = (n + 63) // 64
-    anc = np.zeros((n, words), dtype=np.uint64)
+    bits = np.zeros((n, words), dtype=np.uint64)
     one = np.uint64(1)
-    for c in range(n):
+    for k in range(n):
+        c = n - 1 - k if descendants else k
         for j in range(pred_pointer[c], pred_pointer[c + 1]):
             p = pred_op[j]
+            # the edge p -> c: c's ancestors take p's and p; p's descendants take c's and c
+            near, far = (p, c) if descendants else (c, p)
             for w in range(words):
-                anc[c, w] |= anc[p, w]
-            anc[c, p >> 6] |= one << np.uint64(p & 63)
-    return anc
-
-
-@numba.njit(cache=True)
-def _descendants_kernel(pred_pointer, pred_op, n):
-    """Bitsets (``n x words`` uint64) of every op's descendants, ops in topological order."""
-    words = (n + 63) // 64
-    desc = np.zeros((n, words), dtype=np.uint64)
-    one = np.uint64(1)
-    for c in range(n - 1, -1, -1):
-        for j in range(pred_pointer[c], pred_pointer[c + 1]):
-            p = pred_op[j]
-            for w in range(words):
-                desc[p, w] |= desc[c, w]
-            desc[p, c >> 6] |= one << np.uint64(c & 63)
-    return desc
+                bits[near, w] |= bits[far, w]
+            bits[near, far >> 6] |= one << np.uint64(far & 63)
+    return bits
 
 
 @numba.njit(cache=True)
@@ -499,8 +488,8 @@ def phases(
         rows.append(np.asarray(weights, dtype=np.float64))
     share = np.stack([np.where(allowed, w * task.duration, np.inf).min(axis=1) / w.sum() for w in rows])
     pointer, producer, _, _ = distinct_predecessors(task)
-    anc = _closure_kernel(pointer, producer, n)
-    desc = _descendants_kernel(pointer, producer, n)
+    anc = _closure_kernel(pointer, producer, n, False)
+    desc = _closure_kernel(pointer, producer, n, True)
     before = _set_sums(anc, share).max(axis=1)
     after = _set_sums(desc, share).max(axis=1)
     tail = critical_tails(task, fastest)

@@ -378,6 +378,15 @@ class PlacementEnvBase(gym.Env):
 
     _check_node_placement = check_node_placement  # the name the envs' own code uses
 
+    def _check_started(self, why: str = "") -> None:
+        """A RuntimeError unless an episode is under way: `reset` was called and the episode has not
+        ended (each env keeps ``_needs_reset``); ``why`` (ending in ": ") leads the advice to reset."""
+        if self._needs_reset:
+            raise RuntimeError(
+                f"{type(self).__name__}.step called before reset() or after the episode ended; "
+                f"{why}call reset() first"
+            )
+
     def _check_device(self, action) -> int:
         """A `Discrete` action as an int (real) device index, or a clear ValueError. What passes for a
         device index is what `check_device_indices` passes in a full placement (integers, and floats

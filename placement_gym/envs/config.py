@@ -134,6 +134,13 @@ class EnvConfig:
     - Deprecated, accepted through version 0 of the env ids with a DeprecationWarning: ``reward_mode``
       (a backend's name: give ``evaluator=``), ``profile`` and ``devices`` (give them in
       ``evaluator_options``).
+
+    ## Version History
+    The shared settings of every placement env, by version of the env ids:
+    - v0: ``dataset=``, ``clusters=`` and ``max_devices`` padding, ``step=``, ``evaluator=`` with
+      ``evaluator_options=``, and ``task_source=`` came as keywords whose defaults keep each env's MDP.
+      The keywords ``reward_mode``, ``profile`` and ``devices`` are deprecated (``evaluator=``,
+      ``evaluator_options=``): accepted through v0 with a DeprecationWarning, gone in v1.
     """
 
     graph: str | Path | OpGraph | Task = "inception_v3"

@@ -120,10 +120,8 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
     ``real_loss``).
 
     ## Version History
-    - v0: the env; ``dataset=``, ``clusters=`` and ``max_devices`` padding, ``step=``, ``evaluator=`` with
-      ``evaluator_options=``, and ``task_source=`` came as keywords whose defaults keep its MDP. The
-      keywords ``reward_mode``, ``profile`` and ``devices`` are deprecated (``evaluator=``,
-      ``evaluator_options=``): accepted through v0 with a DeprecationWarning, gone in v1.
+    - v0: Placeto's refine MDP, one move per step from ``initial=`` for ``sweeps=`` sweeps; what the shared
+      settings gained and deprecated within v0 is listed in `placement_gym.envs.config.EnvConfig`.
     """
 
     def __init__(
@@ -236,11 +234,7 @@ class DevicePlacementRefineEnv(PlacementEnvBase):
 
     def step(self, action):
         """Move the current node to device ``action``; rewarded by the runtime saved."""
-        if self._needs_reset:
-            raise RuntimeError(
-                "DevicePlacementRefineEnv.step called before reset() or after the episode ended; "
-                "call reset() first"
-            )
+        self._check_started()
         device = self._check_device(action)
         node, sweep = refine_visit(self._steps, self.n_nodes)
         if self._static_used is not None:

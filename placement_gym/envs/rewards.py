@@ -5,14 +5,15 @@ larger reward. An out-of-memory placement is rewarded as if it ran for a penalty
 `penalty_runtime`) instead of its simulated one: the placement could not run at all.
 
 The envs score one placement at a time (`shape_reward`, `improvement_reward`); the learned agents in
-`baselines/learning/` score a batch with the same rules (`reward_runtimes`, `log_speedups`,
-`neg_sqrt_relative_runtimes`, `improvement_reward`), so this module is the one place they are written.
+`baselines/learning/` score a batch with the same rules (`OomPenalty`'s methods, `improvement_reward`),
+so this module is the one place they are written.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -108,56 +109,40 @@ def improvement_reward(before, after, best_single: float):
     return (before - after) / best_single
 
 
-def reward_runtimes(
-    runtimes: np.ndarray,
-    feasible: np.ndarray,
-    best_single: float,
-    oom_runtime: float | None = None,
-    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
-) -> np.ndarray:
-    """Per placement of a batch, the runtime its reward is computed from: its own, or
-    `penalty_runtime` when it is infeasible (out of memory)."""
-    penalty = penalty_runtime(best_single, oom_runtime, oom_runtime_factor)
-    return np.where(np.asarray(feasible, dtype=bool), runtimes, penalty)
+@dataclass(frozen=True)
+class OomPenalty:
+    """The envs' rule for out-of-memory placements, applied to a batch: an infeasible placement is
+    rewarded as if it ran ``oom_runtime`` seconds when given, else ``oom_runtime_factor`` best
+    single-device runtimes (`penalty_runtime`). Each method takes the runtimes of a batch of placements
+    and whether each is feasible (arrays of one length) and the task's best single-device runtime
+    ``best_single`` (seconds), and gives one number per placement."""
 
+    oom_runtime: float | None = None
+    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR
 
-def log_speedups(
-    runtimes: np.ndarray,
-    feasible: np.ndarray,
-    best_single: float,
-    oom_runtime: float | None = None,
-    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
-) -> np.ndarray:
-    """The ``log_speedup`` shape of a batch, ``log(best_single / reward runtime)`` (numpy's log)."""
-    penalised = reward_runtimes(runtimes, feasible, best_single, oom_runtime, oom_runtime_factor)
-    return np.log(best_single / penalised)
+    def reward_runtimes(self, runtimes: np.ndarray, feasible: np.ndarray, best_single: float) -> np.ndarray:
+        """The runtime each reward is computed from: its own, or `penalty_runtime` when infeasible."""
+        penalty = penalty_runtime(best_single, self.oom_runtime, self.oom_runtime_factor)
+        return np.where(np.asarray(feasible, dtype=bool), runtimes, penalty)
 
+    def log_speedups(self, runtimes: np.ndarray, feasible: np.ndarray, best_single: float) -> np.ndarray:
+        """The ``log_speedup`` shape, ``log(best_single / reward runtime)`` (numpy's log)."""
+        return np.log(best_single / self.reward_runtimes(runtimes, feasible, best_single))
 
-def relative_runtimes(
-    runtimes: np.ndarray,
-    feasible: np.ndarray,
-    best_single: float,
-    oom_runtime: float | None = None,
-    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
-) -> np.ndarray:
-    """Runtimes of a batch in best-single-device runtimes; an infeasible one is the penalty in those
-    units: ``oom_runtime / best_single`` when given, else ``oom_runtime_factor`` itself (not
-    ``oom_runtime_factor x best_single / best_single``, which rounding could move off the factor)."""
-    scaled = np.asarray(runtimes, dtype=np.float64) / best_single
-    if oom_runtime is None:
-        penalty = float(oom_runtime_factor)
-    else:
-        penalty = float(oom_runtime) / float(best_single)
-    return np.where(np.asarray(feasible, dtype=bool), scaled, penalty)
+    def relative_runtimes(self, runtimes: np.ndarray, feasible: np.ndarray, best_single: float) -> np.ndarray:
+        """Runtimes in best-single-device runtimes; an infeasible one is the penalty in those units:
+        ``oom_runtime / best_single`` when given, else ``oom_runtime_factor`` itself (not
+        ``oom_runtime_factor x best_single / best_single``, which rounding could move off the factor)."""
+        scaled = np.asarray(runtimes, dtype=np.float64) / best_single
+        if self.oom_runtime is None:
+            penalty = float(self.oom_runtime_factor)
+        else:
+            penalty = float(self.oom_runtime) / float(best_single)
+        return np.where(np.asarray(feasible, dtype=bool), scaled, penalty)
 
-
-def neg_sqrt_relative_runtimes(
-    runtimes: np.ndarray,
-    feasible: np.ndarray,
-    best_single: float,
-    oom_runtime: float | None = None,
-    oom_runtime_factor: float = DEFAULT_OOM_RUNTIME_FACTOR,
-) -> np.ndarray:
-    """``-sqrt(runtime / best_single)`` of a batch (`relative_runtimes`): Mirhoseini et al. 2017's
-    ``-sqrt(runtime)`` made scale-free, the reward of the seq2seq agents ``pg`` and ``hierarchical``."""
-    return -np.sqrt(relative_runtimes(runtimes, feasible, best_single, oom_runtime, oom_runtime_factor))
+    def neg_sqrt_relative_runtimes(
+        self, runtimes: np.ndarray, feasible: np.ndarray, best_single: float
+    ) -> np.ndarray:
+        """``-sqrt(runtime / best_single)`` (`relative_runtimes`): Mirhoseini et al. 2017's ``-sqrt(runtime)``
+        made scale-free, the reward of the seq2seq agents ``pg`` and ``hierarchical``."""
+        return -np.sqrt(self.relative_runtimes(runtimes, feasible, best_single))

@@ -128,10 +128,8 @@ class DevicePlacementEnv(PlacementEnvBase):
     id is ``env.unwrapped.task.id``.
 
     ## Version History
-    - v0: the env; ``dataset=``, ``clusters=`` and ``max_devices`` padding, ``step=``, ``evaluator=`` with
-      ``evaluator_options=``, and ``task_source=`` came as keywords whose defaults keep its MDP. The
-      keywords ``reward_mode``, ``profile`` and ``devices`` are deprecated (``evaluator=``,
-      ``evaluator_options=``): accepted through v0 with a DeprecationWarning, gone in v1.
+    - v0: the single-shot MDP (every node's device in one step); the shared settings' history is
+      `placement_gym.envs.config.EnvConfig`'s.
     """
 
     def __init__(
@@ -173,11 +171,7 @@ class DevicePlacementEnv(PlacementEnvBase):
 
     def step(self, action):
         """Evaluate the placement ``action`` (one device index per node); the episode ends."""
-        if self._needs_reset:
-            raise RuntimeError(
-                "DevicePlacementEnv.step called before reset() or after the episode ended; "
-                "each episode is one step: call reset() first"
-            )
+        self._check_started("each episode is one step: ")
         placement = self.check_node_placement(self._task_part(action))  # clear ValueError for a bad action
         result, _ = self._evaluate(placement)
         self._needs_reset = True

@@ -97,10 +97,8 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
     (at `reset`, and at the stages before the last with ``dense=False``) ``simulated`` and
     ``feasible`` are False and the other result keys 0.
     ## Version History
-    - v0: the env; ``dataset=``, ``clusters=`` and ``max_devices`` padding, ``step=``, ``evaluator=`` with
-      ``evaluator_options=``, and ``task_source=`` came as keywords whose defaults keep its MDP. The
-      keywords ``reward_mode``, ``profile`` and ``devices`` are deprecated (``evaluator=``,
-      ``evaluator_options=``): accepted through v0 with a DeprecationWarning, gone in v1.
+    - v0: Spotlight's staged MDP, one node per step, with ``reward=`` and ``dense=``; for the shared
+      settings see the history in `placement_gym.envs.config.EnvConfig`.
     """
 
     def __init__(
@@ -161,11 +159,7 @@ class DevicePlacementStagedEnv(PlacementEnvBase):
 
     def step(self, action):
         """Place the current node on device ``action``; moves to the next stage."""
-        if self._needs_reset:
-            raise RuntimeError(
-                "DevicePlacementStagedEnv.step called before reset() or after the episode ended; "
-                "call reset() first"
-            )
+        self._check_started()
         device = self._check_device(action)
         node = self._stage
         self._nodes[node] = device

@@ -104,23 +104,23 @@ class Grouping:
     def expand(self, group_placement) -> np.ndarray:
         """Per-op placement (int64 ``(n_ops,)``) from one device per group (``(n_groups,)``); a
         leading batch axis ``(batch, n_groups)`` gives ``(batch, n_ops)``."""
-        array = np.asarray(group_placement)
-        if array.ndim not in (1, 2) or array.shape[-1] != self.n_groups:
-            raise ValueError(
-                f"group placement for grouping {self.name!r} must have shape ({self.n_groups},): one device "
-                f"per group (or (batch, {self.n_groups})); got shape {array.shape}"
-            )
-        return _as_int(array, "group placement")[..., self.group_of_op]
+        rows = self._device_rows(group_placement, self.n_groups, "group placement", "group")
+        return rows[..., self.group_of_op]
 
     def reduce(self, placement) -> np.ndarray:
         """Per-group placement from a per-op one: the device of each group's first op."""
-        array = np.asarray(placement)
-        if array.ndim not in (1, 2) or array.shape[-1] != self.n_ops:
+        return self._device_rows(placement, self.n_ops, "placement", "op")[..., self.first_op]
+
+    def _device_rows(self, devices, width: int, what: str, per: str) -> np.ndarray:
+        """``devices`` as int64: one device per ``per`` (``(width,)``) or a batch of such rows, else a
+        ValueError naming ``what``."""
+        array = np.asarray(devices)
+        if array.ndim not in (1, 2) or array.shape[-1] != width:
             raise ValueError(
-                f"placement for grouping {self.name!r} must have shape ({self.n_ops},): one device per op "
-                f"(or (batch, {self.n_ops})); got shape {array.shape}"
+                f"{what} for grouping {self.name!r} must have shape ({width},): one device per {per} "
+                f"(or (batch, {width})); got shape {array.shape}"
             )
-        return _as_int(array, "placement")[..., self.first_op]
+        return _as_int(array, what)
 
     def __repr__(self) -> str:
         return f"Grouping({self.name!r}, ops={self.n_ops}, groups={self.n_groups})"

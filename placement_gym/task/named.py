@@ -7,6 +7,7 @@ cluster name a family cluster's (``random-v1:3``, `placement_gym.datasets.cluste
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,24 +33,28 @@ def _source_key(name_or_path: str | Path) -> tuple:
     return (str(name_or_path),)
 
 
+def _by_name(name: str | Path, kind: str, load: Callable, is_member: Callable, member: Callable,
+             member_names: str) -> Any:
+    """``member(name)`` when ``is_member(name)`` (a dataset's graph, a family's cluster), else
+    ``load(name)``, whose ValueError then also names the ``member_names`` a ``kind`` name may be."""
+    if is_member(name):
+        return member(name)
+    try:
+        return load(name)
+    except ValueError as error:
+        raise also_allowed(error, kind, member_names) from None
+
+
 def named_graph(name: str | Path) -> OpGraph:
     """A bundled graph, an ONNX file or a dataset graph (``<dataset>:<family>-<k>``) by name."""
-    if is_dataset_graph_name(name):
-        return dataset_graph(name)
-    try:
-        return load_graph(name)
-    except ValueError as error:
-        raise also_allowed(error, "graph", DATASET_GRAPH_NAMES) from None
+    return _by_name(name, "graph", load_graph, is_dataset_graph_name, dataset_graph, DATASET_GRAPH_NAMES)
 
 
 def named_cluster(name: str | Path) -> Cluster:
     """A preset, ``local``/``cpu<N>``, a cluster JSON file or a family cluster (``random-v1:<k>``)."""
-    if is_family_cluster_name(name):
-        return family_cluster(name)
-    try:
-        return load_cluster(name)
-    except ValueError as error:
-        raise also_allowed(error, "cluster", FAMILY_CLUSTER_NAMES) from None
+    return _by_name(
+        name, "cluster", load_cluster, is_family_cluster_name, family_cluster, FAMILY_CLUSTER_NAMES
+    )
 
 
 # Room for every task of the largest suite (gen-v2: 300 tasks, about 100 MB compiled), so that validating

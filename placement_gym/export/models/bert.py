@@ -20,14 +20,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from placement_gym.export.models.sizes import TransformerSizes
+
 
 @dataclass(frozen=True)
-class BertConfig:
+class BertConfig(TransformerSizes):
     """Sizes of a BERT encoder (Devlin et al. 2019, section 3)."""
 
-    layers: int
-    hidden: int
-    heads: int
     ffn: int
     vocab: int = 30522
     max_positions: int = 512

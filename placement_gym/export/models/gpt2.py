@@ -15,13 +15,11 @@ import torch
 from torch import nn
 
 from placement_gym.export.models.blocks import PreLNBlock
+from placement_gym.export.models.sizes import TransformerSizes
 
 
 @dataclass(frozen=True)
-class GPT2Config:
-    layers: int
-    hidden: int
-    heads: int
+class GPT2Config(TransformerSizes):
     vocab: int = 50_257
     max_positions: int = 1024
 

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from placement_gym.export.models.blocks import Projection, causal_mask
+from placement_gym.export.models.sizes import TransformerSizes
 
 
 def llama_ffn(hidden: int, multiple: int = 256) -> int:
@@ -28,10 +29,7 @@ def llama_ffn(hidden: int, multiple: int = 256) -> int:
 
 
 @dataclass(frozen=True)
-class LlamaConfig:
-    layers: int
-    hidden: int
-    heads: int
+class LlamaConfig(TransformerSizes):
     kv_heads: int
     vocab: int = 32_000
     ffn: int = 0  # 0: `llama_ffn` of the width

@@ -52,6 +52,19 @@ class LSTMCell(nn.Module):
         return new_h, new_c
 
 
+def stacked_step(
+    cells: nn.ModuleList, x: torch.Tensor, states: list, residual_from: int | None = None
+) -> torch.Tensor:
+    """One time step through stacked LSTM ``cells``: layer k reads layer k-1's output (the first reads
+    ``x``) and its state ``states[k]`` (None: zeros), which it replaces in place; from layer
+    ``residual_from`` up (None: no layer) a layer's output adds its input. Returns the top layer's output."""
+    for layer, cell in enumerate(cells):
+        states[layer] = cell(x, states[layer])
+        h = states[layer][0]
+        x = h + x if residual_from is not None and layer >= residual_from else h
+    return x
+
+
 class RNNLM(nn.Module):
     """Token ids (batch, steps) -> one (batch, vocab) log-probability tensor per step."""
 
@@ -65,9 +78,7 @@ class RNNLM(nn.Module):
         states: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.cells)
         outputs = []
         for x in self.embedding(token_ids).unbind(1):
-            for layer, cell in enumerate(self.cells):
-                states[layer] = cell(x, states[layer])
-                x = states[layer][0]
+            x = stacked_step(self.cells, x, states)
             outputs.append(torch.log_softmax(self.logits(x), dim=-1))
         return tuple(outputs)
 
@@ -112,11 +123,7 @@ class GNMT(nn.Module):
         states: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.encoder)
         top_outputs = []
         for x in self.src_embedding(src_ids).unbind(1):
-            for layer, cell in enumerate(self.encoder):
-                states[layer] = cell(x, states[layer])
-                h = states[layer][0]
-                x = h + x if layer >= self.residual_from else h
-            top_outputs.append(x)
+            top_outputs.append(stacked_step(self.encoder, x, states, self.residual_from))
         return torch.stack(top_outputs, dim=1), states  # type: ignore[return-value]
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -23,13 +23,11 @@ from torch import nn
 
 from placement_gym.export.models.blocks import Projection, causal_mask
 from placement_gym.export.models.llama import RMSNorm
+from placement_gym.export.models.sizes import TransformerSizes
 
 
 @dataclass(frozen=True)
-class T5Config:
-    layers: int
-    hidden: int
-    heads: int
+class T5Config(TransformerSizes):
     ffn: int
     vocab: int = 32_128
     buckets: int = 32

@@ -14,13 +14,11 @@ import torch
 from torch import nn
 
 from placement_gym.export.models.blocks import PreLNBlock
+from placement_gym.export.models.sizes import TransformerSizes
 
 
 @dataclass(frozen=True)
-class ViTConfig:
-    layers: int
-    hidden: int
-    heads: int
+class ViTConfig(TransformerSizes):
     image: int = 224
     patch: int = 16
     classes: int = 1000

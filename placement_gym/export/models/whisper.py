@@ -17,13 +17,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from placement_gym.export.models.blocks import PreLNBlock, sinusoids
+from placement_gym.export.models.sizes import TransformerSizes
 
 
 @dataclass(frozen=True)
-class WhisperConfig:
-    layers: int
-    hidden: int
-    heads: int
+class WhisperConfig(TransformerSizes):
     mels: int = 80
 
 
