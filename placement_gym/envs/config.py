@@ -137,6 +137,7 @@ class EnvConfig:
 
     ## Version History
     The shared settings of every placement env, by version of the env ids:
+
     - v0: ``dataset=``, ``clusters=`` and ``max_devices`` padding, ``step=``, ``evaluator=`` with
       ``evaluator_options=``, and ``task_source=`` came as keywords whose defaults keep each env's MDP.
       The keywords ``reward_mode``, ``profile`` and ``devices`` are deprecated (``evaluator=``,

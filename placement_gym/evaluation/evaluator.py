@@ -6,8 +6,8 @@ Every scorer (`CostModelEvaluator` here; `ProfiledEvaluator` and `RealEvaluator`
 
 - ``name``: what scores (``"cost_model"``, ``"profiled"``, ``"real"``, a pool's backend);
 - ``task``: the task whose placements it scores (for a profiled model, the profiled task);
-- ``simulate(placement, schedule=False) -> SimulationResult``: one evaluation, what a placement scores:
-  a simulation for the cost models, a measured run for the real backend;
+- ``simulate(placement, schedule=False) -> SimulationResult``: one evaluation (a simulation for the
+  cost models, a measured run for the real backend);
 - ``simulate_batch(rows) -> (runtimes, feasible, peak_memory)``: rows ``(batch, n_forward)``, shapes
   ``(batch,)``, ``(batch,)``, ``(batch, n_devices)``, in row order;
 - ``evaluations``: the placements it has scored.
