@@ -245,14 +245,14 @@ def test_train_optimizer_reaches_the_real_and_profiled_evaluators(cache, tmp_pat
 
     parser = build_parser()
     agent = ["train", "--agent", "random-search", "--graph", "cifar10_cnn", "--cluster", "cpu2"]
-    real = parser.parse_args([*agent, "--reward-mode", "real", "--batch", "2", "--optimizer", "momentum"])
+    real = parser.parse_args([*agent, "--evaluator", "real", "--batch", "2", "--optimizer", "momentum"])
     task, evaluator = task_and_evaluator(real)
     assert task.optimizer == evaluator.executor.task.optimizer == "momentum"
     assert task.static_bytes.sum() == 3 * task.graph.param_bytes.sum()  # weights, gradients, velocity
     assert main(["profile", "--graph", "cifar10_cnn", "--cluster", "cpu2", "--batch", "2", "--repeats", "1",
                  "--optimizer", "sgd", "--out", str(tmp_path / "sgd.json"), "--json"]) == 0
     capsys.readouterr()
-    train = [*agent, "--budget", "2", "--reward-mode", "profiled", "--profile", str(tmp_path / "sgd.json"),
+    train = [*agent, "--budget", "2", "--evaluator", "profiled", "--profile", str(tmp_path / "sgd.json"),
              "--out", str(tmp_path / "run")]
     assert main(train) == 2  # the task trains with adam (the default): the sgd profile is refused
     err = capsys.readouterr().err

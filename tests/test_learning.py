@@ -96,7 +96,7 @@ def test_train_command_writes_outputs_and_json(tmp_path, capsys):
     [
         (["train", "--agent", "nope"], "unknown learned agent"),
         (["train", "--agent", "random-search", "--budget", "0"], "budget"),
-        (["train", "--agent", "random-search", "--reward-mode", "real"], "reward-mode"),
+        (["train", "--agent", "random-search", "--evaluator", "real"], "--evaluator real needs"),
     ],
 )
 def test_train_command_bad_arguments(argv, message, capsys):

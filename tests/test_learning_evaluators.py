@@ -1,6 +1,6 @@
 """Learned agents and search baselines scored by any evaluator: `Budget(evaluator=...)`,
 `as_evaluator`, `train(evaluator=...)`, ``anneal``/``cem`` with ``evaluator=`` and
-``placement-gym train --reward-mode profiled|real``."""
+``placement-gym train --evaluator profiled|real``."""
 
 from __future__ import annotations
 
@@ -223,7 +223,7 @@ def test_a_run_does_not_continue_under_another_profile_or_other_devices(task, pr
 def test_train_command_with_the_profiled_model(task, profile_file, tmp_path, capsys):
     pytest.importorskip("torch")
     argv = ["train", "--agent", "random-search", "--graph", GRAPH, "--cluster", CLUSTER,
-            "--reward-mode", "profiled", "--profile", str(profile_file), "--budget", "24", "--quiet"]
+            "--evaluator", "profiled", "--profile", str(profile_file), "--budget", "24", "--quiet"]
     assert main([*argv, "--out", str(tmp_path / "json"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["scored_by"] == "profiled" and summary["evaluations"] == 24
@@ -236,7 +236,7 @@ def test_train_command_with_the_profiled_model(task, profile_file, tmp_path, cap
 
 def test_train_command_with_real_runs_on_two_virtual_cpu_devices(tmp_path, capsys):
     pytest.importorskip("torch")
-    argv = ["train", "--agent", "random-search", "--graph", GRAPH, "--reward-mode", "real",
+    argv = ["train", "--agent", "random-search", "--graph", GRAPH, "--evaluator", "real",
             "--devices", "cpu:0=cpu,cpu:1=cpu", "--batch", "2", "--budget", "2", "--out", str(tmp_path)]
     assert main([*argv, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -248,12 +248,12 @@ def test_train_command_with_real_runs_on_two_virtual_cpu_devices(tmp_path, capsy
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--reward-mode", "real"], "--reward-mode real needs --devices"),
-        (["--reward-mode", "profiled"], "--profile FILE"),  # nothing in the (empty) profile cache
-        (["--profile", "p.json"], "--profile is for --reward-mode profiled"),
-        (["--devices", "cpu:0=cpu,cpu:1=cpu"], "--devices is for --reward-mode profiled or real"),
-        (["--reward-mode", "profiled", "--batch", "2"], "--batch is for --reward-mode real"),
-        (["--reward-mode", "fast"], "invalid choice"),
+        (["--evaluator", "real"], "--evaluator real needs --devices"),
+        (["--evaluator", "profiled"], "--profile FILE"),  # nothing in the (empty) profile cache
+        (["--profile", "p.json"], "--profile is for --evaluator profiled"),
+        (["--devices", "cpu:0=cpu,cpu:1=cpu"], "--devices is for --evaluator profiled or real"),
+        (["--evaluator", "profiled", "--batch", "2"], "--batch is for --evaluator real"),
+        (["--evaluator", "fast"], "invalid choice"),
     ],
 )
 def test_train_command_missing_or_misplaced_options(extra, message, tmp_path, monkeypatch, capsys):
@@ -261,6 +261,19 @@ def test_train_command_missing_or_misplaced_options(extra, message, tmp_path, mo
     assert main(["train", "--agent", "random-search", "--graph", GRAPH, *extra]) == 2
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1
+
+
+def test_the_old_flag_name_still_scores_and_warns_with_its_replacement(tmp_path, capsys):
+    base = ["train", "--agent", "random-search", "--graph", GRAPH, "--budget", "4", "--json"]
+    results = []
+    for flag in ("--reward-mode", "--evaluator"):
+        assert main([*base, flag, "cost_model", "--out", str(tmp_path / flag.strip("-"))]) == 0
+        captured = capsys.readouterr()
+        results.append((json.loads(captured.out), captured.err))
+    (old, old_err), (new, new_err) = results
+    assert "--reward-mode is deprecated; give --evaluator cost_model" in old_err
+    assert "deprecated" not in new_err
+    assert old["best_runtime"] == new["best_runtime"] and old["scored_by"] == new["scored_by"]
 
 
 # ---------------------------------------------------------------------------------------------------

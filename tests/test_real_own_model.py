@@ -180,7 +180,7 @@ def test_unsupported_attribute_is_refused_before_running(tmp_path):
 @pytest.mark.parametrize("command", [
     ["profile", "--cluster", "cpu2", "--repeats", "1"],
     ["fidelity", "--cluster", "cpu2", "--samples", "2"],
-    ["train", "--agent", "random-search", "--cluster", "cpu2", "--reward-mode", "real", "--budget", "2"],
+    ["train", "--agent", "random-search", "--cluster", "cpu2", "--evaluator", "real", "--budget", "2"],
 ], ids=["profile", "fidelity", "train"])
 @pytest.mark.parametrize("bad", ["unsupported", "not_onnx"])
 def test_commands_exit_2_with_one_line(tmp_path, capsys, monkeypatch, command, bad):

@@ -1,6 +1,6 @@
 """A scoring backend and a reward from outside the package: a third-party package registers a backend
 through the entry-point group ``placement_gym.evaluators`` (no edit here), and the envs
-(``gym.make(..., evaluator=..., reward=...)``) and ``placement-gym train --reward-mode`` score with it."""
+(``gym.make(..., evaluator=..., reward=...)``) and ``placement-gym train --evaluator`` score with it."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_placement_gym_train_scores_with_the_package_s_backend(plugin, tmp_path)
     env = subprocess_env(plugin)
     done = subprocess.run(
         [sys.executable, "-m", "placement_gym", "train", "--agent", "random-search", "--graph", GRAPH,
-         "--cluster", CLUSTER, "--budget", "16", "--reward-mode", "doubled", "--out", str(tmp_path / "run"),
+         "--cluster", CLUSTER, "--budget", "16", "--evaluator", "doubled", "--out", str(tmp_path / "run"),
          "--json", "--quiet"],
         capture_output=True, text=True, env=env, timeout=600,
     )
@@ -141,8 +141,8 @@ def test_placement_gym_train_scores_with_the_package_s_backend(plugin, tmp_path)
     assert summary["best_runtime"] == 2 * simulate(task, placement).runtime
     refused = subprocess.run(
         [sys.executable, "-m", "placement_gym", "train", "--agent", "random-search", "--graph", GRAPH,
-         "--cluster", CLUSTER, "--budget", "16", "--reward-mode", "doubled", "--profile", "p.json"],
+         "--cluster", CLUSTER, "--budget", "16", "--evaluator", "doubled", "--profile", "p.json"],
         capture_output=True, text=True, env=env, timeout=600,
     )
     assert refused.returncode != 0
-    assert "--profile is for --reward-mode profiled, not doubled" in refused.stderr
+    assert "--profile is for --evaluator profiled, not doubled" in refused.stderr

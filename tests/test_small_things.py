@@ -204,7 +204,7 @@ TASK_ARGS = ["--graph", GRAPH, "--cluster", CLUSTER]
      "the local cluster needs torch, which is not installed: " + install_command("real")),
     ("torch", ["profile", "--graph", GRAPH, "--cluster", "cpu2", "--repeats", "1", "--out", "p.json"],
      "real-hardware mode needs torch, which is not installed: " + install_command("real")),
-    ("torch", ["train", "--agent", "random-search", "--graph", GRAPH, "--reward-mode", "real",
+    ("torch", ["train", "--agent", "random-search", "--graph", GRAPH, "--evaluator", "real",
                "--devices", "cpu:0=cpu,cpu:1=cpu", "--budget", "2"],
      "evaluator=\"real\" needs torch, which is not installed: " + install_command("real")),
 ])

@@ -208,7 +208,7 @@ def run_graphs(args: argparse.Namespace) -> int:
 MACHINE_CLUSTERS: dict[str, str] = {
     "cpu<N>": "this machine's CPU as N virtual devices cpu:0..cpu:<N-1>, one core and one intra-op thread "
               "each, with fixed per-core estimates (the same figures on every machine); runs anywhere, "
-              "for --reward-mode real, profile and fidelity (cpu2: two devices)",
+              "for --evaluator real, profile and fidelity (cpu2: two devices)",
     "local": "this machine's CPU (cpu:0, all its cores) and every CUDA device torch finds (gpu:0...), "
              "with figures measured on this machine when first loaded (needs torch, the real extra)",
 }

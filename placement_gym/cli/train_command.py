@@ -9,7 +9,7 @@ Outputs go to ``--out`` (default ``<output root>/runs/<run name>``, the output r
 ``--tensorboard DIR`` also logs the curve for TensorBoard. The run ends with its speedup over the
 best single device.
 
-``--reward-mode`` picks what scores the agent's placements, as the envs' ``evaluator=`` does, through the
+``--evaluator`` picks what scores the agent's placements, as the envs' ``evaluator=`` does, through the
 same registry of scoring backends (`placement_gym.evaluation.evaluator.evaluator_backend`): ``cost_model``
 (default), ``profiled`` (the cost model with measured op times: ``--profile FILE``, else the cached profile
 of the graph on ``--devices`` or on the cluster's device names), ``real`` (every placement run on the torch
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ from placement_gym.task.step import OPTIMIZERS, PRECISIONS
 DESCRIPTION = (
     "Train a learned placement agent (pg, spotlight, hierarchical, hsdag, placeto, sb3-ppo, "
     "random-search, ...) or run a search agent (anneal, cem) until --budget evaluations are spent, "
-    "scored by the cost model (default), the profiled cost model or real runs (--reward-mode). Writes "
+    "scored by the cost model (default), the profiled cost model or real runs (--evaluator). Writes "
     "a checkpoint (learned agents), the learning curve (CSV, and a PNG with the best single device, "
     "HEFT and the simple lower bound as reference lines) and the best placement (JSON) to --out, and "
     "prints the speedup over the best single device at the end."
@@ -66,23 +67,38 @@ DESCRIPTION = (
 """What `placement-gym train --help` says the command does."""
 
 
-# The options of a --reward-mode backend the command line gives, as `EvaluatorBackend.options` names them.
+RENAMED_FLAG = "--reward-mode"
+"""``--evaluator``'s name until the envs' ``reward_mode=`` became ``evaluator=``: it still works, with a
+warning on stderr, for as long as the envs' keyword does (docs/changelog.md)."""
+
+
+class EvaluatorFlag(argparse.Action):
+    """Stores ``--evaluator``; warns once on stderr when it was given by `RENAMED_FLAG`."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if option_string == RENAMED_FLAG:
+            print(f"warning: {RENAMED_FLAG} is deprecated; give --evaluator {values}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+# The options of an --evaluator backend the command line gives, as `EvaluatorBackend.options` names them.
 
 
 BACKEND_FLAGS = {"profile": "--profile", "devices": "--devices", "batch": "--batch"}
 
 
 def _check_backend_flags(args: argparse.Namespace, backend: EvaluatorBackend) -> None:
-    """A clear error for an option the chosen ``--reward-mode`` does not take (what its
+    """A clear error for an option the chosen ``--evaluator`` does not take (what its
     `EvaluatorBackend` says it takes), or for a backend that runs on this machine's devices given
     neither ``--devices`` nor a ``--cluster`` whose devices map to torch devices."""
     for option, flag in BACKEND_FLAGS.items():
         if getattr(args, option) is not None and option not in backend.options:
             takers = [name for name in evaluator_names() if option in evaluator_backend(name).options]
-            raise ValueError(f"{flag} is for --reward-mode {' or '.join(takers)}, not {backend.name}")
+            raise ValueError(f"{flag} is for --evaluator {' or '.join(takers)}, not {backend.name}")
     if backend.runs_on_devices and args.devices is None and args.cluster is None:
         raise ValueError(
-            f"--reward-mode {backend.name} needs --devices (cluster device name = torch device, such as "
+            f"--evaluator {backend.name} needs --devices (cluster device name = torch device, such as "
             "cpu:0=cpu,cpu:1=cpu or cpu:0=cpu,gpu:0=cuda:0) or an explicit --cluster whose devices map "
             "to torch devices (such as cpu2 or local)"
         )
@@ -91,9 +107,9 @@ def _check_backend_flags(args: argparse.Namespace, backend: EvaluatorBackend) ->
 def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
     """The task of ``--graph``/``--cluster`` and the step options (`step_from_args`; the cluster of
     ``--devices`` where the backend takes device names and they are given, or where it runs on this
-    machine's devices) and the evaluator of ``--reward-mode``, built through the registry of scoring
+    machine's devices) and the evaluator of ``--evaluator``, built through the registry of scoring
     backends with the options it declares (`EvaluatorBackend.options`) that the command line gives."""
-    backend = evaluator_backend(args.reward_mode)
+    backend = evaluator_backend(args.evaluator)
     _check_backend_flags(args, backend)
     cluster, devices = args.cluster or DEFAULT_CLUSTER, None
     if "devices" in backend.options and (args.devices is not None or backend.runs_on_devices):
@@ -109,7 +125,7 @@ def task_and_evaluator(args: argparse.Namespace) -> tuple[Task, Any]:
         return task, backend.build(task, source=args.graph, **options)
     except ValueError as error:
         hint = " (or give --profile FILE)" if "profile" in backend.options and args.profile is None else ""
-        raise ValueError(f"--reward-mode {backend.name}: {error}{hint}") from None
+        raise ValueError(f"--evaluator {backend.name}: {error}{hint}") from None
 
 
 def _takes(function: Any, keyword: str) -> bool:
@@ -154,7 +170,7 @@ def run_train(args: argparse.Namespace) -> int:
         if "pip install" in str(error):
             raise
         raise ImportError(f"{error}: {install_command('baselines')}") from None
-    mode = "" if args.reward_mode == COST_MODEL else f"-{args.reward_mode}"
+    mode = "" if args.evaluator == COST_MODEL else f"-{args.evaluator}"
     out = (
         Path(args.out).expanduser()
         if args.out
@@ -209,7 +225,7 @@ def add_parser(subparsers: Subcommands) -> None:
         "random-search) or a search agent (anneal, cem), or an agent of another installed agent package",
     )
     add_task_arguments(parser)
-    # No default in the namespace: --reward-mode real with --devices alone takes the cluster of the
+    # No default in the namespace: --evaluator real with --devices alone takes the cluster of the
     # devices (cpu<N>), as `placement-gym profile` does; elsewhere the default cluster applies.
     parser.set_defaults(cluster=None)
     parser.add_argument(
@@ -217,7 +233,7 @@ def add_parser(subparsers: Subcommands) -> None:
         default="adam",
         choices=tuple(OPTIMIZERS),
         help="optimizer of a train step (default: adam): its update ops and memory in the cost model, the "
-        "update a --reward-mode real step runs, and the optimizer a --reward-mode profiled profile was "
+        "update a --evaluator real step runs, and the optimizer a --evaluator profiled profile was "
         "measured with",
     )
     parser.add_argument(
@@ -246,25 +262,28 @@ def add_parser(subparsers: Subcommands) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed (runs are deterministic on the CPU)")
     parser.add_argument(
-        "--reward-mode",
+        "--evaluator",
+        RENAMED_FLAG,
+        dest="evaluator",
+        action=EvaluatorFlag,
         default="cost_model",
         choices=evaluator_names(),
         help="what scores the placements: cost_model (default), profiled (the cost model with measured op "
-        "times: --profile, or a cached profile), real (runs on --devices), or a backend a package "
-        "registered (placement_gym.evaluation.evaluator)",
+        f"times: --profile, or a cached profile), real (runs on --devices), or a backend a package "
+        f"registered (placement_gym.evaluation.evaluator); {RENAMED_FLAG} is its deprecated name",
     )
     parser.add_argument(
         "--profile",
         default=None,
         metavar="FILE",
-        help="profile file for --reward-mode profiled (default: the cached profile of the graph on "
+        help="profile file for --evaluator profiled (default: the cached profile of the graph on "
         "--devices, or on the cluster's device names; see placement-gym profile)",
     )
     parser.add_argument(
         "--devices",
         default=None,
         metavar="MAP",
-        help="for --reward-mode real or profiled: cluster device name = torch device, comma separated, "
+        help="for --evaluator real or profiled: cluster device name = torch device, comma separated, "
         "such as cpu:0=cpu,cpu:1=cpu (two virtual CPU devices; the cluster is then cpu2 unless --cluster) "
         "or cpu:0=cpu,gpu:0=cuda:0",
     )
@@ -272,20 +291,20 @@ def add_parser(subparsers: Subcommands) -> None:
         "--batch",
         type=positive_int,
         default=None,
-        help="for --reward-mode real: run at a smaller batch than the graph's (default: the graph's)",
+        help="for --evaluator real: run at a smaller batch than the graph's (default: the graph's)",
     )
     parser.add_argument(
         "--out",
         default=None,
         metavar="DIR",
         help="output folder (default: <output root>/runs/<agent>-<graph>-<cluster>-<objective>"
-        f"[-<reward mode>]-s<seed>, the output root being {OUTPUT_ROOT_HELP})",
+        f"[-<evaluator>]-s<seed>, the output root being {OUTPUT_ROOT_HELP})",
     )
     parser.add_argument(
         "--tensorboard",
         default=None,
         metavar="DIR",
-        help="also log the curve for TensorBoard in DIR/<agent>-<graph>-<cluster>-<objective>[-<reward mode>]"
+        help="also log the curve for TensorBoard in DIR/<agent>-<graph>-<cluster>-<objective>[-<evaluator>]"
         "-s<seed>: best "
         "runtime so far, mean runtime and the agent's own scalars (mean reward, loss...) per update, "
         "evaluations, and the reference runtimes (needs torch and tensorboard: the baselines extra); view "

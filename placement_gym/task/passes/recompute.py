@@ -25,15 +25,8 @@ def with_recomputation(graph: OpGraph, ops: StepGraph) -> StepGraph:
     backward index."""
     g = graph
     segment = recompute_segments(g.n_ops)
-    op_kind, op_forward, flops, bytes_moved, op_category = (
-        ops.op_kind, ops.op_forward, ops.flops, ops.bytes_moved, ops.op_category
-    )
-    tensor_producer, tensor_bytes, tensor_static, tensor_persistent = (
-        ops.tensor_producer, ops.tensor_bytes, ops.tensor_static, ops.tensor_persistent
-    )
-    consumer_tensor, consumer_op = ops.consumer_tensor, ops.consumer_op
     n = g.n_ops
-    n_one = len(op_kind)
+    n_one = ops.n_ops
     last = int(segment[-1])
     replayed = segment < last
     # The backward section: for each segment from the last down, its replayed ops in forward order,
@@ -59,7 +52,7 @@ def with_recomputation(graph: OpGraph, ops: StepGraph) -> StepGraph:
     section_old = np.where(is_backward, 2 * n - 1 - section_forward, section_forward)
     ops_from_old = np.concatenate([np.arange(n), section_old, np.arange(2 * n, n_one)])
 
-    producer = np.asarray(tensor_producer, dtype=np.int64)
+    producer = np.asarray(ops.tensor_producer, dtype=np.int64)
     new_producer = np.where(producer >= 0, old_map[np.maximum(producer, 0)], -1)
     # A copy of every activation a replayed op makes: the replayed op produces it for the backward ops
     # of its own segment; the original still serves the forward pass and later segments.
@@ -77,8 +70,8 @@ def with_recomputation(graph: OpGraph, ops: StepGraph) -> StepGraph:
         mine = (copy_of[tensor] >= 0) & (tensor_segment[tensor] == segment[reader_forward])
         return np.where(mine, copy_of[tensor], tensor)
 
-    consumer_tensor = np.asarray(consumer_tensor, dtype=np.int64)
-    consumer_op = np.asarray(consumer_op, dtype=np.int64)
+    consumer_tensor = np.asarray(ops.consumer_tensor, dtype=np.int64)
+    consumer_op = np.asarray(ops.consumer_op, dtype=np.int64)
     reads_saved = (consumer_op >= n) & (consumer_op < 2 * n)
     reader_forward = np.where(reads_saved, 2 * n - 1 - consumer_op, 0)
     tensors = [np.where(reads_saved, own_copy(consumer_tensor, reader_forward), consumer_tensor)]
@@ -120,19 +113,19 @@ def with_recomputation(graph: OpGraph, ops: StepGraph) -> StepGraph:
     return StepGraph(
         op_kind=np.concatenate([np.zeros(n, dtype=np.int8), section_kind.astype(np.int8),
                                 np.full(n_one - 2 * n, OP_KINDS.index("update"), dtype=np.int8)]),
-        op_forward=np.concatenate([np.arange(n), section_forward, np.asarray(op_forward)[2 * n :]]).astype(
-            np.int32
-        ),
-        flops=np.asarray(flops, dtype=np.float64)[ops_from_old],
-        bytes_moved=np.asarray(bytes_moved, dtype=np.float64)[ops_from_old],
-        op_category=np.asarray(op_category, dtype=np.int64)[ops_from_old],
+        op_forward=np.concatenate(
+            [np.arange(n), section_forward, np.asarray(ops.op_forward)[2 * n :]]
+        ).astype(np.int32),
+        flops=np.asarray(ops.flops, dtype=np.float64)[ops_from_old],
+        bytes_moved=np.asarray(ops.bytes_moved, dtype=np.float64)[ops_from_old],
+        op_category=np.asarray(ops.op_category, dtype=np.int64)[ops_from_old],
         tensor_producer=np.concatenate(
             [new_producer, replay_index[producer[copied]], backward_index[token_source]]
         ),
-        tensor_bytes=np.concatenate([np.asarray(tensor_bytes, np.float64),
-                                     np.asarray(tensor_bytes, np.float64)[copied], np.zeros(n_tokens)]),
-        tensor_static=np.concatenate([np.asarray(tensor_static, bool), no_extra]),
-        tensor_persistent=np.concatenate([np.asarray(tensor_persistent, bool), no_extra]),
+        tensor_bytes=np.concatenate([np.asarray(ops.tensor_bytes, np.float64),
+                                     np.asarray(ops.tensor_bytes, np.float64)[copied], np.zeros(n_tokens)]),
+        tensor_static=np.concatenate([np.asarray(ops.tensor_static, bool), no_extra]),
+        tensor_persistent=np.concatenate([np.asarray(ops.tensor_persistent, bool), no_extra]),
         consumer_tensor=merged // n_total,
         consumer_op=merged % n_total,
         static_bytes=ops.static_bytes,
