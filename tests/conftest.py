@@ -254,43 +254,48 @@ def pytest_collection_modifyitems(config, items):
 # exercise it, chosen for their speed: 1 to 2 minutes for all of them on a 2-core machine under load
 # (docs/contributing.md has the measurements). Each test they name that is not marked slow gets the
 # `quick` marker as it is collected; a marker selects only under `-m`, so plain `pytest` (README's
-# command, and CI) runs exactly what it ran before. tests/test_quick_tier.py checks that every package
-# has an entry here, that each entry's module imports its package, and that `pytest -m quick` selects
-# them.
+# command, and CI) runs exactly what it ran before. tests/project/test_quick_tier.py checks that every
+# package has an entry here, that each entry's module imports its package, and that `pytest -m quick`
+# selects them.
 QUICK_TIER: dict[str, tuple[str, ...]] = {
-    "placement_gym": ("tests/test_env.py",),
-    "placement_gym.calibration": ("tests/test_calibration.py",),
-    "placement_gym.cli": ("tests/test_cli.py",),
-    "placement_gym.benchmarks": ("tests/test_bench.py::test_move_ceiling_on_a_chain_by_hand",
-                                 "tests/test_bench.py::test_json_states_machine_load_and_the_documented_keys"),
-    "placement_gym.cluster": ("tests/test_cluster.py",),
-    "placement_gym.cluster.presets": ("tests/test_cluster_preset_files.py",),
-    "placement_gym.common": ("tests/test_untrusted_files.py",),
-    "placement_gym.cost_model": ("tests/test_cost_model.py",),
-    "placement_gym.datasets": ("tests/test_datasets.py",),
-    "placement_gym.envs": ("tests/test_env.py",),
-    "placement_gym.evaluation": ("tests/test_evaluator_protocol.py",),
-    "placement_gym.export": ("tests/test_export.py",),
-    "placement_gym.export.models": ("tests/test_export.py",),
-    "placement_gym.graph": ("tests/test_onnx_import.py",),
-    "placement_gym.leaderboard": ("tests/test_leaderboard.py",),
-    "placement_gym.real": ("tests/test_real_executor.py",),
-    "placement_gym.task": ("tests/test_task_identity.py",),
-    "placement_gym.task.passes": ("tests/test_task_passes.py",),
-    "baselines": ("tests/test_baselines.py",),
+    "placement_gym": ("tests/envs/test_env.py",),
+    "placement_gym.calibration": ("tests/calibration/test_calibration.py",),
+    "placement_gym.cli": ("tests/cli/test_cli.py",),
+    "placement_gym.benchmarks": (
+        "tests/benchmarks/test_bench.py::test_move_ceiling_on_a_chain_by_hand",
+        "tests/benchmarks/test_bench.py::test_json_states_machine_load_and_the_documented_keys",
+    ),
+    "placement_gym.cluster": ("tests/cluster/test_cluster.py",),
+    "placement_gym.cluster.presets": ("tests/cluster/test_cluster_preset_files.py",),
+    "placement_gym.common": ("tests/common/test_untrusted_files.py",),
+    "placement_gym.cost_model": ("tests/cost_model/test_cost_model.py",),
+    "placement_gym.datasets": ("tests/datasets/test_datasets.py",),
+    "placement_gym.envs": ("tests/envs/test_env.py",),
+    "placement_gym.evaluation": ("tests/evaluation/test_evaluator_protocol.py",),
+    "placement_gym.export": ("tests/export/test_export.py",),
+    "placement_gym.export.models": ("tests/export/test_export.py",),
+    "placement_gym.graph": ("tests/graph/test_onnx_import.py",),
+    "placement_gym.leaderboard": ("tests/leaderboard/test_leaderboard.py",),
+    "placement_gym.real": ("tests/real/test_real_executor.py",),
+    "placement_gym.task": ("tests/task/test_task_identity.py",),
+    "placement_gym.task.passes": ("tests/task/test_task_passes.py",),
+    "placement_gym.plans": ("tests/plans/test_plan_costs.py",),
+    "baselines": ("tests/baselines/test_baselines.py",),
     # the whole module resumes four learned agents (about 25 s): the refusal and the counter's arithmetic
     "baselines.leaderboard_fill": (
-        "tests/test_fill_resume.py::test_the_fill_refuses_checkpoints_for_an_agent_that_keeps_none",
-        "tests/test_fill_resume.py::test_a_counter_resumed_from_what_a_stopped_run_counted_reads_as_one_run",
+        "tests/baselines/test_fill_resume.py::"
+        "test_the_fill_refuses_checkpoints_for_an_agent_that_keeps_none",
+        "tests/baselines/test_fill_resume.py::"
+        "test_a_counter_resumed_from_what_a_stopped_run_counted_reads_as_one_run",
     ),
-    "baselines.learning": ("tests/test_learning.py",),
+    "baselines.learning": ("tests/baselines/test_learning.py",),
 }
 QUICK_NODES = frozenset(entry for entries in QUICK_TIER.values() for entry in entries)
 
 
 def in_quick_tier(nodeid: str) -> bool:
-    """Whether a test's node id (``tests/x.py::Class::test[param]``) falls under an entry of `QUICK_TIER`:
-    its module, its class or the test itself, whatever its parameters."""
+    """Whether a test's node id (``tests/folder/x.py::Class::test[param]``) falls under an entry of
+    `QUICK_TIER`: its module, its class or the test itself, whatever its parameters."""
     parts = nodeid.split("[", 1)[0].split("::")
     return any("::".join(parts[:k]) in QUICK_NODES for k in range(1, len(parts) + 1))
 

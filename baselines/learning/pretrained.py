@@ -21,7 +21,7 @@ features of the task's arrays:
   `baselines.scheduling.op_memory`) has no room are skipped.
 
 All weights zero except ``w_priority[upward] = 1`` is HEFT exactly (the same placement: `hand case`
-in tests/test_pretrained.py). `PretrainedModel` holds them: 9 + 5 x 4 = 29 numbers.
+in tests/baselines/test_pretrained.py). `PretrainedModel` holds them: 9 + 5 x 4 = 29 numbers.
 
 Training (`pretrain`): a seeded evolution strategy (antithetic Gaussian perturbations, centred ranks,
 Adam) over the weights, each generation on a batch of training tasks drawn from the train split of

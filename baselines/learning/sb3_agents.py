@@ -37,7 +37,7 @@ a resumed run that reset returns the restored episode's observation and leaves t
 episode start, which no computation of PPO reads: a rollout's returns read the start flags of its
 later steps.) `train` writes checkpoints between rollouts, when SB3's rollout buffer is spent, so a
 run resumed from one repeats the run never stopped, bit for bit, for both agents, mid-episode
-included (tests/test_learned_sb3.py). The steps of a rollout cut short by the budget are evaluated
+included (tests/baselines/test_learned_sb3.py). The steps of a rollout cut short by the budget are evaluated
 (and count towards the best placement) but not trained on.
 """
 

@@ -196,13 +196,14 @@ def page_block(results: list[RowResult], image: str | None) -> str:
 
 
 def update_page(path: str | Path, block: str) -> bool:
-    """Put ``block`` between the page's markers (appended when it has none; the page is created when
-    missing). Returns whether the file changed."""
+    """Put ``block`` between the page's markers of the same kind (its first and last lines; appended
+    when the page has none; the page is created when missing). Returns whether the file changed."""
     page = Path(path)
     text = page.read_text(encoding="utf-8") if page.exists() else ""
-    if BEGIN_MARK in text and END_MARK in text:
-        head, rest = text.split(BEGIN_MARK, 1)
-        new = head + block + rest.split(END_MARK, 1)[1]
+    begin, end = block.splitlines()[0], block.splitlines()[-1]
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        new = head + block + rest.split(end, 1)[1]
     else:
         new = text + ("\n" if text and not text.endswith("\n") else "") + block + "\n"
     if new == text:

@@ -41,9 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("real_commands", "measure a graph's op times and links on real devices"),
     "fidelity": ("real_commands", "compare both cost models with real runs of many placements"),
     "leaderboard": ("leaderboard_command", "validate, submit and render leaderboard submissions"),
+    "plan": ("plan_command", "price a parallel training plan (tensor, pipeline, data, expert parallelism)"),
 }
 # Commands that never run the cost model: no notice that it compiles (`first_run`).
-_NO_COST_MODEL = ("agents", "graphs", "clusters", "datasets", "export-graphs")
+_NO_COST_MODEL = ("agents", "graphs", "clusters", "datasets", "export-graphs", "plan")
 
 
 

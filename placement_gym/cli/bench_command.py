@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_import(args, stream, machine)
     if args.startup is not None:
         return _run_startup(args, stream, machine)
+    if args.plans:
+        return _run_plans(args, stream, machine)
     rows = run_bench(_names(args.graphs), args.sizes, repeats=args.repeats, seconds=args.seconds,
                      batch=args.batch, seed=args.seed, progress=_Progress(),
                      incremental_moves=args.incremental_moves or 0, incremental_from=args.incremental_from,
@@ -193,6 +195,33 @@ def _run_startup(args: argparse.Namespace, stream, machine: dict) -> int:
     return 0
 
 
+def _run_plans(args: argparse.Namespace, stream, machine: dict) -> int:
+    from placement_gym.benchmarks.plans import run_plans_bench
+
+    def progress(i: int, total: int, name: str) -> None:
+        print(f"[{i + 1}/{total}] {name}", file=sys.stderr, flush=True)
+
+    rows = run_plans_bench(args.repeats, args.seconds, progress=progress)
+    end = load_average()
+    end_load = f"at the end: {describe_load(end, machine['usable_cores'])}"
+    if args.json:
+        print(end_load, file=stream)
+        print_json({"machine": machine, "load_average_end": end, "rows": [row.to_dict() for row in rows]})
+    else:
+        print_table(
+            ["plan", "model on mesh", "units", "step s", "ms per plan", "target ms"],
+            [[r.name, f"{r.model} on {r.mesh}", f"{r.units:,}", f"{r.step_s:,.3f}",
+              f"{r.seconds_per_plan * 1e3:.3f}", "-" if r.target_s is None else f"<= {r.target_s * 1e3:g}"]
+             for r in rows],
+            numeric=[False, False, True, True, True, True],
+            title=f"parallel plans: one evaluate_plan, in-process, one core (median of {args.repeats} "
+                  "rounds; units: stage-micro-batch passes the schedule simulates; the plans: "
+                  "placement_gym/benchmarks/plans.py)")
+        print(end_load)
+    failed = [r for r in rows if r.target_s is not None and r.seconds_per_plan > r.target_s]
+    return 1 if args.check and failed else 0
+
+
 def _startup_names(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     wrong = [name for name in names if name not in STARTUP_COMMANDS]
@@ -275,6 +304,10 @@ def add_parser(subparsers: Subcommands) -> None:
                              f"{', '.join(STARTUP_COMMANDS)} (comma-separated; default all): --help, "
                              "evaluate --graph inception_v3 --agent heft, and the same with a misspelled "
                              "graph name")
+    parser.add_argument("--plans", action="store_true",
+                        help="instead of the simulators, time how long pricing a parallel plan takes "
+                             "(placement-gym plan; placement_gym.benchmarks.plans: GPT-3 175B on 512 H100, "
+                             "target <= 1 ms, and three more), with --repeats rounds of --seconds each")
     parser.add_argument("--json", action="store_true",
                         help="print JSON instead of a table: {machine, load_average_end, rows} "
                              "(docs/cost_model.md#speed lists every key; progress goes to stderr)")

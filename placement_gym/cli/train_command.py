@@ -265,12 +265,14 @@ def add_parser(subparsers: Subcommands) -> None:
         "--evaluator",
         RENAMED_FLAG,
         dest="evaluator",
+        metavar="NAME",
         action=EvaluatorFlag,
         default="cost_model",
         choices=evaluator_names(),
-        help="what scores the placements: cost_model (default), profiled (the cost model with measured op "
-        f"times: --profile, or a cached profile), real (runs on --devices), or a backend a package "
-        f"registered (placement_gym.evaluation.evaluator); {RENAMED_FLAG} is its deprecated name",
+        help="what scores the placements (one of: %(choices)s): cost_model (default), profiled (the cost "
+        "model with measured op times: --profile, or a cached profile), real (runs on --devices), or a "
+        f"backend a package registered (placement_gym.evaluation.evaluator); {RENAMED_FLAG} is its "
+        "deprecated name",
     )
     parser.add_argument(
         "--profile",

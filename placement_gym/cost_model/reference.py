@@ -7,7 +7,7 @@ can next start, the lowest micro-batch first), each proposal's start is computed
 principles (device free, inputs present, launch done), and the earliest start wins (ties by device
 index). The
 semantics are those stated in `fast.py`'s docstring and docs/design.md (section 3); `fast.simulate`
-must agree with it exactly (tests/test_cost_model.py).
+must agree with it exactly (tests/cost_model/test_cost_model.py).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ model the real backend runs), and, for `DatasetTasks`, ``graph_id`` and ``cluste
 The sources here: `FixedTask` (one task: what ``graph=`` and ``cluster=`` give) and `DatasetTasks` (a
 graph of a dataset split and/or a cluster of a family or of a list: ``dataset=`` and ``clusters=``).
 `task_source_of` makes the source of an `EnvConfig`; ``task_source=`` gives one of your own
-(``tests/test_env_injection.py`` writes one; `limits_of` gives the limits of tasks known in advance).
+(``tests/envs/test_env_injection.py`` writes one; `limits_of` gives the limits of tasks known in advance).
 The env classes draw from it themselves; nothing here depends on which env places the tasks.
 """
 

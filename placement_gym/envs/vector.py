@@ -4,7 +4,7 @@ batched call of the cost model.
 ``gym.make_vec("DevicePlacement-v0", num_envs=N, vectorization_mode="vector_entry_point", graph=...,
 ...)`` builds `DevicePlacementVectorEnv`. It behaves as ``gym.vector.SyncVectorEnv`` over N
 ``gym.make("DevicePlacement-v0", ...)`` envs (the same observations, rewards, terminations, infos and
-autoreset, tests/test_env_vector.py), but a step hands all placements to the env's evaluator at once
+autoreset, tests/envs/test_env_vector.py), but a step hands all placements to the env's evaluator at once
 (`Evaluator.simulate_batch`: one parallel `simulate_batch` call of the cost model) instead of
 simulating them one env at a time, and in the dict and flat modes builds the observations and infos as
 whole batches (`DevicePlacementEnv.outcomes`).

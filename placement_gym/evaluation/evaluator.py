@@ -13,9 +13,9 @@ Every scorer (`CostModelEvaluator` here; `ProfiledEvaluator` and `RealEvaluator`
 - ``evaluations``: the placements it has scored.
 
 ``simulate`` keeps the cost model's word for every backend: it is the one method every evaluator
-implements, ours and other packages' (`tests/test_scoring_plugins.py`), and every search, agent and the
-leaderboard harness calls it; a second name for the same call would leave two spellings to implement
-and to wrap. Read it as "score".
+implements, ours and other packages' (`tests/evaluation/test_scoring_plugins.py`), and every search,
+agent and the leaderboard harness calls it; a second name for the same call would leave two spellings to
+implement and to wrap. Read it as "score".
 
 Optional members: ``takes_cutoff = True`` for a ``simulate_batch`` that also takes ``cutoff=`` (seconds,
 `placement_gym.cost_model.simulate`'s: a row may stop once its runtime is proven above it, and comes

@@ -12,7 +12,7 @@ that inherits another starts with the other's tasks as it froze them.
 
 `suite_registry` is the registry the leaderboard uses: the suites of `SUITE_FOLDER`, read once;
 `use_suite_folder` puts the suites of another folder in its place while a ``with`` block runs (a copy
-of the suite folder with a suite of one's own added, as ``tests/test_toy_suite.py`` does).
+of the suite folder with a suite of one's own added, as ``tests/leaderboard/test_toy_suite.py`` does).
 """
 
 from __future__ import annotations

@@ -1,0 +1,188 @@
+"""`placement-gym plan`: the price of a parallel training plan (`placement_gym.plans`)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from placement_gym.cli.common import positive_int
+from placement_gym.cli.output import fmt_bytes, print_json, print_table, print_text
+from placement_gym.cli.subcommands import Subcommands, add_command
+
+DESCRIPTION = (
+    "Price one training step of a transformer under a parallel plan: tensor (--tp), pipeline (--pp, "
+    "--vp, --schedule), data (--dp, --zero), expert (--ep) and context (--cp) parallelism, sequence "
+    "parallelism, recomputation and precision, on DGX H100 or A100 nodes. Prints the step time, tokens "
+    "per second per GPU, model-FLOP utilisation, peak memory per GPU, whether it fits, and where the "
+    'time goes (docs/cost_model.md, "Parallel plans").'
+)
+"""What `placement-gym plan --help` says the command does."""
+
+
+def plan_from_args(args: argparse.Namespace, gpus: int):
+    """The `Plan` of the command line; ``--dp`` defaults to the GPUs the other degrees leave."""
+    from placement_gym.plans import Plan
+
+    dp = args.dp
+    if dp is None:
+        rest, left = divmod(gpus, args.tp * args.pp * args.cp)
+        if left or rest < 1:
+            raise ValueError(
+                f"tp x pp x cp = {args.tp * args.pp * args.cp} does not divide the mesh's {gpus} GPUs"
+            )
+        dp = rest
+    schedule = args.schedule or ("interleaved" if args.vp > 1 else "1f1b")
+    batch = args.global_batch or dp * args.microbatch_size
+    return Plan(
+        tp=args.tp,
+        pp=args.pp,
+        dp=dp,
+        global_batch=batch,
+        microbatch_size=args.microbatch_size,
+        schedule=schedule,
+        vp=args.vp,
+        ep=args.ep,
+        cp=args.cp,
+        sequence_parallel=args.sequence_parallel,
+        zero=args.zero,
+        recompute=args.recompute,
+        precision=args.precision,
+        fused_attention=args.attention == "flash",
+    )
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from placement_gym.plans import MODEL_PRESETS, evaluate_plan, mesh_from_name, model_from_spec
+
+    if args.list:
+        print_table(
+            ["model", "configuration"],
+            [[name, model.describe().split(": ", 1)[1]] for name, model in MODEL_PRESETS.items()],
+            title="model presets (or give family:key=value,... with family gpt, llama or moe)",
+        )
+        print_text("Meshes: dgx-h100xN and dgx-a100xN, N nodes of 8 GPUs (1 to 1,024).")
+        return 0
+    if args.model is None:
+        raise ValueError(
+            "plan needs --model (a preset: placement-gym plan --list; or "
+            "gpt:layers=..,hidden=..,heads=..,seq=..,vocab=..)"
+        )
+    model = model_from_spec(args.model)
+    if args.seq is not None:
+        model = replace(model, seq=args.seq)
+    mesh = mesh_from_name(args.cluster)
+    plan = plan_from_args(args, mesh.gpus)
+    result = evaluate_plan(model, plan, mesh)
+    if args.json:
+        print_json(
+            {**result.as_dict(), "model": model.describe(), "mesh": mesh.describe(), "plan": plan.as_dict()}
+        )
+        return 0 if result.step_s != float("inf") else 1
+    print_text(model.describe())
+    print_text(mesh.describe())
+    print_text(f"plan: {plan.describe()}")
+    if result.step_s == float("inf"):
+        print_text("cannot run: " + "; ".join(result.problems))
+        return 1
+    rows = [
+        ["step", f"{result.step_s:,.3f} s"],
+        ["tokens/s per GPU", f"{result.tokens_per_s_per_gpu:,.0f}"],
+        ["MFU", f"{result.mfu:.1%}"],
+        ["peak memory per GPU", fmt_bytes(result.peak_memory_bytes)],
+        ["fits", "yes" if result.feasible else "no: " + "; ".join(result.problems)],
+    ]
+    rows += [
+        [f"  {part}", f"{seconds:,.3f} s ({seconds / result.step_s:.0%})"]
+        for part, seconds in result.breakdown.items()
+    ]
+    print_table(["", ""], rows, header=False, title="one training step")
+    return 0 if result.feasible else 1
+
+
+def add_parser(subparsers: Subcommands) -> None:
+    parser = add_command(subparsers, "plan", DESCRIPTION)
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a preset (--list) or family:key=value,... such as "
+        "'gpt:layers=96,hidden=12288,heads=96,seq=2048,vocab=51200' (llama: and moe: "
+        "also take kv_heads, ffn; moe: experts, top_k)",
+    )
+    parser.add_argument("--cluster", default="dgx-h100", help="dgx-h100xN or dgx-a100xN (default: dgx-h100)")
+    parser.add_argument(
+        "--global-batch",
+        type=positive_int,
+        default=None,
+        metavar="B",
+        help="sequences per step (default: dp x micro-batch size, one micro-batch)",
+    )
+    parser.add_argument(
+        "--seq", type=positive_int, default=None, help="sequence length (default: the model's)"
+    )
+    for flag, meaning in (
+        ("--tp", "tensor"),
+        ("--pp", "pipeline"),
+        ("--vp", "virtual pipeline (interleaved)"),
+        ("--ep", "expert"),
+        ("--cp", "context"),
+    ):
+        parser.add_argument(
+            flag, type=positive_int, default=1, help=f"{meaning} parallel degree (default: 1)"
+        )
+    parser.add_argument(
+        "--dp",
+        type=positive_int,
+        default=None,
+        help="data parallel degree (default: the GPUs tp x pp x cp leave)",
+    )
+    parser.add_argument(
+        "--microbatch-size",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="sequences per micro-batch (default: 1)",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=("1f1b", "gpipe", "interleaved"),
+        default=None,
+        help="pipeline schedule (default: interleaved when --vp > 1, else 1f1b)",
+    )
+    parser.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="split norms, dropout and residuals over the tensor group (needs --tp >= 2)",
+    )
+    parser.add_argument(
+        "--zero",
+        type=int,
+        choices=(0, 1, 2, 3),
+        default=0,
+        help="ZeRO stage over the data-parallel group (default: 0)",
+    )
+    parser.add_argument(
+        "--recompute",
+        choices=("none", "selective", "full"),
+        default="none",
+        help="activation recomputation (default: none)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=("bf16", "fp16", "fp8"),
+        default="bf16",
+        help="matrix products' precision (default: bf16; fp8 on H100)",
+    )
+    parser.add_argument(
+        "--attention",
+        choices=("flash", "materialised"),
+        default="flash",
+        help="FlashAttention (default) or the scores materialised",
+    )
+    parser.add_argument("--list", action="store_true", help="list the model presets and meshes")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON object: step_s, tokens_per_s_per_gpu, mfu, peak_memory_bytes, "
+        "feasible, breakdown, memory, problems, model, mesh, plan",
+    )
+    parser.set_defaults(run=run_plan)

@@ -1,0 +1,240 @@
+"""Transformer models by configuration: the sizes a parallel plan is priced from.
+
+A `TransformerModel` is the configuration of one of the model zoo's plain-torch families
+(`placement_gym.export.models`): ``gpt`` (GPT-2/3 and Megatron's GPT: LayerNorm, multi-head attention,
+a GeLU MLP four times the width, dropout, tied embeddings), ``llama`` (RMSNorm, grouped-query attention
+with rotary embeddings, a SwiGLU MLP, no dropout, untied head) and ``moe`` (a Llama whose MLP is a
+mixture of SwiGLU experts with top-k routing, as Mixtral). Its layer is the same sequence of ops as the
+family's torch module (`placement_gym.plans.layer`), sized by configuration, so a model of hundreds of
+layers is priced from one layer's ops without building its graph.
+
+`model_from_spec` reads a named preset (`MODEL_PRESETS`, with the source of each configuration) or a
+configuration written ``family:key=value,...`` (``gpt:layers=96,hidden=12288,heads=96,seq=2048,
+vocab=51200``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+FAMILIES = ("gpt", "llama", "moe")
+
+# Largest accepted sizes: far above any published model (a bound on what a command line can ask for).
+SIZE_LIMITS = {
+    "layers": 4096,
+    "hidden": 131_072,
+    "heads": 1024,
+    "kv_heads": 1024,
+    "ffn": 1_048_576,
+    "vocab": 4_194_304,
+    "seq": 1_048_576,
+    "experts": 1024,
+    "top_k": 64,
+}
+
+
+def llama_ffn(hidden: int, multiple: int = 256) -> int:
+    """Llama's feed-forward width: 8/3 of the width, rounded up to a multiple of ``multiple`` (as
+    `placement_gym.export.models.llama.llama_ffn`, which needs torch to import)."""
+    width = int(2 * 4 * hidden / 3)
+    return multiple * ((width + multiple - 1) // multiple)
+
+
+@dataclass(frozen=True)
+class TransformerModel:
+    """A decoder of ``layers`` identical layers, ``hidden`` wide, ``heads`` query heads and ``kv_heads``
+    key/value heads (grouped-query attention where fewer), an MLP ``ffn`` wide (``experts`` of them with
+    ``top_k`` routing for ``moe``), a ``vocab``-token embedding, trained on sequences of ``seq`` tokens.
+    ``ffn`` 0 takes the family's rule (4 x hidden for gpt, `llama_ffn` otherwise); ``kv_heads`` 0 takes
+    ``heads``."""
+
+    family: str
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    vocab: int
+    kv_heads: int = 0
+    ffn: int = 0
+    experts: int = 1
+    top_k: int = 1
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"model family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+        for key, limit in SIZE_LIMITS.items():
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or not (0 <= value <= limit):
+                raise ValueError(f"model {key} must be an integer from 0 to {limit:,}, got {value!r}")
+        for key in ("layers", "hidden", "heads", "seq", "vocab", "experts", "top_k"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"model {key} must be at least 1, got {getattr(self, key)}")
+        if self.hidden % self.heads:
+            raise ValueError(f"model hidden {self.hidden} does not divide into {self.heads} heads")
+        if self.heads % self.key_value_heads:
+            raise ValueError(f"model heads {self.heads} do not divide into {self.key_value_heads} kv_heads")
+        if self.family == "gpt" and self.kv_heads not in (0, self.heads):
+            raise ValueError("model family gpt has multi-head attention: kv_heads must equal heads")
+        if (self.experts > 1 or self.top_k > 1) and self.family != "moe":
+            raise ValueError(f"model family {self.family} has one MLP: experts and top_k are for moe")
+        if self.top_k > self.experts:
+            raise ValueError(f"model top_k {self.top_k} exceeds its {self.experts} experts")
+
+    @property
+    def key_value_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def ffn_width(self) -> int:
+        if self.ffn:
+            return self.ffn
+        return 4 * self.hidden if self.family == "gpt" else llama_ffn(self.hidden)
+
+    @property
+    def gated(self) -> bool:
+        """A SwiGLU MLP (three matrices: gate, up, down) rather than GeLU's two."""
+        return self.family != "gpt"
+
+    @property
+    def dropout(self) -> bool:
+        """Dropout after attention and after the MLP, as Megatron's GPT trains (Llama trains without)."""
+        return self.family == "gpt"
+
+    @property
+    def tied_embeddings(self) -> bool:
+        return self.family == "gpt"
+
+    def attention_parameters(self) -> int:
+        kv = self.key_value_heads * self.head_dim
+        return self.hidden * (self.hidden + 2 * kv) + self.hidden * self.hidden
+
+    def expert_parameters(self) -> int:
+        """The weights of one MLP (one expert of a mixture)."""
+        return (3 if self.gated else 2) * self.hidden * self.ffn_width
+
+    def layer_parameters(self) -> int:
+        """Every weight of one layer: attention, MLP (all experts, and the router), two norms."""
+        router = self.hidden * self.experts if self.family == "moe" else 0
+        return (
+            self.attention_parameters() + self.experts * self.expert_parameters() + router + 2 * self.hidden
+        )
+
+    def embedding_parameters(self) -> int:
+        """The token embedding, the final norm and (untied) the output head."""
+        head = 0 if self.tied_embeddings else self.vocab * self.hidden
+        return self.vocab * self.hidden + self.hidden + head
+
+    def parameters(self) -> int:
+        return self.layers * self.layer_parameters() + self.embedding_parameters()
+
+    def active_parameters(self) -> int:
+        """The weights one token passes through: ``top_k`` experts of a mixture, not all of them."""
+        inactive = (self.experts - self.top_k) * self.expert_parameters()
+        return self.parameters() - self.layers * inactive
+
+    def training_flops_per_token(self) -> float:
+        """Model FLOPs of one trained token as Megatron-LM counts them (Narayanan et al. 2021, eq. 3):
+        forward and backward (3 x 2 FLOPs a weight) of every matrix product a token passes through
+        (attention, ``top_k`` experts and the router, the output head; not the embedding lookup or the
+        norms) plus the attention scores and context over the whole sequence (3 x 4 x seq x hidden a
+        layer, no causal saving). The MFU of a plan divides these by the GPUs' peak."""
+        router = self.hidden * self.experts if self.family == "moe" else 0
+        per_layer = self.attention_parameters() + self.top_k * self.expert_parameters() + router
+        matrices = self.layers * per_layer + self.vocab * self.hidden
+        return 6.0 * matrices + 12.0 * self.layers * self.seq * self.hidden
+
+    def describe(self) -> str:
+        experts = f", {self.experts} experts top-{self.top_k}" if self.family == "moe" else ""
+        return (
+            f"{self.name or self.family}: {self.layers} layers x {self.hidden}, {self.heads} heads "
+            f"({self.key_value_heads} kv), ffn {self.ffn_width}{experts}, vocab {self.vocab}, "
+            f"sequence {self.seq}; {self.parameters() / 1e9:,.1f}B parameters"
+        )
+
+
+def _preset(name: str, family: str, **sizes: int) -> TransformerModel:
+    return TransformerModel(family=family, name=name, **sizes)
+
+
+# Named configurations of the published rows (REFERENCE: Korthikanti et al. 2022 Table 5; the Llama 2
+# paper's Table 1 and model cards; Mixtral's paper, Jiang et al. 2024; GPT-3, Brown et al. 2020).
+MODEL_PRESETS: dict[str, TransformerModel] = {
+    "gpt-22b": _preset("gpt-22b", "gpt", layers=48, hidden=6144, heads=64, seq=2048, vocab=51200),
+    "gpt3-175b": _preset("gpt3-175b", "gpt", layers=96, hidden=12288, heads=96, seq=2048, vocab=51200),
+    "gpt-530b": _preset("gpt-530b", "gpt", layers=105, hidden=20480, heads=128, seq=2048, vocab=51200),
+    "gpt-1t": _preset("gpt-1t", "gpt", layers=128, hidden=25600, heads=160, seq=2048, vocab=51200),
+    "llama2-7b": _preset("llama2-7b", "llama", layers=32, hidden=4096, heads=32, seq=4096, vocab=32000),
+    "llama2-13b": _preset("llama2-13b", "llama", layers=40, hidden=5120, heads=40, seq=4096, vocab=32000),
+    "llama2-70b": _preset(
+        "llama2-70b", "llama", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, seq=4096, vocab=32000
+    ),
+    "llama3-405b": _preset(
+        "llama3-405b",
+        "llama",
+        layers=126,
+        hidden=16384,
+        heads=128,
+        kv_heads=8,
+        ffn=53248,
+        seq=8192,
+        vocab=128256,
+    ),
+    "mixtral-8x7b": _preset(
+        "mixtral-8x7b",
+        "moe",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        ffn=14336,
+        experts=8,
+        top_k=2,
+        seq=4096,
+        vocab=32000,
+    ),
+}
+
+_KEYS = {f.name for f in fields(TransformerModel)} - {"family", "name"}
+
+
+def model_from_spec(spec: str) -> TransformerModel:
+    """The model of ``spec``: a name of `MODEL_PRESETS`, a preset with sizes changed
+    (``llama2-7b:seq=8192``) or ``family:key=value,...`` with every size the family needs. A
+    ValueError names what is wrong and what is allowed."""
+    if not isinstance(spec, str) or len(spec) > 400:
+        raise ValueError("a model is a preset name or family:key=value,... (at most 400 characters)")
+    head, _, rest = spec.strip().partition(":")
+    if head in MODEL_PRESETS:
+        base = MODEL_PRESETS[head]
+    elif head in FAMILIES:
+        base = None
+    else:
+        raise ValueError(
+            f"unknown model {head!r}: give a preset ({', '.join(MODEL_PRESETS)}) or "
+            f"{'|'.join(FAMILIES)}:layers=..,hidden=..,heads=..,seq=..,vocab=.."
+        )
+    sizes: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, equals, value = item.partition("=")
+        key = key.strip()
+        if not equals or key not in _KEYS:
+            raise ValueError(
+                f"model option {item!r}: write key=value with a key of {', '.join(sorted(_KEYS))}"
+            )
+        if key in sizes:
+            raise ValueError(f"model option {key} given twice")
+        try:
+            sizes[key] = int(value.strip().replace("_", ""))
+        except ValueError:
+            raise ValueError(f"model option {key} must be an integer, got {value.strip()!r}") from None
+    if base is not None:
+        return replace(base, **sizes, name=spec.strip() if sizes else base.name)
+    missing = [key for key in ("layers", "hidden", "heads", "seq", "vocab") if key not in sizes]
+    if missing:
+        raise ValueError(f"model {head}: give {', '.join(missing)} (as {head}:layers=..,hidden=..)")
+    return TransformerModel(family=head, name=spec.strip(), **sizes)

@@ -1,0 +1,166 @@
+"""`Plan`: how a model's training step is split over a mesh, one frozen value, and `plan_problems`, the
+one-line reasons a plan cannot run a model on a mesh.
+
+Ranks are laid out as Megatron-LM lays them: tensor-parallel ranks innermost (neighbours in a node),
+then context-parallel, then data-parallel (expert-parallel groups inside the data-parallel group), then
+pipeline stages outermost. Global batch = data-parallel degree x micro-batch size x micro-batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from placement_gym.plans.mesh import Mesh
+from placement_gym.plans.models import TransformerModel
+
+SCHEDULES = ("1f1b", "gpipe", "interleaved")
+RECOMPUTE = ("none", "selective", "full")
+PRECISIONS = ("bf16", "fp16", "fp8")
+ZERO_STAGES = (0, 1, 2, 3)
+MAX_DEGREE = 65_536
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A parallel training plan.
+
+    ``tp``, ``pp``, ``dp``, ``cp`` (context: the sequence split over ranks for attention), ``ep``
+    (experts split over ranks of the data-parallel group): degrees. ``vp``: virtual stages a device
+    holds (interleaved 1F1B). ``global_batch`` sequences a step of ``microbatch_size`` sequences a
+    micro-batch. ``schedule``: 1f1b, gpipe or interleaved (vp > 1). ``sequence_parallel``: norms,
+    dropout and residuals split over the tensor group, its all-reduces as reduce-scatter + all-gather
+    (Korthikanti et al. 2022). ``zero``: ZeRO stage over the data-parallel group (1: optimizer state, 2:
+    and gradients, 3: and parameters). ``recompute``: none, selective (the attention core, Korthikanti
+    et al.) or full (each layer from its input). ``precision``: bf16, fp16 or fp8 matrix products, fp32
+    master weights and optimizer state. ``fused_attention``: FlashAttention (scores never stored) or
+    the scores materialised. ``stage_layers``: layers of each virtual stage in order (empty: even)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    global_batch: int = 1
+    microbatch_size: int = 1
+    schedule: str = "1f1b"
+    vp: int = 1
+    ep: int = 1
+    cp: int = 1
+    sequence_parallel: bool = False
+    zero: int = 0
+    recompute: str = "none"
+    precision: str = "bf16"
+    fused_attention: bool = True
+    stage_layers: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        for key in ("tp", "pp", "dp", "vp", "ep", "cp", "global_batch", "microbatch_size"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_DEGREE * 64:
+                raise ValueError(f"plan {key} must be a positive integer, got {value!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"plan schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"plan precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.zero not in ZERO_STAGES or isinstance(self.zero, bool):
+            raise ValueError(f"plan zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
+        if any(not isinstance(n, int) or n < 0 for n in self.stage_layers):
+            raise ValueError("plan stage_layers must be counts of layers (integers >= 0)")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches a pipeline runs per step (0 where the batch does not divide)."""
+        per_replica, left = divmod(self.global_batch, self.dp * self.microbatch_size)
+        return 0 if left else per_replica
+
+    @property
+    def virtual_stages(self) -> int:
+        return self.pp * self.vp
+
+    def layers_of_stages(self, layers: int) -> tuple[int, ...]:
+        """Layers of each virtual stage (stage k of device k mod pp, chunk k // pp)."""
+        if self.stage_layers:
+            return self.stage_layers
+        share, left = divmod(layers, self.virtual_stages)
+        return tuple(share + (1 if k < left else 0) for k in range(self.virtual_stages))
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
+        parts += (
+            [f"VP{self.vp}"] * (self.vp > 1)
+            + [f"CP{self.cp}"] * (self.cp > 1)
+            + [f"EP{self.ep}"] * (self.ep > 1)
+        )
+        extras = ["SP"] * self.sequence_parallel + [f"ZeRO-{self.zero}"] * (self.zero > 0)
+        extras += [f"recompute {self.recompute}"] * (self.recompute != "none")
+        attention = "flash" if self.fused_attention else "materialised attention"
+        return (
+            f"{' x '.join(parts)} {self.schedule}, global batch {self.global_batch} "
+            f"({self.microbatches} x {self.microbatch_size}), {self.precision}, {attention}"
+            + "".join(f", {e}" for e in extras)
+        )
+
+
+def plan_problems(plan: Plan, model: TransformerModel, mesh: Mesh) -> list[str]:
+    """Why ``plan`` cannot train ``model`` on ``mesh``, one line each (empty: it can, memory aside)."""
+    problems = []
+    if plan.gpus != mesh.gpus:
+        problems.append(f"tp x pp x dp x cp = {plan.gpus} GPUs, the mesh has {mesh.gpus}")
+    if model.heads % plan.tp:
+        problems.append(f"tp {plan.tp} does not divide the {model.heads} attention heads")
+    kv = model.key_value_heads
+    if kv % plan.tp and plan.tp % kv:
+        problems.append(f"tp {plan.tp} and the {kv} key/value heads: neither divides the other")
+    if model.ffn_width % plan.tp:
+        problems.append(f"tp {plan.tp} does not divide the MLP width {model.ffn_width}")
+    if plan.microbatches == 0:
+        problems.append(
+            f"global batch {plan.global_batch} is not a multiple of dp x micro-batch size "
+            f"= {plan.dp * plan.microbatch_size}"
+        )
+    stages = plan.layers_of_stages(model.layers)
+    if len(stages) != plan.virtual_stages or sum(stages) != model.layers:
+        problems.append(
+            f"stage_layers must give {plan.virtual_stages} stages (pp x vp) of {model.layers} layers in all"
+        )
+    elif not plan.stage_layers and model.layers % plan.virtual_stages:
+        problems.append(
+            f"pp x vp = {plan.virtual_stages} does not divide the {model.layers} layers "
+            "(give stage_layers for an uneven split)"
+        )
+    if plan.vp > 1 and plan.schedule != "interleaved":
+        problems.append(f"vp {plan.vp} needs the interleaved schedule")
+    if plan.schedule == "interleaved":
+        if plan.vp < 2 or plan.pp < 2:
+            problems.append("the interleaved schedule needs pp >= 2 and vp >= 2")
+        elif plan.microbatches and plan.microbatches % plan.pp:
+            problems.append(
+                f"the interleaved schedule needs micro-batches ({plan.microbatches}) a "
+                f"multiple of pp ({plan.pp})"
+            )
+    if plan.ep > 1:
+        if model.family != "moe":
+            problems.append(f"ep {plan.ep}: model {model.name or model.family} has no experts")
+        elif model.experts % plan.ep:
+            problems.append(f"ep {plan.ep} does not divide the {model.experts} experts")
+        if plan.dp % plan.ep:
+            problems.append(
+                f"ep {plan.ep} must divide dp {plan.dp} (expert groups lie in the data-parallel group)"
+            )
+    if model.seq % plan.cp or (plan.cp > 1 and (model.seq // plan.cp) % 2):
+        problems.append(f"cp {plan.cp} must split the sequence {model.seq} into even chunks")
+    if plan.sequence_parallel and plan.tp == 1:
+        problems.append("sequence parallelism splits over the tensor group: it needs tp >= 2")
+    if plan.precision not in mesh.gpu.peak:
+        problems.append(
+            f"{mesh.gpu.model} has no {plan.precision} tensor cores (it has {', '.join(mesh.gpu.peak)})"
+        )
+    return problems

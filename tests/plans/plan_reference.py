@@ -1,0 +1,275 @@
+"""The reference of the plan cost model: every rank of a small mesh simulated on its own.
+
+Deliberately plain, sharing only the priced pieces (an op's seconds and bytes kept, `layer_segments`,
+`stage_ends`, the weights a rank holds) with `placement_gym.plans.evaluate`: each rank has its
+coordinates (tensor innermost, then context, data, pipeline), its groups are the explicit lists of
+member ranks, a collective's time comes from the members' nodes as counted here, a collective starts
+when the last member reaches it, a forward pass waits for the same micro-batch on the rank of the same
+coordinates one stage earlier (its send timed from the two ranks' nodes), and each rank runs its units
+in the order of Megatron-LM's schedules as written out here. The fast model simulates one rank per
+stage; this one all of them, so the two must agree wherever the ranks of a group really do the same
+work.
+"""
+
+from __future__ import annotations
+
+import math
+
+from placement_gym.plans import Mesh, Plan, TransformerModel
+from placement_gym.plans.evaluate import (
+    BANDWIDTH_FRACTION,
+    BUCKET_WEIGHTS,
+    GRADIENT_BYTES,
+    OPTIMIZER_BYTES,
+    STATE_BYTES,
+    WEIGHT_BYTES,
+    stage_ends,
+)
+from placement_gym.plans.layer import ACTIVATION_BYTES, layer_cost, layer_segments
+
+
+def collective_seconds(mesh: Mesh, operation: str, buffer: float, members: list[int]) -> float:
+    """NCCL's bytes per rank over the bottleneck of the member ranks' links (docs/cost_model.md)."""
+    n = len(members)
+    if n <= 1 or buffer <= 0:
+        return 0.0
+    per_node_counts: dict[int, int] = {}
+    for rank in members:
+        per_node_counts[rank // mesh.gpus_per_node] = per_node_counts.get(rank // mesh.gpus_per_node, 0) + 1
+    nodes, per_node = len(per_node_counts), min(per_node_counts.values())  # the emptiest node's NICs
+    hop = mesh.inter_latency if nodes > 1 else mesh.intra_latency
+    if operation == "send_recv":
+        return hop + buffer / (mesh.nic_p2p if nodes > 1 else mesh.intra_p2p)
+    if operation == "all_to_all":
+        return (
+            mesh.collective_launch
+            + (n - 1) * hop
+            + max(
+                buffer * (per_node - 1) / n / mesh.intra_busbw, buffer * (n - per_node) / n / mesh.nic_busbw
+            )
+        )
+    intra = mesh.intra_allreduce_busbw if operation == "all_reduce" else mesh.intra_busbw
+    busbw = intra if nodes == 1 else min(intra, per_node * mesh.nic_busbw)
+    if operation == "all_reduce":
+        ring = 2 * (n - 1) * hop
+        if nodes > 1:
+            ring = min(
+                ring,
+                2 * (math.ceil(math.log2(nodes)) * mesh.inter_latency + (per_node - 1) * mesh.intra_latency),
+            )
+        return mesh.collective_launch + ring + 2 * (n - 1) / n * buffer / busbw
+    return mesh.collective_launch + (n - 1) * hop + (n - 1) / n * buffer / busbw
+
+
+def schedule_order(pp: int, vp: int, m: int, schedule: str, stage: int) -> list[tuple[str, int, int]]:
+    """The units ('F' or 'B', chunk, micro-batch) device ``stage`` runs, in Megatron-LM's order."""
+    total = m * vp
+
+    def unit(kind: str, k: int) -> tuple[str, int, int]:
+        if schedule == "interleaved":
+            chunk = (k % (pp * vp)) // pp
+            return kind, (vp - 1 - chunk) if kind == "B" else chunk, (k // (pp * vp)) * pp + k % pp
+        return kind, 0, k
+
+    if schedule == "gpipe":
+        return [unit("F", k) for k in range(total)] + [unit("B", k) for k in range(total)]
+    if schedule == "1f1b":
+        warmup = min(pp - stage - 1, m)
+    else:
+        warmup = min((pp - stage - 1) * 2 + (vp - 1) * pp, total)
+    order = [unit("F", k) for k in range(warmup)]
+    for k in range(total - warmup):
+        order += [unit("F", warmup + k), unit("B", k)]
+    return order + [unit("B", k) for k in range(total - warmup, total)]
+
+
+def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
+    """Every rank simulated: the step (the slowest rank's), each stage's pipeline finish and the peak
+    memory of the fullest rank."""
+    t, c, d, p, v, m = plan.tp, plan.cp, plan.dp, plan.pp, plan.vp, plan.microbatches
+    ranks = t * c * d * p
+    coordinates = {r: (r % t, (r // t) % c, (r // (t * c)) % d, r // (t * c * d)) for r in range(ranks)}
+    rank_of = {coordinate: r for r, coordinate in coordinates.items()}
+
+    def members(rank: int, kind: str) -> list[int]:
+        ti, ci, di, pi = coordinates[rank]
+        if kind == "tensor":
+            return [rank_of[(x, ci, di, pi)] for x in range(t)]
+        if kind == "context":
+            return [rank_of[(ti, x, di, pi)] for x in range(c)]
+        if kind == "data":
+            return [rank_of[(ti, ci, x, pi)] for x in range(d)]
+        start = di - di % plan.ep  # expert groups: consecutive data-parallel ranks
+        if kind == "expert":
+            return [rank_of[(ti, ci, x, pi)] for x in range(start, start + plan.ep)]
+        return [rank_of[(ti, ci, x, pi)] for x in range(di % plan.ep, d, plan.ep)]  # expert_data
+
+    segments = layer_segments(model, plan, mesh)
+    cost = layer_cost(model, plan, mesh)
+    ends = stage_ends(model, plan, mesh)
+    layers = plan.layers_of_stages(model.layers)
+    last_virtual = p * v - 1
+
+    # A unit is a list of ("compute", seconds) and ("comm", operation, buffer, group kind) per layer.
+    def unit_work(virtual: int, kind: str) -> list[tuple]:
+        work: list[tuple] = []
+        if kind == "F" and virtual == 0:
+            work.append(("compute", ends.first_forward))
+        for _ in range(layers[virtual]):
+            parts = ["forward"] if kind == "F" else ["recompute", "backward"]
+            for part in parts:
+                for s in segments[part]:
+                    work.append(
+                        ("comm", s.operation, s.buffer, s.group) if s.operation else ("compute", s.seconds)
+                    )
+        if virtual == last_virtual:
+            work.append(("compute", ends.last_forward if kind == "F" else ends.last_backward))
+        if kind == "B" and virtual == 0:
+            work.append(("compute", ends.first_backward))
+        return work
+
+    weights = [layers[k] * (cost.dense + cost.expert) for k in range(p * v)]
+    weights[0] += model.vocab * model.hidden / t
+    if not model.tied_embeddings or p * v > 1:
+        weights[-1] += model.vocab * model.hidden / t
+    gathers = {}
+    if plan.zero == 3 and d > 1:
+        group = members(0, "data")
+        for k in range(p * v):
+            gathers[k] = (
+                collective_seconds(mesh, "all_gather", WEIGHT_BYTES * weights[k], group),
+                collective_seconds(mesh, "reduce_scatter", GRADIENT_BYTES * weights[k], group),
+            )
+    send_bytes = (
+        ACTIVATION_BYTES
+        * model.hidden
+        * plan.microbatch_size
+        * model.seq
+        / c
+        / (t if plan.sequence_parallel else 1)
+    )
+
+    orders = {r: schedule_order(p, v, m, plan.schedule, coordinates[r][3]) for r in range(ranks)}
+    position = dict.fromkeys(range(ranks), 0)
+    clock = dict.fromkeys(range(ranks), 0.0)
+    done: dict[tuple[int, str, int, int], float] = {}  # (rank, kind, virtual stage, micro-batch) -> finish
+    alive = dict.fromkeys(range(ranks), 0.0)
+    peak = dict.fromkeys(range(ranks), 0.0)
+    first_forward = dict.fromkeys(range(ranks), None)
+    last_backward = dict.fromkeys(range(ranks), 0.0)
+    kept_per_layer = cost.kept
+
+    # Run stage by stage, each stage's ranks together (they meet at every collective), a unit when every
+    # rank of the stage has what it needs.
+    stage_ranks = {s: [r for r in range(ranks) if coordinates[r][3] == s] for s in range(p)}
+    remaining = sum(len(order) for order in orders.values())
+    while remaining:
+        progressed = False
+        for s in range(p):
+            group_ranks = stage_ranks[s]
+            while position[group_ranks[0]] < len(orders[group_ranks[0]]):
+                kind, chunk, micro = orders[group_ranks[0]][position[group_ranks[0]]]
+                virtual = chunk * p + s
+                starts = {}
+                for r in group_ranks:
+                    ti, ci, di, _ = coordinates[r]
+                    ready = 0.0
+                    if kind == "F" and virtual > 0:
+                        source = rank_of[(ti, ci, di, (virtual - 1) % p)]
+                        key = (source, "F", virtual - 1, micro)
+                        if key not in done:
+                            break
+                        ready = done[key] + collective_seconds(mesh, "send_recv", send_bytes, [source, r])
+                    if kind == "B":
+                        ready = done[(r, "F", virtual, micro)]
+                        if virtual < last_virtual:
+                            source = rank_of[(ti, ci, di, (virtual + 1) % p)]
+                            key = (source, "B", virtual + 1, micro)
+                            if key not in done:
+                                break
+                            ready = max(
+                                ready,
+                                done[key] + collective_seconds(mesh, "send_recv", send_bytes, [source, r]),
+                            )
+                    starts[r] = max(clock[r], ready)
+                else:
+                    busy_before = dict(starts)
+                    now = dict(starts)
+                    for item in unit_work(virtual, kind):
+                        if item[0] == "compute":
+                            for r in group_ranks:
+                                now[r] += item[1]
+                        else:
+                            _, operation, buffer, kind_of_group = item
+                            # every member starts when the last of its group arrives
+                            after = {}
+                            for r in group_ranks:
+                                group = members(r, kind_of_group)
+                                begin = max(now[x] for x in group)
+                                after[r] = begin + collective_seconds(mesh, operation, buffer, group)
+                            now.update(after)
+                    for r in group_ranks:
+                        if virtual in gathers:
+                            gather, scatter = gathers[virtual]
+                            need = gather if kind == "F" else gather + scatter
+                            now[r] = max(now[r], busy_before[r] + need)
+                        clock[r] = now[r]
+                        done[(r, kind, virtual, micro)] = now[r]
+                        if kind == "F":
+                            alive[r] += layers[virtual] * kept_per_layer
+                            peak[r] = max(peak[r], alive[r])
+                            if first_forward[r] is None:
+                                first_forward[r] = now[r] - busy_before[r]
+                        else:
+                            alive[r] -= layers[virtual] * kept_per_layer
+                            if micro == m - 1 or (plan.schedule == "interleaved" and micro >= m - p):
+                                last_backward[r] += now[r] - busy_before[r]
+                        position[r] += 1
+                        remaining -= 1
+                    progressed = True
+                    continue
+                break
+        assert progressed, "deadlock"
+
+    steps, memory = {}, {}
+    for r in range(ranks):
+        s = coordinates[r][3]
+        mine = [k for k in range(p * v) if k % p == s]
+        dense = sum(weights[k] for k in mine) - sum(layers[k] * cost.expert for k in mine)
+        experts = sum(layers[k] * cost.expert for k in mine)
+        exposed = 0.0
+        if plan.zero < 3:
+            operation = "reduce_scatter" if plan.zero else "all_reduce"
+            expert_group = members(r, "expert_data") if plan.ep > 1 else members(r, "data")
+            reduce = collective_seconds(
+                mesh, operation, GRADIENT_BYTES * dense, members(r, "data")
+            ) + collective_seconds(mesh, operation, GRADIENT_BYTES * experts, expert_group)
+            gather = 0.0
+            if plan.zero:
+                gather = collective_seconds(
+                    mesh, "all_gather", WEIGHT_BYTES * dense, members(r, "data")
+                ) + collective_seconds(mesh, "all_gather", WEIGHT_BYTES * experts, expert_group)
+            buckets = max(1.0, (dense + experts) / BUCKET_WEIGHTS)
+            exposed = max(reduce - last_backward[r], reduce / buckets) + max(
+                gather - first_forward[r], gather / buckets
+            )
+        shard = dense / (d if plan.zero else 1) + experts / ((d // plan.ep) if plan.zero else 1)
+        optimizer = shard * OPTIMIZER_BYTES / (mesh.gpu.memory_bandwidth * BANDWIDTH_FRACTION)
+        steps[r] = clock[r] + exposed + optimizer
+
+        def static(w: float, group: int) -> float:
+            full = WEIGHT_BYTES + GRADIENT_BYTES + STATE_BYTES
+            return {
+                0: w * full,
+                1: w * (WEIGHT_BYTES + GRADIENT_BYTES + STATE_BYTES / group),
+                2: w * (WEIGHT_BYTES + (GRADIENT_BYTES + STATE_BYTES) / group),
+                3: w * full / group,
+            }[plan.zero]
+
+        logits = ends.logits_bytes if s == last_virtual % p else 0.0
+        memory[r] = static(dense, d) + static(experts, d // plan.ep) + peak[r] + cost.transient + logits
+    return {
+        "step_s": max(steps.values()),
+        "finish": [max(clock[r] for r in stage_ranks[s]) for s in range(p)],
+        "peak_memory_bytes": max(memory.values()),
+    }

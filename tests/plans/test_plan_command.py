@@ -1,0 +1,72 @@
+"""`placement-gym plan` as a user runs it (a subprocess, from a folder outside the checkout), and
+`placement-gym bench --plans`'s JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from placement_gym.plans import MODEL_PRESETS, Plan, evaluate_plan, mesh_from_name, model_from_spec
+
+KEYS = {"step_s", "tokens_per_s_per_gpu", "mfu", "peak_memory_bytes", "feasible", "breakdown"}
+
+
+def plan_cli(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "placement_gym", "plan", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_plan_prices_a_configuration_given_on_the_command_line(tmp_path):
+    spec = "gpt:layers=8,hidden=2048,heads=16,seq=2048,vocab=51200"
+    done = plan_cli(tmp_path, "--model", spec, "--cluster", "dgx-a100x2", "--tp", "4", "--pp", "2",
+                    "--global-batch", "16", "--sequence-parallel", "--recompute", "selective", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert KEYS <= set(got) and got["feasible"] is True
+    assert set(got["breakdown"]) == {"compute", "communication", "bubble", "optimizer"}
+    # the same plan from Python: the command line is the API
+    plan = Plan(tp=4, pp=2, dp=2, global_batch=16, sequence_parallel=True, recompute="selective")
+    assert got["step_s"] == evaluate_plan(model_from_spec(spec), plan, mesh_from_name("dgx-a100x2")).step_s
+
+
+@pytest.mark.slow
+def test_plan_runs_every_named_preset(tmp_path):
+    for name in MODEL_PRESETS:
+        done = plan_cli(tmp_path, "--model", name, "--cluster", "dgx-h100x128", "--tp", "8", "--pp", "8",
+                        "--zero", "1", "--sequence-parallel", "--recompute", "full", "--global-batch", "256",
+                        "--json")
+        got = json.loads(done.stdout)
+        assert done.returncode in (0, 1) and KEYS <= set(got), (name, done.stderr)
+        # a preset whose layers do not divide into 8 stages is refused with that reason, not a crash
+        assert got["feasible"] or got["problems"], name
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "gpt5"], "unknown model 'gpt5'"),
+    (["--model", "llama2-7b", "--cluster", "tpu-v5"], "unknown mesh 'tpu-v5'"),
+    (["--model", "llama2-7b", "--cluster", "dgx-h100x2048"], "1 to 1,024"),
+    (["--model", "llama2-7b", "--tp", "3"], "does not divide the mesh's 8 GPUs"),
+])
+def test_bad_input_is_one_line(tmp_path, args, message):
+    done = plan_cli(tmp_path, *args)
+    assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_plan_that_cannot_run_says_why_and_exits_1(tmp_path):
+    done = plan_cli(tmp_path, "--model", "llama2-7b", "--tp", "8", "--precision", "fp8",
+                    "--cluster", "dgx-a100")
+    assert done.returncode == 1 and "has no fp8 tensor cores" in done.stdout
+
+
+@pytest.mark.slow
+def test_bench_plans_json(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "placement_gym", "bench", "--plans", "--repeats", "1",
+                           "--seconds", "0.05", "--json"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert rows[0]["name"] == "gpt3-175b-512" and rows[0]["target_s"] == 1e-3
+    assert all(row["seconds_per_plan"] > 0 and row["step_s"] > 0 for row in rows)
