@@ -69,11 +69,8 @@ def table(directory: Path) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=Path("leaderboard/submissions"))
-    print(table(parser.parse_args().dir))
-
-
 if __name__ == "__main__":
-    main()
+    arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arguments.add_argument("--dir", type=Path, default=Path("leaderboard/submissions"),
+                           help="the submissions folder (default: leaderboard/submissions)")
+    print(table(arguments.parse_args().dir))

@@ -21,6 +21,16 @@ from placement_gym.task.compiled import OP_KINDS, Task, make_task
 from placement_gym.task.step import Step
 
 
+def relative_error(result) -> float:
+    """A compared row's ``model / row.published - 1``."""
+    return result.model / result.row.published - 1.0
+
+
+def within_tolerance(result) -> bool:
+    """Whether a compared row's error is within its row's tolerance."""
+    return abs(relative_error(result)) <= result.row.tolerance
+
+
 @dataclass(frozen=True)
 class RowResult:
     """A published row and the model's figure for it: ``model`` is a step time (s), a ratio or a
@@ -33,13 +43,8 @@ class RowResult:
     single_s: float
     placed_s: float | None = None
 
-    @property
-    def error(self) -> float:
-        return self.model / self.row.published - 1.0
-
-    @property
-    def within(self) -> bool:
-        return abs(self.error) <= self.row.tolerance
+    error = property(relative_error)
+    within = property(within_tolerance)
 
     @property
     def held(self) -> bool:

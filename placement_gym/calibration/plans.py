@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from placement_gym.calibration.compare import relative_error, within_tolerance
 from placement_gym.plans import Plan, evaluate_plan, mesh_from_name, model_from_spec
 
 PLANS_FILE = Path(__file__).with_name("published_plans.json")
@@ -44,13 +45,8 @@ class PlanRowResult:
     model: float
     step_s: float
 
-    @property
-    def error(self) -> float:
-        return self.model / self.row.published - 1.0
-
-    @property
-    def within(self) -> bool:
-        return abs(self.error) <= self.row.tolerance
+    error = property(relative_error)
+    within = property(within_tolerance)
 
 
 def load_plan_rows(path: Path = PLANS_FILE) -> tuple[PlanRow, ...]:

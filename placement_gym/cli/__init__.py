@@ -36,12 +36,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("evaluate", "evaluate a placement with the cost model"),
     "show": ("evaluate", "draw the timeline (Gantt chart) of a placement"),
     "train": ("train_command", "train a learned agent (or run a search agent) on an evaluation budget"),
+    "plan": ("plan_command",
+             "price a parallel training plan (tensor, pipeline, data, expert parallelism)"),
     "bench": ("bench_command", "time the fast simulator against the reference"),
     "export-graphs": ("export_command", "regenerate the bundled ONNX graphs from their torch definitions"),
     "profile": ("real_commands", "measure a graph's op times and links on real devices"),
     "fidelity": ("real_commands", "compare both cost models with real runs of many placements"),
     "leaderboard": ("leaderboard_command", "validate, submit and render leaderboard submissions"),
-    "plan": ("plan_command", "price a parallel training plan (tensor, pipeline, data, expert parallelism)"),
 }
 # Commands that never run the cost model: no notice that it compiles (`first_run`).
 _NO_COST_MODEL = ("agents", "graphs", "clusters", "datasets", "export-graphs", "plan")

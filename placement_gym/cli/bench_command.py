@@ -171,23 +171,28 @@ def _startup_progress(i: int, total: int, name: str, row: StartupRow | None) -> 
               file=sys.stderr, flush=True)
 
 
-def _run_startup(args: argparse.Namespace, stream, machine: dict) -> int:
-    cores = machine["usable_cores"]
-    rows = run_startup_bench(args.startup, args.repeats, progress=_startup_progress)
+def _print_rows(args: argparse.Namespace, stream, machine: dict, rows: list, table) -> None:
+    """The rows as JSON ({machine, load_average_end, rows}) or as ``table()`` prints them, with the
+    load at the end."""
     end = load_average()
-    end_load = f"at the end: {describe_load(end, cores)}"
+    end_load = f"at the end: {describe_load(end, machine['usable_cores'])}"
     if args.json:
         print(end_load, file=stream)
         print_json({"machine": machine, "load_average_end": end, "rows": [row.to_dict() for row in rows]})
-    else:
-        print_table(
-            ["command", "cold s", "warm s", "warm median s", "target s", "exit"],
-            [[r.command, f"{r.cold_s:.2f}", f"{r.warm_s:.2f}", f"{r.warm_median_s:.2f}",
-              f"<= {r.target_s:g}", f"{r.exit_code}" + ("" if r.ok else " (unexpected)")] for r in rows],
-            numeric=[False, True, True, True, True, True],
-            title=f"startup: wall time of a fresh process (warm: least of {args.repeats} runs after the cold "
-                  "one; targets: warm, on an idle 2-core machine)")
-        print(end_load)
+        return
+    table()
+    print(end_load)
+
+
+def _run_startup(args: argparse.Namespace, stream, machine: dict) -> int:
+    rows = run_startup_bench(args.startup, args.repeats, progress=_startup_progress)
+    _print_rows(args, stream, machine, rows, lambda: print_table(
+        ["command", "cold s", "warm s", "warm median s", "target s", "exit"],
+        [[r.command, f"{r.cold_s:.2f}", f"{r.warm_s:.2f}", f"{r.warm_median_s:.2f}",
+          f"<= {r.target_s:g}", f"{r.exit_code}" + ("" if r.ok else " (unexpected)")] for r in rows],
+        numeric=[False, True, True, True, True, True],
+        title=f"startup: wall time of a fresh process (warm: least of {args.repeats} runs after the cold "
+              "one; targets: warm, on an idle 2-core machine)"))
     if not all(row.ok for row in rows):
         print("warning: a command ended with an unexpected exit code (marked in the exit column)",
               file=sys.stderr)
@@ -202,22 +207,15 @@ def _run_plans(args: argparse.Namespace, stream, machine: dict) -> int:
         print(f"[{i + 1}/{total}] {name}", file=sys.stderr, flush=True)
 
     rows = run_plans_bench(args.repeats, args.seconds, progress=progress)
-    end = load_average()
-    end_load = f"at the end: {describe_load(end, machine['usable_cores'])}"
-    if args.json:
-        print(end_load, file=stream)
-        print_json({"machine": machine, "load_average_end": end, "rows": [row.to_dict() for row in rows]})
-    else:
-        print_table(
-            ["plan", "model on mesh", "units", "step s", "ms per plan", "target ms"],
-            [[r.name, f"{r.model} on {r.mesh}", f"{r.units:,}", f"{r.step_s:,.3f}",
-              f"{r.seconds_per_plan * 1e3:.3f}", "-" if r.target_s is None else f"<= {r.target_s * 1e3:g}"]
-             for r in rows],
-            numeric=[False, False, True, True, True, True],
-            title=f"parallel plans: one evaluate_plan, in-process, one core (median of {args.repeats} "
-                  "rounds; units: stage-micro-batch passes the schedule simulates; the plans: "
-                  "placement_gym/benchmarks/plans.py)")
-        print(end_load)
+    _print_rows(args, stream, machine, rows, lambda: print_table(
+        ["plan", "model on mesh", "units", "step s", "ms per plan", "target ms"],
+        [[r.name, f"{r.model} on {r.mesh}", f"{r.units:,}", f"{r.step_s:,.3f}",
+          f"{r.seconds_per_plan * 1e3:.3f}", "-" if r.target_s is None else f"<= {r.target_s * 1e3:g}"]
+         for r in rows],
+        numeric=[False, False, True, True, True, True],
+        title=f"parallel plans: one evaluate_plan, in-process, one core (median of {args.repeats} rounds; "
+              "units: stage-micro-batch passes the schedule simulates; the plans: "
+              "placement_gym/benchmarks/plans.py)"))
     failed = [r for r in rows if r.target_s is not None and r.seconds_per_plan > r.target_s]
     return 1 if args.check and failed else 0
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from placement_gym.cli.common import positive_int
+from placement_gym.cli.common import FLAG, add_options, positive_int
 from placement_gym.cli.output import fmt_bytes, print_json, print_table, print_text
 from placement_gym.cli.subcommands import Subcommands, add_command
+from placement_gym.plans.plan import PRECISIONS, RECOMPUTE, SCHEDULES, ZERO_STAGES
 
 DESCRIPTION = (
     "Price one training step of a transformer under a parallel plan: tensor (--tp), pipeline (--pp, "
@@ -33,22 +34,10 @@ def plan_from_args(args: argparse.Namespace, gpus: int):
         dp = rest
     schedule = args.schedule or ("interleaved" if args.vp > 1 else "1f1b")
     batch = args.global_batch or dp * args.microbatch_size
-    return Plan(
-        tp=args.tp,
-        pp=args.pp,
-        dp=dp,
-        global_batch=batch,
-        microbatch_size=args.microbatch_size,
-        schedule=schedule,
-        vp=args.vp,
-        ep=args.ep,
-        cp=args.cp,
-        sequence_parallel=args.sequence_parallel,
-        zero=args.zero,
-        recompute=args.recompute,
-        precision=args.precision,
-        fused_attention=args.attention == "flash",
-    )
+    same = ("tp", "pp", "vp", "ep", "cp", "microbatch_size", "sequence_parallel", "zero", "recompute",
+            "precision")
+    return Plan(dp=dp, global_batch=batch, schedule=schedule, fused_attention=args.attention == "flash",
+                **{key: getattr(args, key) for key in same})
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -99,90 +88,46 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0 if result.feasible else 1
 
 
+def _degree(flag: str, meaning: str) -> tuple[str, dict, str]:
+    return flag, {"type": positive_int, "default": 1}, f"{meaning} (default: 1)"
+
+
+OPTIONS = [
+    ("--model", {"default": None}, "a preset (--list) or family:key=value,... such as "
+     "'gpt:layers=96,hidden=12288,heads=96,seq=2048,vocab=51200' (llama: and moe: also take kv_heads, ffn; "
+     "moe: experts, top_k)"),
+    ("--cluster", {"default": "dgx-h100"}, "dgx-h100xN or dgx-a100xN (default: dgx-h100)"),
+    ("--global-batch", {"type": positive_int, "default": None, "metavar": "B"},
+     "sequences per step (default: dp x micro-batch size, one micro-batch)"),
+    ("--seq", {"type": positive_int, "default": None}, "sequence length (default: the model's)"),
+    _degree("--tp", "tensor parallel degree"),
+    _degree("--pp", "pipeline parallel degree"),
+    _degree("--vp", "virtual stages per device, interleaved"),
+    _degree("--ep", "expert parallel degree"),
+    _degree("--cp", "context parallel degree"),
+    ("--dp", {"type": positive_int, "default": None}, "data parallel degree (default: the GPUs tp x pp x cp "
+     "leave)"),
+    ("--microbatch-size", {"type": positive_int, "default": 1, "metavar": "K"},
+     "sequences per micro-batch (default: 1)"),
+    ("--schedule", {"choices": SCHEDULES, "default": None},
+     "pipeline schedule (default: interleaved when --vp > 1, else 1f1b)"),
+    ("--sequence-parallel", FLAG,
+     "split norms, dropout and residuals over the tensor group (needs --tp >= 2)"),
+    ("--zero", {"type": int, "choices": ZERO_STAGES, "default": 0},
+     "ZeRO stage over the data-parallel group (default: 0)"),
+    ("--recompute", {"choices": RECOMPUTE, "default": "none"}, "activation recomputation (default: none)"),
+    ("--precision", {"choices": PRECISIONS, "default": "bf16"},
+     "matrix products' precision (default: bf16; fp8 on H100)"),
+    ("--attention", {"choices": ("flash", "materialised"), "default": "flash"},
+     "FlashAttention (default) or the scores materialised"),
+    ("--list", FLAG, "list the model presets and meshes"),
+    ("--json", FLAG, "print a JSON object: step_s, tokens_per_s_per_gpu, mfu, peak_memory_bytes, feasible, "
+     "breakdown, memory, problems, model, mesh, plan"),
+]
+"""`placement-gym plan`'s options: (flag, argparse keywords, help)."""
+
+
 def add_parser(subparsers: Subcommands) -> None:
     parser = add_command(subparsers, "plan", DESCRIPTION)
-    parser.add_argument(
-        "--model",
-        default=None,
-        help="a preset (--list) or family:key=value,... such as "
-        "'gpt:layers=96,hidden=12288,heads=96,seq=2048,vocab=51200' (llama: and moe: "
-        "also take kv_heads, ffn; moe: experts, top_k)",
-    )
-    parser.add_argument("--cluster", default="dgx-h100", help="dgx-h100xN or dgx-a100xN (default: dgx-h100)")
-    parser.add_argument(
-        "--global-batch",
-        type=positive_int,
-        default=None,
-        metavar="B",
-        help="sequences per step (default: dp x micro-batch size, one micro-batch)",
-    )
-    parser.add_argument(
-        "--seq", type=positive_int, default=None, help="sequence length (default: the model's)"
-    )
-    for flag, meaning in (
-        ("--tp", "tensor"),
-        ("--pp", "pipeline"),
-        ("--vp", "virtual pipeline (interleaved)"),
-        ("--ep", "expert"),
-        ("--cp", "context"),
-    ):
-        parser.add_argument(
-            flag, type=positive_int, default=1, help=f"{meaning} parallel degree (default: 1)"
-        )
-    parser.add_argument(
-        "--dp",
-        type=positive_int,
-        default=None,
-        help="data parallel degree (default: the GPUs tp x pp x cp leave)",
-    )
-    parser.add_argument(
-        "--microbatch-size",
-        type=positive_int,
-        default=1,
-        metavar="K",
-        help="sequences per micro-batch (default: 1)",
-    )
-    parser.add_argument(
-        "--schedule",
-        choices=("1f1b", "gpipe", "interleaved"),
-        default=None,
-        help="pipeline schedule (default: interleaved when --vp > 1, else 1f1b)",
-    )
-    parser.add_argument(
-        "--sequence-parallel",
-        action="store_true",
-        help="split norms, dropout and residuals over the tensor group (needs --tp >= 2)",
-    )
-    parser.add_argument(
-        "--zero",
-        type=int,
-        choices=(0, 1, 2, 3),
-        default=0,
-        help="ZeRO stage over the data-parallel group (default: 0)",
-    )
-    parser.add_argument(
-        "--recompute",
-        choices=("none", "selective", "full"),
-        default="none",
-        help="activation recomputation (default: none)",
-    )
-    parser.add_argument(
-        "--precision",
-        choices=("bf16", "fp16", "fp8"),
-        default="bf16",
-        help="matrix products' precision (default: bf16; fp8 on H100)",
-    )
-    parser.add_argument(
-        "--attention",
-        choices=("flash", "materialised"),
-        default="flash",
-        help="FlashAttention (default) or the scores materialised",
-    )
-    parser.add_argument("--list", action="store_true", help="list the model presets and meshes")
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print a JSON object: step_s, tokens_per_s_per_gpu, mfu, peak_memory_bytes, "
-        "feasible, breakdown, memory, problems, model, mesh, plan",
-    )
+    add_options(parser, OPTIONS)
     parser.set_defaults(run=run_plan)

@@ -157,46 +157,25 @@ class TransformerModel:
         )
 
 
-def _preset(name: str, family: str, **sizes: int) -> TransformerModel:
-    return TransformerModel(family=family, name=name, **sizes)
-
-
 # Named configurations of the published rows (REFERENCE: Korthikanti et al. 2022 Table 5; the Llama 2
-# paper's Table 1 and model cards; Mixtral's paper, Jiang et al. 2024; GPT-3, Brown et al. 2020).
+# paper's Table 1 and model cards; the Llama 3 report; Mixtral's paper, Jiang et al. 2024; GPT-3, Brown
+# et al. 2020; Megatron-LM's 530B and 1T GPTs, Narayanan et al. 2021).
+# name: family, layers, hidden, heads, kv_heads, ffn, experts, top_k, seq, vocab (0: the family's rule)
+_PRESET_SIZES: dict[str, tuple[str, int, int, int, int, int, int, int, int, int]] = {
+    "gpt-22b": ("gpt", 48, 6144, 64, 0, 0, 1, 1, 2048, 51200),
+    "gpt3-175b": ("gpt", 96, 12288, 96, 0, 0, 1, 1, 2048, 51200),
+    "gpt-530b": ("gpt", 105, 20480, 128, 0, 0, 1, 1, 2048, 51200),
+    "gpt-1t": ("gpt", 128, 25600, 160, 0, 0, 1, 1, 2048, 51200),
+    "llama2-7b": ("llama", 32, 4096, 32, 0, 0, 1, 1, 4096, 32000),
+    "llama2-13b": ("llama", 40, 5120, 40, 0, 0, 1, 1, 4096, 32000),
+    "llama2-70b": ("llama", 80, 8192, 64, 8, 28672, 1, 1, 4096, 32000),
+    "llama3-405b": ("llama", 126, 16384, 128, 8, 53248, 1, 1, 8192, 128256),
+    "mixtral-8x7b": ("moe", 32, 4096, 32, 8, 14336, 8, 2, 4096, 32000),
+}
 MODEL_PRESETS: dict[str, TransformerModel] = {
-    "gpt-22b": _preset("gpt-22b", "gpt", layers=48, hidden=6144, heads=64, seq=2048, vocab=51200),
-    "gpt3-175b": _preset("gpt3-175b", "gpt", layers=96, hidden=12288, heads=96, seq=2048, vocab=51200),
-    "gpt-530b": _preset("gpt-530b", "gpt", layers=105, hidden=20480, heads=128, seq=2048, vocab=51200),
-    "gpt-1t": _preset("gpt-1t", "gpt", layers=128, hidden=25600, heads=160, seq=2048, vocab=51200),
-    "llama2-7b": _preset("llama2-7b", "llama", layers=32, hidden=4096, heads=32, seq=4096, vocab=32000),
-    "llama2-13b": _preset("llama2-13b", "llama", layers=40, hidden=5120, heads=40, seq=4096, vocab=32000),
-    "llama2-70b": _preset(
-        "llama2-70b", "llama", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, seq=4096, vocab=32000
-    ),
-    "llama3-405b": _preset(
-        "llama3-405b",
-        "llama",
-        layers=126,
-        hidden=16384,
-        heads=128,
-        kv_heads=8,
-        ffn=53248,
-        seq=8192,
-        vocab=128256,
-    ),
-    "mixtral-8x7b": _preset(
-        "mixtral-8x7b",
-        "moe",
-        layers=32,
-        hidden=4096,
-        heads=32,
-        kv_heads=8,
-        ffn=14336,
-        experts=8,
-        top_k=2,
-        seq=4096,
-        vocab=32000,
-    ),
+    name: TransformerModel(family, layers, hidden, heads, seq, vocab, kv_heads, ffn, experts, top_k, name)
+    for name, (family, layers, hidden, heads, kv_heads, ffn, experts, top_k, seq, vocab)
+    in _PRESET_SIZES.items()
 }
 
 _KEYS = {f.name for f in fields(TransformerModel)} - {"family", "name"}
