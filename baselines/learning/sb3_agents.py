@@ -174,8 +174,9 @@ class _SB3Agent(LearnedAgent):
 
     def _env_kwargs(self) -> dict[str, Any]:
         task = self.task
-        return {"graph": task.graph, "cluster": task.cluster, "objective": task.objective,
-                "optimizer": task.optimizer, "groups": self.groups}
+        # The whole step (precision, micro-batches, recomputation with the objective and optimizer): the
+        # env's task is the agent's task, so its rewards are the runtimes the agent is scored on.
+        return {"graph": task.graph, "cluster": task.cluster, "step": task.step, "groups": self.groups}
 
     def _ensure_model(self) -> BaseAlgorithm:
         if self.model is None:

@@ -171,3 +171,15 @@ def test_train_command_runs_sb3_ppo(tmp_path, capsys):
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["evaluations"] == 64 and summary["agent"] == "sb3-ppo"
+
+
+@pytest.mark.parametrize("agent", ["sb3-ppo", "sb3-maskable-ppo"])
+def test_an_sb3_agent_trains_on_its_task_s_whole_step(agent):
+    # A bf16, pipelined step: the env the agent learns in must score that step, not the fp32 one.
+    from baselines.learning.sb3_agents import SB3MaskablePPOAgent, SB3PPOAgent
+    from placement_gym.task.named import get_task
+    from placement_gym.task.step import Step
+
+    task = get_task("cifar10_cnn", "k80x2", Step(precision="bf16", microbatches=2, recompute=True))
+    learner = {"sb3-ppo": SB3PPOAgent, "sb3-maskable-ppo": SB3MaskablePPOAgent}[agent](task, seed=0)
+    assert learner._make_env().unwrapped.task.id == task.id
