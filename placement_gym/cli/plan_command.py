@@ -63,13 +63,12 @@ def run_plan(args: argparse.Namespace) -> int:
     plan = plan_from_args(args, mesh.gpus)
     result = evaluate_plan(model, plan, mesh)
     if args.json:
-        print_json(
-            {**result.as_dict(), "model": model.describe(), "mesh": mesh.describe(), "plan": plan.as_dict()}
-        )
+        print_json({**result.as_dict(), "id": f"{model.name}/{mesh.name}/{plan.suffix()}",
+                    "model": model.describe(), "mesh": mesh.describe(), "plan": plan.as_dict()})
         return 0 if result.step_s != float("inf") else 1
     print_text(model.describe())
     print_text(mesh.describe())
-    print_text(f"plan: {plan.describe()}")
+    print_text(f"plan: {plan.describe()} (id {model.name}/{mesh.name}/{plan.suffix()})")
     if result.step_s == float("inf"):
         print_text("cannot run: " + "; ".join(result.problems))
         return 1
@@ -122,7 +121,7 @@ OPTIONS = [
      "FlashAttention (default) or the scores materialised"),
     ("--list", FLAG, "list the model presets and meshes"),
     ("--json", FLAG, "print a JSON object: step_s, tokens_per_s_per_gpu, mfu, peak_memory_bytes, feasible, "
-     "breakdown, memory, problems, model, mesh, plan"),
+     "breakdown, memory, problems, id (model/mesh/plan suffix), model, mesh, plan"),
 ]
 """`placement-gym plan`'s options: (flag, argparse keywords, help)."""
 

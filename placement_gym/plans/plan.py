@@ -92,6 +92,53 @@ class Plan:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def suffix(self) -> str:
+        """The plan as a task id's last part: its degrees, batch and options, each a token (defaults
+        left out), ``-`` between them: ``tp4-pp4-vp5-dp4-gb128-sp-zero1-fp8``. `Plan.from_suffix` reads
+        it back to the same plan."""
+        tokens = [f"tp{self.tp}", f"pp{self.pp}"] + [f"vp{self.vp}"] * (self.vp > 1)
+        tokens += [f"dp{self.dp}"] + [f"ep{self.ep}"] * (self.ep > 1) + [f"cp{self.cp}"] * (self.cp > 1)
+        tokens += [f"gb{self.global_batch}"] + [f"mbs{self.microbatch_size}"] * (self.microbatch_size > 1)
+        usual = "interleaved" if self.vp > 1 else "1f1b"
+        tokens += [self.schedule] * (self.schedule != usual) + ["sp"] * self.sequence_parallel
+        tokens += [f"zero{self.zero}"] * (self.zero > 0)
+        tokens += [f"rc{self.recompute}"] * (self.recompute != "none")
+        tokens += [self.precision] * (self.precision != "bf16")
+        tokens += ["materialised"] * (not self.fused_attention)
+        if self.stage_layers:
+            tokens.append("layers" + ".".join(str(n) for n in self.stage_layers))
+        return "-".join(tokens)
+
+    @classmethod
+    def from_suffix(cls, text: str) -> Plan:
+        """The plan `Plan.suffix` wrote; a ValueError names a token it does not know."""
+        if not isinstance(text, str) or len(text) > 2000:
+            raise ValueError("a plan suffix is a string of at most 2,000 characters")
+        fields: dict = {}
+        numbers = {"tp": "tp", "pp": "pp", "vp": "vp", "dp": "dp", "ep": "ep", "cp": "cp",
+                   "gb": "global_batch", "mbs": "microbatch_size", "zero": "zero"}
+        flags = {**{schedule: ("schedule", schedule) for schedule in SCHEDULES},
+                 "sp": ("sequence_parallel", True),
+                 "fp16": ("precision", "fp16"), "fp8": ("precision", "fp8"),
+                 "materialised": ("fused_attention", False), "rcselective": ("recompute", "selective"),
+                 "rcfull": ("recompute", "full")}
+        for token in text.split("-"):
+            head = token.rstrip("0123456789")
+            if token in flags:
+                key, value = flags[token]
+            elif head in numbers and token[len(head):].isdigit():
+                key, value = numbers[head], int(token[len(head):])
+            elif token.startswith("layers") and all(n.isdigit() for n in token[6:].split(".")):
+                key, value = "stage_layers", tuple(int(n) for n in token[6:].split("."))
+            else:
+                raise ValueError(f"plan token {token!r}: not one of tp/pp/vp/dp/ep/cp/gb/mbs/zero<N>, "
+                                 f"{'/'.join(flags)}, layers<N>.<N>...")
+            if key in fields:
+                raise ValueError(f"plan token {token!r} repeats {key}")
+            fields[key] = value
+        fields.setdefault("schedule", "interleaved" if fields.get("vp", 1) > 1 else "1f1b")
+        return cls(**fields)
+
     def describe(self) -> str:
         parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
         parts += (

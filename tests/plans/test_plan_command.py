@@ -30,6 +30,7 @@ def test_plan_prices_a_configuration_given_on_the_command_line(tmp_path):
     # the same plan from Python: the command line is the API
     plan = Plan(tp=4, pp=2, dp=2, global_batch=16, sequence_parallel=True, recompute="selective")
     assert got["step_s"] == evaluate_plan(model_from_spec(spec), plan, mesh_from_name("dgx-a100x2")).step_s
+    assert got["id"] == f"{spec}/dgx-a100x2/tp4-pp2-dp2-gb16-sp-rcselective"
 
 
 @pytest.mark.slow

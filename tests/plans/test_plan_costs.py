@@ -253,3 +253,34 @@ def test_every_published_plan_row_is_within_its_tolerance():
     assert {r.row.role for r in results} == {"calibration", "held-out"}
     outside = [f"{r.row.id}: {r.error:+.1%}" for r in results if not r.within]
     assert not outside
+
+
+# ---------------------------------------------------------------------------------------------------
+# A plan's id: one formatter, one parser
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.builds(
+    Plan, tp=st.integers(1, 64), pp=st.integers(1, 64), dp=st.integers(1, 512),
+    global_batch=st.integers(1, 4096), microbatch_size=st.integers(1, 8),
+    schedule=st.sampled_from(["1f1b", "gpipe", "interleaved"]),
+    vp=st.integers(1, 8), ep=st.integers(1, 8), cp=st.integers(1, 4), sequence_parallel=st.booleans(),
+    zero=st.sampled_from([0, 1, 2, 3]), recompute=st.sampled_from(["none", "selective", "full"]),
+    precision=st.sampled_from(["bf16", "fp16", "fp8"]), fused_attention=st.booleans(),
+    stage_layers=st.one_of(st.just(()), st.lists(st.integers(0, 20), min_size=1, max_size=6).map(tuple))))
+def test_a_plan_s_suffix_reads_back_to_the_same_plan(plan):
+    text = plan.suffix()
+    assert Plan.from_suffix(text) == plan
+    assert all(token and " " not in token for token in text.split("-"))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("tp4-pp2-dp1-gb8-turbo", "plan token 'turbo'"),
+    ("tp4-tp2-dp1-gb8", "repeats tp"),
+    ("tp0-pp1-dp1-gb1", "tp must be a positive integer"),
+    ("tp-pp1", "plan token 'tp'"),
+])
+def test_a_bad_plan_suffix_is_refused_by_name(text, message):
+    with pytest.raises(ValueError) as caught:
+        Plan.from_suffix(text)
+    assert message in str(caught.value)
