@@ -273,6 +273,8 @@ def run_clusters(args: argparse.Namespace) -> int:
         numeric=[False, False],
         title="this machine's own devices (also names for --cluster)",
     )
+    print_text("Parallel plans (placement-gym plan) run on meshes of DGX nodes: dgx-h100xN and dgx-a100xN, "
+               "N from 1 to 1,024 nodes of 8 GPUs.")
     return 0
 
 

@@ -132,7 +132,7 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
     """The price of one training step of ``model`` under ``plan`` on ``mesh`` (module docstring). A plan
     `plan_problems` refuses gives an infeasible result with its reasons, never an exception."""
     problems = tuple(plan_problems(plan, model, mesh))
-    if problems:
+    if problems:  # refused before anything is sized by the plan's degrees
         return PlanResult(math.inf, 0.0, 0.0, 0.0, False, {}, {}, problems)
     layer = layer_cost(model, plan, mesh)
     pp, vp, m = plan.pp, plan.vp, plan.microbatches

@@ -18,6 +18,9 @@ RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp8")
 ZERO_STAGES = (0, 1, 2, 3)
 MAX_DEGREE = 65_536
+# Stage-micro-batch units a plan's schedule may simulate (two arrays of units x 8 bytes): 30x GPT-3
+# 175B's on 512 GPUs with 64 micro-batches and 6 virtual stages, far past any published layout.
+MAX_UNITS = 200_000
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,9 @@ class Plan:
 
     def __post_init__(self) -> None:
         for key in ("tp", "pp", "dp", "vp", "ep", "cp", "global_batch", "microbatch_size"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_DEGREE * 64:
-                raise ValueError(f"plan {key} must be a positive integer, got {value!r}")
+            value, limit = getattr(self, key), MAX_DEGREE * (64 if key == "global_batch" else 1)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limit:
+                raise ValueError(f"plan {key} must be an integer from 1 to {limit:,}, got {value!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"plan schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.recompute not in RECOMPUTE:
@@ -168,6 +171,10 @@ def plan_problems(plan: Plan, model: TransformerModel, mesh: Mesh) -> list[str]:
         problems.append(f"tp {plan.tp} and the {kv} key/value heads: neither divides the other")
     if model.ffn_width % plan.tp:
         problems.append(f"tp {plan.tp} does not divide the MLP width {model.ffn_width}")
+    units = plan.virtual_stages * plan.microbatches
+    if units > MAX_UNITS:
+        problems.append(f"pp x vp x micro-batches = {units:,} pipeline units; at most {MAX_UNITS:,} are "
+                        "simulated")
     if plan.microbatches == 0:
         problems.append(
             f"global batch {plan.global_batch} is not a multiple of dp x micro-batch size "

@@ -213,6 +213,7 @@ def test_bad_models_are_refused_by_name(spec, message):
         (dict(tp=1, dp=8, ep=2, global_batch=8), "has no experts"),
         (dict(tp=1, dp=8, sequence_parallel=True, global_batch=8), "needs tp >= 2"),
         (dict(tp=8, dp=1, precision="fp8"), "has no fp8 tensor cores"),
+    (dict(tp=8, dp=1, global_batch=300_000), "at most 200,000 are simulated"),  # bounded before any array
     ],
 )
 def test_plans_that_cannot_run_are_results_with_their_reason(options, reason):
@@ -277,7 +278,7 @@ def test_a_plan_s_suffix_reads_back_to_the_same_plan(plan):
 @pytest.mark.parametrize("text, message", [
     ("tp4-pp2-dp1-gb8-turbo", "plan token 'turbo'"),
     ("tp4-tp2-dp1-gb8", "repeats tp"),
-    ("tp0-pp1-dp1-gb1", "tp must be a positive integer"),
+    ("tp0-pp1-dp1-gb1", "tp must be an integer from 1 to 65,536"),
     ("tp-pp1", "plan token 'tp'"),
 ])
 def test_a_bad_plan_suffix_is_refused_by_name(text, message):
