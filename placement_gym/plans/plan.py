@@ -118,24 +118,8 @@ class Plan:
         if not isinstance(text, str) or len(text) > 2000:
             raise ValueError("a plan suffix is a string of at most 2,000 characters")
         fields: dict = {}
-        numbers = {"tp": "tp", "pp": "pp", "vp": "vp", "dp": "dp", "ep": "ep", "cp": "cp",
-                   "gb": "global_batch", "mbs": "microbatch_size", "zero": "zero"}
-        flags = {**{schedule: ("schedule", schedule) for schedule in SCHEDULES},
-                 "sp": ("sequence_parallel", True),
-                 "fp16": ("precision", "fp16"), "fp8": ("precision", "fp8"),
-                 "materialised": ("fused_attention", False), "rcselective": ("recompute", "selective"),
-                 "rcfull": ("recompute", "full")}
         for token in text.split("-"):
-            head = token.rstrip("0123456789")
-            if token in flags:
-                key, value = flags[token]
-            elif head in numbers and token[len(head):].isdigit():
-                key, value = numbers[head], int(token[len(head):])
-            elif token.startswith("layers") and all(n.isdigit() for n in token[6:].split(".")):
-                key, value = "stage_layers", tuple(int(n) for n in token[6:].split("."))
-            else:
-                raise ValueError(f"plan token {token!r}: not one of tp/pp/vp/dp/ep/cp/gb/mbs/zero<N>, "
-                                 f"{'/'.join(flags)}, layers<N>.<N>...")
+            key, value = _plan_token(token)
             if key in fields:
                 raise ValueError(f"plan token {token!r} repeats {key}")
             fields[key] = value
@@ -157,6 +141,28 @@ class Plan:
             f"({self.microbatches} x {self.microbatch_size}), {self.precision}, {attention}"
             + "".join(f", {e}" for e in extras)
         )
+
+
+_NUMBERS = {"tp": "tp", "pp": "pp", "vp": "vp", "dp": "dp", "ep": "ep", "cp": "cp", "gb": "global_batch",
+            "mbs": "microbatch_size", "zero": "zero"}
+_FLAGS = {**{schedule: ("schedule", schedule) for schedule in SCHEDULES}, "sp": ("sequence_parallel", True),
+          "fp16": ("precision", "fp16"), "fp8": ("precision", "fp8"),
+          "materialised": ("fused_attention", False), "rcselective": ("recompute", "selective"),
+          "rcfull": ("recompute", "full")}
+
+
+def _plan_token(token: str) -> tuple[str, object]:
+    """The (field, value) one token of `Plan.suffix` sets."""
+    if token in _FLAGS:
+        return _FLAGS[token]
+    head = token.rstrip("0123456789")
+    if head in _NUMBERS and token[len(head):].isdigit():
+        return _NUMBERS[head], int(token[len(head):])
+    counts = token.removeprefix("layers").split(".")
+    if token.startswith("layers") and all(count.isdigit() for count in counts):
+        return "stage_layers", tuple(int(count) for count in counts)
+    raise ValueError(f"plan token {token!r}: not one of tp/pp/vp/dp/ep/cp/gb/mbs/zero<N>, "
+                     f"{'/'.join(_FLAGS)}, layers<N>.<N>...")
 
 
 def plan_problems(plan: Plan, model: TransformerModel, mesh: Mesh) -> list[str]:
