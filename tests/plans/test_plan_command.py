@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from paths import ROOT
 
 from placement_gym.plans import MODEL_PRESETS, Plan, evaluate_plan, mesh_from_name, model_from_spec
 
@@ -71,3 +72,21 @@ def test_bench_plans_json(tmp_path):
     rows = json.loads(done.stdout)["rows"]
     assert rows[0]["name"] == "gpt3-175b-512" and rows[0]["target_s"] == 1e-3
     assert all(row["seconds_per_plan"] > 0 and row["step_s"] > 0 for row in rows)
+
+
+def test_the_layout_example_ranks_what_the_api_prices(tmp_path):
+    example = ROOT / "examples" / "parallel_plans.py"
+    spec = "llama:layers=8,hidden=1024,heads=16,kv_heads=4,seq=2048,vocab=32000"
+    done = subprocess.run([sys.executable, str(example), "--model", spec, "--mesh", "dgx-a100x2",
+                           "--global-batch", "32", "--top", "3"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("tp")]
+    steps = [float(row[1]) for row in rows]
+    assert len(rows) == 3 and steps == sorted(steps)
+    # each printed step is the API's price of the printed plan id
+    for row in rows:
+        plan = Plan.from_suffix(row[0])
+        priced = evaluate_plan(model_from_spec(spec), plan, mesh_from_name("dgx-a100x2"))
+        assert f"{priced.step_s:.3f}" == row[1] and priced.feasible
+    assert "layouts fit" in done.stdout.splitlines()[-1]
