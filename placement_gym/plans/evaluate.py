@@ -12,7 +12,8 @@ Memory per GPU: the ZeRO paper's 16 bytes a weight in mixed precision (2 bf16 we
 gradients, 12 of fp32 master weights and Adam's two moments; Rajbhandari et al. 2020), sharded over the
 data-parallel group by stage (1: the 12, 2: and the gradients, 3: all 16; expert weights over the
 expert-data group), plus the schedule's peak of kept activations, plus the layer being recomputed and
-the loss's fp32 logits on the last stage.
+the loss's fp32 logits on the last stage, plus under ZeRO-3 two layers' gathered bf16 weights (the one
+running and the one prefetched).
 """
 
 from __future__ import annotations
@@ -159,9 +160,20 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
     weights[0] += model.vocab * model.hidden / plan.tp
     if not model.tied_embeddings or pp * vp > 1:
         weights[-1] += model.vocab * model.hidden / plan.tp
-    if plan.zero == 3 and plan.dp > 1:
-        gather = np.array([collective_time("all_gather", WEIGHT_BYTES * w, data) for w in weights])
-        scatter = np.array([collective_time("reduce_scatter", GRADIENT_BYTES * w, data) for w in weights])
+    expert_weights = layers * layer.expert
+    expert_data = group_of("expert_data", plan, mesh) if plan.ep > 1 else data
+    sharded = plan.zero == 3 and plan.dp > 1
+    if sharded:  # expert weights are gathered over their own data-parallel group
+        gather, scatter = (
+            np.array(
+                [
+                    collective_time(operation, size * dense, data)
+                    + collective_time(operation, size * experts, expert_data)
+                    for dense, experts in zip(weights - expert_weights, expert_weights)
+                ]
+            )
+            for operation, size in (("all_gather", WEIGHT_BYTES), ("reduce_scatter", GRADIENT_BYTES))
+        )
         comm_forward += np.maximum(gather - forward, 0.0)
         comm_backward += np.maximum(gather + scatter - backward, 0.0)
         forward = np.maximum(forward, gather)
@@ -193,11 +205,12 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
     )
     device_of = np.arange(stages) % pp
     device_weights = np.bincount(device_of, weights=weights, minlength=pp)
-    device_experts = np.bincount(device_of, weights=layers * layer.expert, minlength=pp)
+    device_experts = np.bincount(device_of, weights=expert_weights, minlength=pp)
     device_dense = device_weights - device_experts
     device_comm = m * (np.bincount(device_of, weights=comm_forward + comm_backward, minlength=pp))
     steps, memories, exposed_dp, optimizer = [], [], np.zeros(pp), np.zeros(pp)
-    expert_data = group_of("expert_data", plan, mesh) if plan.ep > 1 else data
+    # ZeRO-3 holds a layer's gathered weights while it runs and the next one's prefetched
+    gathered = 2 * WEIGHT_BYTES * (layer.dense + layer.expert) if sharded else 0.0
     for s in range(pp):
         dense, experts = device_dense[s], device_experts[s]
         if plan.zero < 3:
@@ -217,6 +230,7 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
             + _static_bytes(experts, plan.dp // plan.ep, plan.zero)
             + peak_kept[s]
             + layer.transient
+            + gathered
             + (logits if s == (stages - 1) % pp else 0.0)
         )
     slowest = int(np.argmax(steps))

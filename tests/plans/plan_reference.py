@@ -132,14 +132,22 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
     weights[0] += model.vocab * model.hidden / t
     if not model.tied_embeddings or p * v > 1:
         weights[-1] += model.vocab * model.hidden / t
-    gathers = {}
-    if plan.zero == 3 and d > 1:
-        group = members(0, "data")
-        for k in range(p * v):
-            gathers[k] = (
-                collective_seconds(mesh, "all_gather", WEIGHT_BYTES * weights[k], group),
-                collective_seconds(mesh, "reduce_scatter", GRADIENT_BYTES * weights[k], group),
-            )
+    sharded = plan.zero == 3 and d > 1
+
+    def zero3_seconds(rank: int, virtual: int, kind: str) -> float:
+        """A ZeRO-3 unit's gathers (and, backward, gradient reduce-scatters) on ``rank``: dense weights
+        over its data group, expert weights over its expert-data group."""
+        experts = layers[virtual] * cost.expert
+        dense = weights[virtual] - experts
+        expert_group = members(rank, "expert_data") if plan.ep > 1 else members(rank, "data")
+        total = 0.0
+        for operation, size in (("all_gather", WEIGHT_BYTES), ("reduce_scatter", GRADIENT_BYTES))[
+            : 1 if kind == "F" else 2
+        ]:
+            total += collective_seconds(mesh, operation, size * dense, members(rank, "data"))
+            total += collective_seconds(mesh, operation, size * experts, expert_group)
+        return total
+
     send_bytes = (
         ACTIVATION_BYTES
         * model.hidden
@@ -209,10 +217,8 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
                                 after[r] = begin + collective_seconds(mesh, operation, buffer, group)
                             now.update(after)
                     for r in group_ranks:
-                        if virtual in gathers:
-                            gather, scatter = gathers[virtual]
-                            need = gather if kind == "F" else gather + scatter
-                            now[r] = max(now[r], busy_before[r] + need)
+                        if sharded:
+                            now[r] = max(now[r], busy_before[r] + zero3_seconds(r, virtual, kind))
                         clock[r] = now[r]
                         done[(r, kind, virtual, micro)] = now[r]
                         if kind == "F":
@@ -267,7 +273,10 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
             }[plan.zero]
 
         logits = ends.logits_bytes if s == last_virtual % p else 0.0
-        memory[r] = static(dense, d) + static(experts, d // plan.ep) + peak[r] + cost.transient + logits
+        gathered = 2 * WEIGHT_BYTES * (cost.dense + cost.expert) if sharded else 0.0
+        memory[r] = (
+            static(dense, d) + static(experts, d // plan.ep) + peak[r] + cost.transient + logits + gathered
+        )
     return {
         "step_s": max(steps.values()),
         "finish": [max(clock[r] for r in stage_ranks[s]) for s in range(p)],
