@@ -77,8 +77,9 @@ def run_plan(args: argparse.Namespace) -> int:
         ["tokens/s per GPU", f"{result.tokens_per_s_per_gpu:,.0f}"],
         ["MFU", f"{result.mfu:.1%}"],
         ["peak memory per GPU", fmt_bytes(result.peak_memory_bytes)],
-        ["fits", "yes" if result.feasible else "no: " + "; ".join(result.problems)],
     ]
+    rows += [[f"  {part.replace('_', ' ')}", fmt_bytes(size)] for part, size in result.memory.items()]
+    rows += [["fits", "yes" if result.feasible else "no: " + "; ".join(result.problems)]]
     rows += [
         [f"  {part}", f"{seconds:,.3f} s ({seconds / result.step_s:.0%})"]
         for part, seconds in result.breakdown.items()

@@ -55,7 +55,9 @@ class PlanResult:
     `TransformerModel.training_flops_per_token` over GPUs x peak), ``peak_memory_bytes`` of the fullest
     GPU, ``feasible`` (it fits and nothing in ``problems`` stops it), the ``breakdown`` of the slowest
     device's step (compute, communication, bubble, optimizer: they sum to ``step_s``) and
-    ``memory`` (weights and optimizer state, activations, of the fullest GPU)."""
+    ``memory`` of the fullest GPU (``weights_and_state``: weights, gradients and optimizer state;
+    ``activations_and_buffers``: kept activations, the layer being recomputed, the loss's logits and
+    ZeRO-3's gathered weights)."""
 
     step_s: float
     tokens_per_s_per_gpu: float
@@ -247,7 +249,7 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
     }
     static = _static_bytes(device_dense[fullest], plan.dp, plan.zero)
     static += _static_bytes(device_experts[fullest], plan.dp // plan.ep, plan.zero)
-    memory = {"weights_and_state": static, "activations": float(memories[fullest] - static)}
+    memory = {"weights_and_state": static, "activations_and_buffers": float(memories[fullest] - static)}
     peak = float(memories[fullest])
     fits = peak <= mesh.gpu.memory
     reasons = () if fits else (f"needs {peak / 1e9:,.1f} GB on a GPU of {mesh.gpu.memory / 1e9:,.0f} GB",)

@@ -242,6 +242,7 @@ def test_the_breakdown_sums_to_the_step():
     )
     result = evaluate_plan(model, plan, mesh_from_name("dgx-h100x8"))
     assert sum(result.breakdown.values()) == pytest.approx(result.step_s, rel=1e-12)
+    assert sum(result.memory.values()) == pytest.approx(result.peak_memory_bytes, rel=1e-12)
     assert result.tokens_per_s_per_gpu == pytest.approx(64 * model.seq / result.step_s / 64)
 
 
