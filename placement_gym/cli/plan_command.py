@@ -35,7 +35,7 @@ def plan_from_args(args: argparse.Namespace, gpus: int):
     schedule = args.schedule or ("interleaved" if args.vp > 1 else "1f1b")
     batch = args.global_batch or dp * args.microbatch_size
     same = ("tp", "pp", "vp", "ep", "cp", "microbatch_size", "sequence_parallel", "zero", "recompute",
-            "precision")
+            "recompute_layers", "precision")
     return Plan(dp=dp, global_batch=batch, schedule=schedule, fused_attention=args.attention == "flash",
                 **{key: getattr(args, key) for key in same})
 
@@ -116,6 +116,9 @@ OPTIONS = [
     ("--zero", {"type": int, "choices": ZERO_STAGES, "default": 0},
      "ZeRO stage over the data-parallel group (default: 0)"),
     ("--recompute", {"choices": RECOMPUTE, "default": "none"}, "activation recomputation (default: none)"),
+    ("--recompute-layers", {"type": int, "default": 0, "metavar": "N"},
+     "with --recompute full, only the first N layers of each virtual stage recompute (Megatron-LM's block "
+     "method; default 0: all)"),
     ("--precision", {"choices": PRECISIONS, "default": "bf16"},
      "matrix products' precision (default: bf16; fp8 on H100)"),
     ("--attention", {"choices": ("flash", "materialised"), "default": "flash"},

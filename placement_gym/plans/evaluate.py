@@ -19,7 +19,7 @@ running and the one prefetched).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -141,10 +141,15 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
     pp, vp, m = plan.pp, plan.vp, plan.microbatches
     stages = plan.virtual_stages
     layers = np.array(plan.layers_of_stages(model.layers), dtype=np.float64)
+    # Full recomputation of the first `recompute_layers` layers of each virtual stage only (Megatron's
+    # block method): the others keep what they would keep without recomputation.
+    replayed = np.minimum(layers, plan.recompute_layers) if plan.recompute_layers else layers
+    keeping = layer_cost(model, replace(plan, recompute="none", recompute_layers=0), mesh).kept
     forward = layers * (layer.forward + layer.forward_comm)
-    backward = layers * (layer.backward + layer.backward_comm + layer.recompute + layer.recompute_comm)
+    backward = layers * (layer.backward + layer.backward_comm)
+    backward += replayed * (layer.recompute + layer.recompute_comm)
     comm_forward = layers * layer.forward_comm
-    comm_backward = layers * (layer.backward_comm + layer.recompute_comm)
+    comm_backward = layers * layer.backward_comm + replayed * layer.recompute_comm
     first_f, first_b, last_f, last_b, logits, end_comm, loss_comm = stage_ends(model, plan, mesh)
     forward[0] += first_f
     backward[0] += first_b
@@ -154,7 +159,7 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
     comm_backward[0] += end_comm
     comm_forward[-1] += end_comm + loss_comm
     comm_backward[-1] += end_comm
-    kept = layers * layer.kept
+    kept = replayed * layer.kept + (layers - replayed) * keeping
     # ZeRO-3 gathers a stage's weights before its forward and backward and reduce-scatters its
     # gradients, per micro-batch, prefetched under the compute: a unit takes the longer of the two.
     data = group_of("data", plan, mesh)

@@ -34,7 +34,9 @@ class Plan:
     dropout and residuals split over the tensor group, its all-reduces as reduce-scatter + all-gather
     (Korthikanti et al. 2022). ``zero``: ZeRO stage over the data-parallel group (1: optimizer state, 2:
     and gradients, 3: and parameters). ``recompute``: none, selective (the attention core, Korthikanti
-    et al.) or full (each layer from its input). ``precision``: bf16, fp16 or fp8 matrix products, fp32
+    et al.) or full (each layer from its input); ``recompute_layers``: with full recomputation, only the
+    first this many layers of each virtual stage recompute, the others keep their activations
+    (Megatron-LM's block method; 0: every layer). ``precision``: bf16, fp16 or fp8 matrix products, fp32
     master weights and optimizer state. ``fused_attention``: FlashAttention (scores never stored) or
     the scores materialised. ``stage_layers``: layers of each virtual stage in order (empty: even)."""
 
@@ -50,6 +52,7 @@ class Plan:
     sequence_parallel: bool = False
     zero: int = 0
     recompute: str = "none"
+    recompute_layers: int = 0
     precision: str = "bf16"
     fused_attention: bool = True
     stage_layers: tuple[int, ...] = ()
@@ -65,6 +68,10 @@ class Plan:
             raise ValueError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"plan precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        layers = self.recompute_layers
+        if not isinstance(layers, int) or isinstance(layers, bool) or not 0 <= layers <= MAX_DEGREE:
+            raise ValueError(f"plan recompute_layers must be an integer from 0 to {MAX_DEGREE:,}, got "
+                             f"{self.recompute_layers!r}")
         if self.zero not in ZERO_STAGES or isinstance(self.zero, bool):
             raise ValueError(f"plan zero must be 0, 1, 2 or 3, got {self.zero!r}")
         object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
@@ -106,6 +113,7 @@ class Plan:
         tokens += [self.schedule] * (self.schedule != usual) + ["sp"] * self.sequence_parallel
         tokens += [f"zero{self.zero}"] * (self.zero > 0)
         tokens += [f"rc{self.recompute}"] * (self.recompute != "none")
+        tokens += [f"rcl{self.recompute_layers}"] * (self.recompute_layers > 0)
         tokens += [self.precision] * (self.precision != "bf16")
         tokens += ["materialised"] * (not self.fused_attention)
         if self.stage_layers:
@@ -134,7 +142,8 @@ class Plan:
             + [f"EP{self.ep}"] * (self.ep > 1)
         )
         extras = ["SP"] * self.sequence_parallel + [f"ZeRO-{self.zero}"] * (self.zero > 0)
-        extras += [f"recompute {self.recompute}"] * (self.recompute != "none")
+        layers = f" ({self.recompute_layers} layers a stage)" if self.recompute_layers else ""
+        extras += [f"recompute {self.recompute}{layers}"] * (self.recompute != "none")
         attention = "flash" if self.fused_attention else "materialised attention"
         return (
             f"{' x '.join(parts)} {self.schedule}, global batch {self.global_batch} "
@@ -144,7 +153,7 @@ class Plan:
 
 
 _NUMBERS = {"tp": "tp", "pp": "pp", "vp": "vp", "dp": "dp", "ep": "ep", "cp": "cp", "gb": "global_batch",
-            "mbs": "microbatch_size", "zero": "zero"}
+            "mbs": "microbatch_size", "zero": "zero", "rcl": "recompute_layers"}
 _FLAGS = {**{schedule: ("schedule", schedule) for schedule in SCHEDULES}, "sp": ("sequence_parallel", True),
           "fp16": ("precision", "fp16"), "fp8": ("precision", "fp8"),
           "materialised": ("fused_attention", False), "rcselective": ("recompute", "selective"),
@@ -161,7 +170,7 @@ def _plan_token(token: str) -> tuple[str, object]:
     counts = token.removeprefix("layers").split(".")
     if token.startswith("layers") and all(count.isdigit() for count in counts):
         return "stage_layers", tuple(int(count) for count in counts)
-    raise ValueError(f"plan token {token!r}: not one of tp/pp/vp/dp/ep/cp/gb/mbs/zero<N>, "
+    raise ValueError(f"plan token {token!r}: not one of tp/pp/vp/dp/ep/cp/gb/mbs/zero/rcl<N>, "
                      f"{'/'.join(_FLAGS)}, layers<N>.<N>...")
 
 
@@ -217,6 +226,8 @@ def plan_problems(plan: Plan, model: TransformerModel, mesh: Mesh) -> list[str]:
             )
     if model.seq % plan.cp or (plan.cp > 1 and (model.seq // plan.cp) % 2):
         problems.append(f"cp {plan.cp} must split the sequence {model.seq} into even chunks")
+    if plan.recompute_layers and plan.recompute != "full":
+        problems.append("recompute_layers is for full recomputation (recompute full)")
     if plan.sequence_parallel and plan.tp == 1:
         problems.append("sequence parallelism splits over the tensor group: it needs tp >= 2")
     if plan.precision not in mesh.gpu.peak:

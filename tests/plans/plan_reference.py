@@ -14,6 +14,7 @@ work.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from placement_gym.plans import Mesh, Plan, TransformerModel
 from placement_gym.plans.evaluate import (
@@ -115,8 +116,9 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
         work: list[tuple] = []
         if kind == "F" and virtual == 0:
             work.append(("compute", ends.first_forward))
-        for _ in range(layers[virtual]):
-            parts = ["forward"] if kind == "F" else ["recompute", "backward"]
+        for index in range(layers[virtual]):
+            replays = not plan.recompute_layers or index < plan.recompute_layers
+            parts = ["forward"] if kind == "F" else (["recompute", "backward"] if replays else ["backward"])
             for part in parts:
                 for s in segments[part]:
                     work.append(
@@ -165,7 +167,13 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
     peak = dict.fromkeys(range(ranks), 0.0)
     first_forward = dict.fromkeys(range(ranks), None)
     last_backward = dict.fromkeys(range(ranks), 0.0)
-    kept_per_layer = cost.kept
+    keeping = layer_cost(model, replace(plan, recompute="none", recompute_layers=0), mesh).kept
+
+    def kept_of(virtual: int) -> float:
+        """Bytes a micro-batch keeps on ``virtual``: its first recompute_layers layers (all, for 0) keep
+        their inputs only."""
+        replays = min(layers[virtual], plan.recompute_layers or layers[virtual])
+        return replays * cost.kept + (layers[virtual] - replays) * keeping
 
     # Run stage by stage, each stage's ranks together (they meet at every collective), a unit when every
     # rank of the stage has what it needs.
@@ -222,12 +230,12 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
                         clock[r] = now[r]
                         done[(r, kind, virtual, micro)] = now[r]
                         if kind == "F":
-                            alive[r] += layers[virtual] * kept_per_layer
+                            alive[r] += kept_of(virtual)
                             peak[r] = max(peak[r], alive[r])
                             if first_forward[r] is None:
                                 first_forward[r] = now[r] - busy_before[r]
                         else:
-                            alive[r] -= layers[virtual] * kept_per_layer
+                            alive[r] -= kept_of(virtual)
                             if micro == m - 1 or (plan.schedule == "interleaved" and micro >= m - p):
                                 last_backward[r] += now[r] - busy_before[r]
                         position[r] += 1

@@ -99,6 +99,27 @@ def test_activation_memory_per_layer_is_korthikanti_s(t, b):
     assert kept(sequence_parallel=True, recompute="full") == pytest.approx(2 * sbh / t)
 
 
+def test_recomputing_one_more_layer_trades_its_kept_bytes_for_its_forward_pass():
+    # Megatron's block method on a one-stage, one-micro-batch step: each more replayed layer keeps its
+    # input (2 sbh/t with sequence parallelism) instead of everything (34 sbh/t and FlashAttention's
+    # fp32 row statistics), and replays one layer's forward pass.
+    mesh = dgx_mesh("h100", 1)
+    s, h, a, t = GPT.seq, GPT.hidden, GPT.heads, 8
+    model = TransformerModel("gpt", layers=6, hidden=h, heads=a, seq=s, vocab=1000)
+
+    def priced(replayed: int):
+        plan = Plan(tp=t, global_batch=1, sequence_parallel=True, recompute="full", recompute_layers=replayed)
+        return evaluate_plan(model, plan, mesh)
+
+    one_layer = layer_cost(model, Plan(tp=t, global_batch=1, sequence_parallel=True), mesh)
+    for replayed in range(1, 6):
+        fewer, more = priced(replayed), priced(replayed + 1)
+        assert fewer.peak_memory_bytes - more.peak_memory_bytes == pytest.approx(
+            34 * s * h / t + 4 * s * a / t - 2 * s * h / t)
+        assert more.step_s - fewer.step_s == pytest.approx(one_layer.forward + one_layer.forward_comm)
+    assert priced(6).step_s == priced(0).step_s  # every layer of the stage: full recomputation
+
+
 def test_flash_attention_keeps_no_scores():
     mesh = dgx_mesh("h100", 1)
     plan = Plan(tp=8, global_batch=1, sequence_parallel=True)
@@ -214,6 +235,7 @@ def test_bad_models_are_refused_by_name(spec, message):
         (dict(tp=1, dp=8, sequence_parallel=True, global_batch=8), "needs tp >= 2"),
         (dict(tp=8, dp=1, precision="fp8"), "has no fp8 tensor cores"),
     (dict(tp=8, dp=1, global_batch=300_000), "at most 200,000 are simulated"),  # bounded before any array
+    (dict(tp=8, dp=1, recompute_layers=2), "recompute_layers is for full recomputation"),
     ],
 )
 def test_plans_that_cannot_run_are_results_with_their_reason(options, reason):
@@ -268,6 +290,7 @@ def test_every_published_plan_row_is_within_its_tolerance():
     schedule=st.sampled_from(["1f1b", "gpipe", "interleaved"]),
     vp=st.integers(1, 8), ep=st.integers(1, 8), cp=st.integers(1, 4), sequence_parallel=st.booleans(),
     zero=st.sampled_from([0, 1, 2, 3]), recompute=st.sampled_from(["none", "selective", "full"]),
+    recompute_layers=st.integers(0, 50),
     precision=st.sampled_from(["bf16", "fp16", "fp8"]), fused_attention=st.booleans(),
     stage_layers=st.one_of(st.just(()), st.lists(st.integers(0, 20), min_size=1, max_size=6).map(tuple))))
 def test_a_plan_s_suffix_reads_back_to_the_same_plan(plan):

@@ -59,7 +59,8 @@ def cases(draw, regular: bool):
         global_batch=dp * microbatches,
         sequence_parallel=tp > 1 and draw(st.booleans()),
         zero=draw(st.sampled_from([0, 1, 2, 3])),
-        recompute=draw(st.sampled_from(["none", "selective", "full"])),
+        recompute=(recompute := draw(st.sampled_from(["none", "selective", "full"]))),
+        recompute_layers=draw(st.sampled_from([0, 1, 2])) if recompute == "full" else 0,
         precision=draw(st.sampled_from(["bf16", "fp8"] if mesh.gpu.architecture == "hopper" else ["bf16"])),
         fused_attention=draw(st.booleans()),
     )
