@@ -35,7 +35,7 @@ def plan_from_args(args: argparse.Namespace, gpus: int):
     schedule = args.schedule or ("interleaved" if args.vp > 1 else "1f1b")
     batch = args.global_batch or dp * args.microbatch_size
     same = ("tp", "pp", "vp", "ep", "cp", "microbatch_size", "sequence_parallel", "zero", "recompute",
-            "recompute_layers", "precision")
+            "recompute_layers", "precision", "stage_tp")
     return Plan(dp=dp, global_batch=batch, schedule=schedule, fused_attention=args.attention == "flash",
                 **{key: getattr(args, key) for key in same})
 
@@ -88,6 +88,11 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0 if result.feasible else 1
 
 
+def _degrees(text: str) -> tuple[int, ...]:
+    """argparse type of a comma-separated list of positive integers."""
+    return tuple(positive_int(part) for part in text.split(","))
+
+
 def _degree(flag: str, meaning: str) -> tuple[str, dict, str]:
     return flag, {"type": positive_int, "default": 1}, f"{meaning} (default: 1)"
 
@@ -107,6 +112,9 @@ OPTIONS = [
     _degree("--cp", "context parallel degree"),
     ("--dp", {"type": positive_int, "default": None}, "data parallel degree (default: the GPUs tp x pp x cp "
      "leave)"),
+    ("--stage-tp", {"type": _degrees, "default": (), "metavar": "T,T,..."},
+     "each pipeline stage's own tensor degree, one per stage (a stage splits its tp x dp GPUs into that "
+     "and the data degree it leaves; default: --tp everywhere)"),
     ("--microbatch-size", {"type": positive_int, "default": 1, "metavar": "K"},
      "sequences per micro-batch (default: 1)"),
     ("--schedule", {"choices": SCHEDULES, "default": None},

@@ -19,7 +19,7 @@ running and the one prefetched).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -30,6 +30,7 @@ from placement_gym.plans.layer import (
     ACTIVATION_BYTES,
     MATMUL_BACKWARD,
     MEMORY_BACKWARD,
+    LayerCost,
     group_of,
     layer_cost,
     stage_sends_cross_nodes,
@@ -131,52 +132,100 @@ def stage_ends(model: TransformerModel, plan: Plan, mesh: Mesh) -> StageEnds:
     )
 
 
+@dataclass(frozen=True)
+class StageCosts:
+    """What one pipeline stage's plan (`Plan.stage_views`) gives every layer it holds: the layer's cost
+    under full or selective recomputation as planned and without (``keeping``: bytes a layer that does
+    not recompute keeps), the data-parallel and expert-data groups, and the message a rank of the stage
+    receives from the previous stage per micro-batch."""
+
+    view: Plan
+    layer: LayerCost
+    keeping: float
+    data: Group
+    expert_data: Group
+    message: float
+
+
+def stage_costs(model: TransformerModel, view: Plan, mesh: Mesh) -> StageCosts:
+    """The `StageCosts` of a stage planned by ``view``."""
+    data = group_of("data", view, mesh)
+    expert_data = group_of("expert_data", view, mesh) if view.ep > 1 else data
+    message = (
+        ACTIVATION_BYTES
+        * model.hidden
+        * view.microbatch_size
+        * model.seq
+        / view.cp
+        / (view.tp if view.sequence_parallel else 1)
+    )
+    layer = layer_cost(model, view, mesh)
+    return StageCosts(view, layer, layer.kept_without_recompute, data, expert_data, message)
+
+
 def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult:
     """The price of one training step of ``model`` under ``plan`` on ``mesh`` (module docstring). A plan
     `plan_problems` refuses gives an infeasible result with its reasons, never an exception."""
     problems = tuple(plan_problems(plan, model, mesh))
     if problems:  # refused before anything is sized by the plan's degrees
         return PlanResult(math.inf, 0.0, 0.0, 0.0, False, {}, {}, problems)
-    layer = layer_cost(model, plan, mesh)
     pp, vp, m = plan.pp, plan.vp, plan.microbatches
     stages = plan.virtual_stages
+    known: dict[Plan, StageCosts] = {}
+    for view in plan.stage_views():
+        if view not in known:  # stages of the same plan share their costs
+            known[view] = stage_costs(model, view, mesh)
+    by_device = [known[view] for view in plan.stage_views()]
+    by_stage = [by_device[k % pp] for k in range(stages)]
+
+    device_of = np.arange(stages) % pp
+
+    def per_stage(value) -> np.ndarray:
+        return np.array([value(costs) for costs in by_device], dtype=np.float64)[device_of]
+
     layers = np.array(plan.layers_of_stages(model.layers), dtype=np.float64)
     # Full recomputation of the first `recompute_layers` layers of each virtual stage only (Megatron's
     # block method): the others keep what they would keep without recomputation.
     replayed = np.minimum(layers, plan.recompute_layers) if plan.recompute_layers else layers
-    keeping = layer_cost(model, replace(plan, recompute="none", recompute_layers=0), mesh).kept
-    forward = layers * (layer.forward + layer.forward_comm)
-    backward = layers * (layer.backward + layer.backward_comm)
-    backward += replayed * (layer.recompute + layer.recompute_comm)
-    comm_forward = layers * layer.forward_comm
-    comm_backward = layers * layer.backward_comm + replayed * layer.recompute_comm
-    first_f, first_b, last_f, last_b, logits, end_comm, loss_comm = stage_ends(model, plan, mesh)
-    forward[0] += first_f
-    backward[0] += first_b
-    forward[-1] += last_f
-    backward[-1] += last_b
-    comm_forward[0] += end_comm
-    comm_backward[0] += end_comm
-    comm_forward[-1] += end_comm + loss_comm
-    comm_backward[-1] += end_comm
-    kept = replayed * layer.kept + (layers - replayed) * keeping
+    forward_comm, backward_comm = (
+        per_stage(lambda c: c.layer.forward_comm),
+        per_stage(lambda c: c.layer.backward_comm),
+    )
+    recompute, recompute_comm = (
+        per_stage(lambda c: c.layer.recompute),
+        per_stage(lambda c: c.layer.recompute_comm),
+    )
+    forward = layers * (per_stage(lambda c: c.layer.forward) + forward_comm)
+    backward = layers * (per_stage(lambda c: c.layer.backward) + backward_comm) + replayed * (
+        recompute + recompute_comm
+    )
+    comm_forward = layers * forward_comm
+    comm_backward = layers * backward_comm + replayed * recompute_comm
+    first, last = stage_ends(model, by_stage[0].view, mesh), stage_ends(model, by_stage[-1].view, mesh)
+    forward[0] += first.first_forward
+    backward[0] += first.first_backward
+    forward[-1] += last.last_forward
+    backward[-1] += last.last_backward
+    comm_forward[0] += first.tensor_comm
+    comm_backward[0] += first.tensor_comm
+    comm_forward[-1] += last.tensor_comm + last.loss_comm
+    comm_backward[-1] += last.tensor_comm
+    kept = replayed * per_stage(lambda c: c.layer.kept) + (layers - replayed) * per_stage(lambda c: c.keeping)
+    expert_weights = layers * per_stage(lambda c: c.layer.expert)
+    weights = layers * per_stage(lambda c: c.layer.dense) + expert_weights
+    weights[0] += model.vocab * model.hidden / by_stage[0].view.tp
+    if not model.tied_embeddings or stages > 1:
+        weights[-1] += model.vocab * model.hidden / by_stage[-1].view.tp
     # ZeRO-3 gathers a stage's weights before its forward and backward and reduce-scatters its
     # gradients, per micro-batch, prefetched under the compute: a unit takes the longer of the two.
-    data = group_of("data", plan, mesh)
-    weights = layers * (layer.dense + layer.expert)
-    weights[0] += model.vocab * model.hidden / plan.tp
-    if not model.tied_embeddings or pp * vp > 1:
-        weights[-1] += model.vocab * model.hidden / plan.tp
-    expert_weights = layers * layer.expert
-    expert_data = group_of("expert_data", plan, mesh) if plan.ep > 1 else data
-    sharded = plan.zero == 3 and plan.dp > 1
-    if sharded:  # expert weights are gathered over their own data-parallel group
+    # Expert weights are gathered over their own data-parallel group.
+    if plan.zero == 3:
         gather, scatter = (
             np.array(
                 [
-                    collective_time(operation, size * dense, data)
-                    + collective_time(operation, size * experts, expert_data)
-                    for dense, experts in zip(weights - expert_weights, expert_weights)
+                    collective_time(operation, size * (w - e), c.data)
+                    + collective_time(operation, size * e, c.expert_data)
+                    for w, e, c in zip(weights, expert_weights, by_stage)
                 ]
             )
             for operation, size in (("all_gather", WEIGHT_BYTES), ("reduce_scatter", GRADIENT_BYTES))
@@ -185,75 +234,69 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
         comm_backward += np.maximum(gather + scatter - backward, 0.0)
         forward = np.maximum(forward, gather)
         backward = np.maximum(backward, gather + scatter)
-    message = (
-        ACTIVATION_BYTES
-        * model.hidden
-        * plan.microbatch_size
-        * model.seq
-        / plan.cp
-        / (plan.tp if plan.sequence_parallel else 1)
-    )
-    sends = (
-        np.array(
-            [
-                collective_time(
-                    "send_recv", message, Group(2, 1, 2, mesh) if crossing else Group(2, 2, 1, mesh)
-                )
-                for crossing in stage_sends_cross_nodes(plan, mesh)
-            ]
-        )
-        if pp > 1
-        else np.zeros(stages)
-    )
-    # sends[v]: virtual stage v to v + 1; a gradient comes back from v to v - 1 over the same link
-    returns = np.concatenate([[0.0], sends[:-1]])
+    # sends[v]: virtual stage v's output to v + 1, the receiver's share; returns[v]: the gradient of
+    # v's input back to v - 1, that stage's share; over the link the two stages' ranks lie on
+    links = {True: Group(2, 1, 2, mesh), False: Group(2, 2, 1, mesh)}  # across nodes, or inside one
+    sends, returns = np.zeros(stages), np.zeros(stages)
+    timed: dict[tuple[float, bool], float] = {}  # a send's time by message and link, once each
+    crossings = stage_sends_cross_nodes(plan, mesh)
+    for v in range(stages - 1 if pp > 1 else 0):
+        for message, at in ((by_stage[v + 1].message, (sends, v)), (by_stage[v].message, (returns, v + 1))):
+            key = (message, crossings[v])
+            if key not in timed:
+                timed[key] = collective_time("send_recv", message, links[crossings[v]])
+            at[0][at[1]] = timed[key]
     finish, busy, peak_kept, first_forward, last_backward = simulate_pipeline(
         pp, vp, m, SCHEDULE_CODES[plan.schedule], forward, backward, sends, returns, kept
     )
-    device_of = np.arange(stages) % pp
     device_weights = np.bincount(device_of, weights=weights, minlength=pp)
     device_experts = np.bincount(device_of, weights=expert_weights, minlength=pp)
     device_dense = device_weights - device_experts
     device_comm = m * (np.bincount(device_of, weights=comm_forward + comm_backward, minlength=pp))
-    steps, memories, exposed_dp, optimizer = [], [], np.zeros(pp), np.zeros(pp)
-    # ZeRO-3 holds a layer's gathered weights while it runs and the next one's prefetched
-    gathered = 2 * WEIGHT_BYTES * (layer.dense + layer.expert) if sharded else 0.0
-    for s in range(pp):
-        dense, experts = device_dense[s], device_experts[s]
+    steps, memories, statics = [], [], []
+    exposed_dp, optimizer = np.zeros(pp), np.zeros(pp)
+    for s, costs in enumerate(by_device):
+        view, dense, experts = costs.view, device_dense[s], device_experts[s]
+        expert_ranks = view.dp // view.ep
         if plan.zero < 3:
-            reduce = _grad_sync(dense, data, plan.zero) + _grad_sync(experts, expert_data, plan.zero)
+            reduce = _grad_sync(dense, costs.data, plan.zero) + _grad_sync(
+                experts, costs.expert_data, plan.zero
+            )
             gather = (
-                (_weight_gather(dense, data) + _weight_gather(experts, expert_data)) if plan.zero else 0.0
+                _weight_gather(dense, costs.data) + _weight_gather(experts, costs.expert_data)
+                if plan.zero
+                else 0.0
             )
             buckets = max(1.0, (dense + experts) / BUCKET_WEIGHTS)
             exposed_dp[s] = max(reduce - last_backward[s], reduce / buckets) + max(
                 gather - first_forward[s], gather / buckets
             )
-        shard = dense / (plan.dp if plan.zero else 1) + experts / ((plan.dp // plan.ep) if plan.zero else 1)
+        shard = dense / (view.dp if plan.zero else 1) + experts / (expert_ranks if plan.zero else 1)
         optimizer[s] = shard * OPTIMIZER_BYTES / (mesh.gpu.memory_bandwidth * BANDWIDTH_FRACTION)
         steps.append(finish[s] + exposed_dp[s] + optimizer[s])
-        memories.append(
-            _static_bytes(dense, plan.dp, plan.zero)
-            + _static_bytes(experts, plan.dp // plan.ep, plan.zero)
-            + peak_kept[s]
-            + layer.transient
-            + gathered
-            + (logits if s == (stages - 1) % pp else 0.0)
+        statics.append(
+            _static_bytes(dense, view.dp, plan.zero) + _static_bytes(experts, expert_ranks, plan.zero)
         )
+        # ZeRO-3 holds a layer's gathered weights while it runs and the next one's prefetched
+        gathered = (
+            2 * WEIGHT_BYTES * (costs.layer.dense + costs.layer.expert)
+            if plan.zero == 3 and view.dp > 1
+            else 0.0
+        )
+        logits = last.logits_bytes if s == (stages - 1) % pp else 0.0
+        memories.append(statics[-1] + peak_kept[s] + costs.layer.transient + gathered + logits)
     slowest = int(np.argmax(steps))
     step = float(steps[slowest])
     fullest = int(np.argmax(memories))
     tokens = plan.global_batch * model.seq
     mfu = model.training_flops_per_token() * tokens / (step * mesh.gpus * mesh.gpu.peak[plan.precision])
-    communication = float(device_comm[slowest] + exposed_dp[slowest])
     breakdown = {
         "compute": float(busy[slowest] - device_comm[slowest]),
-        "communication": communication,
+        "communication": float(device_comm[slowest] + exposed_dp[slowest]),
         "bubble": float(finish[slowest] - busy[slowest]),
         "optimizer": float(optimizer[slowest]),
     }
-    static = _static_bytes(device_dense[fullest], plan.dp, plan.zero)
-    static += _static_bytes(device_experts[fullest], plan.dp // plan.ep, plan.zero)
+    static = float(statics[fullest])
     memory = {"weights_and_state": static, "activations_and_buffers": float(memories[fullest] - static)}
     peak = float(memories[fullest])
     fits = peak <= mesh.gpu.memory

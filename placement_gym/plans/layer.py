@@ -283,8 +283,9 @@ def layer_segments(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict[str,
 class LayerCost:
     """One layer on one rank for one micro-batch: seconds of ``forward`` / ``backward`` compute, of
     exposed ``forward_comm`` / ``backward_comm``, of the forward ops a recomputing backward replays
-    (``recompute`` compute, ``recompute_comm``), bytes ``kept`` until the backward pass, the most bytes
-    alive while the layer's backward runs (``transient``), and weights per rank (``dense`` and
+    (``recompute`` compute, ``recompute_comm``), bytes ``kept`` until the backward pass (and
+    ``kept_without_recompute``: what the layer would keep without recomputation), the most bytes alive
+    while the layer's backward runs (``transient``), and weights per rank (``dense`` and
     ``expert``)."""
 
     forward: float
@@ -294,6 +295,7 @@ class LayerCost:
     recompute: float
     recompute_comm: float
     kept: float
+    kept_without_recompute: float
     transient: float
     dense: float
     expert: float
@@ -339,6 +341,7 @@ def layer_cost(model: TransformerModel, plan: Plan, mesh: Mesh) -> LayerCost:
         compute("recompute"),
         communication("recompute"),
         kept,
+        every,
         transient,
         dense,
         mlp if model.family == "moe" else 0.0,

@@ -8,7 +8,7 @@ pipeline stages outermost. Global batch = data-parallel degree x micro-batch siz
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from placement_gym.plans.mesh import Mesh
 from placement_gym.plans.models import TransformerModel
@@ -38,7 +38,10 @@ class Plan:
     first this many layers of each virtual stage recompute, the others keep their activations
     (Megatron-LM's block method; 0: every layer). ``precision``: bf16, fp16 or fp8 matrix products, fp32
     master weights and optimizer state. ``fused_attention``: FlashAttention (scores never stored) or
-    the scores materialised. ``stage_layers``: layers of each virtual stage in order (empty: even)."""
+    the scores materialised. ``stage_layers``: layers of each virtual stage in order (empty: even).
+    ``stage_tp``: each pipeline stage's own tensor degree (empty: ``tp`` everywhere); a stage splits its
+    ``tp x dp`` GPUs into that tensor degree and the data degree it leaves, its ranks taking an equal
+    share of the ``dp x microbatch_size`` sequences of every micro-batch (`Plan.stage_views`)."""
 
     tp: int = 1
     pp: int = 1
@@ -56,6 +59,7 @@ class Plan:
     precision: str = "bf16"
     fused_attention: bool = True
     stage_layers: tuple[int, ...] = ()
+    stage_tp: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("tp", "pp", "dp", "vp", "ep", "cp", "global_batch", "microbatch_size"):
@@ -77,6 +81,10 @@ class Plan:
         object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
         if any(not isinstance(n, int) or n < 0 for n in self.stage_layers):
             raise ValueError("plan stage_layers must be counts of layers (integers >= 0)")
+        object.__setattr__(self, "stage_tp", tuple(self.stage_tp))
+        if any(not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_DEGREE
+               for n in self.stage_tp):
+            raise ValueError(f"plan stage_tp must be tensor degrees (integers from 1 to {MAX_DEGREE:,})")
 
     @property
     def gpus(self) -> int:
@@ -87,6 +95,21 @@ class Plan:
         """Micro-batches a pipeline runs per step (0 where the batch does not divide)."""
         per_replica, left = divmod(self.global_batch, self.dp * self.microbatch_size)
         return 0 if left else per_replica
+
+    def stage_views(self) -> tuple[Plan, ...]:
+        """Each pipeline stage's plan, as a plan of one tensor degree: ``stage_tp[s]`` with the data
+        degree that leaves of the stage's ``tp x dp`` GPUs and the micro-batch share of each of its
+        ranks (sequence parallelism only where the stage's degree is above 1). Without ``stage_tp``,
+        the plan itself for every stage."""
+        if not self.stage_tp:
+            return (self,) * self.pp
+        sequences = self.dp * self.microbatch_size  # of one micro-batch
+        views = []
+        for tp in self.stage_tp:
+            dp = max(self.tp * self.dp // tp, 1)
+            views.append(replace(self, tp=tp, dp=dp, microbatch_size=max(sequences // dp, 1), stage_tp=(),
+                                 sequence_parallel=self.sequence_parallel and tp > 1))
+        return tuple(views)
 
     @property
     def virtual_stages(self) -> int:
@@ -118,6 +141,8 @@ class Plan:
         tokens += ["materialised"] * (not self.fused_attention)
         if self.stage_layers:
             tokens.append("layers" + ".".join(str(n) for n in self.stage_layers))
+        if self.stage_tp:
+            tokens.append("stp" + ".".join(str(n) for n in self.stage_tp))
         return "-".join(tokens)
 
     @classmethod
@@ -145,6 +170,8 @@ class Plan:
         layers = f" ({self.recompute_layers} layers a stage)" if self.recompute_layers else ""
         extras += [f"recompute {self.recompute}{layers}"] * (self.recompute != "none")
         attention = "flash" if self.fused_attention else "materialised attention"
+        if self.stage_tp:
+            extras.append("stage TP " + "/".join(str(t) for t in self.stage_tp))
         return (
             f"{' x '.join(parts)} {self.schedule}, global batch {self.global_batch} "
             f"({self.microbatches} x {self.microbatch_size}), {self.precision}, {attention}"
@@ -167,11 +194,12 @@ def _plan_token(token: str) -> tuple[str, object]:
     head = token.rstrip("0123456789")
     if head in _NUMBERS and token[len(head):].isdigit():
         return _NUMBERS[head], int(token[len(head):])
-    counts = token.removeprefix("layers").split(".")
-    if token.startswith("layers") and all(count.isdigit() for count in counts):
-        return "stage_layers", tuple(int(count) for count in counts)
+    for prefix, key in (("layers", "stage_layers"), ("stp", "stage_tp")):
+        counts = token.removeprefix(prefix).split(".")
+        if token.startswith(prefix) and all(count.isdigit() for count in counts):
+            return key, tuple(int(count) for count in counts)
     raise ValueError(f"plan token {token!r}: not one of tp/pp/vp/dp/ep/cp/gb/mbs/zero/rcl<N>, "
-                     f"{'/'.join(_FLAGS)}, layers<N>.<N>...")
+                     f"{'/'.join(_FLAGS)}, layers<N>.<N>..., stp<N>.<N>...")
 
 
 def plan_problems(plan: Plan, model: TransformerModel, mesh: Mesh) -> list[str]:
@@ -179,13 +207,15 @@ def plan_problems(plan: Plan, model: TransformerModel, mesh: Mesh) -> list[str]:
     problems = []
     if plan.gpus != mesh.gpus:
         problems.append(f"tp x pp x dp x cp = {plan.gpus} GPUs, the mesh has {mesh.gpus}")
-    if model.heads % plan.tp:
-        problems.append(f"tp {plan.tp} does not divide the {model.heads} attention heads")
     kv = model.key_value_heads
-    if kv % plan.tp and plan.tp % kv:
-        problems.append(f"tp {plan.tp} and the {kv} key/value heads: neither divides the other")
-    if model.ffn_width % plan.tp:
-        problems.append(f"tp {plan.tp} does not divide the MLP width {model.ffn_width}")
+    for tp in sorted(set(plan.stage_tp or (plan.tp,))):
+        if model.heads % tp:
+            problems.append(f"tp {tp} does not divide the {model.heads} attention heads")
+        if kv % tp and tp % kv:
+            problems.append(f"tp {tp} and the {kv} key/value heads: neither divides the other")
+        if model.ffn_width % tp:
+            problems.append(f"tp {tp} does not divide the MLP width {model.ffn_width}")
+    problems += _stage_tp_problems(plan)
     units = plan.virtual_stages * plan.microbatches
     if units > MAX_UNITS:
         problems.append(f"pp x vp x micro-batches = {units:,} pipeline units; at most {MAX_UNITS:,} are "
@@ -220,18 +250,36 @@ def plan_problems(plan: Plan, model: TransformerModel, mesh: Mesh) -> list[str]:
             problems.append(f"ep {plan.ep}: model {model.name or model.family} has no experts")
         elif model.experts % plan.ep:
             problems.append(f"ep {plan.ep} does not divide the {model.experts} experts")
-        if plan.dp % plan.ep:
-            problems.append(
-                f"ep {plan.ep} must divide dp {plan.dp} (expert groups lie in the data-parallel group)"
-            )
+        for dp in sorted({view.dp for view in plan.stage_views()}):
+            if dp % plan.ep:
+                problems.append(f"ep {plan.ep} must divide dp {dp} (expert groups lie in the data-parallel "
+                                "group)")
     if model.seq % plan.cp or (plan.cp > 1 and (model.seq // plan.cp) % 2):
         problems.append(f"cp {plan.cp} must split the sequence {model.seq} into even chunks")
     if plan.recompute_layers and plan.recompute != "full":
         problems.append("recompute_layers is for full recomputation (recompute full)")
-    if plan.sequence_parallel and plan.tp == 1:
+    if plan.sequence_parallel and max(plan.stage_tp or (plan.tp,)) == 1:
         problems.append("sequence parallelism splits over the tensor group: it needs tp >= 2")
     if plan.precision not in mesh.gpu.peak:
         problems.append(
             f"{mesh.gpu.model} has no {plan.precision} tensor cores (it has {', '.join(mesh.gpu.peak)})"
         )
+    return problems
+
+
+def _stage_tp_problems(plan: Plan) -> list[str]:
+    """Why ``plan.stage_tp`` cannot split its stages: a degree per stage, each dividing a stage's
+    ``tp x dp`` GPUs, each data degree left dividing a micro-batch's sequences."""
+    if not plan.stage_tp:
+        return []
+    if len(plan.stage_tp) != plan.pp:
+        return [f"stage_tp gives {len(plan.stage_tp)} tensor degrees for {plan.pp} pipeline stages"]
+    gpus, sequences = plan.tp * plan.dp, plan.dp * plan.microbatch_size
+    problems = []
+    for tp in sorted(set(plan.stage_tp)):
+        if gpus % tp:
+            problems.append(f"stage_tp {tp} does not divide a stage's tp x dp = {gpus} GPUs")
+        elif sequences % (gpus // tp):
+            problems.append(f"stage_tp {tp} leaves dp {gpus // tp}, which does not divide a micro-batch's "
+                            f"{sequences} sequences (dp x micro-batch size)")
     return problems

@@ -86,78 +86,136 @@ def schedule_order(pp: int, vp: int, m: int, schedule: str, stage: int) -> list[
 
 def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
     """Every rank simulated: the step (the slowest rank's), each stage's pipeline finish and the peak
-    memory of the fullest rank."""
-    t, c, d, p, v, m = plan.tp, plan.cp, plan.dp, plan.pp, plan.vp, plan.microbatches
-    ranks = t * c * d * p
-    coordinates = {r: (r % t, (r // t) % c, (r // (t * c)) % d, r // (t * c * d)) for r in range(ranks)}
+    memory of the fullest rank. A stage's ranks are laid out by its own plan (`Plan.stage_views`: its
+    tensor degree, the data degree it leaves); a rank receives, from the ranks of the neighbouring stage
+    that hold its sequences, its own share of each micro-batch's activations (or their gradients)."""
+    c, p, v, m = plan.cp, plan.pp, plan.vp, plan.microbatches
+    views = plan.stage_views()
+    per_stage = views[0].tp * c * views[0].dp  # every stage has as many GPUs
+    ranks = per_stage * p
+    coordinates: dict[int, tuple[int, int, int, int]] = {}
+    for r in range(ranks):
+        s, local = divmod(r, per_stage)
+        t = views[s].tp
+        coordinates[r] = (local % t, (local // t) % c, local // (t * c), s)
     rank_of = {coordinate: r for r, coordinate in coordinates.items()}
 
     def members(rank: int, kind: str) -> list[int]:
-        ti, ci, di, pi = coordinates[rank]
+        ti, ci, di, s = coordinates[rank]
+        t, d = views[s].tp, views[s].dp
         if kind == "tensor":
-            return [rank_of[(x, ci, di, pi)] for x in range(t)]
+            return [rank_of[(x, ci, di, s)] for x in range(t)]
         if kind == "context":
-            return [rank_of[(ti, x, di, pi)] for x in range(c)]
+            return [rank_of[(ti, x, di, s)] for x in range(c)]
         if kind == "data":
-            return [rank_of[(ti, ci, x, pi)] for x in range(d)]
+            return [rank_of[(ti, ci, x, s)] for x in range(d)]
         start = di - di % plan.ep  # expert groups: consecutive data-parallel ranks
         if kind == "expert":
-            return [rank_of[(ti, ci, x, pi)] for x in range(start, start + plan.ep)]
-        return [rank_of[(ti, ci, x, pi)] for x in range(di % plan.ep, d, plan.ep)]  # expert_data
+            return [rank_of[(ti, ci, x, s)] for x in range(start, start + plan.ep)]
+        return [rank_of[(ti, ci, x, s)] for x in range(di % plan.ep, d, plan.ep)]  # expert_data
 
-    segments = layer_segments(model, plan, mesh)
-    cost = layer_cost(model, plan, mesh)
-    ends = stage_ends(model, plan, mesh)
+    segments = [layer_segments(model, view, mesh) for view in views]
+    costs = [layer_cost(model, view, mesh) for view in views]
+    keeping = [
+        layer_cost(model, replace(view, recompute="none", recompute_layers=0), mesh).kept for view in views
+    ]
     layers = plan.layers_of_stages(model.layers)
     last_virtual = p * v - 1
+    first_ends, last_ends = (
+        stage_ends(model, views[0], mesh),
+        stage_ends(model, views[last_virtual % p], mesh),
+    )
+
+    def message(stage: int) -> float:
+        """Bytes a rank of ``stage`` receives per micro-batch: its share of the sequences, its sequence
+        slice under sequence parallelism."""
+        view = views[stage]
+        return (
+            ACTIVATION_BYTES
+            * model.hidden
+            * view.microbatch_size
+            * model.seq
+            / c
+            / (view.tp if view.sequence_parallel else 1)
+        )
+
+    def sources(rank: int, stage: int) -> list[int]:
+        """The ranks of ``stage`` that hold sequences ``rank`` needs (the same context chunk)."""
+        _, ci, di, own = coordinates[rank]
+        need = range(di * views[own].microbatch_size, (di + 1) * views[own].microbatch_size)
+        size = views[stage].microbatch_size
+        return [
+            other
+            for other, (_, cj, dj, sj) in coordinates.items()
+            if sj == stage and cj == ci and any(dj * size <= q < (dj + 1) * size for q in need)
+        ]
 
     # A unit is a list of ("compute", seconds) and ("comm", operation, buffer, group kind) per layer.
     def unit_work(virtual: int, kind: str) -> list[tuple]:
+        s = virtual % p
         work: list[tuple] = []
         if kind == "F" and virtual == 0:
-            work.append(("compute", ends.first_forward))
+            work.append(("compute", first_ends.first_forward))
         for index in range(layers[virtual]):
             replays = not plan.recompute_layers or index < plan.recompute_layers
             parts = ["forward"] if kind == "F" else (["recompute", "backward"] if replays else ["backward"])
             for part in parts:
-                for s in segments[part]:
+                for segment in segments[s][part]:
                     work.append(
-                        ("comm", s.operation, s.buffer, s.group) if s.operation else ("compute", s.seconds)
+                        ("comm", segment.operation, segment.buffer, segment.group)
+                        if segment.operation
+                        else ("compute", segment.seconds)
                     )
         if virtual == last_virtual:
-            work.append(("compute", ends.last_forward if kind == "F" else ends.last_backward))
+            work.append(("compute", last_ends.last_forward if kind == "F" else last_ends.last_backward))
         if kind == "B" and virtual == 0:
-            work.append(("compute", ends.first_backward))
+            work.append(("compute", first_ends.first_backward))
         return work
 
-    weights = [layers[k] * (cost.dense + cost.expert) for k in range(p * v)]
-    weights[0] += model.vocab * model.hidden / t
+    weights = [layers[k] * (costs[k % p].dense + costs[k % p].expert) for k in range(p * v)]
+    expert_weights = [layers[k] * costs[k % p].expert for k in range(p * v)]
+    weights[0] += model.vocab * model.hidden / views[0].tp
     if not model.tied_embeddings or p * v > 1:
-        weights[-1] += model.vocab * model.hidden / t
-    sharded = plan.zero == 3 and d > 1
+        weights[-1] += model.vocab * model.hidden / views[last_virtual % p].tp
+
+    def expert_group_of(rank: int) -> list[int]:
+        return members(rank, "expert_data") if plan.ep > 1 else members(rank, "data")
 
     def zero3_seconds(rank: int, virtual: int, kind: str) -> float:
         """A ZeRO-3 unit's gathers (and, backward, gradient reduce-scatters) on ``rank``: dense weights
         over its data group, expert weights over its expert-data group."""
-        experts = layers[virtual] * cost.expert
-        dense = weights[virtual] - experts
-        expert_group = members(rank, "expert_data") if plan.ep > 1 else members(rank, "data")
         total = 0.0
         for operation, size in (("all_gather", WEIGHT_BYTES), ("reduce_scatter", GRADIENT_BYTES))[
             : 1 if kind == "F" else 2
         ]:
-            total += collective_seconds(mesh, operation, size * dense, members(rank, "data"))
-            total += collective_seconds(mesh, operation, size * experts, expert_group)
+            total += collective_seconds(
+                mesh, operation, size * (weights[virtual] - expert_weights[virtual]), members(rank, "data")
+            )
+            total += collective_seconds(
+                mesh, operation, size * expert_weights[virtual], expert_group_of(rank)
+            )
         return total
 
-    send_bytes = (
-        ACTIVATION_BYTES
-        * model.hidden
-        * plan.microbatch_size
-        * model.seq
-        / c
-        / (t if plan.sequence_parallel else 1)
-    )
+    def kept_of(virtual: int) -> float:
+        """Bytes a micro-batch keeps on ``virtual``: its first recompute_layers layers (all, for 0) keep
+        their inputs only."""
+        s = virtual % p
+        replays = min(layers[virtual], plan.recompute_layers or layers[virtual])
+        return replays * costs[s].kept + (layers[virtual] - replays) * keeping[s]
+
+    def arrival(rank: int, key_kind: str, virtual: int, micro: int) -> float | None:
+        """When what ``rank`` needs from ``virtual`` (its forward output or its input's gradient) has
+        arrived, or None while a source has not finished: the last source's finish, then the rank's
+        share over its port, across nodes if any source lies in another node."""
+        senders = sources(rank, virtual % p)
+        if any((x, key_kind, virtual, micro) not in done for x in senders):
+            return None
+        nodes = {x // mesh.gpus_per_node for x in senders} | {rank // mesh.gpus_per_node}
+        pair = [rank, rank] if len(nodes) == 1 else [rank, rank + mesh.gpus_per_node * ranks]
+        share = message(coordinates[rank][3])
+        return max(done[(x, key_kind, virtual, micro)] for x in senders) + collective_seconds(
+            mesh, "send_recv", share, pair
+        )
 
     orders = {r: schedule_order(p, v, m, plan.schedule, coordinates[r][3]) for r in range(ranks)}
     position = dict.fromkeys(range(ranks), 0)
@@ -167,13 +225,6 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
     peak = dict.fromkeys(range(ranks), 0.0)
     first_forward = dict.fromkeys(range(ranks), None)
     last_backward = dict.fromkeys(range(ranks), 0.0)
-    keeping = layer_cost(model, replace(plan, recompute="none", recompute_layers=0), mesh).kept
-
-    def kept_of(virtual: int) -> float:
-        """Bytes a micro-batch keeps on ``virtual``: its first recompute_layers layers (all, for 0) keep
-        their inputs only."""
-        replays = min(layers[virtual], plan.recompute_layers or layers[virtual])
-        return replays * cost.kept + (layers[virtual] - replays) * keeping
 
     # Run stage by stage, each stage's ranks together (they meet at every collective), a unit when every
     # rank of the stage has what it needs.
@@ -188,25 +239,18 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
                 virtual = chunk * p + s
                 starts = {}
                 for r in group_ranks:
-                    ti, ci, di, _ = coordinates[r]
                     ready = 0.0
                     if kind == "F" and virtual > 0:
-                        source = rank_of[(ti, ci, di, (virtual - 1) % p)]
-                        key = (source, "F", virtual - 1, micro)
-                        if key not in done:
+                        ready = arrival(r, "F", virtual - 1, micro)
+                        if ready is None:
                             break
-                        ready = done[key] + collective_seconds(mesh, "send_recv", send_bytes, [source, r])
                     if kind == "B":
                         ready = done[(r, "F", virtual, micro)]
                         if virtual < last_virtual:
-                            source = rank_of[(ti, ci, di, (virtual + 1) % p)]
-                            key = (source, "B", virtual + 1, micro)
-                            if key not in done:
+                            back = arrival(r, "B", virtual + 1, micro)
+                            if back is None:
                                 break
-                            ready = max(
-                                ready,
-                                done[key] + collective_seconds(mesh, "send_recv", send_bytes, [source, r]),
-                            )
+                            ready = max(ready, back)
                     starts[r] = max(clock[r], ready)
                 else:
                     busy_before = dict(starts)
@@ -225,7 +269,7 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
                                 after[r] = begin + collective_seconds(mesh, operation, buffer, group)
                             now.update(after)
                     for r in group_ranks:
-                        if sharded:
+                        if plan.zero == 3:
                             now[r] = max(now[r], busy_before[r] + zero3_seconds(r, virtual, kind))
                         clock[r] = now[r]
                         done[(r, kind, virtual, micro)] = now[r]
@@ -248,21 +292,20 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
     steps, memory = {}, {}
     for r in range(ranks):
         s = coordinates[r][3]
+        view, cost = views[s], costs[s]
+        d = view.dp
         mine = [k for k in range(p * v) if k % p == s]
-        dense = sum(weights[k] for k in mine) - sum(layers[k] * cost.expert for k in mine)
-        experts = sum(layers[k] * cost.expert for k in mine)
+        experts = sum(expert_weights[k] for k in mine)
+        dense = sum(weights[k] for k in mine) - experts
         exposed = 0.0
         if plan.zero < 3:
             operation = "reduce_scatter" if plan.zero else "all_reduce"
-            expert_group = members(r, "expert_data") if plan.ep > 1 else members(r, "data")
-            reduce = collective_seconds(
-                mesh, operation, GRADIENT_BYTES * dense, members(r, "data")
-            ) + collective_seconds(mesh, operation, GRADIENT_BYTES * experts, expert_group)
+            reduce = collective_seconds(mesh, operation, GRADIENT_BYTES * dense, members(r, "data"))
+            reduce += collective_seconds(mesh, operation, GRADIENT_BYTES * experts, expert_group_of(r))
             gather = 0.0
             if plan.zero:
-                gather = collective_seconds(
-                    mesh, "all_gather", WEIGHT_BYTES * dense, members(r, "data")
-                ) + collective_seconds(mesh, "all_gather", WEIGHT_BYTES * experts, expert_group)
+                gather = collective_seconds(mesh, "all_gather", WEIGHT_BYTES * dense, members(r, "data"))
+                gather += collective_seconds(mesh, "all_gather", WEIGHT_BYTES * experts, expert_group_of(r))
             buckets = max(1.0, (dense + experts) / BUCKET_WEIGHTS)
             exposed = max(reduce - last_backward[r], reduce / buckets) + max(
                 gather - first_forward[r], gather / buckets
@@ -280,8 +323,8 @@ def reference_step(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict:
                 3: w * full / group,
             }[plan.zero]
 
-        logits = ends.logits_bytes if s == last_virtual % p else 0.0
-        gathered = 2 * WEIGHT_BYTES * (cost.dense + cost.expert) if sharded else 0.0
+        logits = last_ends.logits_bytes if s == last_virtual % p else 0.0
+        gathered = 2 * WEIGHT_BYTES * (cost.dense + cost.expert) if plan.zero == 3 and d > 1 else 0.0
         memory[r] = (
             static(dense, d) + static(experts, d // plan.ep) + peak[r] + cost.transient + logits + gathered
         )

@@ -236,6 +236,10 @@ def test_bad_models_are_refused_by_name(spec, message):
         (dict(tp=8, dp=1, precision="fp8"), "has no fp8 tensor cores"),
     (dict(tp=8, dp=1, global_batch=300_000), "at most 200,000 are simulated"),  # bounded before any array
     (dict(tp=8, dp=1, recompute_layers=2), "recompute_layers is for full recomputation"),
+    (dict(tp=8, dp=1, stage_tp=(8, 8)), "stage_tp gives 2 tensor degrees for 1 pipeline stages"),
+    (dict(tp=4, dp=2, global_batch=2, stage_tp=(3,)),
+     "stage_tp 3 does not divide a stage's tp x dp = 8 GPUs"),
+    (dict(tp=4, dp=2, global_batch=2, stage_tp=(2,)), "which does not divide a micro-batch's 2 sequences"),
     ],
 )
 def test_plans_that_cannot_run_are_results_with_their_reason(options, reason):
@@ -255,6 +259,25 @@ def test_a_plan_out_of_memory_is_priced_and_infeasible():
         model_from_spec("llama2-7b"), Plan(dp=8, global_batch=8, zero=3), mesh_from_name("dgx-h100")
     )
     assert sharded.feasible and sharded.peak_memory_bytes < result.peak_memory_bytes - 80e9
+
+
+def test_a_stage_tensor_degree_equal_everywhere_is_the_uniform_plan():
+    model, mesh = model_from_spec("llama2-70b"), mesh_from_name("dgx-h100x8")
+    uniform = Plan(tp=4, pp=4, dp=4, global_batch=128, vp=5, schedule="interleaved", sequence_parallel=True,
+                   zero=1, precision="fp8")
+    staged = Plan(**{**uniform.as_dict(), "stage_tp": (4, 4, 4, 4)})
+    assert evaluate_plan(model, staged, mesh) == evaluate_plan(model, uniform, mesh)
+
+
+def test_a_stage_with_less_tensor_parallelism_holds_more_of_the_weights():
+    # TP8 on stage 0, TP2 (and DP4) on stage 1: a stage-1 rank holds 4x the layer weights of a stage-0 rank
+    model, mesh = model_from_spec("llama2-7b"), mesh_from_name("dgx-h100x2")
+    plan = Plan(tp=8, pp=2, dp=1, global_batch=4, microbatch_size=4, stage_tp=(8, 2))
+    views = plan.stage_views()
+    assert [(v.tp, v.dp, v.microbatch_size) for v in views] == [(8, 1, 4), (2, 4, 1)]
+    dense = [layer_cost(model, view, mesh).dense for view in views]
+    assert dense[1] == pytest.approx(4 * dense[0], rel=0.01)
+    assert evaluate_plan(model, plan, mesh).feasible
 
 
 def test_the_breakdown_sums_to_the_step():
@@ -292,7 +315,8 @@ def test_every_published_plan_row_is_within_its_tolerance():
     zero=st.sampled_from([0, 1, 2, 3]), recompute=st.sampled_from(["none", "selective", "full"]),
     recompute_layers=st.integers(0, 50),
     precision=st.sampled_from(["bf16", "fp16", "fp8"]), fused_attention=st.booleans(),
-    stage_layers=st.one_of(st.just(()), st.lists(st.integers(0, 20), min_size=1, max_size=6).map(tuple))))
+    stage_layers=st.one_of(st.just(()), st.lists(st.integers(0, 20), min_size=1, max_size=6).map(tuple)),
+    stage_tp=st.one_of(st.just(()), st.lists(st.integers(1, 16), min_size=1, max_size=6).map(tuple))))
 def test_a_plan_s_suffix_reads_back_to_the_same_plan(plan):
     text = plan.suffix()
     assert Plan.from_suffix(text) == plan

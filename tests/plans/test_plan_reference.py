@@ -48,7 +48,14 @@ def cases(draw, regular: bool):
     microbatches = draw(
         st.sampled_from([pp, 2 * pp, 3]) if schedule != "interleaved" else st.sampled_from([pp, 2 * pp])
     )
-    ep = draw(st.sampled_from([e for e in divisors(dp) if experts % e == 0])) if family == "moe" else 1
+    # Some stages trade data for tensor parallelism (a multiple of tp that keeps the micro-batch whole).
+    kv = model.key_value_heads
+    stage_choices = [tp * k for k in divisors(dp) if heads % (tp * k) == 0 and tp * k <= 8
+                     and not (kv % (tp * k) and (tp * k) % kv)]
+    stage_tp = tuple(draw(st.sampled_from(stage_choices)) for _ in range(pp)) if draw(st.booleans()) else ()
+    stage_dps = [tp * dp // t for t in stage_tp] or [dp]
+    ep = draw(st.sampled_from([e for e in divisors(min(stage_dps)) if experts % e == 0
+                               and all(d % e == 0 for d in stage_dps)])) if family == "moe" else 1
     plan = Plan(
         tp=tp,
         pp=pp,
@@ -63,6 +70,7 @@ def cases(draw, regular: bool):
         recompute_layers=draw(st.sampled_from([0, 1, 2])) if recompute == "full" else 0,
         precision=draw(st.sampled_from(["bf16", "fp8"] if mesh.gpu.architecture == "hopper" else ["bf16"])),
         fused_attention=draw(st.booleans()),
+        stage_tp=stage_tp,
     )
     return model, plan, mesh
 
