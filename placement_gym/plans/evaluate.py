@@ -1,7 +1,8 @@
 """The price of a training step under a parallel plan: `evaluate_plan`.
 
 One representative rank per pipeline stage (the ranks of a tensor, context or data group do the same
-work): each layer priced once by `placement_gym.plans.layer` and reused for every layer of a stage,
+work): each stage's plan (`Plan.stage_views`: the plan itself, or the stage's own tensor x data split)
+prices a layer once by `placement_gym.plans.layer`, reused for every layer of the stage,
 the first virtual stage adding the embedding and the last the final norm, output head and loss; the
 pipeline simulated over stage-micro-batch units (`placement_gym.plans.schedule`); then each device's
 data-parallel gradient reduction and parameter gathering, overlapped as Megatron-LM overlaps them
