@@ -34,6 +34,7 @@ from placement_gym.plans.layer import (
     LayerCost,
     group_of,
     layer_cost,
+    layer_input_bytes,
     stage_sends_cross_nodes,
 )
 from placement_gym.plans.mesh import Mesh
@@ -135,14 +136,12 @@ def stage_ends(model: TransformerModel, plan: Plan, mesh: Mesh) -> StageEnds:
 
 @dataclass(frozen=True)
 class StageCosts:
-    """What one pipeline stage's plan (`Plan.stage_views`) gives every layer it holds: the layer's cost
-    under full or selective recomputation as planned and without (``keeping``: bytes a layer that does
-    not recompute keeps), the data-parallel and expert-data groups, and the message a rank of the stage
-    receives from the previous stage per micro-batch."""
+    """What one pipeline stage's plan (`Plan.stage_views`) gives every layer it holds: the layer's cost,
+    the data-parallel and expert-data groups, and the message a rank of the stage receives from its
+    neighbouring stage per micro-batch (the layer input's share of the rank)."""
 
     view: Plan
     layer: LayerCost
-    keeping: float
     data: Group
     expert_data: Group
     message: float
@@ -152,16 +151,7 @@ def stage_costs(model: TransformerModel, view: Plan, mesh: Mesh) -> StageCosts:
     """The `StageCosts` of a stage planned by ``view``."""
     data = group_of("data", view, mesh)
     expert_data = group_of("expert_data", view, mesh) if view.ep > 1 else data
-    message = (
-        ACTIVATION_BYTES
-        * model.hidden
-        * view.microbatch_size
-        * model.seq
-        / view.cp
-        / (view.tp if view.sequence_parallel else 1)
-    )
-    layer = layer_cost(model, view, mesh)
-    return StageCosts(view, layer, layer.kept_without_recompute, data, expert_data, message)
+    return StageCosts(view, layer_cost(model, view, mesh), data, expert_data, layer_input_bytes(model, view))
 
 
 def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult:
@@ -172,11 +162,12 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
         return PlanResult(math.inf, 0.0, 0.0, 0.0, False, {}, {}, problems)
     pp, vp, m = plan.pp, plan.vp, plan.microbatches
     stages = plan.virtual_stages
+    views = plan.stage_views()
     known: dict[Plan, StageCosts] = {}
-    for view in plan.stage_views():
+    for view in views:
         if view not in known:  # stages of the same plan share their costs
             known[view] = stage_costs(model, view, mesh)
-    by_device = [known[view] for view in plan.stage_views()]
+    by_device = [known[view] for view in views]
     by_stage = [by_device[k % pp] for k in range(stages)]
 
     device_of = np.arange(stages) % pp
@@ -211,7 +202,9 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
     comm_backward[0] += first.tensor_comm
     comm_forward[-1] += last.tensor_comm + last.loss_comm
     comm_backward[-1] += last.tensor_comm
-    kept = replayed * per_stage(lambda c: c.layer.kept) + (layers - replayed) * per_stage(lambda c: c.keeping)
+    kept = replayed * per_stage(lambda c: c.layer.kept) + (layers - replayed) * per_stage(
+        lambda c: c.layer.kept_without_recompute
+    )
     expert_weights = layers * per_stage(lambda c: c.layer.expert)
     weights = layers * per_stage(lambda c: c.layer.dense) + expert_weights
     weights[0] += model.vocab * model.hidden / by_stage[0].view.tp
@@ -238,15 +231,18 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
     # sends[v]: virtual stage v's output to v + 1, the receiver's share; returns[v]: the gradient of
     # v's input back to v - 1, that stage's share; over the link the two stages' ranks lie on
     links = {True: Group(2, 1, 2, mesh), False: Group(2, 2, 1, mesh)}  # across nodes, or inside one
-    sends, returns = np.zeros(stages), np.zeros(stages)
-    timed: dict[tuple[float, bool], float] = {}  # a send's time by message and link, once each
     crossings = stage_sends_cross_nodes(plan, mesh)
-    for v in range(stages - 1 if pp > 1 else 0):
-        for message, at in ((by_stage[v + 1].message, (sends, v)), (by_stage[v].message, (returns, v + 1))):
-            key = (message, crossings[v])
-            if key not in timed:
-                timed[key] = collective_time("send_recv", message, links[crossings[v]])
-            at[0][at[1]] = timed[key]
+    timed: dict[tuple[float, bool], float] = {}  # a send's time by message and link, once each
+
+    def send(message: float, crossing: bool) -> float:
+        if (message, crossing) not in timed:
+            timed[message, crossing] = collective_time("send_recv", message, links[crossing])
+        return timed[message, crossing]
+
+    sends, returns = np.zeros(stages), np.zeros(stages)
+    for v in range(stages - 1):
+        sends[v] = send(by_stage[v + 1].message, crossings[v])
+        returns[v + 1] = send(by_stage[v].message, crossings[v])
     finish, busy, peak_kept, first_forward, last_backward = simulate_pipeline(
         pp, vp, m, SCHEDULE_CODES[plan.schedule], forward, backward, sends, returns, kept
     )

@@ -241,6 +241,13 @@ def _crossings(pp: int, vp: int, per_stage: int, gpus_per_node: int) -> tuple[bo
     return tuple(device[v % pp] for v in range(pp * vp))
 
 
+def layer_input_bytes(model: TransformerModel, plan: Plan) -> float:
+    """Bytes of one layer's input on a rank for one micro-batch (its sequences, its context chunk, its
+    slice under sequence parallelism): what full recomputation keeps and what a pipeline stage receives."""
+    size = ACTIVATION_BYTES * model.hidden * plan.microbatch_size * model.seq / plan.cp
+    return size / (plan.tp if plan.sequence_parallel else 1)
+
+
 @dataclass(frozen=True)
 class Segment:
     """A stretch of one rank's work: ``seconds`` of compute, or a collective (``operation`` of
@@ -258,7 +265,11 @@ def layer_segments(model: TransformerModel, plan: Plan, mesh: Mesh) -> dict[str,
     layer's collectives), ``backward`` (the ops' backward passes in reverse, then the collectives'
     conjugates) and ``recompute`` (what the backward pass replays first: the whole forward pass for full
     recomputation, the attention core's ops for selective)."""
-    ops, comms = layer_ops(model, plan)
+    return _segments(*layer_ops(model, plan), plan, mesh)
+
+
+def _segments(ops: list[Op], comms: list[Comm], plan: Plan, mesh: Mesh) -> dict[str, list[Segment]]:
+    """`layer_segments` of a layer's ``ops`` and ``comms`` (`layer_ops`)."""
     gpu, precision = mesh.gpu, plan.precision
     forward, backward, core = [], [], []
     for op in ops:
@@ -303,8 +314,8 @@ class LayerCost:
 
 def layer_cost(model: TransformerModel, plan: Plan, mesh: Mesh) -> LayerCost:
     """Price one layer of ``model`` under ``plan`` on ``mesh`` (see the module docstring)."""
-    ops, _ = layer_ops(model, plan)
-    segments = layer_segments(model, plan, mesh)
+    ops, comms = layer_ops(model, plan)
+    segments = _segments(ops, comms, plan, mesh)
 
     def compute(part: str) -> float:
         return sum(segment.seconds for segment in segments[part])
@@ -317,10 +328,8 @@ def layer_cost(model: TransformerModel, plan: Plan, mesh: Mesh) -> LayerCost:
         )
 
     every = sum(op.kept for op in ops)
-    layer_input = ACTIVATION_BYTES * model.hidden * plan.microbatch_size * model.seq / plan.cp
-    layer_input /= plan.tp if plan.sequence_parallel else 1
     if plan.recompute == "full":
-        kept, transient = layer_input, every
+        kept, transient = layer_input_bytes(model, plan), every
     elif plan.recompute == "selective":
         kept = every - sum(op.kept for op in ops if op.core)
         transient = every - kept
