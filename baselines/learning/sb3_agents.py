@@ -176,7 +176,8 @@ class _SB3Agent(LearnedAgent):
         task = self.task
         # The whole step (precision, micro-batches, recomputation with the objective and optimizer): the
         # env's task is the agent's task, so its rewards are the runtimes the agent is scored on.
-        return {"graph": task.graph, "cluster": task.cluster, "step": task.step, "groups": self.groups}
+        return {"graph": task.source_graph, "cluster": task.source_cluster, "step": task.step,
+                "groups": self.groups}
 
     def _ensure_model(self) -> BaseAlgorithm:
         if self.model is None:

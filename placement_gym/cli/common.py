@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,12 +17,14 @@ from placement_gym.task.step import (
     DEFAULT_OPTIMIZER,
     DEFAULT_PRECISION,
     MAX_MICROBATCHES,
+    MAX_TENSOR_PARALLEL,
     OBJECTIVES,
     OPTIMIZERS,
     PRECISIONS,
     STEP_OPTIONS,
     Step,
     check_microbatches,
+    check_tensor_parallel,
 )
 
 DEFAULT_GRAPH = "inception_v3"
@@ -78,7 +80,7 @@ def add_optimizer_argument(parser: argparse.ArgumentParser) -> None:
     """--optimizer: the optimizer of a train step, which sets its update ops and optimizer state (a
     GNMT-8 step fits one K40 with SGD and not with Adam, so it can change the answer); --precision:
     fp32 or mixed precision; --microbatches: the micro-batches of a pipelined step; --recompute:
-    activation recomputation."""
+    activation recomputation; --tensor-parallel: the ops split over groups of the cluster's GPUs."""
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
                         help=f"optimizer of a train step: its update ops and state memory (default: "
                         f"{DEFAULT_OPTIMIZER}; the task id ends in '+<optimizer>' for any other)")
@@ -94,21 +96,35 @@ def add_optimizer_argument(parser: argparse.ArgumentParser) -> None:
                         help="activation recomputation (training only): keep only the activations at the "
                         "boundaries of about sqrt(n) segments and replay each segment's forward ops in the "
                         "backward pass, as Megatron-LM trains large models (the task id gets '+rc')")
+    parser.add_argument("--tensor-parallel", dest="tensor_parallel", type=tensor_parallel_int, default=1,
+                        metavar="T",
+                        help=f"split each op over groups of T of the cluster's GPUs (one host each), 1 "
+                        f"to {MAX_TENSOR_PARALLEL}, as Megatron-LM splits a layer, the collectives timed as "
+                        "ops; the task's devices are then the groups (default: 1, one device per op; the "
+                        "task id ends in '+tp<T>' for T > 1)")
 
 
-def microbatches_int(text: str) -> int:
-    """argparse type of --microbatches (argparse names the option in its message)."""
-    try:
-        return check_microbatches(int(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer from 1 to {MAX_MICROBATCHES}, got {text!r}") from None
+def _count_type(check: Callable[[int], int], most: int) -> Callable[[str], int]:
+    """An argparse type that reads an integer from 1 to ``most`` and checks it with ``check`` (argparse
+    names the option in its message)."""
+
+    def read(text: str) -> int:
+        try:
+            return check(int(text))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer from 1 to {most}, got {text!r}") from None
+
+    return read
+
+
+microbatches_int = _count_type(check_microbatches, MAX_MICROBATCHES)
+tensor_parallel_int = _count_type(check_tensor_parallel, MAX_TENSOR_PARALLEL)
 
 
 def step_from_args(args: argparse.Namespace) -> Step:
     """The step of the command's step options (--objective, and where the command has them --optimizer,
-    --precision, --microbatches, --recompute: each argument named as a field of `Step`), the defaults
-    for those it does not have."""
+    --precision, --microbatches, --recompute, --tensor-parallel: each argument named as a field of
+    `Step`), the defaults for those it does not have."""
     return Step(**{name: getattr(args, name) for name in STEP_OPTIONS if hasattr(args, name)})
 
 

@@ -93,12 +93,14 @@ class EnvConfig:
       ``"train_step"`` or ``"inference"``, or a task id's objective such as ``"train+sgd+bf16"``; default
       ``Step()``, a training step with Adam in fp32): its ``objective``, ``optimizer`` (training only),
       ``precision`` (``"fp32"``, ``"bf16"`` or ``"fp16"``), ``microbatches`` (of a pipelined step, 1 to
-      1024) and ``recompute`` (activation recomputation, training only). The placement stays one
-      device per op of the graph.
+      1024), ``recompute`` (activation recomputation, training only) and ``tensor_parallel`` (each op
+      split over groups of that many GPUs, the groups then being the devices). The placement stays one
+      device per op of the task's graph.
     - the step's fields (`placement_gym.task.step.STEP_OPTIONS`: ``objective``, ``optimizer``,
-      ``precision``, ``microbatches``, ``recompute``) as keywords, each replacing that field of ``step``
-      (``EnvConfig(precision="bf16")`` is ``EnvConfig(step=Step(precision="bf16"))``); they read back
-      as attributes (``config.precision`` is ``config.step.precision``).
+      ``precision``, ``microbatches``, ``recompute``, ``tensor_parallel``) as keywords, each replacing
+      that field of ``step`` (``EnvConfig(precision="bf16")`` is
+      ``EnvConfig(step=Step(precision="bf16"))``); they read back as attributes (``config.precision``
+      is ``config.step.precision``).
     - ``groups``: None (default: one node per op), ``"colocate"``, ``"chains"``, an int k (a k-way
       partition) or an array of one group label per op (`placement_gym.task.groups.make_grouping`).
     - ``obs_mode``: ``"dict"`` (default), ``"flat"`` or ``"graph"``.

@@ -63,7 +63,7 @@ _CLUSTER_UNCOSTED = ("name", "description")
 # The task's graph and cluster have digests of their own; ``duration`` is compared through runtimes; the
 # step is digested option by option (below); private fields (caches, counters) are bookkeeping, not part
 # of the problem.
-_TASK_UNDIGESTED = ("graph", "cluster", "step", "id", "duration")
+_TASK_UNDIGESTED = ("graph", "cluster", "step", "id", "duration", "made_from")
 # The step's options as the frozen digests hold them: the objective and the optimizer always; every other
 # option only where it departs from its default (the options added after suites were frozen, whose
 # defaults every frozen suite's tasks have), so that each frozen digest stays what it was. These come

@@ -121,6 +121,12 @@ class Executor:
                  lr: float = DEFAULT_LEARNING_RATE) -> None:
         import torch
 
+        if task.step.tensor_parallel != 1:
+            raise ValueError(
+                f"task {task.id}: the real executor runs each op whole on one device, not split over "
+                f"groups of {task.step.tensor_parallel} GPUs; evaluate a tensor-parallel step with the cost "
+                "model"
+            )
         if task.microbatches != 1:
             raise ValueError(
                 f"task {task.id}: the real executor runs one batch per step, not {task.microbatches} "

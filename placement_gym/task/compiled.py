@@ -75,6 +75,15 @@ of 128 samples), so that a placement across devices is a pipeline. Layout (every
 
 ``M = 1`` is the step described above, array for array.
 
+Tensor parallelism (``tensor_parallel=T > 1``; docs/cost_model.md, "Tensor parallelism over an op
+graph"): the task's devices are the cluster's GPUs in groups of T (`placement_gym.cluster.tensor_groups`)
+and its graph is what one rank of a group runs (`placement_gym.task.passes.tensor_parallel`: the ops
+split as Megatron-LM splits a layer, the collectives they need inserted as ops); every pass above then
+compiles that graph on that view. A collective op's forward, backward and replayed copies take the
+time of their collective on the ring of the group they run on (an op that is no collective in one
+direction takes 0 there), not the roofline. ``tensor_parallel=1`` compiles the graph and the cluster as
+they are: exactly the task of a step without the option.
+
 Activation recomputation (``recompute=True``, training only; docs/cost_model.md, "Activation
 recomputation"), as Chen et al. (2016, "Training deep nets with sublinear memory cost") and Megatron-LM
 (full recomputation) train models whose activations do not fit:
@@ -107,6 +116,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.cluster.cluster import Cluster
+from placement_gym.cluster.tensor_groups import TensorGroups, tensor_groups
 from placement_gym.common.limits import check_allocation
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.task import copies
@@ -120,6 +130,7 @@ from placement_gym.task.passes.microbatches import micro_batch_copies
 from placement_gym.task.passes.precision import at_precision, uses_tensor_cores
 from placement_gym.task.passes.recompute import recompute_segments, with_recomputation
 from placement_gym.task.passes.step_graph import OP_KINDS, StepGraph
+from placement_gym.task.passes.tensor_parallel import COLLECTIVE_TIMES, shard
 
 # The step's vocabulary is the step module's; these names stay importable from here for the modules that
 # read the tables with the compiled task.
@@ -146,7 +157,9 @@ def _csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[np.ndarray,
 class Task(CountsEvaluations):
     """A compiled placement problem. Build it with `make_task`. ``step``: the `Step` it times (its
     ``objective``, ``optimizer``, ``precision``, ``microbatches`` and ``recompute`` are also the task's
-    attributes; module docstring).
+    attributes; module docstring). ``made_from``: None, or for a tensor-parallel step the graph and
+    cluster it was made from (`source_graph`, `source_cluster`): ``graph`` and ``cluster`` are then the
+    rank's graph and the view of the cluster's GPUs in groups.
 
     Ops (length ``n_ops``): forward ops ``0..n_forward-1`` (the graph's), then for ``train_step``
     their backward ops and the update ops; with ``microbatches`` M > 1 (a pipelined step), the
@@ -185,6 +198,19 @@ class Task(CountsEvaluations):
     tensor_consumers: np.ndarray
     op_input_count: np.ndarray
     static_bytes: np.ndarray
+    made_from: tuple[OpGraph, Cluster] | None = None
+
+    @property
+    def source_graph(self) -> OpGraph:
+        """The graph the task was made from: ``graph`` itself, or for a tensor-parallel step the graph
+        before its ops were split (``graph`` is then what one rank runs)."""
+        return self.graph if self.made_from is None else self.made_from[0]
+
+    @property
+    def source_cluster(self) -> Cluster:
+        """The cluster the task was made from: ``cluster`` itself, or for a tensor-parallel step the
+        cluster whose GPUs ``cluster`` groups."""
+        return self.cluster if self.made_from is None else self.made_from[1]
 
     @property
     def objective(self) -> str:
@@ -327,26 +353,32 @@ def make_task(
 ) -> Task:
     """Compile the task of ``graph`` on ``cluster`` for ``step``: a `Step`, an objective
     (``"train_step"``, the default, or ``"inference"``) or a task id's objective (``"train+sgd+bf16"``),
-    its fields replaced by the keywords ``objective``, ``optimizer``, ``precision``, ``microbatches``
-    and ``recompute`` (`placement_gym.task.step.as_step`; what each does: the module docstring). An
-    optimizer keyword given with inference is ignored (inference has no update op), so that code that
-    compiles both objectives passes one. Passing the options by position after the step is deprecated.
-    The task's ``id`` names graph, cluster and step so that no other task shares it (format:
+    its fields replaced by the keywords ``objective``, ``optimizer``, ``precision``, ``microbatches``,
+    ``recompute`` and ``tensor_parallel`` (`placement_gym.task.step.as_step`; what each does: the module
+    docstring). An optimizer keyword given with inference is ignored (inference has no update op), so
+    that code that compiles both objectives passes one. Passing the options by position after the step
+    is deprecated. The task's ``id`` names graph, cluster and step so that no other task shares it (format:
     `placement_gym.task.ids`). A task whose per-op-and-device arrays (`task_bytes`) would pass the
     allocation limit (`placement_gym.common.limits`) is refused before they are made.
 
     The compile passes (`placement_gym.task.passes`), in order: the forward or training step, its
-    precision, recomputation, micro-batches; then the task's adjacency and op durations."""
+    precision, recomputation, micro-batches; then the task's adjacency and op durations (a
+    tensor-parallel step first splits the graph's ops over groups of the cluster's GPUs)."""
     step = step_of_call("make_task", step, positional, options, inference_ignores=("optimizer",))
+    # Two different tasks never share an id (placement_gym/task/ids.py): resumed runs, caches and
+    # the leaderboard key on it.
+    task_id = make_task_id(graph, cluster, step)
+    groups, made_from = None, None
+    if step.tensor_parallel > 1:
+        made_from = (graph, cluster)
+        groups = tensor_groups(cluster, step.tensor_parallel)
+        graph, cluster = shard(graph, step.tensor_parallel).graph, groups.cluster
     n_task_ops = task_op_count(graph, step)
     check_allocation(
         f"the task of graph {graph.name!r} ({n_task_ops} ops) on cluster {cluster.name!r} "
         f"({cluster.n_devices} devices)",
         task_bytes(n_task_ops, cluster.n_devices),
     )
-    # Two different tasks never share an id (placement_gym/task/ids.py): resumed runs, caches and
-    # the leaderboard key on it.
-    task_id = make_task_id(graph, cluster, step)
     training = step.objective != "inference"
     ops = training_step(graph, step.optimizer) if training else forward_step(graph)
     ops = at_precision(ops, graph, step)
@@ -355,7 +387,29 @@ def make_task(
     if step.microbatches > 1:
         ops = micro_batch_copies(graph, step.microbatches, ops)
     arrays = task_arrays(ops, cluster, tensor_cores=uses_tensor_cores(step))
-    return Task(graph=graph, cluster=cluster, step=step, id=task_id, **arrays)
+    if groups is not None:
+        arrays["duration"] = with_collective_times(arrays["duration"], ops, graph, groups)
+    return Task(graph=graph, cluster=cluster, step=step, id=task_id, made_from=made_from, **arrays)
+
+
+def with_collective_times(
+    duration: np.ndarray, ops: StepGraph, graph: OpGraph, groups: TensorGroups
+) -> np.ndarray:
+    """``duration`` with the rows of the collective ops of a tensor-parallel ``graph`` replaced by their
+    collectives' times on each group (module docstring); the buffer is the forward collective op's
+    bytes at the step's precision."""
+    duration = duration.copy()
+    types = graph.op_types
+    forward_bytes = ops.bytes_moved[: graph.n_ops]
+    backward = OP_KINDS.index("backward")
+    for op, (f, kind) in enumerate(zip(ops.op_forward.tolist(), ops.op_kind.tolist())):
+        times = COLLECTIVE_TIMES.get(types[f])
+        if times is None:
+            continue
+        collective = times[1] if kind == backward else times[0]
+        duration[op] = 0.0 if collective is None else groups.collective_seconds(collective, forward_bytes[f])
+    duration.setflags(write=False)
+    return duration
 
 
 def task_arrays(ops: StepGraph, cluster: Cluster, tensor_cores: bool) -> dict[str, np.ndarray]:

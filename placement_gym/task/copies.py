@@ -35,7 +35,9 @@ def independent_copy(task: Copied, caches: bool = True) -> Copied:
     deep-copied (``caches=False``: none, to be rebuilt from the copied arrays) and a new evaluation
     counter at 0."""
     copied = deep_copy(task, {id(task.evaluation_counter): EvaluationCounter()}, caches)
-    pairs = ((task, copied), (task.graph, copied.graph), (task.cluster, copied.cluster))
+    pairs = [(task, copied), (task.graph, copied.graph), (task.cluster, copied.cluster)]
+    if task.made_from is not None:
+        pairs += zip(task.made_from, copied.made_from)
     for original, duplicate in pairs:
         for name, value in vars(original).items():
             if isinstance(value, np.ndarray) and not value.flags.writeable:

@@ -79,7 +79,8 @@ def get_task(
     by the keywords ``objective``, ``optimizer`` (``"adam"``, ``"momentum"``, ``"sgd"``: training only,
     another than the default with inference is refused), ``precision`` (``"fp32"``, or
     ``"bf16"``/``"fp16"``: mixed precision on the tensor cores), ``microbatches`` (the micro-batches of a
-    pipelined step, 1 to 1024) and ``recompute`` (activation recomputation, training only); what each
+    pipelined step, 1 to 1024), ``recompute`` (activation recomputation, training only) and
+    ``tensor_parallel`` (each op split over groups of that many GPUs, 1 to 72); what each
     does: `placement_gym.task.compiled`. Passing the options by position after the step is deprecated.
     Tasks built from names or files are cached (a file until it changes)."""
     step = step_of_call("get_task", step, positional, options)

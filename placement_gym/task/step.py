@@ -1,15 +1,17 @@
 """`Step`: what a task times, one frozen value: the objective, the optimizer, the precision, the
-micro-batches and the recomputation of the step, with the one parser and the one formatter of the
-objective part of a task id (`placement_gym.task.ids`).
+micro-batches, the recomputation and the tensor-parallel degree of the step, with the one parser and
+the one formatter of the objective part of a task id (`placement_gym.task.ids`).
 
 The objective part is ``train`` or ``inference``; a training step whose optimizer is not Adam, the
 default, adds ``+`` and the optimizer (``train+sgd``, ``train+momentum``): the optimizer changes the
 update ops and the memory. Inference has no optimizer. Then a precision other than ``fp32``, the
 default, adds ``+bf16`` or ``+fp16`` (``train+bf16``, ``train+sgd+fp16``, ``inference+bf16``), a
-training step with activation recomputation adds ``+rc`` (``train+bf16+rc``), and a pipelined step of
-M > 1 micro-batches ends in ``+mb<M>`` (``train+mb4``, ``train+sgd+bf16+rc+mb8``, ``inference+mb2``).
-The options come in that order; a default (``+adam``, ``+fp32``, ``+mb1``, no recomputation) is never
-written, so a suffix names its step one way only (`Step.suffix`, `Step.from_suffix`).
+training step with activation recomputation adds ``+rc`` (``train+bf16+rc``), a pipelined step of
+M > 1 micro-batches adds ``+mb<M>`` (``train+mb4``, ``train+sgd+bf16+rc+mb8``, ``inference+mb2``), and a
+step whose ops are split over tensor-parallel groups of T > 1 GPUs ends in ``+tp<T>``
+(``train+bf16+mb4+tp8``). The options come in that order; a default (``+adam``, ``+fp32``, ``+mb1``,
+no recomputation, ``+tp1``) is never written, so a suffix names its step one way only (`Step.suffix`,
+`Step.from_suffix`).
 
 Every function that compiles a task takes a step whole (``make_task(graph, cluster, step)``,
 ``get_task(graph, cluster, step)``, the envs' ``step=``): a `Step`, an objective (``"train_step"``,
@@ -44,13 +46,18 @@ DEFAULT_PRECISION = "fp32"
 # The most micro-batches of a pipelined step: GPipe's and Megatron-LM's runs use tens to hundreds; the cap
 # keeps a mistyped count from compiling a task a thousand times too large before the allocation check.
 MAX_MICROBATCHES = 1024
+# The largest tensor-parallel group: the GPUs of one NVSwitch domain (8 in a DGX node; NVL72 racks hold 72).
+MAX_TENSOR_PARALLEL = 72
 # Separates the options of the step in a task id's objective part (``train+sgd+bf16+rc+mb4``).
 OPTION_SEPARATOR = "+"
 RECOMPUTE_MARK = "rc"
 MICROBATCH_MARK = "mb"
+TENSOR_PARALLEL_MARK = "tp"
 # The options a call took by position after the objective before it took a step whole: still accepted
 # there, with a DeprecationWarning (`step_of_call`).
 POSITIONAL_OPTIONS: tuple[str, ...] = ("optimizer", "precision", "microbatches", "recompute")
+# The options a suffix writes as a mark and a count.
+_COUNT_MARKS = {"microbatches": MICROBATCH_MARK, "tensor_parallel": TENSOR_PARALLEL_MARK}
 _OBJECTIVE_OF_SUFFIX = {suffix: name for name, suffix in OBJECTIVES.items()}
 # Digits of the largest micro-batch count an id can name and more, so that a long run of digits is
 # refused before it is converted.
@@ -63,16 +70,23 @@ def _shown_repr(value: Any) -> str:
     return text if len(text) <= 60 else text[:60] + "..."
 
 
+def _check_count(name: str, value: Any, most: int, one_means: str) -> int:
+    """``value`` as an int from 1 to ``most``, or a one-line ValueError naming the field ``name``."""
+    integer = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if not integer or not 1 <= value <= most:
+        raise ValueError(f"{name} must be an integer from 1 to {most} (1: {one_means}), got "
+                         f"{_shown_repr(value)}")
+    return int(value)
+
+
 def check_microbatches(microbatches: Any) -> int:
     """``microbatches`` as an int from 1 to `MAX_MICROBATCHES`, or a one-line ValueError."""
-    if isinstance(microbatches, (bool, np.bool_)) or not isinstance(microbatches, (int, np.integer)) or not (
-        1 <= microbatches <= MAX_MICROBATCHES
-    ):
-        raise ValueError(
-            f"microbatches must be an integer from 1 to {MAX_MICROBATCHES} (1: no pipelining), got "
-            f"{_shown_repr(microbatches)}"
-        )
-    return int(microbatches)
+    return _check_count("microbatches", microbatches, MAX_MICROBATCHES, "no pipelining")
+
+
+def check_tensor_parallel(degree: Any) -> int:
+    """``degree`` as an int from 1 to `MAX_TENSOR_PARALLEL`, or a one-line ValueError."""
+    return _check_count("tensor_parallel", degree, MAX_TENSOR_PARALLEL, "one device per op")
 
 
 def _choice(what: str, value: Any, allowed: dict[str, Any]) -> str:
@@ -97,10 +111,15 @@ class Step:
       each a copy of the graph at its own batch, in GPipe's fill-drain order.
     - ``recompute``: activation recomputation (training only; default False): the forward pass
       replayed segment by segment in the backward pass instead of keeping its activations.
+    - ``tensor_parallel``: T, 1 (default: one device per op) to `MAX_TENSOR_PARALLEL`: the task's
+      devices are the cluster's GPUs in groups of T (one node each), and each op is split over its
+      group as Megatron-LM splits a layer, the collectives that needs timed as ops
+      (`placement_gym.task.passes.tensor_parallel`, docs/cost_model.md, "Tensor parallelism over an
+      op graph"). With micro-batches over groups this is a plan of tensor and pipeline degrees; 1 is
+      one device per op, compiled exactly as before the field existed.
 
-    A parallel plan (docs/design.md, "Parallel plans": pipeline stages, schedule, data, tensor and
-    expert degrees, ZeRO) is the next field, default None for one device per op, so that every step
-    without one keeps its suffix, its id and its compiled task.
+    Plans with data, expert and context degrees, schedules and ZeRO are priced per layer by
+    `placement_gym.plans`.
     """
 
     objective: str = DEFAULT_OBJECTIVE
@@ -108,6 +127,7 @@ class Step:
     precision: str = DEFAULT_PRECISION
     microbatches: int = 1
     recompute: bool = False
+    tensor_parallel: int = 1
 
     def __post_init__(self) -> None:
         objective = self.objective
@@ -117,10 +137,11 @@ class Step:
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("precision", self.precision, PRECISIONS)
         microbatches = check_microbatches(self.microbatches)
+        tensor_parallel = check_tensor_parallel(self.tensor_parallel)
         if not isinstance(self.recompute, (bool, np.bool_)):
             raise ValueError(f"recompute must be True or False, got {_shown_repr(self.recompute)}")
         for name, value in (("objective", objective), ("microbatches", microbatches),
-                            ("recompute", bool(self.recompute))):
+                            ("recompute", bool(self.recompute)), ("tensor_parallel", tensor_parallel)):
             object.__setattr__(self, name, value)
         self.check_applies()
 
@@ -161,6 +182,8 @@ class Step:
             parts.append(RECOMPUTE_MARK)
         if self.microbatches != 1:
             parts.append(f"{MICROBATCH_MARK}{self.microbatches}")
+        if self.tensor_parallel != 1:
+            parts.append(f"{TENSOR_PARALLEL_MARK}{self.tensor_parallel}")
         return OPTION_SEPARATOR.join(parts)
 
     @classmethod
@@ -212,8 +235,10 @@ _SUFFIX_FORMAT = (
     f"training only), then optionally {OPTION_SEPARATOR}<precision> "
     f"({' or '.join(p for p in PRECISIONS if p != DEFAULT_PRECISION)}; {DEFAULT_PRECISION} is the default), "
     f"then optionally {OPTION_SEPARATOR}{RECOMPUTE_MARK} (activation recomputation, training only), then "
-    f"optionally {OPTION_SEPARATOR}{MICROBATCH_MARK}<M> for M > 1 micro-batches, such as "
-    + OPTION_SEPARATOR.join(("train", "sgd", "bf16", RECOMPUTE_MARK, f"{MICROBATCH_MARK}4"))
+    f"optionally {OPTION_SEPARATOR}{MICROBATCH_MARK}<M> for M > 1 micro-batches, then optionally "
+    f"{OPTION_SEPARATOR}{TENSOR_PARALLEL_MARK}<T> for tensor-parallel groups of T > 1 GPUs, such as "
+    + OPTION_SEPARATOR.join(
+        ("train", "sgd", "bf16", RECOMPUTE_MARK, f"{MICROBATCH_MARK}4", f"{TENSOR_PARALLEL_MARK}8"))
 )
 
 
@@ -225,10 +250,11 @@ def _option_of_token(token: str) -> tuple[str, Any] | None:
         return "precision", token
     if token == RECOMPUTE_MARK:
         return "recompute", True
-    digits = token[len(MICROBATCH_MARK):]
-    if (token.startswith(MICROBATCH_MARK) and digits.isascii() and digits.isdigit()
-            and len(digits) <= _MICROBATCH_DIGITS):
-        return "microbatches", int(digits)
+    for field, mark in _COUNT_MARKS.items():
+        digits = token[len(mark):]
+        if (token.startswith(mark) and digits.isascii() and digits.isdigit()
+                and len(digits) <= _MICROBATCH_DIGITS):
+            return field, int(digits)
     return None
 
 
