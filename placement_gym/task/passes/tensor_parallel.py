@@ -16,10 +16,11 @@ inputs:
 - any other op (norms and reductions over the hidden dimension, everything with only replicated
   inputs) is *replicated*: it runs whole on every rank.
 
-A split or row-split op does 1/T of its FLOPs and bytes and holds 1/T of its parameters; a replicated
-op all of them. Where a tensor's sharding is not what a consumer reads, a collective op is inserted
-once per tensor, before its first consumer that needs it, and the consumers that need it read its
-output (a graph output is made replicated the same way):
+A split or row-split op does 1/T of its FLOPs and bytes and holds 1/T of its parameters (bytes rounded
+up to whole bytes, as a rank's shard is); a replicated op all of them. Where a tensor's sharding is not
+what a consumer reads, a collective op is inserted once per tensor, before its first consumer that
+needs it, and the consumers that need it read its output (a graph output is made replicated the same
+way):
 
 - a partial tensor read by anything: ``ReduceFromTensorParallelRegion``, an all-reduce forward, nothing
   backward (Megatron's g);
@@ -36,6 +37,7 @@ backward, as in Megatron-LM. The collective ops' own FLOPs are 0 and their bytes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -169,12 +171,13 @@ def shard(graph: OpGraph, degree: int) -> ShardedGraph:
                 reads.append(replicated(x))
         share = 1.0 if state == REPLICATED else t
         ops.append((graph.op_names[op], op_types[op], category[op], float(graph.flops[op]) / share,
-                    float(graph.bytes_accessed[op]) / share, float(graph.param_bytes[op]) / share, op))
+                    math.ceil(graph.bytes_accessed[op] / share), math.ceil(graph.param_bytes[op] / share),
+                    op))
         new_op = len(ops) - 1
         edges.extend((x, new_op) for x in dict.fromkeys(reads))
         for x in outputs[op]:
             tensor_state[x] = state
-            size = whole_bytes(x) / (t if state == SPLIT else 1.0)
+            size = math.ceil(whole_bytes(x) / t) if state == SPLIT else whole_bytes(x)
             tensor_id[x] = add_tensor(graph.tensor_names[x], new_op, size)
     for x in np.flatnonzero(graph.tensor_is_output).tolist():
         if graph.tensor_producer[x] >= 0:
