@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import placement_gym as pg
 from placement_gym.cluster.tensor_groups import tensor_groups
-from placement_gym.cost_model import simulate
+from placement_gym.cost_model import reference_simulate, simulate
 from placement_gym.graph.bundled import load_graph
 from placement_gym.graph.synthetic import random_graph
 from placement_gym.task.compiled import make_task
@@ -30,6 +30,7 @@ from tests.conftest import (
     hand_graph,
     random_cluster,
 )
+from tests.task.tensor_parallel_reference import every_rank_placement, every_rank_task
 
 REDUCE, GATHER = "ReduceFromTensorParallelRegion", "GatherFromTensorParallelRegion"
 COPY = "CopyToTensorParallelRegion"
@@ -257,3 +258,55 @@ def test_random_graphs_every_read_in_a_sharding_its_reader_takes(n_ops, seed, de
     task = make_task(graph, cluster, Step(objective, microbatches=microbatches, tensor_parallel=degree))
     assert task.n_devices == 2
     assert_simulators_agree(task, [rng.integers(0, 2, task.n_forward) for _ in range(3)])
+
+
+@settings(max_examples=30, deadline=None)
+@given(n_ops=st.integers(2, 30), seed=SEEDS, degree=st.sampled_from([2, 3]), groups=st.integers(1, 3),
+       objective=OBJECTIVES, microbatches=st.integers(1, 3), precision=st.sampled_from(["fp32", "bf16"]))
+def test_one_rank_per_group_is_every_rank(n_ops, seed, degree, groups, objective, microbatches, precision):
+    """Every rank of every group simulated on its own GPU of the whole cluster (the oracle of
+    tests/task/tensor_parallel_reference.py) gives the representative rank's runtime, and each GPU the
+    peak memory of its group, on random graphs, groups and placements; the links between two groups are
+    as fast for every rank (rail-aligned, the view's assumption)."""
+    rng = np.random.default_rng(seed)
+    n = degree * groups
+    base = random_cluster(n, rng)
+    group_of = np.arange(n) // degree
+    pair = rng.uniform(1e9, 1e11, (groups, groups)), rng.uniform(1e-6, 1e-4, (groups, groups))
+    inside = rng.uniform(1e10, 3e11)
+    same = group_of[:, None] == group_of[None, :]
+    bandwidth = np.where(same, inside, pair[0][group_of][:, group_of])
+    latency = np.where(same, pair[1].min() / 3, pair[1][group_of][:, group_of])
+    cluster = dataclasses.replace(
+        base, device_kinds=("gpu",) * n,
+        **{key: np.repeat(getattr(base, key)[::degree], degree)
+           for key in ("peak_flops", "memory_bandwidth", "memory_capacity", "launch_overhead")},
+        efficiency=np.repeat(base.efficiency[::degree], degree, axis=0),
+        link_bandwidth=bandwidth, link_latency=latency)
+    graph = random_graph(n_ops, seed=seed, n_data_inputs=2)
+    step = Step(objective, precision=precision, microbatches=microbatches, tensor_parallel=degree)
+    task, whole = every_rank_task(graph, cluster, step)
+    for placement in (rng.integers(0, groups, task.n_forward), np.zeros(task.n_forward, dtype=int)):
+        one = simulate(task, placement)
+        every = reference_simulate(whole, every_rank_placement(task, placement))
+        assert every.runtime == one.runtime
+        np.testing.assert_array_equal(every.peak_memory, np.repeat(one.peak_memory, degree))
+        assert every.feasible == one.feasible
+
+
+def test_the_view_assumes_every_rank_has_the_first_ranks_link():
+    """Where one rank's link between two groups is slower than the first rank's, every rank waits for
+    it: the oracle sees it, the view (timed on the first GPUs' link) does not. The documented limit."""
+    n = 4
+    cluster = hand_cluster(n)
+    slow = cluster.link_bandwidth.copy()
+    slow[1, 3] = slow[3, 1] = cluster.link_bandwidth[0, 2] / 1000
+    graph = random_graph(30, seed=5, n_data_inputs=2)
+    runtimes = []
+    for links in (cluster, dataclasses.replace(cluster, link_bandwidth=slow)):
+        task, whole = every_rank_task(graph, links, Step("inference", tensor_parallel=2))
+        placement = (np.arange(task.n_forward) >= task.n_forward // 2).astype(int)
+        runtimes.append((simulate(task, placement).runtime,
+                         reference_simulate(whole, every_rank_placement(task, placement)).runtime))
+    assert runtimes[0][1] == runtimes[0][0]
+    assert runtimes[1][0] == runtimes[0][0] and runtimes[1][1] > 2 * runtimes[1][0]
