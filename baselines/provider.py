@@ -139,6 +139,17 @@ class Provider:
 
         return trainable_agents()
 
+    def plan_agent_names(self) -> list[str]:
+        """The plan agents (`baselines.plans`): they answer a `placement_gym.plans.space.PlanTask`."""
+        from baselines.plans import plan_agent_names
+
+        return plan_agent_names()
+
+    def plan_agent(self, name: str) -> Callable[..., AgentResult] | None:
+        from baselines.plans import get_plan_agent
+
+        return get_plan_agent(name)
+
     def trainer(self, name: str) -> Callable[..., Any] | None:
         """`baselines.learning.train` of agent ``name``; None for a name it cannot train; ImportError
         naming the extra for a learned agent whose dependencies are missing."""

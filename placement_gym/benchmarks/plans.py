@@ -71,3 +71,56 @@ def run_plans_bench(repeats: int = 5, seconds: float = 0.5,
                                  plan.virtual_stages * plan.microbatches * 2, result.step_s,
                                  float(np.median(rounds)), PLAN_TARGET_S if i == 0 else None))
     return rows
+
+
+# name -> (model, mesh, global batch): the sweeps `placement-gym bench --plan-sweep` times. The first is
+# the target's (Llama-2 70B on 1,024 H100); the second is the case Calculon's own search was timed on
+# here (GPT-3 175B on 64 A100, global batch 64: 728 configurations a second, REFERENCE).
+SWEEPS: dict[str, tuple[str, str, int]] = {
+    "llama2-70b-1024": ("llama2-70b", "dgx-h100x128", 1024),
+    "gpt3-175b-64": ("gpt3-175b", "dgx-a100x8", 64),
+}
+# The sweep's targets on an idle 2-core machine: at most this many seconds, and at least five times the
+# configurations a second Calculon's search reaches on the same machine.
+SWEEP_TARGET_S = 60.0
+CALCULON_PLANS_PER_S = 728.0
+SWEEP_TARGET_PLANS_PER_S = 5 * CALCULON_PLANS_PER_S
+
+
+@dataclass(frozen=True)
+class SweepBenchRow(BenchmarkRow):
+    """One sweep of `SWEEPS`: the plans it ``priced`` and ``skipped`` (their weights and state alone do not
+    fit), its wall ``seconds`` and ``plans_per_s`` (priced and skipped), the ``workers`` that priced them,
+    the ``best`` plan's description and ``step_s``."""
+
+    name: str
+    task: str
+    priced: int
+    skipped: int
+    seconds: float
+    plans_per_s: float
+    workers: int
+    best: str
+    step_s: float
+
+
+def run_sweep_bench(agent: Callable, progress: Callable[[int, int, str], None] | None = None
+                    ) -> list[SweepBenchRow]:
+    """Run the plan agent ``agent`` (the sweep: `placement_gym.evaluation.agents.lookup_plan_agent`) on
+    every problem of `SWEEPS`, each on a new task."""
+    from placement_gym.plans.space import plan_task
+
+    rows = []
+    for i, (name, (model, mesh, batch)) in enumerate(SWEEPS.items()):
+        if progress is not None:
+            progress(i, len(SWEEPS), name)
+        task = plan_task(model, mesh, batch)
+        start = time.perf_counter()
+        result = agent(task, 0, None)
+        seconds = time.perf_counter() - start
+        info = result.info
+        rows.append(SweepBenchRow(name, task.id, result.evaluations, int(info.get("skipped", 0)), seconds,
+                                  (result.evaluations + int(info.get("skipped", 0))) / seconds,
+                                  int(info.get("workers", 1)), task.plan_of(result.placement).describe(),
+                                  float(info["step_s"])))
+    return rows

@@ -20,7 +20,7 @@ from placement_gym.benchmarks.simulators import DEFAULT_BATCH, BenchRow
 from placement_gym.benchmarks.startup import STARTUP_COMMANDS, StartupRow, run_startup_bench
 from placement_gym.benchmarks.targets import bench_targets
 from placement_gym.cli.common import positive_int
-from placement_gym.cli.output import print_json, print_table
+from placement_gym.cli.output import print_json, print_table, print_text
 from placement_gym.cli.subcommands import Subcommands, add_command
 
 DESCRIPTION = (
@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_startup(args, stream, machine)
     if args.plans:
         return _run_plans(args, stream, machine)
+    if args.plan_sweep:
+        return _run_plan_sweep(args, stream, machine)
     rows = run_bench(_names(args.graphs), args.sizes, repeats=args.repeats, seconds=args.seconds,
                      batch=args.batch, seed=args.seed, progress=_Progress(),
                      incremental_moves=args.incremental_moves or 0, incremental_from=args.incremental_from,
@@ -220,6 +222,38 @@ def _run_plans(args: argparse.Namespace, stream, machine: dict) -> int:
     return 1 if args.check and failed else 0
 
 
+def _run_plan_sweep(args: argparse.Namespace, stream, machine: dict) -> int:
+    from placement_gym.benchmarks.plans import (
+        SWEEP_TARGET_PLANS_PER_S,
+        SWEEP_TARGET_S,
+        run_sweep_bench,
+    )
+    from placement_gym.evaluation.agents import baselines_hint, lookup_plan_agent
+
+    agent = lookup_plan_agent("sweep")
+    if agent is None:
+        raise ValueError(f"bench --plan-sweep needs the plan agent 'sweep' ({baselines_hint()})")
+
+    def progress(i: int, total: int, name: str) -> None:
+        print(f"[{i + 1}/{total}] {name}", file=sys.stderr, flush=True)
+
+    rows = run_sweep_bench(agent, progress=progress)
+    _print_rows(args, stream, machine, rows, lambda: print_table(
+        ["sweep", "priced", "skipped", "seconds", "plans/s", "workers", "best step s"],
+        [[r.task, f"{r.priced:,}", f"{r.skipped:,}", f"{r.seconds:.1f}", f"{r.plans_per_s:,.0f}",
+          str(r.workers), f"{r.step_s:.3f}"] for r in rows],
+        numeric=[False, True, True, True, True, True, True],
+        title=f"plan sweeps (every uniform plan that divides; skipped: weights and state alone do not fit; "
+              f"targets on the first: <= {SWEEP_TARGET_S:g} s, >= {SWEEP_TARGET_PLANS_PER_S:,.0f} plans/s, "
+              "5x Calculon's search; placement_gym/benchmarks/plans.py)"))
+    if not args.json:
+        for row in rows:
+            print_text(f"{row.task}: {row.best}")
+    first = rows[0]
+    failed = first.seconds > SWEEP_TARGET_S or first.plans_per_s < SWEEP_TARGET_PLANS_PER_S
+    return 1 if args.check and failed else 0
+
+
 def _startup_names(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     wrong = [name for name in names if name not in STARTUP_COMMANDS]
@@ -306,6 +340,10 @@ def add_parser(subparsers: Subcommands) -> None:
                         help="instead of the simulators, time how long pricing a parallel plan takes "
                              "(placement-gym plan; placement_gym.benchmarks.plans: GPT-3 175B on 512 H100, "
                              "target <= 1 ms, and three more), with --repeats rounds of --seconds each")
+    parser.add_argument("--plan-sweep", action="store_true",
+                        help="instead of the simulators, time the plan agent 'sweep' (every uniform plan of "
+                             "Llama-2 70B on 1,024 H100, target <= 60 s and >= 3,640 plans/s, and of GPT-3 "
+                             "175B on 64 A100; placement_gym.benchmarks.plans)")
     parser.add_argument("--json", action="store_true",
                         help="print JSON instead of a table: {machine, load_average_end, rows} "
                              "(docs/cost_model.md#speed lists every key; progress goes to stderr)")

@@ -40,6 +40,22 @@ def plan_from_args(args: argparse.Namespace, gpus: int):
                 **{key: getattr(args, key) for key in same})
 
 
+def search_plan(args: argparse.Namespace, model, mesh):
+    """``--search AGENT``: the plan a plan agent finds (`placement_gym.evaluation.agents.lookup_plan_agent`)
+    for the model, the mesh, the global batch (default: one sequence a GPU) and the precision."""
+    from placement_gym.evaluation.agents import AgentResult, lookup_plan_agent, plan_agent_names
+    from placement_gym.plans.space import PlanTask
+
+    agent = lookup_plan_agent(args.search)
+    if agent is None:
+        names = plan_agent_names()
+        allowed = ", ".join(names) or "none installed"
+        raise ValueError(f"unknown plan agent {args.search!r}; allowed: {allowed}")
+    task = PlanTask(model, mesh, args.global_batch or mesh.gpus, args.precision)
+    result = AgentResult.checked(task, agent(task, args.seed, args.budget))
+    return task, task.plan_of(result.placement), result
+
+
 def run_plan(args: argparse.Namespace) -> int:
     from placement_gym.plans import MODEL_PRESETS, evaluate_plan, mesh_from_name, model_from_spec
 
@@ -60,14 +76,22 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.seq is not None:
         model = replace(model, seq=args.seq)
     mesh = mesh_from_name(args.cluster)
-    plan = plan_from_args(args, mesh.gpus)
+    found = None
+    if args.search is not None:
+        task, plan, found = search_plan(args, model, mesh)
+    else:
+        plan = plan_from_args(args, mesh.gpus)
     result = evaluate_plan(model, plan, mesh)
+    search = {} if found is None else {"search": {"agent": args.search, "evaluations": found.evaluations,
+                                                  "task": task.id}}
     if args.json:
         print_json({**result.as_dict(), "id": f"{model.name}/{mesh.name}/{plan.suffix()}",
-                    "model": model.describe(), "mesh": mesh.describe(), "plan": plan.as_dict()})
+                    "model": model.describe(), "mesh": mesh.describe(), "plan": plan.as_dict(), **search})
         return 0 if result.step_s != float("inf") else 1
     print_text(model.describe())
     print_text(mesh.describe())
+    if found is not None:
+        print_text(f"{args.search} priced {found.evaluations:,} plans of {task.id}")
     print_text(f"plan: {plan.describe()} (id {model.name}/{mesh.name}/{plan.suffix()})")
     if result.step_s == float("inf"):
         print_text("cannot run: " + "; ".join(result.problems))
@@ -131,9 +155,17 @@ OPTIONS = [
      "matrix products' precision (default: bf16; fp8 on H100)"),
     ("--attention", {"choices": ("flash", "materialised"), "default": "flash"},
      "FlashAttention (default) or the scores materialised"),
+    ("--search", {"default": None, "metavar": "AGENT"},
+     "find the plan with a plan agent instead of giving it: megatron (the rules), sweep (every uniform "
+     "plan), plan-random, plan-anneal; the degree, schedule, ZeRO and recomputation options are then "
+     "ignored (default --global-batch: one sequence a GPU)"),
+    ("--budget", {"type": positive_int, "default": None, "metavar": "N"},
+     "plans a searching agent may price (default: the agent's own)"),
+    ("--seed", {"type": int, "default": 0}, "seed of a searching agent (default: 0)"),
     ("--list", FLAG, "list the model presets and meshes"),
     ("--json", FLAG, "print a JSON object: step_s, tokens_per_s_per_gpu, mfu, peak_memory_bytes, feasible, "
-     "breakdown, memory, problems, id (model/mesh/plan suffix), model, mesh, plan"),
+     "breakdown, memory, problems, id (model/mesh/plan suffix), model, mesh, plan; with --search also "
+     "search (agent, evaluations, task)"),
 ]
 """`placement-gym plan`'s options: (flag, argparse keywords, help)."""
 

@@ -4,6 +4,9 @@
 * ``DevicePlacementStaged-v0`` (`staged.DevicePlacementStagedEnv`): Spotlight's one node per stage.
 * ``DevicePlacementRefine-v0`` (`refine.DevicePlacementRefineEnv`): Placeto's refinement of a full
   placement, node by node.
+* ``ParallelPlan-v0`` (`parallel_plan.ParallelPlanEnv`) and ``ParallelPlanStaged-v0``
+  (`parallel_plan_staged.ParallelPlanStagedEnv`): a parallel training plan of a large model over a
+  mesh of GPUs, in one step or one dimension a step (their shared part: `plan_base`).
 
 Shared by all three (`base.PlacementEnvBase`): ``obs_mode`` ``"dict"`` (padded `Box` arrays),
 ``"flat"`` (those arrays in one 1-D float32 `Box`, layout in `flat`) or ``"graph"`` (a Gymnasium
@@ -30,6 +33,11 @@ ENV_IDS: dict[str, str] = {
     "DevicePlacementStaged-v0": "placement_gym.envs.staged:make_env",
     "DevicePlacementRefine-v0": "placement_gym.envs.refine:make_env",
 }
+# The parallel-plan ids: another problem (a plan of a model over a mesh), other keywords.
+PLAN_ENV_IDS: dict[str, str] = {
+    "ParallelPlan-v0": "placement_gym.envs.parallel_plan:make_env",
+    "ParallelPlanStaged-v0": "placement_gym.envs.parallel_plan_staged:make_env",
+}
 
 # Natively vectorised versions (`gym.make_vec(id, vectorization_mode="vector_entry_point")`).
 VECTOR_ENTRY_POINTS: dict[str, str] = {
@@ -40,7 +48,7 @@ VECTOR_ENTRY_POINTS: dict[str, str] = {
 def register_envs() -> None:
     """Register every env id (idempotent), so ``gym.make("DevicePlacement-v0")`` works after
     ``import placement_gym`` and ``gym.make("placement_gym:DevicePlacement-v0")`` without it."""
-    for env_id, entry_point in ENV_IDS.items():
+    for env_id, entry_point in {**ENV_IDS, **PLAN_ENV_IDS}.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point,
                          vector_entry_point=VECTOR_ENTRY_POINTS.get(env_id))

@@ -148,6 +148,24 @@ def lookup_agent(name: str) -> Agent | None:
     return None
 
 
+def plan_agent_names() -> list[str]:
+    """The plan agents of every provider (``plan_agent_names()``: agents that answer a
+    `placement_gym.plans.space.PlanTask` with a plan's choice), in provider order, without repeats."""
+    names: list[str] = []
+    for _, provider in providers().having("plan_agent_names"):
+        names.extend(provider.plan_agent_names())
+    return list(dict.fromkeys(names))
+
+
+def lookup_plan_agent(name: str) -> Agent | None:
+    """The plan agent ``name`` of the first provider that has one (``plan_agent(name)``), or None."""
+    for _, provider in providers().having("plan_agent"):
+        agent = provider.plan_agent(name)
+        if agent is not None:
+            return agent
+    return None
+
+
 def unavailable_agents() -> dict[str, str]:
     """Agents that providers would offer were their optional dependencies installed: name -> the
     reason, naming what to install (every provider's ``unavailable()``)."""

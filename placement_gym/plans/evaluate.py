@@ -20,7 +20,7 @@ running and the one prefetched).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -147,16 +147,26 @@ class StageCosts:
     message: float
 
 
-def stage_costs(model: TransformerModel, view: Plan, mesh: Mesh) -> StageCosts:
-    """The `StageCosts` of a stage planned by ``view``."""
+def stage_costs(model: TransformerModel, view: Plan, mesh: Mesh, layers: dict | None = None) -> StageCosts:
+    """The `StageCosts` of a stage planned by ``view``; ``layers``: `evaluate_plan`'s cache."""
     data = group_of("data", view, mesh)
     expert_data = group_of("expert_data", view, mesh) if view.ep > 1 else data
-    return StageCosts(view, layer_cost(model, view, mesh), data, expert_data, layer_input_bytes(model, view))
+    if layers is None:
+        layer = layer_cost(model, view, mesh)
+    else:
+        # a layer's price reads neither the ZeRO stage, the schedule, the batch nor the stages' layers
+        key = replace(view, zero=0, schedule="1f1b", global_batch=1, stage_layers=(), recompute_layers=0)
+        layer = layers.get(key)
+        if layer is None:
+            layer = layers[key] = layer_cost(model, view, mesh)
+    return StageCosts(view, layer, data, expert_data, layer_input_bytes(model, view))
 
 
-def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult:
+def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh, layers: dict | None = None) -> PlanResult:
     """The price of one training step of ``model`` under ``plan`` on ``mesh`` (module docstring). A plan
-    `plan_problems` refuses gives an infeasible result with its reasons, never an exception."""
+    `plan_problems` refuses gives an infeasible result with its reasons, never an exception. ``layers``:
+    a dict the caller keeps for one model and mesh, in which layer prices are kept between calls (a
+    search prices many plans that share their layers); the result is the same with or without it."""
     problems = tuple(plan_problems(plan, model, mesh))
     if problems:  # refused before anything is sized by the plan's degrees
         return PlanResult(math.inf, 0.0, 0.0, 0.0, False, {}, {}, problems)
@@ -166,7 +176,7 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh) -> PlanResult
     known: dict[Plan, StageCosts] = {}
     for view in views:
         if view not in known:  # stages of the same plan share their costs
-            known[view] = stage_costs(model, view, mesh)
+            known[view] = stage_costs(model, view, mesh, layers)
     by_device = [known[view] for view in views]
     by_stage = [by_device[k % pp] for k in range(stages)]
 

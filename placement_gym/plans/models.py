@@ -172,11 +172,20 @@ _PRESET_SIZES: dict[str, tuple[str, int, int, int, int, int, int, int, int, int]
     "llama3-405b": ("llama", 126, 16384, 128, 8, 53248, 1, 1, 8192, 128256),
     "mixtral-8x7b": ("moe", 32, 4096, 32, 8, 14336, 8, 2, 4096, 32000),
 }
-MODEL_PRESETS: dict[str, TransformerModel] = {
-    name: TransformerModel(family, layers, hidden, heads, seq, vocab, kv_heads, ffn, experts, top_k, name)
-    for name, (family, layers, hidden, heads, kv_heads, ffn, experts, top_k, seq, vocab)
-    in _PRESET_SIZES.items()
-}
+
+
+def models_of_sizes(sizes: dict[str, tuple[str, int, int, int, int, int, int, int, int, int]]
+                    ) -> dict[str, TransformerModel]:
+    """Models by name from a table of name -> (family, layers, hidden, heads, kv_heads, ffn, experts,
+    top_k, seq, vocab), as `_PRESET_SIZES` writes them."""
+    models = {}
+    for name, (family, layers, hidden, heads, kv_heads, ffn, experts, top_k, seq, vocab) in sizes.items():
+        models[name] = TransformerModel(family, layers, hidden, heads, seq, vocab, kv_heads, ffn, experts,
+                                        top_k, name)
+    return models
+
+
+MODEL_PRESETS: dict[str, TransformerModel] = models_of_sizes(_PRESET_SIZES)
 
 _KEYS = {f.name for f in fields(TransformerModel)} - {"family", "name"}
 
