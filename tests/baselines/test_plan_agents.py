@@ -20,6 +20,7 @@ from baselines.plans import (
 from placement_gym.evaluation.agents import AgentResult, lookup_plan_agent, plan_agent_names
 from placement_gym.plans.dataset import plan_dataset_ids, plan_dataset_task
 from placement_gym.plans.space import DIMENSION_NAMES, DIMENSIONS, plan_task
+from tests.plans.plan_helpers import divisible_choice, random_dataset_task
 
 
 def values_of(task, choice) -> dict:
@@ -45,13 +46,9 @@ def test_the_pruning_bound_is_below_every_priced_state(seed):
     """`state_bytes_lower_bound` never exceeds the weights and state the plan model puts on the fullest
     GPU: skipping plans above a GPU's memory skips only plans that cannot fit."""
     rng = np.random.default_rng(seed)
-    ids = plan_dataset_ids()
-    task = plan_dataset_task(ids[int(rng.integers(len(ids)))])
+    task = random_dataset_task(rng)
     for _ in range(8):
-        chosen: dict[str, int] = {}
-        for k, name in enumerate(DIMENSION_NAMES):
-            chosen[name] = int(rng.choice(np.flatnonzero(task.choice_masks(chosen)[k])))
-        choice = np.array(list(chosen.values()))
+        choice = divisible_choice(task, rng)
         result = task.evaluate(choice)
         if result.memory:
             bound = state_bytes_lower_bound(task, values_of(task, choice))

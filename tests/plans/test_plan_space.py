@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from placement_gym.plans import Plan, evaluate_plan, plan_problems
 from placement_gym.plans.dataset import HELD_OUT_SIZES, SPLITS, plan_dataset_ids, plan_dataset_task, split_of
 from placement_gym.plans.space import DIMENSION_NAMES, DIMENSIONS, OPTION_COUNTS, PlanTask, plan_task
+from tests.plans.plan_helpers import divisible_choice, random_dataset_task
 
 DEGREES = ("tp", "pp", "cp", "vp", "ep", "microbatch_size", "schedule")
 
@@ -46,12 +47,7 @@ def test_choice_masks_follow_the_choices_made():
     task = plan_task("llama2-70b", "dgx-h100x8", 128)
     rng = np.random.default_rng(0)
     for _ in range(30):
-        chosen: dict[str, int] = {}
-        for name in DIMENSION_NAMES:
-            mask = task.choice_masks(chosen)[DIMENSION_NAMES.index(name)]
-            assert mask.any(), (name, chosen)
-            chosen[name] = int(rng.choice(np.flatnonzero(mask)))
-        choice = np.array([chosen[name] for name in DIMENSION_NAMES])
+        choice = divisible_choice(task, rng)
         assert task.problems(choice) == [], task.plan_of(choice).describe()
 
 
@@ -82,7 +78,7 @@ def test_the_layer_cache_changes_no_price(seed):
     """Plans priced with `evaluate_plan`'s cache of layer prices equal those priced without, whatever
     was priced before them."""
     rng = np.random.default_rng(seed)
-    task = plan_dataset_task(plan_dataset_ids()[int(rng.integers(len(plan_dataset_ids())))])
+    task = random_dataset_task(rng)
     cache: dict = {}
     for _ in range(6):
         choice = np.array([rng.choice(np.flatnonzero(mask)) for mask in task.value_masks])
@@ -106,10 +102,7 @@ def test_dataset_splits():
     # every problem has a plan that divides: the first allowed value of each dimension in turn gives one
     for task_id in ids[::23]:
         task = plan_dataset_task(task_id)
-        chosen: dict[str, int] = {}
-        for k, name in enumerate(DIMENSION_NAMES):
-            chosen[name] = int(np.flatnonzero(task.choice_masks(chosen)[k])[0])
-        plan = task.plan_of(np.array(list(chosen.values())))
+        plan = task.plan_of(divisible_choice(task))
         assert plan_problems(plan, task.model, task.mesh) == [], task_id
 
 
@@ -126,11 +119,7 @@ def test_lower_bound_by_hand():
 @given(seed=st.integers(0, 2**32 - 1))
 def test_no_plan_beats_the_lower_bound(seed):
     rng = np.random.default_rng(seed)
-    ids = plan_dataset_ids()
-    task = plan_dataset_task(ids[int(rng.integers(len(ids)))])
+    task = random_dataset_task(rng)
     for _ in range(8):
-        chosen: dict[str, int] = {}
-        for k, name in enumerate(DIMENSION_NAMES):
-            chosen[name] = int(rng.choice(np.flatnonzero(task.choice_masks(chosen)[k])))
-        result = task.evaluate(np.array(list(chosen.values())))
+        result = task.evaluate(divisible_choice(task, rng))
         assert result.step_s >= task.lower_bound_s

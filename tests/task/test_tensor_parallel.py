@@ -21,18 +21,11 @@ from placement_gym.graph.synthetic import random_graph
 from placement_gym.task.compiled import make_task
 from placement_gym.task.passes.tensor_parallel import SHARDINGS, shard
 from placement_gym.task.step import Step
-from tests.conftest import (
-    HAND_OVERHEAD,
-    OBJECTIVES,
-    SEEDS,
-    assert_simulators_agree,
-    hand_cluster,
-    hand_graph,
-    random_cluster,
-)
+from tests.conftest import HAND_OVERHEAD, assert_simulators_agree, hand_cluster, hand_graph, random_cluster
 from tests.task.tensor_parallel_reference import every_rank_placement, every_rank_task
 
 REDUCE, GATHER = "ReduceFromTensorParallelRegion", "GatherFromTensorParallelRegion"
+SEEDS, OBJECTIVES = st.integers(0, 2**32 - 1), st.sampled_from(["inference", "train_step"])
 COPY = "CopyToTensorParallelRegion"
 LATENCY, BANDWIDTH = 1e-4, 1e9  # hand_cluster's links
 
