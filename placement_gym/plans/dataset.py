@@ -1,6 +1,6 @@
 """``plans-v1``: a named, versioned dataset of plan-finding problems (`PlanTask`: a model, a DGX mesh,
 a global batch), made deterministically from the tables below, with fixed splits that hold out model
-sizes and a whole family, as the graph datasets do (docs/datasets.md, "plans-v1").
+sizes and a whole family, as the graph datasets do (docs/datasets.md, "Plan problems: plans-v1").
 
 - Models: GPT at the sizes of Narayanan et al. 2021's Table 1 (1.7B to 1T; sequence 2,048, vocabulary
   51,200), Llama (Llama 3.2 1B and 3B, Llama 2 7B, 13B and 70B, Llama 3 8B, Code Llama 34B, Llama 3
