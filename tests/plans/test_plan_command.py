@@ -90,3 +90,32 @@ def test_the_layout_example_ranks_what_the_api_prices(tmp_path):
         priced = evaluate_plan(model_from_spec(spec), plan, mesh_from_name("dgx-a100x2"))
         assert f"{priced.step_s:.3f}" == row[1] and priced.feasible
     assert "layouts fit" in done.stdout.splitlines()[-1]
+
+
+def test_plan_search_finds_and_prices_a_plan(tmp_path):
+    """``plan --search`` from a folder outside the checkout: the agent's plan, priced as ``plan`` prices
+    any plan, and the search's own count; an unknown agent is one line."""
+    from placement_gym.plans.space import plan_task
+
+    done = plan_cli(tmp_path, "--model", "llama2-7b", "--cluster", "dgx-h100x2", "--global-batch", "64",
+                    "--search", "megatron", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["search"] == {"agent": "megatron", "evaluations": 1, "task": "llama2-7b/dgx-h100x2/gb64"}
+    task = plan_task("llama2-7b", "dgx-h100x2", 64)
+    plan = Plan(**got["plan"])
+    assert got["step_s"] == evaluate_plan(task.model, plan, task.mesh).step_s and got["feasible"]
+    done = plan_cli(tmp_path, "--model", "llama2-7b", "--search", "alpa")
+    assert done.returncode == 2 and "unknown plan agent 'alpa'; allowed: megatron, sweep" in done.stderr
+
+
+@pytest.mark.slow
+def test_bench_plan_sweep_json(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "placement_gym", "bench", "--plan-sweep", "--json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert [row["task"] for row in rows] == ["llama2-70b/dgx-h100x128/gb1024", "gpt3-175b/dgx-a100x8/gb64"]
+    for row in rows:
+        assert row["priced"] > 1000 and row["skipped"] >= 0 and row["step_s"] > 0
+        assert row["plans_per_s"] == pytest.approx((row["priced"] + row["skipped"]) / row["seconds"])
