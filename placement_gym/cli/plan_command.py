@@ -91,7 +91,8 @@ def run_plan(args: argparse.Namespace) -> int:
     print_text(model.describe())
     print_text(mesh.describe())
     if found is not None:
-        print_text(f"{args.search} priced {found.evaluations:,} plans of {task.id}")
+        plans = "plan" if found.evaluations == 1 else "plans"
+        print_text(f"{args.search} priced {found.evaluations:,} {plans} of {task.id}")
     print_text(f"plan: {plan.describe()} (id {model.name}/{mesh.name}/{plan.suffix()})")
     if result.step_s == float("inf"):
         print_text("cannot run: " + "; ".join(result.problems))
