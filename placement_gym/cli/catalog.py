@@ -323,6 +323,10 @@ def run_agents(args: argparse.Namespace) -> int:
         numeric=[False, False, True, False, False],
         title=f"{len(rows)} agents (evaluate --agent NAME; --budget N overrides the default budget)",
     )
+    plan_agents = agents.plan_agent_names()
+    if plan_agents:
+        print_text(f"Plan agents, which answer a parallel-plan problem (plan --search NAME): "
+                   f"{', '.join(plan_agents)}")
     if not all(r["installed"] for r in rows):
         extras = sorted({r["extra"] for r in rows if not r["installed"] and r["extra"]})
         print_text(f"To install what is missing: {'; '.join(install_command(e) for e in extras)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 
 from placement_gym.cli.common import FLAG, add_options, positive_int
@@ -52,6 +53,7 @@ def search_plan(args: argparse.Namespace, model, mesh):
         allowed = ", ".join(names) or "none installed"
         raise ValueError(f"unknown plan agent {args.search!r}; allowed: {allowed}")
     task = PlanTask(model, mesh, args.global_batch or mesh.gpus, args.precision)
+    print(f"placement-gym plan: searching {task.id} with {args.search}...", file=sys.stderr, flush=True)
     result = AgentResult.checked(task, agent(task, args.seed, args.budget))
     return task, task.plan_of(result.placement), result
 
