@@ -29,7 +29,8 @@ def main() -> None:
     args = parser.parse_args()
     task = plan_task(args.model, args.mesh, args.global_batch, args.precision)
     priced, too_big, skipped = [], 0, 0
-    for choice, skipped in uniform_choices(task):
+    for choice, skipped_so_far in uniform_choices(task):
+        skipped = skipped_so_far  # plans not yielded, counted so far
         result = task.evaluate(choice)
         if result.feasible:
             priced.append((result.step_s, task.plan_of(choice), result))
