@@ -130,13 +130,15 @@ def megatron(task: PlanTask, seed: int = 0, budget: int | None = None) -> AgentR
     return AgentResult(best, evaluations, {"step_s": best_step})
 
 
-def uniform_choices(task: PlanTask):
+def uniform_choices(task: PlanTask, budget: int | None = None) -> tuple[list[np.ndarray], int]:
     """Every choice whose degrees divide (the rules of `PlanTask.choice_masks`), degrees first and the
-    options inner, skipping those whose weights and optimizer state alone exceed a GPU: ``(choice,
-    skipped so far)`` pairs."""
+    options inner, but those whose weights and optimizer state alone exceed a GPU: ``(choices,
+    skipped)``, the first ``budget`` choices (None: all) and the plans skipped until the last of them (in
+    a whole sweep: all the skipped)."""
     model, mesh, memory = task.model, task.mesh, task.mesh.gpu.memory
     masks = dict(zip(DIMENSION_NAMES, task.value_masks))
     values = {name: [v for v, ok in zip(DIMENSIONS[name], masks[name]) if ok] for name in DIMENSION_NAMES}
+    choices: list[np.ndarray] = []
     skipped = 0
     for tp, pp, cp in itertools.product(values["tp"], values["pp"], values["cp"]):
         if mesh.gpus % (tp * pp * cp):
@@ -152,14 +154,17 @@ def uniform_choices(task: PlanTask):
                     schedules, [s for s in values["sequence_parallel"] if tp > 1 or not s], values["zero"],
                     values["recompute"]):
                 if zero > 0 and dp == 1:
-                    continue  # ZeRO over one rank is no ZeRO: the same plan as stage 0
+                    continue  # ZeRO over one rank shards nothing: the same plan as stage 0
                 plan = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "microbatch_size": mbs,
                         "schedule": schedule, "sequence_parallel": sp, "zero": zero, "recompute": recompute}
                 if state_bytes_lower_bound(task, plan) > memory:
                     skipped += 1
                     continue
-                choice = np.array([_index(name, plan[name]) for name in DIMENSION_NAMES], dtype=np.int64)
-                yield choice, skipped
+                if budget is not None and len(choices) >= budget:
+                    return choices, skipped
+                choice = [_index(name, plan[name]) for name in DIMENSION_NAMES]
+                choices.append(np.array(choice, dtype=np.int64))
+    return choices, skipped
 
 
 def _price_chunk(problem: tuple, choices: np.ndarray) -> np.ndarray:
@@ -175,12 +180,7 @@ def sweep(task: PlanTask, seed: int = 0, budget: int | None = None,
     """``workers``: processes that price the plans (None: the machine's cores, at most 8, for sweeps of
     more than `PARALLEL_FROM` plans); the result is the same for any number."""
     start = time.perf_counter()
-    choices, skipped = [], 0
-    for choice, skipped_so_far in uniform_choices(task):
-        if budget is not None and len(choices) >= budget:
-            break
-        choices.append(choice)
-        skipped = skipped_so_far
+    choices, skipped = uniform_choices(task, budget)
     if not choices:  # nothing could fit: the rules' answer, priced
         return megatron(task, seed, budget)
     workers = workers or (min(os.cpu_count() or 1, 8) if len(choices) > PARALLEL_FROM else 1)

@@ -28,9 +28,9 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=8, help="plans to print (default: 8)")
     args = parser.parse_args()
     task = plan_task(args.model, args.mesh, args.global_batch, args.precision)
-    priced, too_big, skipped = [], 0, 0
-    for choice, skipped_so_far in uniform_choices(task):
-        skipped = skipped_so_far  # plans not yielded, counted so far
+    choices, skipped = uniform_choices(task)
+    priced, too_big = [], 0
+    for choice in choices:
         result = task.evaluate(choice)
         if result.feasible:
             priced.append((result.step_s, task.plan_of(choice), result))
