@@ -54,11 +54,8 @@ def register_plan_agent(name: str, description: str) -> Callable[[PlanAgent], Pl
     return decorate
 
 
-def plan_agent_names() -> list[str]:
-    return list(_PLAN_AGENTS)
-
-
 def plan_agent_descriptions() -> dict[str, str]:
+    """Name -> description of every plan agent, in registration order."""
     return dict(_DESCRIPTIONS)
 
 

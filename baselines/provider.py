@@ -139,11 +139,12 @@ class Provider:
 
         return trainable_agents()
 
-    def plan_agent_names(self) -> list[str]:
-        """The plan agents (`baselines.plans`): they answer a `placement_gym.plans.space.PlanTask`."""
-        from baselines.plans import plan_agent_names
+    def plan_agents(self) -> dict[str, str]:
+        """The plan agents (`baselines.plans`), name -> description: they answer a
+        `placement_gym.plans.space.PlanTask`."""
+        from baselines.plans import plan_agent_descriptions
 
-        return plan_agent_names()
+        return plan_agent_descriptions()
 
     def plan_agent(self, name: str) -> Callable[..., AgentResult] | None:
         from baselines.plans import get_plan_agent

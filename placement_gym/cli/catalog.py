@@ -323,10 +323,11 @@ def run_agents(args: argparse.Namespace) -> int:
         numeric=[False, False, True, False, False],
         title=f"{len(rows)} agents (evaluate --agent NAME; --budget N overrides the default budget)",
     )
-    plan_agents = agents.plan_agent_names()
+    plan_agents = agents.plan_agents()
     if plan_agents:
-        print_text(f"Plan agents, which answer a parallel-plan problem (plan --search NAME): "
-                   f"{', '.join(plan_agents)}")
+        print_table(["plan agent", "description"], [[name, text] for name, text in plan_agents.items()],
+                    title=f"{len(plan_agents)} plan agents (plan --search NAME: a parallel plan of a model "
+                          "on a mesh)")
     if not all(r["installed"] for r in rows):
         extras = sorted({r["extra"] for r in rows if not r["installed"] and r["extra"]})
         print_text(f"To install what is missing: {'; '.join(install_command(e) for e in extras)}")

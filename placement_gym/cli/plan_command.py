@@ -44,12 +44,12 @@ def plan_from_args(args: argparse.Namespace, gpus: int):
 def search_plan(args: argparse.Namespace, model, mesh):
     """``--search AGENT``: the plan a plan agent finds (`placement_gym.evaluation.agents.lookup_plan_agent`)
     for the model, the mesh, the global batch (default: one sequence a GPU) and the precision."""
-    from placement_gym.evaluation.agents import AgentResult, lookup_plan_agent, plan_agent_names
+    from placement_gym.evaluation.agents import AgentResult, lookup_plan_agent, plan_agents
     from placement_gym.plans.space import PlanTask
 
     agent = lookup_plan_agent(args.search)
     if agent is None:
-        names = plan_agent_names()
+        names = list(plan_agents())
         allowed = ", ".join(names) or "none installed"
         raise ValueError(f"unknown plan agent {args.search!r}; allowed: {allowed}")
     task = PlanTask(model, mesh, args.global_batch or mesh.gpus, args.precision)

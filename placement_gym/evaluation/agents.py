@@ -148,13 +148,15 @@ def lookup_agent(name: str) -> Agent | None:
     return None
 
 
-def plan_agent_names() -> list[str]:
-    """The plan agents of every provider (``plan_agent_names()``: agents that answer a
-    `placement_gym.plans.space.PlanTask` with a plan's choice), in provider order, without repeats."""
-    names: list[str] = []
-    for _, provider in providers().having("plan_agent_names"):
-        names.extend(provider.plan_agent_names())
-    return list(dict.fromkeys(names))
+def plan_agents() -> dict[str, str]:
+    """Name -> description of the plan agents of every provider (``plan_agents()``: agents that answer a
+    `placement_gym.plans.space.PlanTask` with a plan's choice), in provider order; the first provider's
+    description wins for a name offered twice."""
+    found: dict[str, str] = {}
+    for _, provider in providers().having("plan_agents"):
+        for name, description in dict(provider.plan_agents()).items():
+            found.setdefault(name, description)
+    return found
 
 
 def lookup_plan_agent(name: str) -> Agent | None:

@@ -17,7 +17,7 @@ from baselines.plans import (
     sweep,
     uniform_choices,
 )
-from placement_gym.evaluation.agents import AgentResult, lookup_plan_agent, plan_agent_names
+from placement_gym.evaluation.agents import AgentResult, lookup_plan_agent, plan_agents
 from placement_gym.plans.dataset import plan_dataset_ids, plan_dataset_task
 from placement_gym.plans.space import DIMENSION_NAMES, DIMENSIONS, plan_task
 from tests.plans.plan_helpers import divisible_choice, random_dataset_task
@@ -104,7 +104,7 @@ def test_searches_are_seeded_and_keep_their_budget(agent):
 
 
 def test_the_plan_agents_are_found_through_the_entry_point():
-    assert {"megatron", "sweep", "plan-random", "plan-anneal"} <= set(plan_agent_names())
+    assert {"megatron", "sweep", "plan-random", "plan-anneal"} <= set(plan_agents())
     task = plan_task("llama2-7b", "dgx-h100", 64)
     result = AgentResult.checked(task, lookup_plan_agent("megatron")(task, 0, None))
     assert task.plan_of(result.placement).dp == 8

@@ -67,11 +67,6 @@ class ShardedGraph:
     origin: np.ndarray
     sharding: np.ndarray
 
-    def collective_type(self, op: int) -> str | None:
-        """The collective op type of op ``op`` of ``graph`` (a key of `COLLECTIVE_TIMES`), None for an
-        op of the original graph."""
-        return None if self.origin[op] >= 0 else self.graph.op_types[op]
-
 
 def _live_tensors(graph: OpGraph) -> np.ndarray:
     """Per tensor: whether it depends on a graph data input or a parameter (else a constant)."""
