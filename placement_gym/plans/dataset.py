@@ -23,35 +23,16 @@ import hashlib
 import itertools
 
 from placement_gym.plans.mesh import dgx_mesh
-from placement_gym.plans.models import MODEL_PRESETS, TransformerModel, models_of_sizes
+from placement_gym.plans.models import MODEL_PRESETS, TransformerModel
 from placement_gym.plans.space import PlanTask
 
 NAME = "plans-v1"
 SPLITS = ("train", "validation", "test", "test-sizes", "test-families")
-# name: family, layers, hidden, heads, kv_heads, ffn (0: the family's rule), experts, top_k, seq, vocab
-_SIZES: dict[str, tuple[str, int, int, int, int, int, int, int, int, int]] = {
-    "gpt-1.7b": ("gpt", 24, 2304, 24, 0, 0, 1, 1, 2048, 51200),
-    "gpt-3.6b": ("gpt", 30, 3072, 32, 0, 0, 1, 1, 2048, 51200),
-    "gpt-7.5b": ("gpt", 36, 4096, 32, 0, 0, 1, 1, 2048, 51200),
-    "gpt-18b": ("gpt", 40, 6144, 48, 0, 0, 1, 1, 2048, 51200),
-    "gpt-39b": ("gpt", 48, 8192, 64, 0, 0, 1, 1, 2048, 51200),
-    "gpt-76b": ("gpt", 60, 10240, 80, 0, 0, 1, 1, 2048, 51200),
-    "gpt-145b": ("gpt", 80, 12288, 96, 0, 0, 1, 1, 2048, 51200),
-    "gpt-310b": ("gpt", 96, 16384, 128, 0, 0, 1, 1, 2048, 51200),
-    "gpt-530b": ("gpt", 105, 20480, 128, 0, 0, 1, 1, 2048, 51200),
-    "gpt-1t": ("gpt", 128, 25600, 160, 0, 0, 1, 1, 2048, 51200),
-    "llama3-1b": ("llama", 16, 2048, 32, 8, 8192, 1, 1, 4096, 128256),
-    "llama3-3b": ("llama", 28, 3072, 24, 8, 8192, 1, 1, 4096, 128256),
-    "llama3-8b": ("llama", 32, 4096, 32, 8, 14336, 1, 1, 8192, 128256),
-    "codellama-34b": ("llama", 48, 8192, 64, 8, 22016, 1, 1, 4096, 32000),
-    "mixtral-8x1b": ("moe", 16, 2048, 16, 4, 5632, 8, 2, 4096, 32000),
-    "mixtral-8x22b": ("moe", 56, 6144, 48, 8, 16384, 8, 2, 4096, 32768),
-}
-MODELS: dict[str, TransformerModel] = {
-    **models_of_sizes(_SIZES),
-    **{name: MODEL_PRESETS[name] for name in ("llama2-7b", "llama2-13b", "llama2-70b", "llama3-405b",
-                                               "mixtral-8x7b")},
-}
+# The dataset's models, presets of `placement_gym.plans.models` (their sources are there).
+MODELS: dict[str, TransformerModel] = {name: MODEL_PRESETS[name] for name in (
+    "gpt-1.7b", "gpt-3.6b", "gpt-7.5b", "gpt-18b", "gpt-39b", "gpt-76b", "gpt-145b", "gpt-310b", "gpt-530b",
+    "gpt-1t", "llama3-1b", "llama3-3b", "llama2-7b", "llama3-8b", "llama2-13b", "codellama-34b", "llama2-70b",
+    "llama3-405b", "mixtral-8x1b", "mixtral-8x7b", "mixtral-8x22b")}
 HELD_OUT_SIZES = ("gpt-39b", "gpt-310b", "llama2-13b", "codellama-34b")
 MESHES = (("h100", (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)), ("a100", (1, 2, 4, 8, 16, 32, 64, 128)))
 # a problem fits when 16 bytes a weight, spread over every GPU, take less than this share of one GPU

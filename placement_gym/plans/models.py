@@ -157,7 +157,7 @@ class TransformerModel:
         )
 
 
-# Named configurations of the published rows (REFERENCE: Korthikanti et al. 2022 Table 5; the Llama 2
+# Named configurations: those of the published rows (REFERENCE: Korthikanti et al. 2022 Table 5; the Llama 2
 # paper's Table 1 and model cards; the Llama 3 report; Mixtral's paper, Jiang et al. 2024; GPT-3, Brown
 # et al. 2020; Megatron-LM's 530B and 1T GPTs, Narayanan et al. 2021).
 # name: family, layers, hidden, heads, kv_heads, ffn, experts, top_k, seq, vocab (0: the family's rule)
@@ -171,6 +171,23 @@ _PRESET_SIZES: dict[str, tuple[str, int, int, int, int, int, int, int, int, int]
     "llama2-70b": ("llama", 80, 8192, 64, 8, 28672, 1, 1, 4096, 32000),
     "llama3-405b": ("llama", 126, 16384, 128, 8, 53248, 1, 1, 8192, 128256),
     "mixtral-8x7b": ("moe", 32, 4096, 32, 8, 14336, 8, 2, 4096, 32000),
+    # The other models of the plans-v1 dataset (placement_gym/plans/dataset.py): GPT at the sizes of
+    # Narayanan et al. 2021's Table 1, Llama 3.2 1B and 3B and Llama 3 8B (their model cards; an untied
+    # head counted), Code Llama 34B, Mixtral 8x22B (Mistral's model card) and a small 8x1B of its shape.
+    "gpt-1.7b": ("gpt", 24, 2304, 24, 0, 0, 1, 1, 2048, 51200),
+    "gpt-3.6b": ("gpt", 30, 3072, 32, 0, 0, 1, 1, 2048, 51200),
+    "gpt-7.5b": ("gpt", 36, 4096, 32, 0, 0, 1, 1, 2048, 51200),
+    "gpt-18b": ("gpt", 40, 6144, 48, 0, 0, 1, 1, 2048, 51200),
+    "gpt-39b": ("gpt", 48, 8192, 64, 0, 0, 1, 1, 2048, 51200),
+    "gpt-76b": ("gpt", 60, 10240, 80, 0, 0, 1, 1, 2048, 51200),
+    "gpt-145b": ("gpt", 80, 12288, 96, 0, 0, 1, 1, 2048, 51200),
+    "gpt-310b": ("gpt", 96, 16384, 128, 0, 0, 1, 1, 2048, 51200),
+    "llama3-1b": ("llama", 16, 2048, 32, 8, 8192, 1, 1, 4096, 128256),
+    "llama3-3b": ("llama", 28, 3072, 24, 8, 8192, 1, 1, 4096, 128256),
+    "llama3-8b": ("llama", 32, 4096, 32, 8, 14336, 1, 1, 8192, 128256),
+    "codellama-34b": ("llama", 48, 8192, 64, 8, 22016, 1, 1, 4096, 32000),
+    "mixtral-8x1b": ("moe", 16, 2048, 16, 4, 5632, 8, 2, 4096, 32000),
+    "mixtral-8x22b": ("moe", 56, 6144, 48, 8, 16384, 8, 2, 4096, 32768),
 }
 
 
