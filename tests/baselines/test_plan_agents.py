@@ -109,3 +109,23 @@ def test_the_plan_agents_are_found_through_the_entry_point():
     result = AgentResult.checked(task, lookup_plan_agent("megatron")(task, 0, None))
     assert task.plan_of(result.placement).dp == 8
     assert lookup_plan_agent("heft") is None
+
+
+@pytest.mark.slow
+def test_the_baselines_reach_every_published_step():
+    """Issue 66's target on the setups of the published rows (docs/calibration.md, "Parallel plans"):
+    the better of the rules and the sweep, on the row's model, mesh, global batch and precision, steps
+    within 10% of the published step or faster. A published figure becomes a step by hand: tokens a
+    second a GPU, model TFLOP/s a GPU or MFU over the row's GPUs at its batch."""
+    from placement_gym.calibration.plans import load_plan_rows
+
+    for row in load_plan_rows():
+        task = plan_task(row.model, row.mesh, row.plan.global_batch, row.plan.precision)
+        tokens, gpus = row.plan.global_batch * task.model.seq, task.mesh.gpus
+        flops = task.model.training_flops_per_token() * tokens
+        rate = {"step_s": None, "tokens_per_s_per_gpu": row.published * gpus / tokens,
+                "tflops_per_gpu": row.published * 1e12 * gpus / flops,
+                "mfu": row.published * gpus * task.mesh.gpu.peak[row.plan.precision] / flops}[row.kind]
+        published = row.published if rate is None else 1.0 / rate  # steps a second -> seconds a step
+        best = min(megatron(task).info["step_s"], sweep(task).info["step_s"])
+        assert best <= 1.10 * published, (row.id, best, published)
