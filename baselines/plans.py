@@ -128,39 +128,32 @@ def megatron(task: PlanTask, seed: int = 0, budget: int | None = None) -> AgentR
 
 
 def uniform_choices(task: PlanTask, budget: int | None = None) -> tuple[list[np.ndarray], int]:
-    """Every choice whose degrees divide (the rules of `PlanTask.choice_masks`), degrees first and the
-    options inner, but those whose weights and optimizer state alone exceed a GPU: ``(choices,
-    skipped)``, the first ``budget`` choices (None: all) and the plans skipped until the last of them (in
-    a whole sweep: all the skipped)."""
-    model, mesh, memory = task.model, task.mesh, task.mesh.gpu.memory
+    """Every choice whose degrees divide (`PlanTask.degree_combos`), degrees first and the options
+    inner, but those whose weights and optimizer state alone exceed a GPU: ``(choices, skipped)``, the
+    first ``budget`` choices (None: all) and the plans skipped until the last of them (in a whole sweep:
+    all the skipped)."""
     masks = dict(zip(DIMENSION_NAMES, task.value_masks))
     values = {name: [v for v, ok in zip(DIMENSIONS[name], masks[name]) if ok] for name in DIMENSION_NAMES}
     choices: list[np.ndarray] = []
     skipped = 0
-    for tp, pp, cp in itertools.product(values["tp"], values["pp"], values["cp"]):
-        if mesh.gpus % (tp * pp * cp):
-            continue
-        dp = mesh.gpus // (tp * pp * cp)
-        for vp, ep, mbs in itertools.product(values["vp"], values["ep"], values["microbatch_size"]):
-            if (pp * vp > model.layers or (vp > 1 and pp < 2) or task.global_batch % (dp * mbs)
-                    or (ep > 1 and dp % ep) or (vp > 1 and (task.global_batch // (dp * mbs)) % pp)):
+    for tp, pp, cp, vp, ep, mbs in task.degree_combos:
+        dp = task.mesh.gpus // (tp * pp * cp)
+        schedules = (("interleaved",) if vp > 1
+                     else tuple(s for s in values["schedule"] if s != "interleaved"))
+        for schedule, sp, zero, recompute in itertools.product(
+                schedules, [s for s in values["sequence_parallel"] if tp > 1 or not s], values["zero"],
+                values["recompute"]):
+            if zero > 0 and dp == 1:
+                continue  # ZeRO over one rank shards nothing: the same plan as stage 0
+            plan = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "microbatch_size": mbs,
+                    "schedule": schedule, "sequence_parallel": sp, "zero": zero, "recompute": recompute}
+            if state_bytes_lower_bound(task, plan) > task.mesh.gpu.memory:
+                skipped += 1
                 continue
-            schedules = (("interleaved",) if vp > 1
-                         else tuple(s for s in values["schedule"] if s != "interleaved"))
-            for schedule, sp, zero, recompute in itertools.product(
-                    schedules, [s for s in values["sequence_parallel"] if tp > 1 or not s], values["zero"],
-                    values["recompute"]):
-                if zero > 0 and dp == 1:
-                    continue  # ZeRO over one rank shards nothing: the same plan as stage 0
-                plan = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "microbatch_size": mbs,
-                        "schedule": schedule, "sequence_parallel": sp, "zero": zero, "recompute": recompute}
-                if state_bytes_lower_bound(task, plan) > memory:
-                    skipped += 1
-                    continue
-                if budget is not None and len(choices) >= budget:
-                    return choices, skipped
-                choice = [_index(name, plan[name]) for name in DIMENSION_NAMES]
-                choices.append(np.array(choice, dtype=np.int64))
+            if budget is not None and len(choices) >= budget:
+                return choices, skipped
+            choice = [_index(name, plan[name]) for name in DIMENSION_NAMES]
+            choices.append(np.array(choice, dtype=np.int64))
     return choices, skipped
 
 

@@ -119,8 +119,8 @@ def run_sweep_bench(agent: Callable, progress: Callable[[int, int, str], None] |
         result = agent(task, 0, None)
         seconds = time.perf_counter() - start
         info = result.info
-        rows.append(SweepBenchRow(name, task.id, result.evaluations, int(info.get("skipped", 0)), seconds,
-                                  (result.evaluations + int(info.get("skipped", 0))) / seconds,
-                                  int(info.get("workers", 1)), task.plan_of(result.placement).describe(),
-                                  float(info["step_s"])))
+        skipped = int(info.get("skipped", 0))
+        rows.append(SweepBenchRow(name, task.id, result.evaluations, skipped, seconds,
+                                  (result.evaluations + skipped) / seconds, int(info.get("workers", 1)),
+                                  task.plan_of(result.placement).describe(), float(info["step_s"])))
     return rows

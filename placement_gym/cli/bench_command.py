@@ -238,17 +238,20 @@ def _run_plan_sweep(args: argparse.Namespace, stream, machine: dict) -> int:
         print(f"[{i + 1}/{total}] {name}", file=sys.stderr, flush=True)
 
     rows = run_sweep_bench(agent, progress=progress)
-    _print_rows(args, stream, machine, rows, lambda: print_table(
-        ["sweep", "priced", "skipped", "seconds", "plans/s", "workers", "best step s"],
-        [[r.task, f"{r.priced:,}", f"{r.skipped:,}", f"{r.seconds:.1f}", f"{r.plans_per_s:,.0f}",
-          str(r.workers), f"{r.step_s:.3f}"] for r in rows],
-        numeric=[False, True, True, True, True, True, True],
-        title=f"plan sweeps (every uniform plan that divides; skipped: weights and state alone do not fit; "
-              f"targets on the first: <= {SWEEP_TARGET_S:g} s, >= {SWEEP_TARGET_PLANS_PER_S:,.0f} plans/s, "
-              "5x Calculon's search; placement_gym/benchmarks/plans.py)"))
-    if not args.json:
+
+    def table() -> None:
+        print_table(
+            ["sweep", "priced", "skipped", "seconds", "plans/s", "workers", "best step s"],
+            [[r.task, f"{r.priced:,}", f"{r.skipped:,}", f"{r.seconds:.1f}", f"{r.plans_per_s:,.0f}",
+              str(r.workers), f"{r.step_s:.3f}"] for r in rows],
+            numeric=[False, True, True, True, True, True, True],
+            title=f"plan sweeps (every uniform plan that divides; skipped: weights and state alone do not "
+                  f"fit; targets on the first: <= {SWEEP_TARGET_S:g} s, >= {SWEEP_TARGET_PLANS_PER_S:,.0f} "
+                  "plans/s, 5x Calculon's search; placement_gym/benchmarks/plans.py)")
         for row in rows:
             print_text(f"{row.task}: {row.best}")
+
+    _print_rows(args, stream, machine, rows, table)
     first = rows[0]
     failed = first.seconds > SWEEP_TARGET_S or first.plans_per_s < SWEEP_TARGET_PLANS_PER_S
     return 1 if args.check and failed else 0

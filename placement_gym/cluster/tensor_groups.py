@@ -82,7 +82,7 @@ def tensor_groups(cluster: Cluster, degree: int) -> TensorGroups:
     bandwidth = cluster.link_bandwidth[members, following].min(axis=1)
     latency = cluster.link_latency[members, following].max(axis=1)
     names = tuple(f"{cluster.device_names[first]}-{cluster.device_names[last].split(':')[-1]}"
-                  for first, last in zip(members[:, 0], members[:, -1]))
+                  for first, last in zip(leaders, members[:, -1]))
     pick = np.ix_(leaders, leaders)
     half = {}
     if cluster.tensor_peak_flops is not None:

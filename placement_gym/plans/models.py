@@ -191,18 +191,11 @@ _PRESET_SIZES: dict[str, tuple[str, int, int, int, int, int, int, int, int, int]
 }
 
 
-def models_of_sizes(sizes: dict[str, tuple[str, int, int, int, int, int, int, int, int, int]]
-                    ) -> dict[str, TransformerModel]:
-    """Models by name from a table of name -> (family, layers, hidden, heads, kv_heads, ffn, experts,
-    top_k, seq, vocab), as `_PRESET_SIZES` writes them."""
-    models = {}
-    for name, (family, layers, hidden, heads, kv_heads, ffn, experts, top_k, seq, vocab) in sizes.items():
-        models[name] = TransformerModel(family, layers, hidden, heads, seq, vocab, kv_heads, ffn, experts,
-                                        top_k, name)
-    return models
-
-
-MODEL_PRESETS: dict[str, TransformerModel] = models_of_sizes(_PRESET_SIZES)
+MODEL_PRESETS: dict[str, TransformerModel] = {
+    name: TransformerModel(family, layers, hidden, heads, seq, vocab, kv_heads, ffn, experts, top_k, name)
+    for name, (family, layers, hidden, heads, kv_heads, ffn, experts, top_k, seq, vocab)
+    in _PRESET_SIZES.items()
+}
 
 _KEYS = {f.name for f in fields(TransformerModel)} - {"family", "name"}
 

@@ -45,6 +45,8 @@ DIMENSIONS: dict[str, tuple] = {
 }
 DIMENSION_NAMES: tuple[str, ...] = tuple(DIMENSIONS)
 OPTION_COUNTS: tuple[int, ...] = tuple(len(values) for values in DIMENSIONS.values())
+# The dimensions of `PlanTask.degree_combos`, in their order.
+_DEGREES = ("tp", "pp", "cp", "vp", "ep", "microbatch_size")
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,19 +143,14 @@ class PlanTask(CountsEvaluations):
         tensor degree above 1 can be chosen...)."""
         return self.choice_masks({})
 
-    def choice_masks(self, chosen: dict[str, int]) -> tuple[np.ndarray, ...]:
-        """Per dimension, which values stay possible given the value indices ``chosen`` (dimension name
-        -> index) so far: those for which some completion passes the divisibility rules (memory aside)."""
+    @cached_property
+    def degree_combos(self) -> tuple[tuple[int, int, int, int, int, int], ...]:
+        """Every ``(tp, pp, cp, vp, ep, microbatch_size)`` of `DIMENSIONS`' values that passes the
+        divisibility rules on this task (memory aside), tensor, pipeline and context degrees outermost:
+        what the masks allow and what the sweep prices."""
         model, gpus = self.model, self.mesh.gpus
-        fixed = {name: DIMENSIONS[name][k] for name, k in chosen.items()}
-
-        def allowed(name, value) -> bool:
-            return fixed.get(name, value) == value
-
         combos = []
         for tp, pp, cp in itertools.product(DIMENSIONS["tp"], DIMENSIONS["pp"], DIMENSIONS["cp"]):
-            if not (allowed("tp", tp) and allowed("pp", pp) and allowed("cp", cp)):
-                continue
             if tp > self.mesh.gpus_per_node or gpus % (tp * pp * cp) or pp > model.layers:
                 continue
             if model.heads % tp or model.ffn_width % tp or (
@@ -164,8 +161,6 @@ class PlanTask(CountsEvaluations):
             dp = gpus // (tp * pp * cp)
             others = itertools.product(DIMENSIONS["vp"], DIMENSIONS["ep"], DIMENSIONS["microbatch_size"])
             for vp, ep, mbs in others:
-                if not (allowed("vp", vp) and allowed("ep", ep) and allowed("microbatch_size", mbs)):
-                    continue
                 if pp * vp > model.layers or (vp > 1 and pp < 2):
                     continue
                 if ep > 1 and (model.family != "moe" or model.experts % ep or dp % ep):
@@ -176,9 +171,17 @@ class PlanTask(CountsEvaluations):
                 if vp > 1 and microbatches % pp:
                     continue
                 combos.append((tp, pp, cp, vp, ep, mbs))
+        return tuple(combos)
+
+    def choice_masks(self, chosen: dict[str, int]) -> tuple[np.ndarray, ...]:
+        """Per dimension, which values stay possible given the value indices ``chosen`` (dimension name
+        -> index) so far: those for which some completion passes the divisibility rules (memory aside)."""
+        fixed = {name: DIMENSIONS[name][k] for name, k in chosen.items()}
+        combos = [combo for combo in self.degree_combos
+                  if all(fixed.get(name, value) == value for name, value in zip(_DEGREES, combo))]
         masks = {name: np.zeros(len(values), dtype=bool) for name, values in DIMENSIONS.items()}
         for combo in combos:
-            for name, value in zip(("tp", "pp", "cp", "vp", "ep", "microbatch_size"), combo):
+            for name, value in zip(_DEGREES, combo):
                 masks[name][DIMENSIONS[name].index(value)] = True
         if combos:
             interleaved = any(c[3] > 1 for c in combos)

@@ -59,9 +59,9 @@ POSITIONAL_OPTIONS: tuple[str, ...] = ("optimizer", "precision", "microbatches",
 # The options a suffix writes as a mark and a count.
 _COUNT_MARKS = {"microbatches": MICROBATCH_MARK, "tensor_parallel": TENSOR_PARALLEL_MARK}
 _OBJECTIVE_OF_SUFFIX = {suffix: name for name, suffix in OBJECTIVES.items()}
-# Digits of the largest micro-batch count an id can name and more, so that a long run of digits is
-# refused before it is converted.
-_MICROBATCH_DIGITS = len(str(MAX_MICROBATCHES)) + 1
+# Digits of the largest count an id can name (micro-batches, tensor-parallel degree) and more, so that a
+# long run of digits is refused before it is converted.
+_COUNT_DIGITS = len(str(max(MAX_MICROBATCHES, MAX_TENSOR_PARALLEL))) + 1
 
 
 def _shown_repr(value: Any) -> str:
@@ -253,7 +253,7 @@ def _option_of_token(token: str) -> tuple[str, Any] | None:
     for field, mark in _COUNT_MARKS.items():
         digits = token[len(mark):]
         if (token.startswith(mark) and digits.isascii() and digits.isdigit()
-                and len(digits) <= _MICROBATCH_DIGITS):
+                and len(digits) <= _COUNT_DIGITS):
             return field, int(digits)
     return None
 

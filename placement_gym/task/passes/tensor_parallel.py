@@ -70,17 +70,15 @@ class ShardedGraph:
 
 def _live_tensors(graph: OpGraph) -> np.ndarray:
     """Per tensor: whether it depends on a graph data input or a parameter (else a constant)."""
-    live_op = graph.param_bytes > 0
-    live_tensor = graph.tensor_producer < 0
+    live = (graph.param_bytes > 0).tolist()  # per op: owns a parameter or reads a live tensor
     order = np.argsort(graph.edge_dst, kind="stable")
     producers = graph.tensor_producer.tolist()
-    live_op_list, live_tensor_list = live_op.tolist(), live_tensor.tolist()
     for tensor, dst in zip(graph.edge_tensor[order].tolist(), graph.edge_dst[order].tolist()):
         # edges sorted by consumer: a producer's liveness is final when its consumer is reached
         producer = producers[tensor]
-        if live_tensor_list[tensor] or (producer >= 0 and live_op_list[producer]):
-            live_op_list[dst] = True
-    return np.array([p < 0 or live_op_list[p] for p in producers], dtype=bool) | live_tensor
+        if producer < 0 or live[producer]:
+            live[dst] = True
+    return np.array([producer < 0 or live[producer] for producer in producers], dtype=bool)
 
 
 def shard(graph: OpGraph, degree: int) -> ShardedGraph:
