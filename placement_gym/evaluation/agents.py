@@ -213,7 +213,8 @@ def unknown_agent_error(name: str, known: list[str], note: str = "") -> ValueErr
 class AgentResult:
     """What an agent returns, the one result type of every agent.
 
-    placement: int64 ``(n_forward,)``, a device index per forward op.
+    placement: int64 ``(n_forward,)``, a device index per forward op; a plan agent's is the plan's
+    choice (`placement_gym.plans.space.PlanTask`) or, where it sets values per stage, the `Plan`.
     evaluations: the evaluations the agent used (`simulate` calls, `simulate_batch` rows).
     info: agent-specific extras (a solver bound, the agent's own schedule length...), JSON-able.
     """

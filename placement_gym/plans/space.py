@@ -13,7 +13,8 @@ uneven pipelines do.
 
 A choice is a plan's encoding as an int64 array (one value index per dimension): an agent's answer to a
 `PlanTask` is a choice, as a placement is its answer to a placement task, so that plan agents return the
-project's one `AgentResult` (`PlanTask.check_placement` checks one)."""
+project's one `AgentResult` (`PlanTask.check_placement` checks one). A planner that sets values per
+pipeline stage (the layers of each, its tensor degree) answers with the `Plan` itself instead."""
 
 from __future__ import annotations
 
@@ -96,10 +97,14 @@ class PlanTask(CountsEvaluations):
         rate = mesh.gpu.peak[self.precision] * EFFICIENCY[mesh.gpu.architecture].matmul[self.precision]
         return flops / (mesh.gpus * rate)
 
-    def plan_of(self, choice) -> Plan:
-        """The plan a choice encodes (module docstring); ValueError for a choice of the wrong shape or
-        an index out of its dimension's range. The plan may still not run (`problems`)."""
-        choice = self.check_placement(choice)
+    def plan_of(self, answer) -> Plan:
+        """The plan an answer names: a choice (module docstring) or a `Plan` of this task's GPUs, global
+        batch and precision (what a planner that sets values per stage answers: `Plan.stage_layers`,
+        `Plan.stage_tp`); ValueError for a choice of the wrong shape, an index out of its dimension's
+        range or a plan of another task. The plan may still not run (`problems`)."""
+        if isinstance(answer, Plan):
+            return self._own_plan(answer)
+        choice = self.check_placement(answer)
         values = {name: DIMENSIONS[name][int(k)] for name, k in zip(DIMENSION_NAMES, choice)}
         tp, pp, cp = values["tp"], values["pp"], values["cp"]
         dp = max(self.mesh.gpus // (tp * pp * cp), 1)
@@ -111,21 +116,34 @@ class PlanTask(CountsEvaluations):
                     sequence_parallel=values["sequence_parallel"], zero=values["zero"],
                     recompute=values["recompute"], precision=self.precision, stage_layers=stage_layers)
 
-    def problems(self, choice) -> list[str]:
-        """Why the plan of ``choice`` cannot run (empty: it can, memory aside)."""
-        return plan_problems(self.plan_of(choice), self.model, self.mesh)
+    def _own_plan(self, plan: Plan) -> Plan:
+        """``plan`` when it is a plan of this task (all its GPUs, its global batch and precision);
+        ValueError naming the first figure that differs."""
+        for what, value, own in (("GPUs", plan.gpus, self.mesh.gpus),
+                                 ("global batch", plan.global_batch, self.global_batch),
+                                 ("precision", plan.precision, self.precision)):
+            if value != own:
+                raise ValueError(f"plan {plan.suffix()} has {what} {value}; plan task {self.id} has {own}")
+        return plan
 
-    def evaluate(self, choice) -> PlanResult:
-        """The priced plan of ``choice`` (an infeasible result with its reasons where it cannot run),
-        counted as one evaluation of this task."""
-        result = evaluate_plan(self.model, self.plan_of(choice), self.mesh, self._layers)
+    def problems(self, answer) -> list[str]:
+        """Why the plan of ``answer`` (a choice or a `Plan`) cannot run (empty: it can, memory aside)."""
+        return plan_problems(self.plan_of(answer), self.model, self.mesh)
+
+    def evaluate(self, answer) -> PlanResult:
+        """The priced plan of ``answer`` (a choice or a `Plan`; an infeasible result with its reasons
+        where it cannot run), counted as one evaluation of this task."""
+        result = evaluate_plan(self.model, self.plan_of(answer), self.mesh, self._layers)
         self.count_evaluations(1, result.step_s, result.feasible)
         return result
 
-    def check_placement(self, choice, batch: bool = False) -> np.ndarray:
-        """``choice`` as an int64 array of one value index per dimension, or a one-line ValueError
-        (the name `Task.check_placement` has, so that `AgentResult.checked` checks plan agents too)."""
-        array = np.asarray(choice)
+    def check_placement(self, answer, batch: bool = False):
+        """``answer`` as an int64 array of one value index per dimension, or a `Plan` of this task
+        (`plan_of`), or a one-line ValueError (the name `Task.check_placement` has, so that
+        `AgentResult.checked` checks plan agents too)."""
+        if isinstance(answer, Plan):
+            return self._own_plan(answer)
+        array = np.asarray(answer)
         if array.dtype.kind not in "iu" or array.shape != (len(DIMENSIONS),):
             raise ValueError(f"a choice for plan task {self.id} is {len(DIMENSIONS)} integers, one value "
                              f"index per dimension ({', '.join(DIMENSION_NAMES)}); got shape {array.shape}")
