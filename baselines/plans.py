@@ -2,12 +2,11 @@
 ``agent(task, seed=0, budget=None) -> AgentResult`` whose ``placement`` is the plan's choice (one value
 index per dimension, `PlanTask.plan_of` reads it) and whose ``evaluations`` count the plans it priced.
 
-- ``megatron``: Megatron-LM's and NeMo's rules of thumb: tensor parallelism inside a node, pipeline
-  across nodes only as deep as the weights and optimizer state need, data parallelism over the rest
-  with the distributed optimizer (ZeRO-1), sequence parallelism with tensor parallelism, selective
-  recomputation, one sequence a micro-batch, the interleaved schedule where the layers and the
-  micro-batches allow, eight-way expert parallelism for mixtures; when the plan does not fit, full
-  recomputation, then a deeper pipeline.
+- ``megatron``: Megatron-LM's and NeMo's rules of thumb (`placement_gym.plans.rules`, where a
+  parallel-track suite's reference plan comes from): tensor parallelism inside a node, pipeline across
+  nodes only as deep as the weights and optimizer state need, data parallelism over the rest with the
+  distributed optimizer (ZeRO-1), sequence parallelism, selective recomputation, interleaving where it
+  divides; when the plan does not fit, full recomputation, then a deeper pipeline.
 - ``sweep``: Calculon's method: every uniform plan whose degrees divide (`PlanTask.choice_masks`'
   rules), those whose weights and optimizer state alone cannot fit skipped unpriced, the rest priced in
   a fixed order up to the budget; the fastest feasible one.
@@ -29,6 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from placement_gym.evaluation.agents import AgentResult
+from placement_gym.plans.rules import choice_of_values, rules_plan, state_bytes_lower_bound
 from placement_gym.plans.space import DIMENSION_NAMES, DIMENSIONS, PlanTask
 
 PlanAgent = Callable[..., AgentResult]
@@ -37,10 +37,6 @@ DEFAULT_BUDGET = 2_000
 PARALLEL_FROM = 4_000
 _PLAN_AGENTS: dict[str, PlanAgent] = {}
 _DESCRIPTIONS: dict[str, str] = {}
-# Bytes a weight holds in mixed precision with Adam: 2 weight + 2 gradient + 12 master weight and moments.
-_WEIGHT_BYTES, _SHARDED_BY_ZERO = 16.0, {0: 0.0, 1: 12.0, 2: 14.0, 3: 16.0}
-# A plan by the rules leaves this share of a GPU's memory to activations.
-_RULES_STATE_SHARE = 0.5
 
 
 def register_plan_agent(name: str, description: str) -> Callable[[PlanAgent], PlanAgent]:
@@ -63,68 +59,18 @@ def get_plan_agent(name: str) -> PlanAgent | None:
     return _PLAN_AGENTS.get(name)
 
 
-def _index(name: str, value) -> int:
-    return DIMENSIONS[name].index(value)
-
-
 def _step(task: PlanTask, choice: np.ndarray) -> float:
     """The step seconds of a choice (inf when it cannot run or fit), one evaluation."""
     result = task.evaluate(choice)
     return result.step_s if result.feasible else math.inf
 
 
-def state_bytes_lower_bound(task: PlanTask, values: dict) -> float:
-    """Bytes of weights and optimizer state no GPU of the plan can hold less than: the model's weights
-    spread evenly over the tensor, pipeline and (for experts) expert degrees, ZeRO's share over the
-    data-parallel group."""
-    tp, pp, cp = values["tp"], values["pp"], values["cp"]
-    dp = task.mesh.gpus // (tp * pp * cp)
-    per_gpu = task.model.parameters() / (tp * pp * values["ep"])
-    sharded = _SHARDED_BY_ZERO[values["zero"]]
-    # 0.999: the plan model's static bytes leave out a few vectors `parameters()` counts (under 1e-6 of
-    # them), so that the bound stays below what it prices
-    return 0.999 * per_gpu * (_WEIGHT_BYTES - sharded + sharded / dp)
-
-
 @register_plan_agent("megatron", "Megatron-LM's and NeMo's rules: TP in a node, PP as deep as memory "
                                  "needs, DP with ZeRO-1 over the rest, interleaving where it divides")
 def megatron(task: PlanTask, seed: int = 0, budget: int | None = None) -> AgentResult:
-    model, mesh = task.model, task.mesh
-    masks = task.value_masks
-    allowed = {name: [v for v, ok in zip(DIMENSIONS[name], mask) if ok]
-               for name, mask in zip(DIMENSION_NAMES, masks)}
-    memory = mesh.gpu.memory * _RULES_STATE_SHARE
-    ep = max([e for e in allowed["ep"] if e <= 8], default=1)
-    # the smallest model-parallel group whose state fits the rule's share, tensor degree first (inside a
-    # node), then depth; where none does, the groups that leave the least state on a GPU
-    ranked = []
-    for pp, tp in itertools.product(allowed["pp"], allowed["tp"]):
-        if mesh.gpus % (tp * pp) == 0 and task.global_batch % (mesh.gpus // (tp * pp)) == 0:
-            state = state_bytes_lower_bound(task, {"tp": tp, "pp": pp, "cp": 1, "ep": ep, "zero": 1})
-            ranked.append(((0, tp * pp, pp) if state <= memory else (1, state, pp), tp, pp))
-    evaluations, best, best_step = 0, None, math.inf
-    limit = budget if budget is not None else 8
-    for _, tp, pp in sorted(ranked)[:4]:
-        dp = mesh.gpus // (tp * pp)
-        microbatches = task.global_batch // max(dp, 1)
-        vp = max([v for v in allowed["vp"] if pp > 1 and model.layers % (pp * v) == 0
-                  and microbatches % pp == 0], default=1)
-        for recompute in ("selective", "full"):
-            if evaluations >= limit:
-                break
-            values = {"tp": tp, "pp": pp, "vp": vp, "cp": 1, "ep": ep if ep <= dp and dp % ep == 0 else 1,
-                      "microbatch_size": 1, "schedule": "interleaved" if vp > 1 else "1f1b",
-                      "sequence_parallel": tp > 1, "zero": 1 if dp > 1 else 0, "recompute": recompute}
-            choice = np.array([_index(name, values[name]) for name in DIMENSION_NAMES], dtype=np.int64)
-            step = _step(task, choice)
-            evaluations += 1
-            if step < best_step or best is None:
-                best, best_step = choice, step
-            if math.isfinite(step):
-                break
-        if math.isfinite(best_step):
-            break
-    return AgentResult(best, evaluations, {"step_s": best_step})
+    """`placement_gym.plans.rules.rules_plan` as an agent (deterministic: ``seed`` is unused)."""
+    choice, step, evaluations = rules_plan(task, budget)
+    return AgentResult(choice, evaluations, {"step_s": step})
 
 
 def uniform_choices(task: PlanTask, budget: int | None = None) -> tuple[list[np.ndarray], int]:
@@ -152,8 +98,7 @@ def uniform_choices(task: PlanTask, budget: int | None = None) -> tuple[list[np.
                 continue
             if budget is not None and len(choices) >= budget:
                 return choices, skipped
-            choice = [_index(name, plan[name]) for name in DIMENSION_NAMES]
-            choices.append(np.array(choice, dtype=np.int64))
+            choices.append(choice_of_values(plan))
     return choices, skipped
 
 
