@@ -168,6 +168,16 @@ def lookup_plan_agent(name: str) -> Agent | None:
     return None
 
 
+def plan_leaderboard_agent(name: str) -> Agent:
+    """The plan agent ``name`` (`lookup_plan_agent`) as the leaderboard's harness runs it; ValueError
+    naming the plan agents when no provider has it."""
+    agent = lookup_plan_agent(name)
+    if agent is None:
+        raise ValueError(f"no agent provider of entry-point group {AGENT_GROUP} has a plan agent "
+                         f"{name!r}; plan agents: {', '.join(plan_agents()) or 'none'}{providers().note()}")
+    return agent
+
+
 def unavailable_agents() -> dict[str, str]:
     """Agents that providers would offer were their optional dependencies installed: name -> the
     reason, naming what to install (every provider's ``unavailable()``)."""

@@ -112,10 +112,10 @@ def render_markdown(
         previous = budget
         lines += [*overall_table(rows, n, names=True), ""] if rows else ["No entries.", ""]
     lines += _pretraining_section(ranked)
-    lines += _unverified_section(submissions, suite, unverified, lower_bounds)
+    lines += unverified_section(submissions, suite, unverified, lower_bounds)
     if groups:
         lines += [f"![score per algorithm and budget track]({page.chart})", ""]
-    lines += _bounds_section(submissions, suite, bounds)
+    lines += bounds_section(submissions, suite, bounds)
     lines += ["## Per task", ""]
     best_known = best_known_runtimes(submissions, suite)
     unverified_labels = {g.label for g in unverified}
@@ -198,11 +198,13 @@ def _meaning(suite: Suite, bounds: dict[str, TaskBound]) -> list[str]:
     ]
 
 
-def _bounds_section(
-    submissions: list[tuple[str, dict]], suite: Suite, bounds: dict[str, TaskBound]
+def bounds_section(
+    submissions: list[tuple[str, dict]], suite: Suite, bounds: dict[str, TaskBound],
+    reference: str = "best single", proofs: str = "docs/bounds.md has the proofs",
 ) -> list[str]:
     """Per task: the proven lower bound and its argument, the best known runtime and who reached it, and
-    their ratio (how far from optimal the best known can at most be)."""
+    their ratio (how far from optimal the best known can at most be); ``reference`` names the column of
+    the suite's reference runtimes, ``proofs`` where the bounds are proven."""
     best_known = best_known_runtimes(submissions, suite)
     holders: dict[str, list[str]] = {t: [] for t in suite.task_ids}
     for group in group_submissions(submissions, suite):
@@ -237,14 +239,14 @@ def _bounds_section(
         "## Bounds and best known",
         "",
         "Per task, the proven lower bound (no feasible placement is faster; the argument that gives it is "
-        "named, docs/bounds.md has the proofs), the best runtime any submission reached and the entries "
+        f"named, {proofs}), the best runtime any submission reached and the entries "
         "that reached it. Best known / bound is how far the best known placement can at most be from "
         f"optimal; its geomean over the {len(ratios)} tasks is **{geomean(ratios):.3f}x**.",
         "",
         *markdown_table(
             [
                 "task",
-                "best single (s)",
+                f"{reference} (s)",
                 "lower bound (s)",
                 "argument",
                 "best known (s)",
@@ -258,7 +260,7 @@ def _bounds_section(
     ]
 
 
-def _unverified_section(
+def unverified_section(
     submissions: list[tuple[str, dict]], suite: Suite, groups: list[AlgorithmRuns],
     lower_bounds: dict[str, float],
 ) -> list[str]:

@@ -12,7 +12,9 @@ that evaluated the task it is scored on is marked ``trained_on_task``. The harne
 returned placement on a copy of its own, made before the agent ran, so nothing the agent does to its
 task changes the score. Not seen: evaluations of a task the agent compiles itself (`make_task` on the
 graph and cluster) or evaluates in another process; agents build envs on the task they are given
-(``graph=task``).
+(``graph=task``). A parallel-plan suite's task is a `PlanTask` made new from its id for each run, so
+every evaluation of it is the agent's; its answer (a choice or a `Plan`) is priced again and written as
+the plan's id.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from placement_gym.common.version import __version__
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.evaluation.placements import placement_to_dict, placement_to_text
 from placement_gym.leaderboard.generalisation import get_split
+from placement_gym.leaderboard.plan_suite import model_digest, price
 from placement_gym.leaderboard.submission import (
     SCHEMA_VERSION,
     TRACKS,
@@ -42,6 +45,8 @@ from placement_gym.leaderboard.submission import (
     thin_trace,
 )
 from placement_gym.leaderboard.suite import Suite, get_suite, graph_digest
+from placement_gym.plans.plan import plan_problems
+from placement_gym.plans.space import PlanTask
 from placement_gym.task.compiled import Task
 
 Agent = Callable[[Task, int, "int | None"], Any]
@@ -137,6 +142,9 @@ def evaluate(
         submission["pretraining"] = dict(pretraining)
     check_header(submission)
     for suite_task in suite.tasks:
+        if suite.spec.placement_format == "plan":
+            results[suite_task.task_id] = _plan_result(agent, suite_task.task(), seed, budget, algorithm)
+            continue
         shared = suite_task.task()
         # Its reference figures too, so that an agent reaching it by name is counted the same whatever
         # ran before.
@@ -169,6 +177,28 @@ def evaluate(
     if out is not None:
         save_submission(submission, out)
     return submission
+
+
+def _plan_result(agent: Agent, task: PlanTask, seed: int, budget: int | None, algorithm: str) -> dict:
+    """One plan task's entry of a submission: ``agent`` run on ``task`` (a plan task of its own, new
+    from its id: nothing is shared with another run), its plan priced again and written as its id."""
+    task.start_trace()
+    start = time.perf_counter()
+    returned = agent(task, seed, budget)
+    wall_s = time.perf_counter() - start
+    evaluations = task.evaluations
+    plan = task.plan_of(returned.placement if hasattr(returned, "placement") else returned)
+    problems = plan_problems(plan, task.model, task.mesh)
+    if problems:
+        raise ValueError(f"agent {algorithm!r} answered task {task.id} with plan {plan.suffix()}, which "
+                         f"cannot run: {problems[0]}")
+    priced = price(task, plan)
+    result = {"graph_sha256": model_digest(task), "placement": plan.suffix(), "runtime": float(priced.step_s),
+              "feasible": bool(priced.feasible), "evaluations": evaluations, "wall_s": round(wall_s, 6),
+              "trained_on_task": evaluations > 0}
+    if task.trace:
+        result["trace"] = thin_trace(task.trace)
+    return result
 
 
 def machine_description() -> str:

@@ -117,11 +117,12 @@ def submission_track(data: dict) -> str:
 
 
 def group_submissions(
-    submissions: list[tuple[str, dict]], suite: Suite, track: str = "cost_model"
+    submissions: list[tuple[str, dict]], suite: Suite, track: str | None = None
 ) -> list[AlgorithmRuns]:
-    """The submissions of ``suite``'s version and ``track``, one group per (algorithm, budget), sorted by
-    algorithm then budget. A group's label is its algorithm name, with the budget (`budget_label`) added
-    when the same name comes with several budgets."""
+    """The submissions of ``suite``'s version and ``track`` (None: `ranked_track`), one group per
+    (algorithm, budget), sorted by algorithm then budget. A group's label is its algorithm name, with the
+    budget (`budget_label`) added when the same name comes with several budgets."""
+    track = ranked_track(suite) if track is None else track
     groups: dict[tuple[str, str], list[tuple[str, dict]]] = {}
     for source, data in submissions:
         if data["suite"] != suite.version or submission_track(data) != track:
@@ -141,6 +142,12 @@ def group_submissions(
             )
         )
     return result
+
+
+def ranked_track(suite: Suite) -> str:
+    """The track a suite's budget tables rank: ``parallel`` for a parallel-plan suite, else
+    ``cost_model`` (a cost-model suite's other tracks have sections of their own)."""
+    return "parallel" if suite.spec.track == "parallel" else "cost_model"
 
 
 def _budget_order(budget: int | None) -> float:
@@ -224,12 +231,13 @@ def entries(
 def overall_rows(
     submissions: list[tuple[str, dict]],
     suite: Suite,
-    track: str = "cost_model",
+    track: str | None = None,
     task_ids: tuple[str, ...] | None = None,
     groups: list[AlgorithmRuns] | None = None,
     lower_bounds: dict[str, float] | None = None,
 ) -> list[dict]:
-    """Per group (default: every group of ``track``; one row for all its seeds), ranked best first, over
+    """Per group (default: every group of ``track``, None: `ranked_track`; one row for all its seeds),
+    ranked best first, over
     ``task_ids`` (default: every task of ``suite``): ``score``, the mean of `task_score` over all those
     tasks (a task it did not run counts 0), then geomean speedup and gap over its feasible per-task
     median-seed results. Ties on the score go by geomean speedup, then name."""

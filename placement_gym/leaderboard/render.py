@@ -4,7 +4,8 @@ its learning curves, into a leaderboard folder.
 `render` loads and validates every submission first (`loading`) and refuses, with `RenderRefused`
 naming each failing file and its reasons, to publish a number it could not re-check. Each suite's page
 is drawn by the page of its track: a cost-model suite's by `cost_model_page` (with `chart`'s images), a
-generalisation suite's by `generalisation_page`. The proven bounds a page shows are the folder's
+parallel-plan suite's by `parallel_page` (with its images too), a generalisation suite's by
+`generalisation_page`. The proven bounds a page shows are the folder's
 (`task_bounds.load_bounds`), refused when one is above a re-simulated runtime.
 
 Rendering is deterministic: rows are sorted, floats have fixed formats, nothing depends on the clock,
@@ -33,6 +34,7 @@ from placement_gym.leaderboard.loading import (
     require_submissions_folder,
 )
 from placement_gym.leaderboard.markdown import markdown_text
+from placement_gym.leaderboard.parallel_page import render_parallel_page
 from placement_gym.leaderboard.ranking import best_known_runtimes, median_run, overall_rows, task_score
 from placement_gym.leaderboard.rerun_records import RECORDS_NAME, read_records, verified_files
 from placement_gym.leaderboard.suite import Suite, get_suite
@@ -157,7 +159,8 @@ def draw_suite(
     refuse_impossible_bounds(bounds, submissions, suite)
     if progress is not None:
         progress(f"drawing the pages of suite {suite.version}")
-    page = render_markdown(submissions, suite, bounds, verified)
+    page = (render_parallel_page(submissions, suite, bounds, verified) if suite.spec.track == "parallel"
+            else render_markdown(submissions, suite, bounds, verified))
     images: dict[str, bytes] = {}
     if chart:
         images.update(render_all_curves(submissions, bounds, suite, progress))

@@ -5,8 +5,9 @@ harness measured. `rerun_submission` finds the algorithm through the entry-point
 ``placement_gym.agents`` (`placement_gym.evaluation.agents.leaderboard_agent`: the core never imports an agent
 package), runs it through the harness (`placement_gym.leaderboard.harness.evaluate`) with the file's
 seed, budget, track and ``trained_on``, one task at a time, and compares each task with the file: the
-placement op by op (bit for bit: the same device for every op), its runtime and feasibility, and the
-evaluation count.
+placement op by op (bit for bit: the same device for every op; a parallel-plan suite's plan by its
+id), its runtime and feasibility, and the evaluation count. A parallel-plan suite's algorithm is a plan
+agent (`placement_gym.evaluation.agents.plan_leaderboard_agent`).
 
 Quick checks: ``tasks`` re-runs a subset of the file's tasks (the same comparison, on those tasks
 only). ``budget`` other than the file's re-runs every task twice at that budget and compares the two
@@ -32,11 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from placement_gym.evaluation.agents import leaderboard_agent
+from placement_gym.evaluation.agents import leaderboard_agent, plan_leaderboard_agent
 from placement_gym.evaluation.placements import placement_problems, placement_to_text
 from placement_gym.leaderboard.harness import evaluate
-from placement_gym.leaderboard.submission import load_submission
+from placement_gym.leaderboard.submission import load_submission, shown
 from placement_gym.leaderboard.suite import get_suite
+from placement_gym.plans.space import PlanTask
 from placement_gym.task.compiled import Task
 
 
@@ -73,11 +75,15 @@ class Rerun:
         return next((task for task in self.tasks if not task.ok), None)
 
 
-def placement_differences(expected: dict | str, got: dict | str, task: Task | None = None) -> list[str]:
+def placement_differences(expected: dict | str, got: dict | str, task: Task | PlanTask | None = None
+                          ) -> list[str]:
     """Why two placements (``{op name: device name}``, or as text) differ: the first op placed
     differently and how many are, or ops only one of them places (empty: the same placement). A
     mapping compared with a text is first written as text in ``task``'s op order (an entry of one
     suite may hold another suite's results in the other form)."""
+    if isinstance(task, PlanTask):  # plans, by their ids
+        return [] if expected == got else [f"plan {shown(expected, 120)} in the file, {shown(got, 120)} "
+                                           "re-run"]
     if task is not None and isinstance(expected, str) != isinstance(got, str):
         expected, got = (_as_text(task, p) for p in (expected, got))
     if isinstance(expected, str) or isinstance(got, str):
@@ -106,7 +112,7 @@ def _as_text(task: Task, placement: dict | str) -> dict | str:
 
 
 def compare_results(task_id: str, expected: dict, got: dict, what: str,
-                    task: Task | None = None) -> TaskRerun:
+                    task: Task | PlanTask | None = None) -> TaskRerun:
     """The verdict on one task: ``got`` (a re-run's result) against ``expected`` (``what`` says where
     that comes from): the placement (a mapping and a text compared through ``task``), its runtime and
     feasibility, the evaluation count and, where ``expected`` has one, the learning curve."""
@@ -147,7 +153,8 @@ def rerun_submission(
                          f"{', '.join(data['results'])}")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
         raise ValueError(f"budget must be a positive number of evaluations, got {budget!r}")
-    agent = leaderboard_agent(data["algorithm"])
+    agent = (plan_leaderboard_agent(data["algorithm"]) if suite.spec.placement_format == "plan"
+             else leaderboard_agent(data["algorithm"]))
     twice = budget is not None and budget != data.get("budget")
     run_budget = budget if twice else data.get("budget")
     if twice:

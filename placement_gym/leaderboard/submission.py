@@ -13,6 +13,7 @@ Schema (``schema`` = 1)::
       "seed": 0,
       "budget": null,                     # evaluations allowed per task (null: the agent's default)
       "track": "cost_model",              # optional: "cost_model" (default) | "real" | "generalisation"
+                                          # | "parallel" (a parallel-plan suite's, required there)
       "hardware": null,                   # optional, track "real": the machine measured on
       "trained_on": [],                   # task ids trained on; required (non-empty) for track
                                           # "generalisation", whose results are held-out tasks only
@@ -28,7 +29,8 @@ Schema (``schema`` = 1)::
           "graph_sha256": "...",          # of the graph the placement was made for
           "placement": {"<op name>": "<device name>", ...},  # or, where the suite file's
                                           # placement_format is text: a device index (0-9a-z) per
-                                          # op in the graph's op order
+                                          # op in the graph's op order; plan: the plan's id
+                                          # ("tp8-pp4-vp5-dp2-gb128-sp-zero1")
           "runtime": 0.0123,              # claimed cost-model runtime (s); re-checked by validate
           "feasible": true,               # claimed feasibility (fits in every device's memory)
           "evaluations": 100,             # evaluations of this task the harness counted for the agent
@@ -90,7 +92,7 @@ from placement_gym.common.untrusted import (
 from placement_gym.leaderboard.registry import suite_registry
 
 SCHEMA_VERSION = 1
-TRACKS = ("cost_model", "real", "generalisation")
+TRACKS = ("cost_model", "real", "generalisation", "parallel")
 PRETRAINING_COUNTED = ("harness", "declared")
 # The largest committed submission (13 tasks as {op: device} mappings) is about 0.3 MB; 16 MiB leaves room for
 # suites of much larger graphs and still parses in well under a second.
@@ -133,6 +135,9 @@ REQUIRED_RESULT_FIELDS = {
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
                bool: "true/false", type(None): "null"}
 _PLACEMENT_TEXT = re.compile(r"[0-9a-z]+")
+# A plan's id (`placement_gym.plans.plan.Plan.suffix`): tokens of lowercase letters, digits and dots.
+_PLAN_ID = re.compile(r"[0-9a-z.]{1,64}(-[0-9a-z.]{1,1000}){0,31}")
+MAX_PLAN_ID = 2000
 _LINK = re.compile(r"https?://[^\s<>\"'`\\]+", re.IGNORECASE)
 
 
@@ -339,9 +344,12 @@ def check_result(result: Any, where: str = "result") -> None:
         check_trace(result["trace"], result["evaluations"], where)
     placement = result["placement"]
     if isinstance(placement, str):
-        if not _PLACEMENT_TEXT.fullmatch(placement):
+        if not (_PLACEMENT_TEXT.fullmatch(placement)
+                or (len(placement) <= MAX_PLAN_ID and _PLAN_ID.fullmatch(placement))):
             raise SubmissionError(f"{where}: a placement as text holds one character per op, each a digit or "
-                                  "a lowercase letter (the device's index, 0-9a-z)")
+                                  "a lowercase letter (the device's index, 0-9a-z), or is a plan's id "
+                                  f"(tokens of 0-9a-z and '.' joined by '-', at most {MAX_PLAN_ID} "
+                                  "characters)")
         return
     devices = list(placement.values())
     # One joined check for the thousands of ops of a placement; the loop below only names the culprit.

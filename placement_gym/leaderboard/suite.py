@@ -46,6 +46,7 @@ import numpy as np
 from placement_gym.cluster.cluster import HALF_PRECISION_FIGURES
 from placement_gym.cost_model import lower_bound, simulate, single_device
 from placement_gym.leaderboard.suite_spec import SuiteSpec, spec_from_dict, spec_to_dict
+from placement_gym.plans.space import PlanTask, is_plan_task_id, parse_plan_task_id
 from placement_gym.task.cache import TaskCache
 from placement_gym.task.compiled import Task
 from placement_gym.task.ids import task_id_parts
@@ -81,6 +82,12 @@ class Probe:
     peak_memory: tuple[int, ...]
 
 
+def task_of_id(task_id: str) -> Task | PlanTask:
+    """The compiled task of ``task_id`` (cached by `placement_gym.task.named`), or the plan task of a plan
+    task's id (`is_plan_task_id`: a parallel-plan suite's; a new one each call, its own evaluations)."""
+    return parse_plan_task_id(task_id) if is_plan_task_id(task_id) else parse_task_id(task_id)
+
+
 @dataclass(frozen=True)
 class SuiteTask:
     """One task of a suite and its fingerprint under the cost model the suite was frozen with."""
@@ -94,9 +101,9 @@ class SuiteTask:
     cluster_sha256: str
     structure_sha256: str
 
-    def task(self) -> Task:
-        """The compiled task (cached by `placement_gym.task.named`)."""
-        return parse_task_id(self.task_id)
+    def task(self) -> Task | PlanTask:
+        """The task of its id (`task_of_id`)."""
+        return task_of_id(self.task_id)
 
     @property
     def step(self) -> Step:
@@ -165,7 +172,7 @@ def probe_placements(task: Task) -> dict[str, np.ndarray]:
     }
 
 
-def _digest(items: list[tuple[str, object]]) -> str:
+def short_digest(items: list[tuple[str, object]]) -> str:
     """A short sha256 of named values; arrays in a canonical dtype, so that storing an array as int32
     instead of int64 (or float32 bytes as float64) is not taken for a change of the cost model."""
     digest = hashlib.sha256()
@@ -191,7 +198,7 @@ def cluster_digest(task: Task) -> str:
     cluster gives them: an fp32 task's costs never read them."""
     cluster = task.cluster
     unread = () if task.precision != "fp32" else HALF_PRECISION_FIGURES
-    return _digest([(f.name, getattr(cluster, f.name)) for f in dataclasses.fields(cluster)
+    return short_digest([(f.name, getattr(cluster, f.name)) for f in dataclasses.fields(cluster)
                     if f.name not in _CLUSTER_UNCOSTED and f.name not in unread
                     and not (f.name in HALF_PRECISION_FIGURES and getattr(cluster, f.name) is None)])
 
@@ -206,11 +213,16 @@ def structure_digest(task: Task) -> str:
     items += [(f.name, getattr(task, f.name)) for f in dataclasses.fields(task)
               if f.name not in _TASK_UNDIGESTED and not f.name.startswith("_")]
     items += [(name, value) for name, value in options.items() if name not in _STEP_DIGESTED_BEFORE_ARRAYS]
-    return _digest(items)
+    return short_digest(items)
 
 
-def measure_suite_task(task: Task) -> SuiteTask:
-    """The fingerprint of ``task`` under the current code (measured once per task)."""
+def measure_suite_task(task: Task | PlanTask) -> SuiteTask:
+    """The fingerprint of ``task`` under the current code (measured once per task; a plan task's by
+    `placement_gym.leaderboard.plan_suite`)."""
+    if isinstance(task, PlanTask):
+        from placement_gym.leaderboard.plan_suite import measure_plan_task  # it builds on this module
+
+        return measure_plan_task(task)
     return _FINGERPRINTS.get(task, _measure)
 
 
@@ -263,14 +275,18 @@ def get_suite(version: str | Suite | None = None) -> Suite:
 
 # --- checking a fingerprint -------------------------------------------------------------------------------
 
-def _differs(value: float, frozen: float) -> bool:
+def differs_from_frozen(value: float, frozen: float) -> bool:
     return not math.isclose(value, frozen, rel_tol=FINGERPRINT_RTOL, abs_tol=0.0)
 
 
-def fingerprint_problems(suite_task: SuiteTask, task: Task | None = None) -> list[str]:
+def fingerprint_problems(suite_task: SuiteTask, task: Task | PlanTask | None = None) -> list[str]:
     """Why the current code no longer reproduces ``suite_task``'s fingerprint (empty list: it does).
     ``task``: the compiled task to measure (default: ``suite_task.task()``)."""
     task = suite_task.task() if task is None else task
+    if isinstance(task, PlanTask):
+        from placement_gym.leaderboard.plan_suite import plan_fingerprint_problems  # builds on this module
+
+        return plan_fingerprint_problems(suite_task, task)
     now = measure_suite_task(task)
     problems = []
     if now.graph_sha256 != suite_task.graph_sha256:
@@ -287,11 +303,11 @@ def fingerprint_problems(suite_task: SuiteTask, task: Task | None = None) -> lis
         problems.append(f"{len(devices)} devices, suite froze {len(suite_task.single_device_runtimes)}")
         return problems
     for device, value, frozen in zip(devices, now.single_device_runtimes, suite_task.single_device_runtimes):
-        if _differs(value, frozen):
+        if differs_from_frozen(value, frozen):
             problems.append(f"runtime with every op on {device} is {value!r} s, suite froze {frozen!r} s")
     for name in ("best_single_runtime", "lower_bound"):
         value, frozen = getattr(now, name), getattr(suite_task, name)
-        if _differs(value, frozen):
+        if differs_from_frozen(value, frozen):
             problems.append(f"{name.replace('_', ' ')} is {value!r} s, suite froze {frozen!r} s")
     measured = {probe.name: probe for probe in now.probes}
     for probe in suite_task.probes:
@@ -299,11 +315,11 @@ def fingerprint_problems(suite_task: SuiteTask, task: Task | None = None) -> lis
         if current is None:
             problems.append(f"probe placement {probe.name!r} is unknown to this code")
             continue
-        if _differs(current.runtime, probe.runtime):
+        if differs_from_frozen(current.runtime, probe.runtime):
             problems.append(f"{probe.name} probe runtime is {current.runtime!r} s, "
                             f"suite froze {probe.runtime!r} s")
         for device, value, frozen in zip(devices, current.peak_memory, probe.peak_memory):
-            if _differs(value, frozen):
+            if differs_from_frozen(value, frozen):
                 problems.append(f"{probe.name} probe peak memory on {device} is {value} bytes, "
                                 f"suite froze {frozen} bytes")
     return problems

@@ -18,7 +18,14 @@ from pathlib import Path
 from placement_gym.cost_model import simulate
 from placement_gym.leaderboard.generalisation import dataset_sample_task_ids
 from placement_gym.leaderboard.registry import read_suite_file
-from placement_gym.leaderboard.suite import Suite, get_suite, measure_suite_task, require_suite, suite_to_dict
+from placement_gym.leaderboard.suite import (
+    Suite,
+    get_suite,
+    measure_suite_task,
+    require_suite,
+    suite_to_dict,
+    task_of_id,
+)
 from placement_gym.leaderboard.suite_spec import SuiteSpec
 from placement_gym.task.named import parse_task_id
 
@@ -66,7 +73,7 @@ def extend_suite(base: str | Suite, version: str, task_ids: tuple[str, ...] | li
     if clash:
         raise ValueError(f"tasks already in suite {base.version}: {', '.join(clash)}; give only new tasks")
     require_suite(base)
-    added = tuple(measure_suite_task(parse_task_id(task_id)) for task_id in task_ids)
+    added = tuple(measure_suite_task(task_of_id(task_id)) for task_id in task_ids)
     return Suite(version, base.tasks + added, description, base.spec if spec is None else spec)
 
 

@@ -9,9 +9,11 @@ Every difference between suites that the leaderboard's code acts on is a field o
   or ``draft`` (tasks not measured yet: ``python -m baselines.leaderboard_fill.classic --write-suite``
   measures them; neither accepted nor listed);
 * ``track``: ``cost_model`` (it takes cost-model, real-hardware and, with a ``split``, generalisation
-  submissions) or ``generalisation`` (its submissions are all of that track);
-* ``placement_format``: how its submissions write a placement, ``mapping`` ({op name: device name}) or
-  ``text`` (one character per op, `placement_gym.evaluation.placements`);
+  submissions), ``generalisation`` (its submissions are all of that track) or ``parallel`` (parallel
+  plans of large models: its tasks are plan tasks, `plan_suite`, its submissions all of that track);
+* ``placement_format``: how its submissions write a placement, ``mapping`` ({op name: device name}),
+  ``text`` (one character per op, `placement_gym.evaluation.placements`) or ``plan`` (a plan's id,
+  the parallel track's and only its);
 * ``page``, ``chart``, ``curves``, ``bounds``: its page, chart, folder of learning curves and bounds
   file in a leaderboard folder (a generalisation suite's page has no chart or curves);
 * ``split``: its generalisation split, ``held_out_graphs`` by name and/or every test graph of a
@@ -36,8 +38,8 @@ from placement_gym.common.untrusted import UntrustedFileError, shown
 
 STATUSES = ("current", "accepted", "retired", "draft")
 # A suite's own track; its submissions may also be of the real-hardware track (`submission.TRACKS`).
-SUITE_TRACKS = ("cost_model", "generalisation")
-PLACEMENT_FORMATS = ("mapping", "text")
+SUITE_TRACKS = ("cost_model", "generalisation", "parallel")
+PLACEMENT_FORMATS = ("mapping", "text", "plan")
 # As a submission's ``suite`` field: letters, digits and . _ - (submission.SUITE_PATTERN).
 VERSION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}"
 # Names inside a leaderboard folder: one component each, or a few for the curves folder.
@@ -273,8 +275,11 @@ def _check_coherent(spec: SuiteSpec, where: str) -> None:
     problems = []
     if spec.status == "retired" and not spec.retired_because:
         problems.append("a retired suite says why (retired_because)")
-    if spec.page is not None and spec.track == "cost_model" and (spec.chart is None or spec.curves is None):
-        problems.append("a cost-model suite's page comes with its chart and curves folder")
+    if spec.page is not None and spec.track in ("cost_model", "parallel") and (
+            spec.chart is None or spec.curves is None):
+        problems.append(f"a {spec.track} suite's page comes with its chart and curves folder")
+    if (spec.track == "parallel") != (spec.placement_format == "plan"):
+        problems.append("the parallel track's suites, and only they, write placements as plans")
     if spec.track == "generalisation":
         if spec.chart is not None or spec.curves is not None or spec.bounds is not None:
             problems.append("a generalisation suite's page has no chart, curves or bounds file")

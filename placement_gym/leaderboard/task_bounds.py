@@ -44,6 +44,8 @@ MAX_FILE_BYTES = 4 * 2**20
 # The format nests 4 levels (file > tasks > task > arguments).
 MAX_NESTING = 8
 FROZEN_SOURCE = "critical path or work / devices"
+# A plan task's frozen bound (`placement_gym.plans.space.PlanTask.lower_bound_s`).
+PLAN_SOURCE = "matrix-product work / every GPU at peak"
 # A stored bound is the same number when it matches the recomputed one to this relative tolerance (the
 # LP solver's answer may move in its last digits between platforms; its proof tolerance is larger).
 BOUND_RTOL = 1e-6
@@ -71,11 +73,9 @@ def bounds_name(suite: str | Suite | None = None) -> str:
 
 
 def frozen_bounds(suite: Suite) -> dict[str, TaskBound]:
-    """The suite fingerprint's lower bound of every task."""
-    return {
-        t.task_id: TaskBound(t.lower_bound, FROZEN_SOURCE, {FROZEN_SOURCE: t.lower_bound})
-        for t in suite.tasks
-    }
+    """The suite fingerprint's lower bound of every task (a parallel-plan suite's: `PLAN_SOURCE`)."""
+    source = PLAN_SOURCE if suite.spec.placement_format == "plan" else FROZEN_SOURCE
+    return {t.task_id: TaskBound(t.lower_bound, source, {source: t.lower_bound}) for t in suite.tasks}
 
 
 def load_bounds(directory: str | Path, suite: Suite) -> dict[str, TaskBound]:

@@ -1,4 +1,5 @@
-"""Re-check a submission: re-evaluate every placement with the cost model, task by task.
+"""Re-check a submission: re-evaluate every placement with the cost model, task by task (a
+parallel-plan suite's plans with the plan model: `plan_suite`).
 
 Only the submissions of an accepted suite (`registry.SuiteRegistry.accepted`: a suite file whose status
 is current or accepted) are accepted, and only while the current cost model reproduces that
@@ -31,6 +32,7 @@ from pathlib import Path
 from placement_gym.cost_model import simulate
 from placement_gym.evaluation.placements import placement_problems
 from placement_gym.leaderboard.generalisation import result_problems, trained_on_problems
+from placement_gym.leaderboard.plan_suite import price, submitted_plan
 from placement_gym.leaderboard.registry import suite_registry
 from placement_gym.leaderboard.submission import (
     MIN_SECONDS_PER_EVALUATION,
@@ -41,6 +43,7 @@ from placement_gym.leaderboard.submission import (
     shown,
 )
 from placement_gym.leaderboard.suite import SuiteMismatchError, get_suite, suite_mismatch
+from placement_gym.plans.space import PlanTask
 
 # A claimed runtime may differ from the re-evaluated one by float printing only; what is ranked is the
 # re-evaluated one (TaskCheck.runtime), so the tolerance cannot buy a place.
@@ -130,23 +133,31 @@ def check_task_result(
             f"suite {suite_version} has {suite_task.graph_sha256[:12]}..."
         )
     task = suite_task.task()
-    placement, placement_reasons = placement_problems(task, result["placement"], shown)
-    reasons += placement_reasons
-    if placement is None:
-        return TaskCheck(task_id, False, tuple(reasons))
-    simulated = simulate(task, placement)
-    runtime = float(simulated.runtime)
+    if isinstance(task, PlanTask):  # a parallel-plan suite's: the plan is priced again
+        plan, plan_reasons = submitted_plan(task, result["placement"])
+        reasons += plan_reasons
+        if plan is None:
+            return TaskCheck(task_id, False, tuple(reasons))
+        priced = price(task, plan)
+        runtime, feasible = float(priced.step_s), bool(priced.feasible)
+    else:
+        placement, placement_reasons = placement_problems(task, result["placement"], shown)
+        reasons += placement_reasons
+        if placement is None:
+            return TaskCheck(task_id, False, tuple(reasons))
+        simulated = simulate(task, placement)
+        runtime, feasible = float(simulated.runtime), bool(simulated.feasible)
     claimed = float(result["runtime"])
     if not math.isclose(claimed, runtime, rel_tol=RUNTIME_RTOL, abs_tol=0.0):
         reasons.append(f"claimed runtime {claimed!r} s, re-evaluated {runtime!r} s "
                        f"(allowed relative difference {RUNTIME_RTOL:g})")
-    if result["feasible"] != simulated.feasible:
+    if result["feasible"] != feasible:
         reasons.append("placement claimed feasible but it is infeasible (out of device memory)"
                        if result["feasible"] else
                        "placement claimed infeasible but it fits in every device's memory")
-    reasons += consistency_problems(result, suite_task.lower_bound, runtime, bool(simulated.feasible), budget,
+    reasons += consistency_problems(result, suite_task.lower_bound, runtime, feasible, budget,
                                     task_id in trained_on)
-    return TaskCheck(task_id, not reasons, tuple(reasons), runtime, bool(simulated.feasible))
+    return TaskCheck(task_id, not reasons, tuple(reasons), runtime, feasible)
 
 
 def validate_submission(data: object, source: str = "submission") -> SubmissionCheck:
@@ -177,6 +188,10 @@ def validate_submission(data: object, source: str = "submission") -> SubmissionC
     if suite.spec.track != "cost_model" and data.get("track") != suite.spec.track:
         check.problems.append(f"suite {version} is the {suite.spec.track} track's: its submissions state "
                               f"\"track\": \"{suite.spec.track}\"")
+        return check
+    if data.get("track") == "parallel" and suite.spec.track != "parallel":
+        check.problems.append(f"a parallel-track submission names suite {version}, which is not a "
+                              f"parallel-plan suite; those are: {', '.join(registry.accepted('parallel'))}")
         return check
     mismatch = suite_mismatch(version)
     if mismatch is not None:

@@ -19,6 +19,7 @@ pipeline stage (the layers of each, its tensor degree) answers with the `Plan` i
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -237,3 +238,25 @@ def plan_task(model: str | TransformerModel, mesh: str | Mesh, global_batch: int
     model = model if isinstance(model, TransformerModel) else model_from_spec(model)
     mesh = mesh if isinstance(mesh, Mesh) else mesh_from_name(mesh)
     return PlanTask(model, mesh, global_batch, precision)
+
+
+_PLAN_TASK_BATCH = re.compile(r"gb([1-9][0-9]{0,7})(?:\+(fp16|fp8))?")
+
+
+def is_plan_task_id(task_id: str) -> bool:
+    """Whether ``task_id`` has a plan task id's form (three parts, the last ``gb<B>[+fp16|+fp8]``): no
+    placement task's step is named so."""
+    parts = task_id.split("/")
+    return len(parts) == 3 and _PLAN_TASK_BATCH.fullmatch(parts[2]) is not None
+
+
+def parse_plan_task_id(task_id: str) -> PlanTask:
+    """The `PlanTask` whose ``id`` is ``task_id`` (``<model>/<mesh>/gb<B>``, ``+fp16`` or ``+fp8`` after
+    the batch when not bf16); a one-line ValueError naming the part it cannot read."""
+    parts = task_id.split("/") if isinstance(task_id, str) and len(task_id) <= 200 else []
+    batch = _PLAN_TASK_BATCH.fullmatch(parts[2]) if len(parts) == 3 else None
+    if batch is None:
+        raise ValueError(f"a plan task id is <model>/<mesh>/gb<global batch>[+fp16|+fp8] (at most 200 "
+                         f"characters), got {str(task_id)[:200]!r}")
+    return plan_task(parts[0], parts[1], int(batch.group(1)), batch.group(2) or "bf16")
+
