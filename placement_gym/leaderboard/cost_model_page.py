@@ -80,10 +80,9 @@ def render_markdown(
             f"[{main_page}]({main_page}) ranks suite {main.version}.",
             "",
         ]),
-        *[f"{other.spec.page_text.listed_as}, has its own page: [{other.spec.page}]({other.spec.page})."
+        *[f"{_listed_as(other)}: [{other.spec.page}]({other.spec.page})."
           for other in registry.suites.values()
-          if other.spec.accepted and other.spec.track != main.spec.track
-          and other.spec.page_text is not None],
+          if other.spec.accepted and other.spec.track != main.spec.track and other.spec.page is not None],
         "",
         *[f"Suite {version} is retired: {why}" for version, why in registry.retired().items()],
         "",
@@ -146,6 +145,14 @@ def render_markdown(
     lines += generalisation_section(submissions, suite, lower_bounds)
     lines += real_hardware_section(submissions, suite)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _listed_as(suite: Suite) -> str:
+    """How the main page names a suite of another track, which has a page of its own."""
+    if suite.spec.page_text is not None:
+        return f"{suite.spec.page_text.listed_as}, has its own page"
+    return (f"Suite {suite.version} ({len(suite.tasks)} tasks), the {suite.spec.track} track, is ranked on "
+            "its own page")
 
 
 def _meaning(suite: Suite, bounds: dict[str, TaskBound]) -> list[str]:

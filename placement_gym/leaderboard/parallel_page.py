@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from placement_gym.leaderboard.cost_model_page import bounds_section, unverified_section
 from placement_gym.leaderboard.curves import curve_file_name
+from placement_gym.leaderboard.generalisation import get_split
 from placement_gym.leaderboard.layout import suite_page
 from placement_gym.leaderboard.markdown import code_span, markdown_table, markdown_text
 from placement_gym.leaderboard.ranking import (
@@ -146,4 +147,36 @@ def render_parallel_page(
             [True, *ENTRY_RIGHT, True, False],
         )
         lines.append("")
+    lines += _generalisation_section(submissions, suite, lower_bounds, plans)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _generalisation_section(submissions: list[tuple[str, dict]], suite: Suite, lower_bounds: dict[str, float],
+                            plans: dict[tuple[str, str], str]) -> list[str]:
+    """The generalisation track of a parallel suite with a split (held-out models): entries scored on
+    the held-out tasks only; nothing for a suite without a split."""
+    if not suite.spec.has_split:
+        return []
+    split = get_split(suite)
+    held_out = split.held_out_tasks()
+    lines = [
+        "## Generalisation: held-out models",
+        "",
+        f"Entries of the generalisation track train on plan problems of other models (each lists them in "
+        f"`trained_on`; validation rejects one that names a task of a held-out model) and are scored on the "
+        f"tasks of the held-out models {', '.join(code_span(m) for m in split.held_out_graphs)} only, "
+        f"{len(held_out)} tasks here: zero-shot, or searching further within the evaluations they count. "
+        "Scores use the best known steps above, over the held-out tasks.",
+        "",
+    ]
+    groups = group_submissions(submissions, suite, "generalisation")
+    rows = overall_rows(submissions, suite, "generalisation", held_out, groups, lower_bounds)
+    if not rows:
+        return [*lines, "No submissions yet.", ""]
+    lines += [*overall_table(rows, len(held_out), "held-out tasks", trained_on=True), ""]
+    table = [[code_span(task_id), str(i + 1), *entry_cells(e), code_span(plans[(e.source, task_id)])]
+             for task_id, task_entries in entries(submissions, suite, groups, held_out, lower_bounds).items()
+             for i, e in enumerate(task_entries)]
+    lines += markdown_table(["held-out task", "rank", *ENTRY_COLUMNS, "plan"], table,
+                            [False, True, *ENTRY_RIGHT, False])
+    return [*lines, ""]

@@ -128,6 +128,16 @@ class SuiteSpec:
         return bool(self.held_out_graphs) or self.split_dataset is not None
 
     @property
+    def submission_tracks(self) -> tuple[str, ...]:
+        """The tracks its submissions may state: a cost-model suite's, the cost-model, real-hardware
+        and generalisation tracks; a parallel suite's, its own and, with a split, the generalisation
+        track; a generalisation suite's, its own."""
+        if self.track == "cost_model":
+            return ("cost_model", "real", "generalisation")
+        with_split = self.track == "parallel" and self.has_split
+        return (self.track, "generalisation") if with_split else (self.track,)
+
+    @property
     def accepted(self) -> bool:
         """Whether submissions of the suite are accepted (current or accepted)."""
         return self.status in ("current", "accepted")

@@ -185,13 +185,14 @@ def validate_submission(data: object, source: str = "submission") -> SubmissionC
                               f"{', '.join(accepted)}")
         return check
     suite = registry.get(version)
-    if suite.spec.track != "cost_model" and data.get("track") != suite.spec.track:
-        check.problems.append(f"suite {version} is the {suite.spec.track} track's: its submissions state "
-                              f"\"track\": \"{suite.spec.track}\"")
-        return check
-    if data.get("track") == "parallel" and suite.spec.track != "parallel":
-        check.problems.append(f"a parallel-track submission names suite {version}, which is not a "
-                              f"parallel-plan suite; those are: {', '.join(registry.accepted('parallel'))}")
+    track = data.get("track", "cost_model")
+    if track not in suite.spec.submission_tracks:
+        allowed = " or ".join(f'"track": "{t}"' for t in suite.spec.submission_tracks)
+        check.problems.append(
+            f"suite {version} is the {suite.spec.track} track's: its submissions state {allowed}"
+            if track != "parallel" else
+            f"a parallel-track submission names suite {version}, which is not a parallel-plan suite; "
+            f"those are: {', '.join(registry.accepted('parallel'))}")
         return check
     mismatch = suite_mismatch(version)
     if mismatch is not None:

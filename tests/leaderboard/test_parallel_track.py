@@ -194,3 +194,25 @@ def test_a_changed_mesh_figure_breaks_the_suite_it_prices(suites, monkeypatch):
         message = suite_mismatch(TOY)
         assert message is not None and "llama3-1b/dgx-h100/gb16" in message
         assert "mesh figures changed" in message
+
+
+def test_a_split_holds_out_models_for_the_generalisation_track(suites, board):
+    """With a split naming held-out models, generalisation entries are scored on those models' tasks only
+    and may not have trained on any of their problems."""
+    path = suites / f"{TOY}.json"
+    _write(path, {**json.loads(path.read_text()), "split": {"held_out_graphs": ["llama2-7b"]}})
+    with use_suite_folder(suites):
+        trained = ["llama3-1b/dgx-h100/gb16", "gpt-1.7b/dgx-h100x2/gb64"]
+        entry = evaluate(megatron, TOY, algorithm="rules-zero-shot", track="generalisation",
+                         trained_on=trained)
+        assert list(entry["results"]) == [TASKS[1]]  # the held-out model's task only
+        assert validate_submission(entry).ok
+        leaked = {**entry, "trained_on": [*trained, "llama2-7b/dgx-h100x8/gb64"]}
+        assert any("held-out" in p for p in validate_submission(leaked).problems)
+        beyond = {**entry, "results": {**entry["results"], TASKS[0]: _entry(megatron)["results"][TASKS[0]]}}
+        reasons = [r for t in validate_submission(beyond).tasks for r in t.reasons]
+        assert any("not a held-out task" in r for r in reasons)
+        save_submission(entry, board / "submissions" / submission_filename(entry))
+        assert main(["leaderboard", "render", "--suite", TOY, "--no-chart", "--dir", str(board)]) == 0
+        page = (board / FILES["page"]).read_text()
+        assert "## Generalisation: held-out models" in page and "rules-zero-shot" in page
