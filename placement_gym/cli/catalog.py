@@ -274,7 +274,7 @@ def run_clusters(args: argparse.Namespace) -> int:
         title="this machine's own devices (also names for --cluster)",
     )
     print_text("Parallel plans (placement-gym plan) run on meshes of DGX nodes: dgx-h100xN and dgx-a100xN, "
-               "N from 1 to 1,024 nodes of 8 GPUs.")
+               "N from 1 to 1,024 nodes of 8 GPUs, or mixed: dgx-a100xN+dgx-h100xM.")
     return 0
 
 

@@ -67,7 +67,8 @@ def run_plan(args: argparse.Namespace) -> int:
             [[name, model.describe().split(": ", 1)[1]] for name, model in MODEL_PRESETS.items()],
             title="model presets (or give family:key=value,... with family gpt, llama or moe)",
         )
-        print_text("Meshes: dgx-h100xN and dgx-a100xN, N nodes of 8 GPUs (1 to 1,024).")
+        print_text("Meshes: dgx-h100xN and dgx-a100xN, N nodes of 8 GPUs (1 to 1,024), or mixed: "
+                   "dgx-a100xN+dgx-h100xM (A100 nodes first; 1,024 nodes at most in all).")
         return 0
     if args.model is None:
         raise ValueError(
@@ -128,7 +129,8 @@ OPTIONS = [
     ("--model", {"default": None}, "a preset (--list) or family:key=value,... such as "
      "'gpt:layers=96,hidden=12288,heads=96,seq=2048,vocab=51200' (llama: and moe: also take kv_heads, ffn; "
      "moe: experts, top_k)"),
-    ("--cluster", {"default": "dgx-h100"}, "dgx-h100xN or dgx-a100xN (default: dgx-h100)"),
+    ("--cluster", {"default": "dgx-h100"},
+     "dgx-h100xN or dgx-a100xN, or mixed: dgx-a100xN+dgx-h100xM (default: dgx-h100)"),
     ("--global-batch", {"type": positive_int, "default": None, "metavar": "B"},
      "sequences per step (default: dp x micro-batch size, one micro-batch)"),
     ("--seq", {"type": positive_int, "default": None}, "sequence length (default: the model's)"),

@@ -51,13 +51,13 @@ class PlanEnvBase(gym.Env):
     spaces, rewards and episode end).
 
     Keywords: ``model`` (a preset of `placement_gym.plans.MODEL_PRESETS`, ``family:key=value,...`` or a
-    `TransformerModel`; default ``llama2-70b``), ``cluster`` (``dgx-h100xN`` or ``dgx-a100xN``; default
-    ``dgx-h100x8``), ``global_batch`` (default 128), ``precision`` (bf16, fp16 or fp8; default bf16), or
-    ``dataset="plans-v1:<split>"`` to draw a problem of that split at every reset instead (the model,
-    cluster and batch keywords are then refused); ``reward`` (``"mfu"``, the default, or ``"neg_step"``:
-    minus the step's seconds over the step at 100% MFU); ``infeasible_reward`` (default -0.1: a plan that
-    does not divide or does not fit); ``render_mode`` (None or ``"ansi"``). ``reset(options={"task":
-    id})`` poses a given problem of the dataset."""
+    `TransformerModel`; default ``llama2-70b``), ``cluster`` (``dgx-h100xN``, ``dgx-a100xN`` or mixed
+    ``dgx-a100xN+dgx-h100xM``; default ``dgx-h100x8``), ``global_batch`` (default 128), ``precision``
+    (bf16, fp16 or fp8; default bf16), or ``dataset="plans-v1:<split>"`` to draw a problem of that split
+    at every reset instead (the model, cluster and batch keywords are then refused); ``reward``
+    (``"mfu"``, the default, or ``"neg_step"``: minus the step's seconds over the step at 100% MFU);
+    ``infeasible_reward`` (default -0.1: a plan that does not divide or does not fit); ``render_mode``
+    (None or ``"ansi"``). ``reset(options={"task": id})`` poses a given problem of the dataset."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 

@@ -9,7 +9,7 @@ sequence, context, pipeline, data and expert parallelism, priced by a calibrated
 
 from placement_gym.plans.collectives import Group, collective_time
 from placement_gym.plans.evaluate import PlanResult, evaluate_plan
-from placement_gym.plans.mesh import Mesh, dgx_mesh, mesh_from_name
+from placement_gym.plans.mesh import Mesh, dgx_mesh, mesh_from_name, mixed_mesh
 from placement_gym.plans.models import MODEL_PRESETS, TransformerModel, model_from_spec
 from placement_gym.plans.plan import Plan, plan_problems
 
@@ -24,6 +24,7 @@ __all__ = [
     "dgx_mesh",
     "evaluate_plan",
     "mesh_from_name",
+    "mixed_mesh",
     "model_from_spec",
     "plan_problems",
 ]

@@ -15,6 +15,9 @@ is a latency term plus those bytes over the bus bandwidth of the group's bottlen
 
 All-reduce takes the faster of NCCL's ring (2(n-1) steps of latency) and tree (2 log2 steps across
 nodes) at the same bandwidth, as NCCL's tuner picks by size.
+
+A group's ``mesh`` gives the figures: on a mixed mesh, those its stage's ranks run at
+(`placement_gym.plans.mesh.Mesh.figures`: one kind's, or the lock-step figures where they span both).
 """
 
 from __future__ import annotations

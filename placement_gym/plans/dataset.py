@@ -6,7 +6,9 @@ sizes and a whole family, as the graph datasets do (docs/datasets.md, "Plan prob
   51,200), Llama (Llama 3.2 1B and 3B, Llama 2 7B, 13B and 70B, Llama 3 8B, Code Llama 34B, Llama 3
   405B; their model cards' sizes) and Mixtral-style mixtures (8x7B and 8x22B, Mistral's model cards, and
   a small 8x1B of the same shape).
-- Meshes: DGX H100 of 1 to 1,024 nodes and DGX A100 of 1 to 128 (`placement_gym.plans.mesh`).
+- Meshes: DGX H100 of 1 to 1,024 nodes and DGX A100 of 1 to 128 (`placement_gym.plans.mesh`), and mixed
+  meshes of equal halves, DGX A100 nodes then DGX H100 nodes, of 2 to 64 nodes in all
+  (``dgx-a100x4+dgx-h100x4``).
 - Global batches: a quarter of, equal to and four times the mesh's GPUs in sequences (16 to 16,384).
 - A problem is kept when a plan of it can hold its weights and optimizer state at all (16 bytes a
   weight sharded over every GPU, ZeRO-3, under 60% of a GPU's memory) and some choice of degrees divides
@@ -22,7 +24,7 @@ import functools
 import hashlib
 import itertools
 
-from placement_gym.plans.mesh import dgx_mesh
+from placement_gym.plans.mesh import Mesh, dgx_mesh, mixed_mesh
 from placement_gym.plans.models import MODEL_PRESETS, TransformerModel
 from placement_gym.plans.space import PlanTask
 
@@ -35,6 +37,8 @@ MODELS: dict[str, TransformerModel] = {name: MODEL_PRESETS[name] for name in (
     "llama3-405b", "mixtral-8x1b", "mixtral-8x7b", "mixtral-8x22b")}
 HELD_OUT_SIZES = ("gpt-39b", "gpt-310b", "llama2-13b", "codellama-34b")
 MESHES = (("h100", (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)), ("a100", (1, 2, 4, 8, 16, 32, 64, 128)))
+# mixed meshes: this many DGX A100 nodes followed by as many DGX H100 nodes
+MIXED_HALVES = (1, 2, 4, 8, 16, 32)
 # a problem fits when 16 bytes a weight, spread over every GPU, take less than this share of one GPU
 STATE_SHARE = 0.6
 
@@ -51,19 +55,26 @@ def _split(task: PlanTask) -> str:
 @functools.lru_cache(maxsize=1)
 def _problems() -> dict[str, tuple[str, PlanTask]]:
     """Every problem of the dataset by id, with its split."""
-    problems = {}
+    problems: dict[str, tuple[str, PlanTask]] = {}
     for (generation, node_counts), model in itertools.product(MESHES, MODELS.values()):
         for nodes in node_counts:
-            mesh = dgx_mesh(generation, nodes)
-            if 16.0 * model.parameters() / mesh.gpus > STATE_SHARE * mesh.gpu.memory:
-                continue
-            for share in (4, 1, 0.25):
-                batch = int(min(max(mesh.gpus / share, 16), 16384))
-                task = PlanTask(model, mesh, batch)
-                if task.id in problems or not all(mask.any() for mask in task.value_masks):
-                    continue
-                problems[task.id] = (_split(task), task)
+            _add_problems(problems, model, dgx_mesh(generation, nodes))
+    for model in MODELS.values():  # after the others, so that their order stays
+        for nodes in MIXED_HALVES:
+            _add_problems(problems, model, mixed_mesh(dgx_mesh("a100", nodes), dgx_mesh("h100", nodes)))
     return problems
+
+
+def _add_problems(problems: dict[str, tuple[str, PlanTask]], model: TransformerModel, mesh: Mesh) -> None:
+    """The problems of ``model`` on ``mesh`` that the dataset keeps (module docstring), added by id."""
+    if 16.0 * model.parameters() / mesh.gpus > STATE_SHARE * mesh.gpu.memory:
+        return
+    for share in (4, 1, 0.25):
+        batch = int(min(max(mesh.gpus / share, 16), 16384))
+        task = PlanTask(model, mesh, batch)
+        if task.id in problems or not all(mask.any() for mask in task.value_masks):
+            continue
+        problems[task.id] = (_split(task), task)
 
 
 def plan_dataset_ids(split: str | None = None) -> tuple[str, ...]:

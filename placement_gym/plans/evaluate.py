@@ -9,6 +9,16 @@ data-parallel gradient reduction and parameter gathering, overlapped as Megatron
 (reduce-scatter during the last micro-batch's backward pass, all-gather during the first forward), and
 the fused optimizer over the rank's share of the weights.
 
+On a mixed mesh (`placement_gym.plans.mesh.mixed_mesh`: DGX A100 nodes, then DGX H100 nodes, ranks in
+node order, pipeline stages outermost) a stage lives on the nodes its ranks occupy (`Mesh.figures`): a
+stage on one kind of GPU computes, communicates inside its groups and holds memory at that kind's
+figures; a stage spanning both kinds runs in lock step, each op at the slower GPU's time, each of its
+collectives at the lower bus bandwidth and the higher latency of the two kinds, its memory against the
+smaller GPU. A pipeline send between stages on different kinds runs at the lower NIC figure (the
+lock-step figures of the nodes both stages lie on). The step is the pipeline's makespan as ever, so
+stages of different speed make uneven ``stage_layers`` worth choosing; MFU is over the sum of every
+GPU's peak (`Mesh.peak_flops`).
+
 Memory per GPU: the ZeRO paper's 16 bytes a weight in mixed precision (2 bf16 weights, 2 bf16
 gradients, 12 of fp32 master weights and Adam's two moments; Rajbhandari et al. 2020), sharded over the
 data-parallel group by stage (1: the 12, 2: and the gradients, 3: all 16; expert weights over the
@@ -173,11 +183,18 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh, layers: dict 
     pp, vp, m = plan.pp, plan.vp, plan.microbatches
     stages = plan.virtual_stages
     views = plan.stage_views()
-    known: dict[Plan, StageCosts] = {}
-    for view in views:
-        if view not in known:  # stages of the same plan share their costs
-            known[view] = stage_costs(model, view, mesh, layers)
-    by_device = [known[view] for view in views]
+    mixed = bool(mesh.parts)
+    if mixed:  # each stage at the figures of the GPUs its ranks lie on (module docstring)
+        spans = [(s * plan.gpus // pp, (s + 1) * plan.gpus // pp) for s in range(pp)]
+        device_meshes = [mesh.figures(span) for span in spans]
+        by_device = _mixed_stage_costs(model, views, device_meshes, layers)
+    else:
+        device_meshes = [mesh] * pp
+        known: dict[Plan, StageCosts] = {}
+        for view in views:
+            if view not in known:  # stages of the same plan share their costs
+                known[view] = stage_costs(model, view, mesh, layers)
+        by_device = [known[view] for view in views]
     by_stage = [by_device[k % pp] for k in range(stages)]
 
     device_of = np.arange(stages) % pp
@@ -203,7 +220,8 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh, layers: dict 
     )
     comm_forward = layers * forward_comm
     comm_backward = layers * backward_comm + replayed * recompute_comm
-    first, last = stage_ends(model, by_stage[0].view, mesh), stage_ends(model, by_stage[-1].view, mesh)
+    first = stage_ends(model, by_stage[0].view, device_meshes[0])
+    last = stage_ends(model, by_stage[-1].view, device_meshes[(stages - 1) % pp])
     forward[0] += first.first_forward
     backward[0] += first.first_backward
     forward[-1] += last.last_forward
@@ -250,9 +268,16 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh, layers: dict 
         return timed[message, crossing]
 
     sends, returns = np.zeros(stages), np.zeros(stages)
-    for v in range(stages - 1):
-        sends[v] = send(by_stage[v + 1].message, crossings[v])
-        returns[v + 1] = send(by_stage[v].message, crossings[v])
+    if mixed:  # a send at the figures of the nodes both stages lie on
+        for v in range(stages - 1):
+            link = mesh.figures(spans[v % pp], spans[(v + 1) % pp])
+            group = Group(2, 1, 2, link) if crossings[v] else Group(2, 2, 1, link)
+            sends[v] = collective_time("send_recv", by_stage[v + 1].message, group)
+            returns[v + 1] = collective_time("send_recv", by_stage[v].message, group)
+    else:
+        for v in range(stages - 1):
+            sends[v] = send(by_stage[v + 1].message, crossings[v])
+            returns[v + 1] = send(by_stage[v].message, crossings[v])
     finish, busy, peak_kept, first_forward, last_backward = simulate_pipeline(
         pp, vp, m, SCHEDULE_CODES[plan.schedule], forward, backward, sends, returns, kept
     )
@@ -279,7 +304,7 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh, layers: dict 
                 gather - first_forward[s], gather / buckets
             )
         shard = dense / (view.dp if plan.zero else 1) + experts / (expert_ranks if plan.zero else 1)
-        optimizer[s] = shard * OPTIMIZER_BYTES / (mesh.gpu.memory_bandwidth * BANDWIDTH_FRACTION)
+        optimizer[s] = shard * OPTIMIZER_BYTES / (device_meshes[s].gpu.memory_bandwidth * BANDWIDTH_FRACTION)
         steps.append(finish[s] + exposed_dp[s] + optimizer[s])
         statics.append(
             _static_bytes(dense, view.dp, plan.zero) + _static_bytes(experts, expert_ranks, plan.zero)
@@ -296,7 +321,10 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh, layers: dict 
     step = float(steps[slowest])
     fullest = int(np.argmax(memories))
     tokens = plan.global_batch * model.seq
-    mfu = model.training_flops_per_token() * tokens / (step * mesh.gpus * mesh.gpu.peak[plan.precision])
+    if mixed:
+        mfu = model.training_flops_per_token() * tokens / (step * mesh.peak_flops(plan.precision))
+    else:
+        mfu = model.training_flops_per_token() * tokens / (step * mesh.gpus * mesh.gpu.peak[plan.precision])
     breakdown = {
         "compute": float(busy[slowest] - device_comm[slowest]),
         "communication": float(device_comm[slowest] + exposed_dp[slowest]),
@@ -307,8 +335,29 @@ def evaluate_plan(model: TransformerModel, plan: Plan, mesh: Mesh, layers: dict 
     memory = {"weights_and_state": static, "activations_and_buffers": float(memories[fullest] - static)}
     peak = float(memories[fullest])
     fits = peak <= mesh.gpu.memory
-    reasons = () if fits else (f"needs {peak / 1e9:,.1f} GB on a GPU of {mesh.gpu.memory / 1e9:,.0f} GB",)
+    if mixed:  # each stage against its own GPUs' memory (the smaller where it spans both kinds)
+        capacity = [m.gpu.memory for m in device_meshes]
+        over = [s for s in range(pp) if memories[s] > capacity[s]]
+        fits = not over
+        worst = max(over, key=lambda s: memories[s] / capacity[s], default=fullest)
+        need, room = float(memories[worst]), capacity[worst]
+    else:
+        need, room = peak, mesh.gpu.memory
+    reasons = () if fits else (f"needs {need / 1e9:,.1f} GB on a GPU of {room / 1e9:,.0f} GB",)
     return PlanResult(step, tokens / step / mesh.gpus, float(mfu), peak, fits, breakdown, memory, reasons)
+
+
+def _mixed_stage_costs(model: TransformerModel, views: tuple[Plan, ...], meshes: list[Mesh],
+                       layers: dict | None) -> list[StageCosts]:
+    """The `StageCosts` of each pipeline stage of a mixed mesh, stage ``s`` planned by ``views[s]`` at
+    the figures of ``meshes[s]``; ``layers``: `evaluate_plan`'s cache, a dict of layer prices inside it
+    for each mesh of figures."""
+    known: dict[tuple[Plan, str], StageCosts] = {}
+    for view, mesh in zip(views, meshes):
+        if (view, mesh.name) not in known:
+            own = None if layers is None else layers.setdefault(mesh.name, {})
+            known[view, mesh.name] = stage_costs(model, view, mesh, own)
+    return [known[view, mesh.name] for view, mesh in zip(views, meshes)]
 
 
 def _grad_sync(weights: float, group: Group, zero: int) -> float:

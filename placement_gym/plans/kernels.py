@@ -10,6 +10,9 @@ plus `KERNEL_OVERHEAD`, as the cost model's op time (docs/cost_model.md). The ca
   runs it), its FLOPs those of the two products with the causal half skipped;
 - ``scores``: the two batched products of materialised attention (half precision);
 - ``memory``: norms, softmax, dropout, activations, residuals, the optimizer: their bytes decide.
+
+GPUs of different models that run the same ops in lock step (a pipeline stage over both kinds of a
+mixed mesh) take, op by op, the slowest member's time.
 """
 
 from __future__ import annotations
@@ -58,7 +61,10 @@ EFFICIENCY: dict[str, KernelEfficiency] = {
 
 
 def op_seconds(category: str, flops: float, bytes_moved: float, precision: str, gpu: GpuFigures) -> float:
-    """Seconds of one kernel of ``category`` on ``gpu`` at the plan's ``precision``."""
+    """Seconds of one kernel of ``category`` on ``gpu`` at the plan's ``precision``; on GPUs of different
+    models in lock step (`placement_gym.plans.mesh.lockstep_gpu`), the slowest member's."""
+    if gpu.members:
+        return max(op_seconds(category, flops, bytes_moved, precision, member) for member in gpu.members)
     efficiency = EFFICIENCY[gpu.architecture]
     half = "fp16" if precision == "fp16" else "bf16"
     if category == "matmul":

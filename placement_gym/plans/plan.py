@@ -261,9 +261,9 @@ def plan_problems(plan: Plan, model: TransformerModel, mesh: Mesh) -> list[str]:
     if plan.sequence_parallel and max(plan.stage_tp or (plan.tp,)) == 1:
         problems.append("sequence parallelism splits over the tensor group: it needs tp >= 2")
     if plan.precision not in mesh.gpu.peak:
-        problems.append(
-            f"{mesh.gpu.model} has no {plan.precision} tensor cores (it has {', '.join(mesh.gpu.peak)})"
-        )
+        # on a mixed mesh, the GPU model that lacks it
+        gpu = next((g for g in mesh.gpu.members if plan.precision not in g.peak), mesh.gpu)
+        problems.append(f"{gpu.model} has no {plan.precision} tensor cores (it has {', '.join(gpu.peak)})")
     return problems
 
 

@@ -74,7 +74,9 @@ class PlanTask(CountsEvaluations):
             raise ValueError(f"a plan task's precision is one of {', '.join(PRECISIONS)}, got "
                              f"{self.precision!r}")
         if self.precision not in self.mesh.gpu.peak:
-            raise ValueError(f"{self.mesh.gpu.model} has no {self.precision} tensor cores")
+            gpu = next((g for g in self.mesh.gpu.members if self.precision not in g.peak), self.mesh.gpu)
+            mixed = f" (of the mixed mesh {self.mesh.name})" if self.mesh.parts else ""
+            raise ValueError(f"{gpu.model}{mixed} has no {self.precision} tensor cores")
         suffix = "" if self.precision == "bf16" else f"+{self.precision}"
         object.__setattr__(self, "id", f"{self.model.name or self.model.family}/{self.mesh.name}/"
                                        f"gb{self.global_batch}{suffix}")
@@ -91,10 +93,16 @@ class PlanTask(CountsEvaluations):
         backward, 6 a weight a token: attention projections, ``top_k`` experts or the MLP, the output
         head) over every GPU at the precision's peak times the fitted matmul efficiency, the most any
         kernel reaches. Each op of a stage takes at least its FLOPs at that rate and a GPU runs its ops
-        one at a time, so the busiest GPU takes at least the average."""
+        one at a time, so the busiest GPU takes at least the average. On a mixed mesh, over the sum of
+        every GPU's own rate: a GPU g doing w_g of the FLOPs takes at least w_g / r_g (in lock step with
+        a slower one, longer), and a step T with w_g <= T r_g for every g has sum w_g <= T sum r_g."""
         model, mesh = self.model, self.mesh
         weights = model.layers * (model.attention_parameters() + model.top_k * model.expert_parameters())
         flops = 6.0 * (weights + model.vocab * model.hidden) * self.global_batch * model.seq
+        if mesh.parts:
+            return flops / sum(part.gpus * part.gpu.peak[self.precision]
+                               * EFFICIENCY[part.gpu.architecture].matmul[self.precision]
+                               for part in mesh.parts)
         rate = mesh.gpu.peak[self.precision] * EFFICIENCY[mesh.gpu.architecture].matmul[self.precision]
         return flops / (mesh.gpus * rate)
 
@@ -234,7 +242,7 @@ class PlanTask(CountsEvaluations):
 def plan_task(model: str | TransformerModel, mesh: str | Mesh, global_batch: int,
               precision: str = "bf16") -> PlanTask:
     """A `PlanTask` from a model (a `TransformerModel`, a preset name or ``family:key=value,...``) and a
-    mesh (a `Mesh` or ``dgx-h100xN``/``dgx-a100xN``)."""
+    mesh (a `Mesh` or ``dgx-h100xN``/``dgx-a100xN``, or a mixed ``dgx-a100xN+dgx-h100xM``)."""
     model = model if isinstance(model, TransformerModel) else model_from_spec(model)
     mesh = mesh if isinstance(mesh, Mesh) else mesh_from_name(mesh)
     return PlanTask(model, mesh, global_batch, precision)
