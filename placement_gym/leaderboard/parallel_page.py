@@ -44,10 +44,11 @@ PROOFS = "docs/cost_model.md, *Searching for plans*, proves it"
 
 def mfu(task: PlanTask, step_s: float) -> float:
     """Model FLOPs utilisation of a step of ``step_s`` seconds: the model's training FLOPs for the global
-    batch over every GPU's dense peak at the task's precision."""
-    model, mesh = task.model, task.mesh
+    batch over every GPU's dense peak at the task's precision, summed (`Mesh.peak_flops`: a mixed mesh's
+    GPUs each at their own)."""
+    model = task.model
     flops = model.training_flops_per_token() * task.global_batch * model.seq
-    return flops / (mesh.gpus * mesh.gpu.peak[task.precision] * step_s)
+    return flops / (task.mesh.peak_flops(task.precision) * step_s)
 
 
 def render_parallel_page(

@@ -120,6 +120,9 @@ def test_the_page_computes_mfu_from_the_repriced_step(suites):
     # by hand: the model's FLOPs a token x tokens / (GPUs x H100's dense bf16 peak x step)
     flops = task.model.training_flops_per_token() * 16 * task.model.seq
     assert mfu(task, step) == pytest.approx(flops / (8 * 989e12 * step), rel=1e-3)
+    # a mixed mesh's GPUs each at their own peak: 8 A100 at 312 and 8 H100 at 989 TFLOP/s
+    mixed = plan_task("llama3-1b", "dgx-a100+dgx-h100", 16)
+    assert mfu(mixed, step) == pytest.approx(flops / ((8 * 312e12 + 8 * 989e12) * step), rel=1e-3)
 
 
 def _forged(submission: dict, task_id: str, **changes) -> dict:
