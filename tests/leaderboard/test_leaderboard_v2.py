@@ -147,7 +147,7 @@ def _first_device(task, seed, budget):
 def test_each_suite_has_its_page_where_its_file_puts_it():
     from placement_gym.leaderboard.layout import default_suites, suite_page
 
-    assert default_suites() == (CURRENT_SUITE, "gen-v2")  # what render draws without --suite
+    assert default_suites() == (CURRENT_SUITE, "gen-v2", "parallel-v1")  # what render draws without --suite
     assert suite_page(CURRENT_SUITE).page == "README.md"
     assert suite_page("v1").page == "suite_v1.md" and suite_page("v1").curves == "curves/v1"
     v2 = suite_page(V2)
