@@ -179,3 +179,4 @@ def plan_anneal(task: PlanTask, seed: int = 0, budget: int | None = None) -> Age
         if step < best_step:
             best, best_step = candidate.copy(), step
     return AgentResult(best, evaluations, {"step_s": best_step})
+from baselines import plan_planners  # noqa: E402, F401  (alpa, galvatron, plan-move-bandit register here too)

@@ -162,8 +162,9 @@ OPTIONS = [
      "FlashAttention (default) or the scores materialised"),
     ("--search", {"default": None, "metavar": "AGENT"},
      "find the plan with a plan agent instead of giving it: megatron (the rules), sweep (every uniform "
-     "plan), plan-random, plan-anneal; the degree, schedule, ZeRO and recomputation options are then "
-     "ignored (default --global-batch: one sequence a GPU)"),
+     "plan), alpa, galvatron (layers and tensor degree per stage), plan-random, plan-anneal, "
+     "plan-move-bandit (`placement-gym agents` lists them); the degree, schedule, ZeRO and recomputation "
+     "options are then ignored (default --global-batch: one sequence a GPU)"),
     ("--budget", {"type": positive_int, "default": None, "metavar": "N"},
      "plans a searching agent may price (default: the agent's own)"),
     ("--seed", {"type": int, "default": 0}, "seed of a searching agent (default: 0)"),

@@ -105,8 +105,8 @@ def test_plan_search_finds_and_prices_a_plan(tmp_path):
     task = plan_task("llama2-7b", "dgx-h100x2", 64)
     plan = Plan(**got["plan"])
     assert got["step_s"] == evaluate_plan(task.model, plan, task.mesh).step_s and got["feasible"]
-    done = plan_cli(tmp_path, "--model", "llama2-7b", "--search", "alpa")
-    assert done.returncode == 2 and "unknown plan agent 'alpa'; allowed: megatron, sweep" in done.stderr
+    done = plan_cli(tmp_path, "--model", "llama2-7b", "--search", "metis")
+    assert done.returncode == 2 and "unknown plan agent 'metis'; allowed: megatron, sweep" in done.stderr
 
 
 @pytest.mark.slow
