@@ -9,8 +9,8 @@ Run from the repository root (``--dir``, default ``leaderboard``: the submission
     python -m baselines.leaderboard_fill.parallel --write-suite VERSION   # measure suites/VERSION.json, stop
 
 An entry is an agent name, ``@`` and a budget of plans priced per task where it searches (`ENTRIES`: the
-rules and the sweep run once, at their own budgets, and being deterministic with one seed; the searches
-at 1,000 and 10,000 plans with seeds 0, 1 and 2). Every entry is what ``placement-gym leaderboard
+rules, the sweep, alpa and galvatron once, at their own budgets, being deterministic, with one seed; the
+searches at 1,000 and 10,000 plans with seeds 0, 1 and 2). Every entry is what ``placement-gym leaderboard
 validate --rerun`` runs again: the plan agent of that name at the file's seed and budget.
 """
 
@@ -29,9 +29,9 @@ FILL = Path(__file__).stem  # how a suite file's "fill" names this script
 LEADERBOARD = Path("leaderboard")
 # (agent, budget or None for the agent's own, seeds)
 ENTRIES: tuple[tuple[str, int | None, tuple[int, ...]], ...] = (
-    ("megatron", None, (0,)),
-    ("sweep", None, (0,)),
-    *((agent, budget, (0, 1, 2)) for agent in ("plan-random", "plan-anneal") for budget in (1_000, 10_000)),
+    *((agent, None, (0,)) for agent in ("megatron", "sweep", "alpa", "galvatron")),
+    *((agent, budget, (0, 1, 2)) for agent in ("plan-random", "plan-anneal", "plan-move-bandit")
+      for budget in (1_000, 10_000)),
 )
 
 

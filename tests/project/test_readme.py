@@ -54,7 +54,8 @@ def test_headline_results_are_the_leaderboards():
     for line in table_lines[2:]:
         cells = dict(zip(header, (cell.strip() for cell in line.strip("|").split("|"))))
         rows[cells["algorithm"]] = cells
-    table = [line for line in _section("Headline results").splitlines() if line.startswith("| ")][1:]
+    tables = _section("Headline results").split("\n\n")
+    table = [line for line in tables[1].splitlines() if line.startswith("| ")][1:]
     assert len(table) >= 4
     for line in table:
         algorithm, speedup, gap, infeasible = (cell.strip() for cell in line.strip("|").split("|"))
@@ -64,6 +65,24 @@ def test_headline_results_are_the_leaderboards():
         assert stated == (board_row["geomean speedup"], board_row["geomean gap"], board_row["infeasible"]), (
             f"README's headline row for {algorithm} differs from leaderboard/README.md; copy it again"
         )
+
+
+def test_headline_plans_are_the_parallel_tracks():
+    """The parallel track's rows are its page's at most 100,000 plans priced per task, in its order."""
+    page = (ROOT / "leaderboard" / "parallel_v1.md").read_text(encoding="utf-8")
+    overall = page.split("### At most 100,000 plans priced per task")[1].split("\n#")[0]
+    lines = [line for line in overall.splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    board = [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))) for line in lines[1:]]
+    section = _section("Headline results")
+    table = section[section.index("| algorithm | budget |"):].split("\n\n")[0]
+    readme = [line for line in table.splitlines() if line.startswith("| ")][1:]
+    assert len(readme) == len(board) >= 5
+    shown = ("algorithm", "budget", "score", "geomean speedup", "geomean gap")
+    for line, row in zip(readme, board):
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        assert cells == [row[k] for k in shown], (
+            f"README's parallel row {cells[0]!r} differs from leaderboard/parallel_v1.md; copy it again")
 
 
 def test_in_python_snippets_run_as_written():
