@@ -37,11 +37,10 @@ import argparse
 import time
 from pathlib import Path
 
+from baselines.leaderboard_fill import add_suite_options, suite_written
 from baselines.registry import agent_descriptions, get_agent, harness_agent
 from placement_gym.evaluation.agents import AgentResult
 from placement_gym.leaderboard import evaluate, render, save_submission, submission_filename
-from placement_gym.leaderboard.registry import SUITE_FOLDER, suite_registry
-from placement_gym.leaderboard.suite_measure import write_suite_file
 from placement_gym.task.compiled import Task
 
 FAST_AGENTS = ("best-single", "round-robin", "random", "expert", "partition", "heft", "cpop",
@@ -92,25 +91,10 @@ def main() -> None:
                         help="seconds per task for the exact solver (default: %(default)s)")
     parser.add_argument("--dir", type=Path, default=LEADERBOARD,
                         help="leaderboard folder (submissions/ and README.md); default: %(default)s")
-    registry = suite_registry()
-    filled = registry.filled_by(FILL)
-    parser.add_argument("--suite", default=registry.default_fill_suite(FILL),
-                        help=f"suite version the entries run on, one of {', '.join(filled)} (default: "
-                        "%(default)s)")
-    parser.add_argument("--no-render", action="store_true")
-    parser.add_argument("--write-suite", metavar="VERSION",
-                        help="measure the suite of suites/VERSION.json, write its tasks into it and stop")
+    add_suite_options(parser, FILL)
     args = parser.parse_args()
-    if args.write_suite:
-        started = time.perf_counter()
-        path = SUITE_FOLDER / f"{args.write_suite}.json"
-        if not path.is_file():
-            parser.error(f"--write-suite: no suite file {path}")
-        write_suite_file(path)
-        print(f"wrote {path} ({time.perf_counter() - started:.1f} s)")
+    if suite_written(parser, args, FILL):
         return
-    if args.suite not in filled:
-        parser.error(f"--suite must be one of {', '.join(filled)}, got {args.suite!r}")
     if not args.exact_time_limit > 0:
         parser.error(f"--exact-time-limit must be > 0 seconds, got {args.exact_time_limit}")
     descriptions = agent_descriptions()

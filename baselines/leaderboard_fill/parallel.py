@@ -20,10 +20,9 @@ import argparse
 import time
 from pathlib import Path
 
+from baselines.leaderboard_fill import add_suite_options, suite_written
 from baselines.plans import get_plan_agent, plan_agent_descriptions
 from placement_gym.leaderboard import evaluate, render, save_submission, submission_filename
-from placement_gym.leaderboard.registry import SUITE_FOLDER, suite_registry
-from placement_gym.leaderboard.suite_measure import write_suite_file
 
 FILL = Path(__file__).stem  # how a suite file's "fill" names this script
 LEADERBOARD = Path("leaderboard")
@@ -56,24 +55,10 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2", help="seeds of --entries (default: %(default)s)")
     parser.add_argument("--dir", type=Path, default=LEADERBOARD,
                         help="leaderboard folder (submissions/ and the pages); default: %(default)s")
-    registry = suite_registry()
-    filled = registry.filled_by(FILL)
-    parser.add_argument("--suite", default=registry.default_fill_suite(FILL) if filled else None,
-                        help=f"suite version, one of {', '.join(filled)} (default: %(default)s)")
-    parser.add_argument("--no-render", action="store_true")
-    parser.add_argument("--write-suite", metavar="VERSION",
-                        help="measure the suite of suites/VERSION.json, write its tasks into it and stop")
+    add_suite_options(parser, FILL)
     args = parser.parse_args()
-    if args.write_suite:
-        started = time.perf_counter()
-        path = SUITE_FOLDER / f"{args.write_suite}.json"
-        if not path.is_file():
-            parser.error(f"--write-suite: no suite file {path}")
-        write_suite_file(path)
-        print(f"wrote {path} ({time.perf_counter() - started:.1f} s)")
+    if suite_written(parser, args, FILL):
         return
-    if args.suite not in filled:
-        parser.error(f"--suite must be one of {', '.join(filled)}, got {args.suite!r}")
     try:
         seeds = tuple(int(s) for s in args.seeds.split(","))
         entries = ENTRIES if args.entries is None else parse_entries(args.entries, seeds)

@@ -37,6 +37,7 @@ from placement_gym.leaderboard.tables import (
     seconds_cell,
 )
 from placement_gym.leaderboard.task_bounds import TaskBound
+from placement_gym.leaderboard.track_sections import held_out_tables
 from placement_gym.plans.space import PlanTask
 
 PROOFS = "docs/cost_model.md, *Searching for plans*, proves it"
@@ -170,14 +171,4 @@ def _generalisation_section(submissions: list[tuple[str, dict]], suite: Suite, l
         "Scores use the best known steps above, over the held-out tasks.",
         "",
     ]
-    groups = group_submissions(submissions, suite, "generalisation")
-    rows = overall_rows(submissions, suite, "generalisation", held_out, groups, lower_bounds)
-    if not rows:
-        return [*lines, "No submissions yet.", ""]
-    lines += [*overall_table(rows, len(held_out), "held-out tasks", trained_on=True), ""]
-    table = [[code_span(task_id), str(i + 1), *entry_cells(e), code_span(plans[(e.source, task_id)])]
-             for task_id, task_entries in entries(submissions, suite, groups, held_out, lower_bounds).items()
-             for i, e in enumerate(task_entries)]
-    lines += markdown_table(["held-out task", "rank", *ENTRY_COLUMNS, "plan"], table,
-                            [False, True, *ENTRY_RIGHT, False])
-    return [*lines, ""]
+    return [*lines, *held_out_tables(submissions, suite, held_out, lower_bounds, plans)]

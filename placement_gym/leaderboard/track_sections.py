@@ -42,18 +42,30 @@ def generalisation_section(
         "tasks.",
         "",
     ]
+    return [*lines, *held_out_tables(submissions, suite, held_out, lower_bounds)]
+
+
+def held_out_tables(
+    submissions: list[tuple[str, dict]], suite: Suite, held_out: tuple[str, ...],
+    lower_bounds: dict[str, float], plans: dict[tuple[str, str], str] | None = None,
+) -> list[str]:
+    """The generalisation entries' overall table over the ``held_out`` tasks and their per-task table
+    (with a column of each entry's plan, ``plans`` by (file, task id), where given); a line saying there
+    are none otherwise."""
     groups = group_submissions(submissions, suite, "generalisation")
     rows = overall_rows(submissions, suite, "generalisation", held_out, groups, lower_bounds)
     if not rows:
-        return [*lines, "No submissions yet.", ""]
-    lines += [*overall_table(rows, len(held_out), "held-out tasks", trained_on=True), ""]
+        return ["No submissions yet.", ""]
+    lines = [*overall_table(rows, len(held_out), "held-out tasks", trained_on=True), ""]
     table_rows = [
-        [f"`{task_id}`", str(i + 1), *entry_cells(e)]
+        [f"`{task_id}`", str(i + 1), *entry_cells(e),
+         *([] if plans is None else [f"`{plans[(e.source, task_id)]}`"])]
         for task_id, task_entries in entries(submissions, suite, groups, held_out, lower_bounds).items()
         for i, e in enumerate(task_entries)
     ]
-    lines += markdown_table(["held-out task", "rank", *ENTRY_COLUMNS], table_rows,
-                            [False, True, *ENTRY_RIGHT])
+    extra = [] if plans is None else ["plan"]
+    lines += markdown_table(["held-out task", "rank", *ENTRY_COLUMNS, *extra], table_rows,
+                            [False, True, *ENTRY_RIGHT, *(False for _ in extra)])
     return [*lines, ""]
 
 
