@@ -143,7 +143,8 @@ def evaluate(
     check_header(submission)
     for suite_task in suite.tasks:
         if suite.spec.placement_format == "plan":
-            results[suite_task.task_id] = _plan_result(agent, suite_task.task(), seed, budget, algorithm)
+            results[suite_task.task_id] = _plan_result(agent, suite_task.task(), seed, budget, algorithm,
+                                                       suite_task.task_id in trained_on)
             continue
         shared = suite_task.task()
         # Its reference figures too, so that an agent reaching it by name is counted the same whatever
@@ -179,9 +180,11 @@ def evaluate(
     return submission
 
 
-def _plan_result(agent: Agent, task: PlanTask, seed: int, budget: int | None, algorithm: str) -> dict:
+def _plan_result(agent: Agent, task: PlanTask, seed: int, budget: int | None, algorithm: str,
+                 listed_in_trained_on: bool) -> dict:
     """One plan task's entry of a submission: ``agent`` run on ``task`` (a plan task of its own, new
-    from its id: nothing is shared with another run), its plan priced again and written as its id."""
+    from its id: nothing is shared with another run), its plan priced again and written as its id;
+    ``trained_on_task`` where it was evaluated or is listed in the entry's ``trained_on``."""
     task.start_trace()
     start = time.perf_counter()
     returned = agent(task, seed, budget)
@@ -195,7 +198,7 @@ def _plan_result(agent: Agent, task: PlanTask, seed: int, budget: int | None, al
     priced = price(task, plan)
     result = {"graph_sha256": model_digest(task), "placement": plan.suffix(), "runtime": float(priced.step_s),
               "feasible": bool(priced.feasible), "evaluations": evaluations, "wall_s": round(wall_s, 6),
-              "trained_on_task": evaluations > 0}
+              "trained_on_task": evaluations > 0 or listed_in_trained_on}
     if task.trace:
         result["trace"] = thin_trace(task.trace)
     return result

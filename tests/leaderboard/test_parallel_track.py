@@ -219,3 +219,18 @@ def test_a_split_holds_out_models_for_the_generalisation_track(suites, board):
         assert main(["leaderboard", "render", "--suite", TOY, "--no-chart", "--dir", str(board)]) == 0
         page = (board / FILES["page"]).read_text()
         assert "## Generalisation: held-out models" in page and "rules-zero-shot" in page
+
+
+def test_a_plan_task_listed_as_trained_on_is_marked_so(suites):
+    """An entry that trained on a task beforehand (its ``trained_on``) is marked so on that task even where
+    its scored run priced nothing there, as a placement entry is; validation agrees."""
+    with use_suite_folder(suites):
+        given = Plan(tp=1, pp=1, dp=8, global_batch=16, zero=1, recompute="full")
+
+        def fixed(task, seed, budget):  # answers without pricing anything
+            return given if task.id == TASKS[0] else megatron(task).placement
+
+        entry = evaluate(fixed, TOY, algorithm="fixed", track="parallel", trained_on=[TASKS[0]])
+        first = entry["results"][TASKS[0]]
+        assert first["evaluations"] == 0 and first["trained_on_task"] is True
+        assert validate_submission(entry).ok
