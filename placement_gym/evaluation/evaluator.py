@@ -394,8 +394,8 @@ def evaluator_backend(name: Any) -> EvaluatorBackend:
 def make_evaluator(task: Task, name: str, *, source: Any = None, **options: Any) -> Evaluator:
     """The evaluator of backend ``name`` for ``task`` (`EvaluatorBackend.build`): ``"cost_model"``
     (no options), ``"profiled"`` (``profile``, ``devices``), ``"real"`` (``devices``, ``seed``,
-    ``batch``, ``model``, ``lr``), or a registered one. ValueError for an unknown name or an option the
-    backend does not take."""
+    ``batch``, ``model``, ``lr``, ``compile``), or a registered one. ValueError for an unknown name or
+    an option the backend does not take."""
     return evaluator_backend(name).build(task, source=source, **options)
 
 

@@ -154,8 +154,8 @@ def _summary(result: Any) -> dict[str, Any]:
 
 
 def _fp32_only(task: Task, backend: str) -> None:
-    """Real runs and profiles are fp32 (the executor runs the graph in its own precision): a
-    half-precision task is refused with one line rather than costed with fp32 times."""
+    """Profiles are measured in fp32: a half-precision task is refused with one line rather than
+    costed with fp32 times (the real executor runs every precision)."""
     if task.precision != "fp32":
         raise ValueError(
             f"evaluator {backend!r} runs and measures the graph in fp32; task {task.id} is "
@@ -211,11 +211,11 @@ def real_evaluator(
 ) -> RealEvaluator:
     """The ``"real"`` backend: a `RealEvaluator` of ``task`` (``devices``: cluster device name -> torch
     device, which a cluster of this machine, ``cpu<N>`` or ``local``, may leave out; ``options`` go to
-    the executor: ``seed``, ``batch``, ``model``, ``lr``; its train steps run ``task.optimizer``).
+    the executor: ``seed``, ``batch``, ``model``, ``lr``, ``compile``; its train steps run
+    ``task.optimizer`` at ``task.precision``).
     ``source``: the ``graph`` argument the task was built from; when it is an ONNX file or a
     ModelProto (`placement_gym.real.program.model_source`) the executor runs that model unless
     ``model=`` is given."""
-    _fp32_only(task, "real")
     model = model_source(source)
     if model is not None:
         options.setdefault("model", model)
@@ -226,6 +226,6 @@ PROFILED_BACKEND = EvaluatorBackend(
     "profiled", profiled_evaluator, ("profile", "devices"),
     "the cost model with measured op times and links (placement-gym profile)", label="profiled cost model")
 REAL_BACKEND = EvaluatorBackend(
-    "real", real_evaluator, ("devices", "seed", "batch", "model", "lr"),
+    "real", real_evaluator, ("devices", "seed", "batch", "model", "lr", "compile"),
     "every placement run on torch devices (the real-hardware executor)", info_keys=REAL_INFO_KEYS,
     label="measured on the devices", runs_on_devices=True)

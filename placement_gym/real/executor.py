@@ -1,41 +1,55 @@
-"""Run a placement of a task's op graph on real torch devices and time it.
+"""Run a placement of a task's ops on real torch devices and time it.
 
-How one step runs (the cost model's semantics, docs/design.md section 3, on real devices):
+How one step runs (the cost model's semantics, docs/design.md section 3, on real devices; the
+executor's own costs and what is left of them: docs/real_hardware.md, "The executor's overhead"):
 
-* Jobs are the task's ops: forward op ``f`` (index ``f``), for ``train_step`` its backward op
-  (index ``2n - 1 - f``) and, for an op that owns parameters, its update op (``2n + ...``), each on
-  the device of its forward op.
-* One worker thread per cluster device runs that device's jobs one at a time; among ready jobs it
-  takes the one that became ready first, ties by job index (topological). A job is ready when the
-  jobs it depends on have finished.
-* A tensor needed on another device is sent once per destination device (by the destination's
-  worker, when the first consumer there starts). Between two virtual CPU devices (both "cpu") the
-  send is a real copy (``clone``), so each device holds its own copy as the cost model assumes.
-  Graph data inputs are on every device before the step starts.
-* Forward: each op is its ONNX op's torch function (`placement_gym.real.ops.OP_TABLE`). For
-  training every op's inputs are detached leaves, so each op has its own small autograd graph.
-  Backward op ``f.grad``: ``torch.autograd.grad`` of ``f``'s outputs with respect to its inputs and
-  parameters, seeded by the gradients its consumers sent back (one gradient tensor per forward edge,
-  as in `Task`). The loss is the sum of the means of the float graph outputs, so a graph output's
-  gradient is ``1 / numel`` everywhere. Update op: the task's optimizer (``task.optimizer``: Adam,
-  momentum or SGD, `placement_gym.real.optimizers`) on the parameter's device, with its state tensors
-  (Adam's two moments, the momentum velocity) created there, zero, when the run's weights are, and
-  kept across the run's steps as a training loop keeps them.
-* Inference: forward jobs only, under ``torch.no_grad()`` (grad mode is per thread: set in each worker).
+* Jobs are the task's ops (`placement_gym.task.compiled.Task`): forward ops, for ``train_step`` their
+  backward ops and the parameters' update ops, with ``microbatches=M`` the forward and backward ops of
+  every micro-batch, with ``recompute=True`` the replayed ops; each runs on the device of its forward
+  op and waits for what the task says it waits for (and for every value it reads).
+* Each device runs its jobs in the order of the cost model's schedule of the same placement, cut into
+  units it runs without waiting in between (`placement_gym.real.step_plan`). The plan is made once per
+  placement; one worker thread per used device (the calling thread for the first) lives for the whole
+  run, so a step hands out work and waits for its end, nothing more.
+* A tensor needed on another device is copied once per destination device (a real ``clone`` between
+  virtual CPU devices, so each holds its own copy as the cost model assumes). On a GPU each device
+  runs on its own compute stream and copies on a copy stream ordered by CUDA events: the host does
+  not wait inside a step. Graph data inputs are on every device before the step starts.
+* Forward: each op is its ONNX op's torch function (`placement_gym.real.ops.OP_TABLE`), its fixed
+  arguments (weights, data, constants) put in place once per run. For training, ops of one block
+  (`placement_gym.real.step_plan`) form one autograd graph and the backward of a block is one
+  ``torch.autograd.grad`` call, seeded by the gradients its consumers sent back; across blocks and
+  devices an op reads a detached copy. The loss is the sum of the means of the float graph outputs of
+  every micro-batch, so a graph output's gradient is ``1 / numel`` everywhere, and the gradients of
+  the micro-batches add up before the one update. Update op: the task's optimizer (``task.optimizer``:
+  Adam, momentum or SGD, `placement_gym.real.optimizers`) on the parameter's device, with its state
+  tensors (Adam's two moments, the momentum velocity) created there, zero, when the run's weights
+  are, and kept across the run's steps as a training loop keeps them.
+* Precision: at ``bf16``/``fp16`` the ops run on weights, inputs and constants of that type; a train
+  step keeps fp32 master weights and optimizer state, updates them with the gradient in fp32 and
+  writes the low-precision copy back, as mixed-precision training does.
+* Recomputation: the forward jobs of a replayed segment run without autograd and keep only what
+  later segments read; the replayed jobs run them again with autograd just before the segment's
+  backward jobs. A value is freed once its last reader has run (and, in training, its backward).
+* Inference: forward jobs only, without autograd.
+* Timing: on placements of GPUs only, by CUDA events on each device's compute stream (the step's
+  time is the longest device's, from the moment the step is handed out); else by the host clock,
+  the GPUs synchronised at the end.
 
 The program it runs (each op's torch call and where its inputs come from) is built from the graph's
 ONNX model by `placement_gym.real.program`. Weights are random, created from ``seed`` on the CPU (one
 generator, parameters in a fixed order, so they do not depend on the placement:
-`placement_gym.real.program.make_parameters`) and moved to the device of the op that owns them. A
-failure on a device (out of memory, an op the device cannot run, a device that is not there) ends the
-step and returns an infeasible `RealResult` with the explanation; what the step held is released.
+`placement_gym.real.program.make_parameters`) and moved to the device of the op that owns them; the
+data of micro-batch ``b > 0`` comes from its own seed. A failure on a device (out of memory, an op
+the device cannot run, a device that is not there) ends the step and returns an infeasible
+`RealResult` with the explanation; what the step held is released.
 """
 
 from __future__ import annotations
 
 import gc
-import heapq
 import math
+import queue
 import statistics
 import threading
 import time
@@ -58,7 +72,11 @@ from placement_gym.real.program import (
     make_inputs,
     make_parameters,
 )
+from placement_gym.real.segments import Segment, build_segment, check_compile
+from placement_gym.real.step_plan import BACKWARD, FORWARD, RECOMPUTE, UPDATE, StepPlan, plan_step
 from placement_gym.task.compiled import Task
+from placement_gym.task.passes.recompute import recompute_segments
+from placement_gym.task.passes.step_graph import OP_KINDS
 
 # Learning rate of the update of a real train step, every optimizer (the value only matters for the numbers).
 DEFAULT_LEARNING_RATE = 1e-3
@@ -98,6 +116,13 @@ class _StepFailed(Exception):
     """A job failed: the message says which op, where and why."""
 
 
+class _Aborted(Exception):
+    """Another device failed during the step: this device stops too."""
+
+
+_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
 class Executor:
     """Runs placements of a task on torch devices. See the module docstring for the semantics.
 
@@ -106,36 +131,31 @@ class Executor:
     while a placement uses two or more of them torch runs one intra-op thread). ``None``: ``"cpu"``
     for every cpu-kind device, ``cuda:i`` for the i-th gpu-kind device (an error if it is missing).
     ``batch``: a smaller batch than the graph's (data inputs get that leading dimension, Reshape
-    shapes that start with the batch follow it), for quick runs. ``model``: the ONNX file or
-    ModelProto the graph came from, needed unless it is a bundled graph. ``lr``: the learning rate
-    of the task's optimizer (``task.optimizer``, see `placement_gym.real.optimizers`).
+    shapes that start with the batch follow it), for quick runs; with micro-batches it is each
+    micro-batch's. ``model``: the ONNX file or ModelProto the graph came from, needed unless it is a
+    bundled graph. ``lr``: the learning rate of the task's optimizer (``task.optimizer``, see
+    `placement_gym.real.optimizers`). ``compile``: None (ops run one by one, the default) or a mode of
+    `placement_gym.real.segments.COMPILE_MODES`: each unit of ops compiled by ``torch.compile`` once
+    per run (``"reduce-overhead"``: captured as a CUDA graph on a GPU).
     Each `run` starts from the same seeded weights and fresh (zero) optimizer state, which its steps
     (warm-up and timed) then carry forward. After `run`, ``parameters`` holds the weights (name ->
-    tensor on its device), ``optimizer_state`` each parameter's optimizer state (name -> {state
-    name -> tensor on the parameter's device}; empty for inference and SGD) and ``outputs`` the graph
-    outputs (name -> CPU tensor) of the last step.
+    tensor on its device; fp32 master weights at every precision), ``optimizer_state`` each
+    parameter's optimizer state (name -> {state name -> tensor on the parameter's device}; empty for
+    inference and SGD) and ``outputs`` the graph outputs (name -> CPU tensor) of the last step's last
+    micro-batch.
     """
 
     def __init__(self, task: Task, devices: Mapping[str, str] | None = None, seed: int = 0,
                  batch: int | None = None, model: onnx.ModelProto | str | Path | None = None,
-                 lr: float = DEFAULT_LEARNING_RATE) -> None:
+                 lr: float = DEFAULT_LEARNING_RATE, compile: str | None = None) -> None:
         import torch
 
+        self.compile = check_compile(compile)
         if task.step.tensor_parallel != 1:
             raise ValueError(
                 f"task {task.id}: the real executor runs each op whole on one device, not split over "
                 f"groups of {task.step.tensor_parallel} GPUs; evaluate a tensor-parallel step with the cost "
                 "model"
-            )
-        if task.microbatches != 1:
-            raise ValueError(
-                f"task {task.id}: the real executor runs one batch per step, not {task.microbatches} "
-                "micro-batches; evaluate a pipelined step with the cost model (or profiled durations)"
-            )
-        if task.recompute:
-            raise ValueError(
-                f"task {task.id}: the real executor keeps every activation; evaluate a step with "
-                "activation recomputation with the cost model (or profiled durations)"
             )
         self.task = task
         self.seed = int(seed)
@@ -173,7 +193,8 @@ class Executor:
             self.torch_devices.append(device)
         self.program = build_program(task.graph, load_model(task.graph, model), batch)
         self.batch = batch
-        self._jobs = self._plan_jobs()
+        self.dtype = getattr(torch, _DTYPES[task.step.precision])
+        self._jobs = _JobTable(task, self.program)
         self.parameters: dict[str, Any] = {}
         self.optimizer_state: dict[str, dict[str, Any]] = {}
         self.outputs: dict[str, Any] = {}
@@ -193,36 +214,6 @@ class Executor:
                 )
         return mapping
 
-    # -- job graph ---------------------------------------------------------------------------------
-
-    def _plan_jobs(self) -> dict[str, Any]:
-        """Job kinds, forward ops and dependencies (the task's op order: forward, backward, update)."""
-        p = self.program
-        n = p.graph.n_ops
-        train = self.task.objective == "train_step"
-        kinds: list[tuple[str, int]] = [("forward", k) for k in range(n)]
-        deps: list[set[int]] = []
-        producer = {name: k for k in range(n) for name in p.outputs[k] if name}
-        for k in range(n):
-            deps.append({producer.get(s[1], p.shared.get(s[1], -1)) for s in p.sources[k]
-                         if s and s[0] == "tensor"} - {-1})
-        if train:
-            backward = lambda f: 2 * n - 1 - f  # noqa: E731 - the Task's index of f's backward op
-            kinds += [("backward", f) for f in range(n - 1, -1, -1)]
-            for f in range(n - 1, -1, -1):
-                users = {c for name in p.outputs[f] if name for c in p.consumers.get(name, [])}
-                deps.append({f} | {backward(c) for c in users})
-            for f in range(n):
-                if p.owned[f]:
-                    kinds.append(("update", f))
-                    users = {c for name in p.owned[f] for c in p.consumers.get(name, [])}
-                    deps.append({backward(f)} | {backward(c) for c in users})
-        dependents: list[list[int]] = [[] for _ in kinds]
-        for job, needs in enumerate(deps):
-            for need in needs:
-                dependents[need].append(job)
-        return {"kinds": kinds, "n_deps": [len(d) for d in deps], "dependents": dependents}
-
     # -- running -----------------------------------------------------------------------------------
 
     def run(self, placement, warmup: int = 1, repeats: int = 3) -> RealResult:
@@ -233,39 +224,45 @@ class Executor:
             raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
         if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
             raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
-        n_devices = self.task.n_devices
         used = sorted(set(array.tolist()))
         problem = self._unavailable(used)
         if problem:
             return self._failed(problem)
+        plan = plan_step(self.task, array, self._jobs.value_deps)
         runtimes: list[float] = []
-        state: dict[str, Any] = {}
         # One intra-op thread per virtual CPU device (see the module docstring).
         with intra_op_threads(1 if virtual_cpus(self.torch_devices[d] for d in used) else None):
+            state = _RunState(self, array, plan)
+            pool = _DevicePool(self, used)
             try:
-                self._setup(array, state)
+                state.setup()
                 for step in range(warmup + repeats):
                     last = step == warmup + repeats - 1
                     if last:
                         self._reset_peaks(used)
-                    runtime = self._step(array, state, keep=last)
-                    state["steps"] += 1
+                    current = state.new_step()
+                    runtime = pool.step(current)
+                    if last:
+                        current.finish()
+                    del current
+                    state.steps += 1
                     if step >= warmup:
                         runtimes.append(runtime)
                 peak = self._peak_memory(used, state)
-                loss = state.get("loss")
             except _StepFailed as error:
-                state.clear()
                 self.parameters, self.optimizer_state, self.outputs = {}, {}, {}
+                del state
                 self._release()
                 return self._failed(str(error))
-        self.parameters = state["weights"]
-        self.optimizer_state = state["optimizer_state"]
+            finally:
+                pool.close()
+        self.parameters = state.weights
+        self.optimizer_state = state.optimizer_state
+        self.outputs = state.outputs
         median = statistics.median(runtimes)
         spread = (max(runtimes) - min(runtimes)) / median if median > 0 else 0.0
-        assert len(peak) == n_devices
         return RealResult(runtime=median, runtimes=tuple(runtimes), spread=spread, feasible=True, error=None,
-                          peak_memory=peak, loss=loss)
+                          peak_memory=peak, loss=state.loss)
 
     def _failed(self, error: str) -> RealResult:
         return RealResult(runtime=math.inf, runtimes=(), spread=math.nan, feasible=False, error=error,
@@ -300,281 +297,663 @@ class Executor:
             if self.torch_devices[d].type == "cuda":
                 torch.cuda.reset_peak_memory_stats(self.torch_devices[d])
 
-    def _peak_memory(self, used: list[int], state: dict[str, Any]) -> np.ndarray:
+    def _peak_memory(self, used: list[int], state: _RunState) -> np.ndarray:
         import torch
 
         peak = np.zeros(self.task.n_devices)
         for d in used:
             if self.torch_devices[d].type == "cuda":
                 peak[d] = torch.cuda.max_memory_allocated(self.torch_devices[d])
-        held = state.get("held_bytes", np.zeros(self.task.n_devices))
-        for d in used:
-            if self.torch_devices[d].type != "cuda":
-                peak[d] = held[d]
+            else:
+                peak[d] = state.static_bytes[d] + state.step_peak[d]
         return peak
 
-    def _setup(self, placement: np.ndarray, state: dict[str, Any]) -> None:
-        """Weights and, for training, their optimizer state on their owners' devices, and data inputs
-        on every used device (not timed)."""
-        p = self.program
-        train = self.task.objective == "train_step"
+
+class _JobTable:
+    """The task's jobs as the executor reads them: each task op's kind, forward op and micro-batch,
+    the (kind, op, micro-batch) -> task op index, and the values each job reads (`value_deps`)."""
+
+    def __init__(self, task: Task, program: Any) -> None:
+        self.kind = task.op_kind.tolist()
+        self.forward = task.op_forward.tolist()
+        self.microbatch = task.op_microbatch.tolist()
+        keys = zip(self.kind, self.forward, self.microbatch, strict=True)
+        self.index = {key: j for j, key in enumerate(keys)}
+        self.microbatches = task.microbatches
+        n = len(program.sources)
+        producer = {name: k for k in range(n) for name in program.outputs[k] if name}
+        self.producer = producer
+        train = task.objective == "train_step"
+        replayed = np.zeros(n, dtype=bool)
+        segment = np.zeros(n, dtype=np.int64)
+        if train and task.recompute:
+            segment = recompute_segments(n)
+            replayed = segment < segment[-1]
+        self.replayed = replayed
+        self.segment = segment
+        deps: list[set[int]] = [set() for _ in range(task.n_ops)]
+        for j, (k, f, b) in enumerate(zip(self.kind, self.forward, self.microbatch)):
+            if k in (FORWARD, RECOMPUTE):
+                for source in program.sources[f]:
+                    if source and source[0] == "tensor" and source[1] in producer:
+                        q = producer[source[1]]
+                        deps[j].add(self.index[(self.version_of_input(k, f, q), q, b)])
+            elif k == BACKWARD:
+                deps[j].add(self.index[(RECOMPUTE if replayed[f] else FORWARD, f, b)])
+                for name in program.outputs[f]:
+                    for c in program.consumers.get(name, []) if name else []:
+                        deps[j].add(self.index[(BACKWARD, c, b)])
+            elif k == UPDATE:
+                for mb in range(self.microbatches):
+                    deps[j].add(self.index[(BACKWARD, f, mb)])
+                    for name in program.owned[f]:
+                        for c in program.consumers.get(name, []):
+                            deps[j].add(self.index[(BACKWARD, c, mb)])
+        self.value_deps = deps
+
+    def version_of_input(self, kind: int, f: int, p: int) -> int:
+        """Which job's output of producer ``p`` a forward or replayed job of ``f`` reads: a replayed
+        job reads the replayed copy of a producer of its own segment, every other read is the
+        forward pass's value."""
+        if kind == RECOMPUTE and self.replayed[p] and self.segment[p] == self.segment[f]:
+            return RECOMPUTE
+        return FORWARD
+
+
+class _RunState:
+    """What a run of one placement keeps across its steps (weights, optimizer state, inputs, the
+    compiled jobs) and what one step holds (values, copies, gradients)."""
+
+    def __init__(self, executor: Executor, placement: np.ndarray, plan: StepPlan) -> None:
+        self.ex = executor
+        self.p = executor.program
+        self.placement = placement
+        self.plan = plan
+        self.jobs = executor._jobs
+        self.train = executor.task.objective == "train_step"
+        self.devices = executor.torch_devices
+        self.steps = 0
+        self.loss: float | None = None
+        self.outputs: dict[str, Any] = {}
+        self.weights: dict[str, Any] = {}
+        self.compute: dict[str, Any] = {}
+        self.optimizer_state: dict[str, dict[str, Any]] = {}
+        self.static_bytes = np.zeros(executor.task.n_devices)
+        self.step_peak = np.zeros(executor.task.n_devices)
+        self.lock = threading.Lock()
+
+    # -- set-up, once per run ----------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Weights (and their optimizer state) on their owners' devices, inputs and constants on the
+        devices that read them, every job's arguments compiled (not timed)."""
+        import torch
+
+        p, placement, dtype = self.p, self.placement, self.ex.dtype
         try:
-            weights = make_parameters(p, self.seed)
             owner = {name: k for k in range(len(p.owned)) for name in p.owned[k]}
-            for name in list(weights):
-                device = self.torch_devices[placement[owner[name]]]
-                weights[name] = weights[name].to(device).requires_grad_(train)
-            state["optimizer_state"] = (
-                {name: new_state(self.task.optimizer, weight.detach()) for name, weight in weights.items()}
-                if train else {}
-            )
-            state["steps"] = 0
-            data = make_inputs(p, self.seed)
-            state["data"] = {(name, d): value.to(self.torch_devices[d])
-                             for name, value in data.items() for d in set(placement.tolist())}
-            state["weights"] = weights
-            state["consts"] = {
-                (k, i): constant_tensor(p, k, i, s[1], self.torch_devices[placement[k]])
-                for k, sources in enumerate(p.sources) for i, s in enumerate(sources) if s and s[0] == "const"
-            }
+            for name, weight in make_parameters(p, self.ex.seed).items():
+                d = int(placement[owner[name]])
+                master = weight.to(self.devices[d])
+                self.weights[name] = master
+                if self.train:
+                    compute = master if dtype == torch.float32 else master.to(dtype)
+                    self.compute[name] = compute.requires_grad_(True)
+                    self.optimizer_state[name] = new_state(self.ex.task.optimizer, master)
+                    extra = master.numel() * compute.element_size()  # its gradient
+                    extra += sum(_nbytes(v) for v in self.optimizer_state[name].values())
+                    extra += _nbytes(compute) if compute is not master else 0
+                    self.static_bytes[d] += _nbytes(master) + extra
+                else:
+                    if dtype != torch.float32:
+                        self.weights[name] = master = master.to(dtype)
+                    self.compute[name] = master
+                    self.static_bytes[d] += _nbytes(master)
+            used = sorted(set(placement.tolist()))
+            self.data: dict[tuple[str, int, int], Any] = {}
+            for b in range(self.jobs.microbatches):
+                for name, value in make_inputs(p, self.ex.seed, b).items():
+                    if value.is_floating_point():
+                        value = value.to(dtype)
+                    for d in used:
+                        self.data[(name, b, d)] = value.to(self.devices[d])
+                        self.static_bytes[d] += _nbytes(value)
+            self.consts: dict[tuple[int, int], Any] = {}
+            for k, sources in enumerate(p.sources):
+                for i, s in enumerate(sources):
+                    if s and s[0] == "const":
+                        value = constant_tensor(p, k, i, s[1], self.devices[placement[k]])
+                        self.consts[(k, i)] = value.to(dtype) if value.is_floating_point() else value
+            self._prepare()
         except Exception as error:
             raise _StepFailed(
                 f"setting up weights and inputs failed: {type(error).__name__}: {error}"
             ) from None
 
-    def _step(self, placement: np.ndarray, state: dict[str, Any], keep: bool) -> float:
-        """One step: start a worker per used device, release the ready jobs, wait; seconds taken."""
-        import torch
+    def _prepare(self) -> None:
+        """Per forward or replayed job: its argument list with every fixed argument in place and the
+        slots filled at each step; per value, how many reads free it (module docstring)."""
+        from placement_gym.real.ops import OP_TABLE
 
-        jobs = self._jobs
-        kinds = jobs["kinds"]
-        device_of = [int(placement[f]) for _, f in kinds]
-        remaining = list(jobs["n_deps"])
-        used = sorted(set(device_of))
-        heaps: dict[int, list[tuple[int, int]]] = {d: [] for d in used}
-        for job, count in enumerate(remaining):
-            if count == 0:
-                heaps[device_of[job]].append((0, job))
-        for heap in heaps.values():
-            heapq.heapify(heap)
-        condition = threading.Condition()
-        shared: dict[str, Any] = {"done": 0, "error": None, "seq": 0}
-        step = _StepState(self, placement, state)
-        n_jobs = len(kinds)
-        train = self.task.objective == "train_step"
-        barrier = threading.Barrier(len(used) + 1)
+        p, jobs, plan = self.p, self.jobs, self.plan
+        self.compiled: dict[int, tuple[Any, ...]] = {}
+        reads: dict[Any, int] = {}  # value -> its reads; (value, device) -> reads of its copy there
+        kept: set[tuple[str, int, int]] = set()
+        for units in plan.units.values():
+            for unit in units:
+                if unit.kind not in ("forward", "recompute"):
+                    continue
+                for j in unit.jobs:
+                    k, f, b = jobs.kind[j], jobs.forward[j], jobs.microbatch[j]
+                    d = int(self.placement[f])
+                    args: list[Any] = []
+                    slots: list[tuple[int, Any, int]] = []
+                    for i, source in enumerate(p.sources[f]):
+                        if source is None:
+                            args.append(None)
+                            continue
+                        kind, name = source
+                        if kind == "data":
+                            args.append(self.data[(name, b, d)])
+                        elif kind == "param":
+                            args.append(self.compute[name])
+                        elif kind == "const":
+                            args.append(self.consts[(f, i)])
+                        elif name in p.shared:  # a parameter another op owns: read from its owner
+                            args.append(None)
+                            src = int(self.placement[p.shared[name]])
+                            mode = _LEAF if self.train and unit.grad else _DIRECT
+                            slots.append((i, ("param", name, src), mode if src == d else _COPY))
+                        else:
+                            q = jobs.producer[name]
+                            version = jobs.version_of_input(k, f, q)
+                            key = (name, b, version)
+                            src = int(self.placement[q])
+                            if src != d:
+                                mode = _COPY
+                            elif unit.grad and plan.block.get((q, b)) != plan.block.get((f, b)):
+                                mode = _LEAF
+                            else:
+                                mode = _DIRECT
+                            args.append(None)
+                            slots.append((i, key, mode))
+                            reads[key] = reads.get(key, 0) + 1
+                            if mode != _DIRECT:
+                                reads[(key, d)] = reads.get((key, d), 0) + 1
+                    version = RECOMPUTE if k == RECOMPUTE else FORWARD
+                    outputs = []
+                    for position, name in enumerate(p.outputs[f]):
+                        if name and (name in p.consumers or name in p.output_names):
+                            key = (name, b, version)
+                            outputs.append((position, key))
+                            # a graph output, or a value its backward differentiates, outlives its reads
+                            if name in p.output_names or (self.train and version == (
+                                    RECOMPUTE if jobs.replayed[f] else FORWARD)):
+                                kept.add(key)
+                    needed = [position for position, name in enumerate(p.outputs[f]) if name and (
+                        name in p.consumers or name in p.output_names)]
+                    self.compiled[j] = (f, b, d, OP_TABLE.get(p.op_types[f]), p.attrs[f], args, tuple(slots),
+                                        tuple(outputs), max(needed, default=-1),
+                                        self.devices[d].type != "cuda")
+        self.reads = reads
+        self.kept = kept
+        self.segments: dict[tuple[int, int], Segment] = {}
+        if self.ex.compile is not None:
+            for d, units in plan.units.items():
+                for i, unit in enumerate(units):
+                    if unit.kind not in ("forward", "recompute"):
+                        continue
+                    blocks = {plan.block.get((jobs.forward[j], jobs.microbatch[j])) for j in unit.jobs}
+                    if not unit.grad or len(blocks) == 1:
+                        self.segments[(d, i)] = build_segment(
+                            [self.compiled[j] for j in unit.jobs], reads, kept, self.ex.compile, _DIRECT)
 
-        def worker(d: int) -> None:
-            device = self.torch_devices[d]
-            if device.type == "cuda":
-                torch.cuda.set_device(device)
-            barrier.wait()
-            with torch.set_grad_enabled(train):
-                while True:
-                    with condition:
-                        while not heaps[d] and shared["error"] is None and shared["done"] < n_jobs:
-                            condition.wait()
-                        if shared["error"] is not None or not heaps[d]:
-                            return
-                        _, job = heapq.heappop(heaps[d])
-                    try:
-                        step.run_job(job, kinds[job], d)
-                    except BaseException as error:  # noqa: BLE001 - any failure on a device ends the step
-                        kind, f = kinds[job]
-                        op = f"{self.program.graph.op_names[f]!r} ({self.program.op_types[f]})"
-                        where = f"{self.task.cluster.device_names[d]!r} ({device})"
-                        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-                        with condition:
-                            if shared["error"] is None:
-                                shared["error"] = (
-                                    f"{kind} of op {op} on device {where} failed: "
-                                    f"{type(error).__name__}: {first_line}"
-                                )
-                            condition.notify_all()
-                        return
-                    with condition:
-                        shared["seq"] += 1
-                        for nxt in jobs["dependents"][job]:
-                            remaining[nxt] -= 1
-                            if remaining[nxt] == 0:
-                                heapq.heappush(heaps[device_of[nxt]], (shared["seq"], nxt))
-                        shared["done"] += 1
-                        condition.notify_all()
-
-        threads = [threading.Thread(target=worker, args=(d,), name=f"placement-gym-{d}", daemon=True)
-                   for d in used]
-        for thread in threads:
-            thread.start()
-        barrier.wait()
-        start = time.perf_counter()
-        for thread in threads:
-            thread.join()
-        if shared["error"] is None:
-            for d in used:
-                if self.torch_devices[d].type == "cuda":
-                    torch.cuda.synchronize(self.torch_devices[d])
-        elapsed = time.perf_counter() - start
-        if shared["error"] is not None:
-            raise _StepFailed(shared["error"])
-        if shared["done"] != n_jobs:
-            raise _StepFailed(
-                f"the step stopped after {shared['done']} of {n_jobs} jobs (a dependency cycle?)"
-            )
-        if keep:
-            step.finish()
-        return elapsed
+    def new_step(self) -> _Step:
+        return _Step(self)
 
 
-class _StepState:
-    """Tensors of one step: outputs by name, copies per (tensor, device), gradients sent back."""
+def _nbytes(value: Any) -> int:
+    return int(value.numel() * value.element_size())
 
-    def __init__(self, executor: Executor, placement: np.ndarray, state: dict[str, Any]) -> None:
-        self.ex = executor
-        self.p = executor.program
-        self.placement = placement
-        self.state = state
-        self.train = executor.task.objective == "train_step"
-        self.values: dict[str, tuple[int, Any]] = {}  # produced tensor -> (device, tensor)
-        self.copies: dict[tuple[str, int], Any] = {}  # (tensor, device) -> the input tensor used there
-        self.grads: dict[str, list[Any]] = {}  # tensor -> gradients sent back by its consumers
-        self.param_grads: dict[str, Any] = {}
-        self.leaves: dict[int, list[tuple[str, Any]]] = {}  # op -> (tensor name, leaf) it may need grads of
 
-    def fetch(self, name: str, d: int) -> Any:
-        key = (name, d)
-        if key in self.copies:
-            return self.copies[key]
-        src_device, value = self.values[name]
-        if self.train:
-            value = value.detach()
-        if src_device != d:
-            target = self.ex.torch_devices[d]
-            # A real copy even between virtual CPU devices (same torch device): see the module docstring.
-            value = value.clone() if value.device == target else value.to(target)
-        if self.train and value.is_floating_point():
-            value = value.detach().requires_grad_(True)
-        self.copies[key] = value
-        return value
+_DIRECT, _LEAF, _COPY = 0, 1, 2
 
-    def run_job(self, job: int, kind_op: tuple[str, int], d: int) -> None:
-        kind, k = kind_op
-        if kind == "forward":
-            self.forward(k, d)
-        elif kind == "backward":
-            self.backward(k, d)
-        else:
-            self.update(k, d)
 
-    def forward(self, k: int, d: int) -> None:
-        p = self.p
-        args: list[Any] = []
-        leaves: list[tuple[str, Any]] = []
-        for i, source in enumerate(p.sources[k]):
-            if source is None:
-                args.append(None)
-                continue
-            kind, name = source
-            if kind == "data":
-                args.append(self.state["data"][(name, d)])
-            elif kind == "param":
-                weight = self.state["weights"][name]
-                args.append(weight)
-                if name in p.shared:  # consumers on other devices read it like a produced tensor
-                    self.values[name] = (d, weight)
-            elif kind == "const":
-                args.append(self.state["consts"][(k, i)])
-            else:
-                value = self.fetch(name, d)
-                args.append(value)
-                if self.train and value.requires_grad:
-                    leaves.append((name, value))
-        results = call_op(p, k, args)
-        for name, result in zip(p.outputs[k], results, strict=False):
-            if name:
-                self.values[name] = (d, result)
-        if self.train:
-            self.leaves[k] = leaves
+class _Step:
+    """One step's tensors: values by (tensor, micro-batch, version), copies per device, gradients
+    sent back, and the events by which units of different devices wait for each other."""
 
-    def backward(self, k: int, d: int) -> None:
-        import torch
+    def __init__(self, run: _RunState) -> None:
+        self.run = run
+        self.values: dict[tuple[str, int, int], Any] = {}
+        self.left: dict[tuple[str, int, int], int] = dict(run.reads)
+        self.copies: dict[tuple[Any, int], Any] = {}
+        self.leaves: dict[tuple[int, int], list[tuple[tuple[str, int], Any]]] = {}
+        self.grads: dict[tuple[str, int], list[Any]] = {}
+        self.held = [0] * len(run.devices)
+        self.peak = [0] * len(run.devices)
+        self.lock = threading.Lock() if len(run.plan.units) > 1 else None
+        self.done: dict[tuple[int, int], threading.Event] = {
+            (d, i): threading.Event() for d, units in run.plan.units.items()
+            for i, unit in enumerate(units) if unit.signals}
+        self.cuda_done: dict[tuple[int, int], Any] = {}
+        self.error: str | None = None
+        self.where: dict[int, Any] = {}  # device -> the job it runs (a task op, or a block's ops)
 
-        p = self.p
-        device = self.ex.torch_devices[d]
-        outputs, seeds = [], []
-        for name in p.outputs[k]:
-            if not name or name not in self.values:
-                continue
-            _, value = self.values[name]
-            if not isinstance(value, torch.Tensor) or not value.requires_grad:
-                continue
-            contributions = [g.to(device) for g in self.grads.pop(name, [])]
-            if name in p.output_names and value.is_floating_point():
-                contributions.append(torch.full_like(value, 1.0 / max(1, value.numel())))
-            if contributions:
-                outputs.append(value)
-                total = torch.stack(contributions).sum(0) if len(contributions) > 1 else contributions[0]
-                seeds.append(total)
-        own = [(name, self.state["weights"][name]) for name in p.owned[k]]
-        targets = self.leaves.get(k, []) + own
-        if not outputs or not targets:
+    # -- memory accounting (the CPU's peak; CUDA has its allocator's) ----------------------------
+
+    def _hold(self, d: int, value: Any, sign: int) -> None:
+        """Count ``value``'s bytes on CPU device ``d`` (``sign`` 1) or stop counting them (-1)."""
+        if self.run.devices[d].type == "cuda" or not hasattr(value, "element_size"):
             return
-        grads = torch.autograd.grad(outputs, [t for _, t in targets], seeds, allow_unused=True)
-        n_leaves = len(self.leaves.get(k, []))
-        for j, ((name, _), grad) in enumerate(zip(targets, grads, strict=True)):
-            if grad is None:
-                continue
-            if j < n_leaves:
-                self.grads.setdefault(name, []).append(grad)  # list.append is atomic under the GIL
-            else:
-                self.param_grads[name] = grad
+        if self.lock is None:
+            self._count(d, sign * _nbytes(value))
+        else:
+            with self.lock:
+                self._count(d, sign * _nbytes(value))
 
-    def update(self, k: int, d: int) -> None:
+    def _count(self, d: int, change: int) -> None:
+        held = self.held[d] + change
+        self.held[d] = held
+        if held > self.peak[d]:
+            self.peak[d] = held
+
+    # -- running units -----------------------------------------------------------------------------
+
+    def run_units(self, d: int) -> None:
+        """Run device ``d``'s units in order (in its worker thread)."""
         import torch
 
-        device = self.ex.torch_devices[d]
-        step = self.state["steps"] + 1  # this step's number, 1 for the first of the run
-        with torch.no_grad():
-            for name in self.p.owned[k]:
-                parts = [g.to(device) for g in self.grads.pop(name, [])]
-                if name in self.param_grads:
-                    parts.append(self.param_grads.pop(name))
+        run = self.run
+        device = run.devices[d]
+        streams = _streams(device) if device.type == "cuda" else None
+        context = torch.cuda.stream(streams[0]) if streams else _nothing()
+        with context:
+            for i, unit in enumerate(run.plan.units[d]):
+                for j in unit.waits:
+                    self._wait(run.plan.job_unit[j])
+                segment = run.segments.get((d, i))
+                if segment is not None:
+                    self.where[d] = unit.jobs[0]
+                    with torch.set_grad_enabled(unit.grad):
+                        self._run_segment(segment, unit, d, streams)
+                elif unit.kind in ("forward", "recompute"):
+                    with torch.set_grad_enabled(unit.grad):
+                        version = RECOMPUTE if unit.kind == "recompute" else FORWARD
+                        for j in unit.jobs:
+                            self.where[d] = j
+                            self._forward(j, version, streams)
+                elif unit.kind == "backward":
+                    for ops in unit.blocks:
+                        self.where[d] = ops
+                        self._backward(ops, unit.microbatch, d, streams)
+                else:
+                    with torch.no_grad():
+                        for j in unit.jobs:
+                            self.where[d] = j
+                            self._update(run.jobs.forward[j], d, streams)
+                if unit.signals:
+                    if streams:
+                        event = torch.cuda.Event()
+                        event.record(streams[0])
+                        self.cuda_done[(d, i)] = event
+                    self.done[(d, i)].set()
+
+    def _wait(self, where: tuple[int, int]) -> None:
+        event = self.done[where]
+        event.wait()
+        if self.error is not None:
+            raise _Aborted
+
+    def abort(self, message: str) -> None:
+        if self.error is None:
+            self.error = message
+        for event in self.done.values():
+            event.set()
+
+    def _transfer(self, value: Any, d: int, streams: Any, event: Any) -> Any:
+        """``value`` copied to device ``d``: a real copy even between virtual CPU devices. ``event``:
+        the CUDA event after the work that made ``value`` on its GPU (None: nothing to wait for). To a
+        GPU the copy runs on ``d``'s copy stream once that event has passed, and ``d``'s compute
+        stream waits for the copy: the host never waits. To the CPU from a GPU the host waits."""
+        import torch
+
+        target = self.run.devices[d]
+        if streams is None:
+            if event is not None:
+                event.synchronize()
+            return value.detach().clone() if value.device == target else value.detach().to(target)
+        compute, copy = streams
+        if event is not None:
+            copy.wait_event(event)
+        with torch.cuda.stream(copy):
+            result = value.detach().clone() if value.device == target else value.detach().to(
+                target, non_blocking=True)
+        if value.device.type == "cuda":
+            value.record_stream(copy)
+        compute.wait_stream(copy)
+        result.record_stream(compute)
+        return result
+
+    def _value_event(self, key: tuple[str, int, int]) -> Any:
+        """The CUDA event after the unit that made value ``key`` (None off the GPU)."""
+        run = self.run
+        q = run.jobs.producer[key[0]]
+        return self.cuda_done.get(run.plan.job_unit[run.jobs.index[(key[2], q, key[1])]])
+
+    def _read(self, key: Any, mode: int, d: int, streams: Any) -> Any:
+        run = self.run
+        value = run.compute[key[1]] if key[0] == "param" else self.values[key]
+        if mode == _DIRECT:
+            return value
+        cached = self.copies.get((key, d))
+        if cached is None:
+            if mode == _COPY:
+                event = None if key[0] == "param" or streams is None and value.device.type != "cuda" else (
+                    self._value_event(key))
+                cached = self._transfer(value, d, streams, event)
+                self._hold(d, cached, 1)
+            else:
+                cached = value.detach()
+            if run.train and cached.is_floating_point():
+                cached.requires_grad_(True)
+            self.copies[(key, d)] = cached
+        return cached
+
+    def _release_read(self, key: Any, mode: int, d: int) -> None:
+        """One read of a value done: free its copy on ``d`` once nothing there reads it any more, and
+        the value once nothing anywhere does (unless it outlives its reads: `_RunState.kept`)."""
+        if key[0] == "param":
+            return
+        left = self.left
+        if mode != _DIRECT:
+            where = (key, d)
+            remaining = left[where] - 1
+            left[where] = remaining
+            if remaining == 0:
+                copy = self.copies.pop(where, None)
+                if mode == _COPY and copy is not None:
+                    self._hold(d, copy, -1)
+        remaining = left[key] - 1
+        left[key] = remaining
+        if remaining == 0 and key not in self.run.kept:
+            value = self.values.pop(key, None)
+            if value is not None:
+                run = self.run
+                self._hold(int(run.placement[run.jobs.producer[key[0]]]), value, -1)
+
+    def _forward(self, j: int, version: int, streams: Any) -> None:
+        run = self.run
+        f, b, d, fn, attrs, template, slots, outputs, needed, counted = run.compiled[j]
+        values = self.values
+        args = template.copy()
+        leaves = None
+        for i, key, mode in slots:
+            if mode == _DIRECT and key[0] != "param":
+                args[i] = values[key]
+                continue
+            value = self._read(key, mode, d, streams)
+            args[i] = value
+            if mode != _DIRECT and value.requires_grad:
+                if leaves is None:
+                    leaves = []
+                leaves.append(((key[1], b) if key[0] == "param" else (key[0], b), value))
+        if fn is None:
+            results = call_op(run.p, f, args)  # raises the op table's explanation
+        else:
+            result = fn(args, attrs)
+            results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+            if needed >= len(results):
+                results = call_op(run.p, f, args)  # raises: an output the graph reads is missing
+        for _, key, mode in slots:
+            self._release_read(key, mode, d)
+        left, kept = self.left, run.kept
+        for position, key in outputs:
+            result = results[position]
+            if counted:
+                self._hold(d, result, 1)
+            if left.get(key, 0) == 0 and key not in kept:
+                if counted:
+                    self._hold(d, result, -1)
+                continue
+            values[key] = result
+        if leaves is not None:
+            self.leaves[(f, b)] = leaves
+
+    def _run_segment(self, segment: Segment, unit: Any, d: int, streams: Any) -> None:
+        """A compiled unit: read its inputs, call it once, keep what is read after it."""
+        run = self.run
+        b = unit.microbatch
+        tensors, leaves = [], []
+        for key, mode in segment.inputs:
+            value = self._read(key, mode, d, streams)
+            tensors.append(value)
+            if mode != _DIRECT and value.requires_grad:
+                leaves.append(((key[1], b) if key[0] == "param" else (key[0], b), value))
+        for key, value in zip(segment.outputs, segment(*tensors), strict=True):
+            self.values[key] = value
+            self._hold(d, value, 1)
+        for j in unit.jobs:
+            for _, key, mode in run.compiled[j][6]:
+                self._release_read(key, mode, d)
+        if leaves:  # the unit is one block: its backward collects the leaves of any of its ops
+            self.leaves[(run.jobs.forward[unit.jobs[0]], b)] = leaves
+
+    def _backward(self, ops: tuple[int, ...], b: int, d: int, streams: Any) -> None:
+        """One autograd call for the block ``ops`` of micro-batch ``b`` (module docstring)."""
+        import torch
+
+        run = self.run
+        p = run.p
+        outputs, seeds = [], []
+        inputs: list[Any] = []
+        targets: list[tuple[str, Any]] = []  # ("leaf", (name, b)) or ("param", name)
+        seen: set[int] = set()
+        for f in ops:
+            version = RECOMPUTE if run.jobs.replayed[f] else FORWARD
+            for name in p.outputs[f]:
+                key = (name, b, version)
+                value = self.values.get(key) if name else None
+                if value is None or not isinstance(value, torch.Tensor) or not value.requires_grad:
+                    continue
+                parts = [g if src == d else self._transfer(g, d, streams, event)
+                         for src, g, event in self._pop_grads((name, b))]
+                if name in p.output_names and value.is_floating_point():
+                    parts.append(torch.full_like(value, 1.0 / max(1, value.numel())))
                 if parts:
-                    grad = torch.stack(parts).sum(0) if len(parts) > 1 else parts[0]
-                    apply_update(self.ex.task.optimizer, self.state["weights"][name], grad,
-                                 self.state["optimizer_state"][name], step, self.ex.lr)
+                    outputs.append(value)
+                    seeds.append(torch.stack(parts).sum(0) if len(parts) > 1 else parts[0])
+            for key, leaf in self.leaves.pop((f, b), []):
+                if id(leaf) not in seen:
+                    seen.add(id(leaf))
+                    inputs.append(leaf)
+                    targets.append(("leaf", key))
+            for name in p.owned[f]:
+                inputs.append(run.compute[name])
+                targets.append(("param", name))
+        if outputs and inputs:
+            grads = torch.autograd.grad(outputs, inputs, seeds, allow_unused=True)
+            event = None
+            if streams is not None:
+                event = torch.cuda.Event()
+                event.record(streams[0])
+            for (what, key), grad in zip(targets, grads, strict=True):
+                if grad is not None:
+                    self._push_grad((key, b) if what == "param" else key, d, grad, event)
+        for f in ops:
+            version = RECOMPUTE if run.jobs.replayed[f] else FORWARD
+            for name in p.outputs[f]:
+                key = (name, b, version)
+                if name and name not in p.output_names and key in self.values:
+                    self._hold(d, self.values.pop(key), -1)
+
+    def _push_grad(self, key: tuple[str, int], d: int, grad: Any, event: Any) -> None:
+        self.grads.setdefault(key, []).append((d, grad, event))  # list.append is atomic under the GIL
+        self._hold(d, grad, 1)
+
+    def _pop_grads(self, key: tuple[str, int]) -> list[tuple[int, Any, Any]]:
+        parts = self.grads.pop(key, [])
+        for src, grad, _ in parts:
+            self._hold(src, grad, -1)
+        return parts
+
+    def _update(self, f: int, d: int, streams: Any) -> None:
+        import torch
+
+        run = self.run
+        step = run.steps + 1  # this step's number, 1 for the first of the run
+        for name in run.p.owned[f]:
+            parts = [g if src == d else self._transfer(g, d, streams, event)
+                     for b in range(run.jobs.microbatches) for src, g, event in self._pop_grads((name, b))]
+            if not parts:
+                continue
+            grad = torch.stack(parts).sum(0) if len(parts) > 1 else parts[0]
+            master = run.weights[name]
+            apply_update(run.ex.task.optimizer, master, grad.to(master.dtype), run.optimizer_state[name],
+                         step, run.ex.lr)
+            compute = run.compute[name]
+            if compute is not master:
+                compute.copy_(master)
 
     def finish(self) -> None:
-        """Keep the last step's graph outputs, loss and the bytes held per device."""
-        import torch
-
-        held = np.zeros(self.ex.task.n_devices)
-
-        def count(d: int, value: Any) -> None:
-            if isinstance(value, torch.Tensor):
-                held[d] += value.numel() * value.element_size()
-
-        for d, value in self.values.values():
-            count(d, value)
-        for (_, d), value in self.copies.items():
-            count(d, value)
-        owner = {name: k for k in range(len(self.p.owned)) for name in self.p.owned[k]}
-        for name, weight in self.state["weights"].items():
-            d = int(self.placement[owner[name]])
-            count(d, weight)
-            if self.train:
-                held[d] += weight.numel() * weight.element_size()  # its gradient
-                for value in self.state["optimizer_state"][name].values():
-                    count(d, value)
-        for (_, d), value in self.state["data"].items():
-            count(d, value)
+        """Keep the step's graph outputs (of the last micro-batch), its loss and the CPU peak."""
+        run = self.run
+        last = run.jobs.microbatches - 1
         outputs = {}
         loss = 0.0
-        for name in self.p.output_names:
-            if name in self.values:
-                value = self.values[name][1].detach().to("cpu")
-                outputs[name] = value
-                if value.is_floating_point():
-                    loss += float(value.mean())
-        self.ex.outputs = outputs
-        self.state["held_bytes"] = held
-        self.state["loss"] = loss if self.train else None
+        for name in run.p.output_names:
+            key = (name, last, FORWARD)
+            if key in self.values:
+                outputs[name] = self.values[key].detach().to("cpu")
+        if run.train:
+            for b in range(run.jobs.microbatches):
+                for name in run.p.output_names:
+                    value = self.values.get((name, b, FORWARD))
+                    if value is not None and value.is_floating_point():
+                        loss += float(value.detach().float().mean())
+        run.outputs = outputs
+        run.loss = loss if run.train else None
+        run.step_peak = self.peak.copy()
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_STREAMS: dict[Any, tuple[Any, Any]] = {}
+
+
+def _streams(device: Any) -> tuple[Any, Any]:
+    """The compute and copy streams of a CUDA device, made once per process."""
+    import torch
+
+    if device not in _STREAMS:
+        _STREAMS[device] = (torch.cuda.Stream(device), torch.cuda.Stream(device))
+    return _STREAMS[device]
+
+
+class _DevicePool:
+    """One worker thread per used device but the first, alive for the whole run (so per-thread
+    caches such as cuDNN's stay warm); the calling thread runs the first device's units. A step is
+    handed to every worker at once and timed from that moment to the last unit's end: on CUDA-only
+    placements by device events (each device's start recorded when the step is handed out, its end
+    after its last unit), else by the host clock after synchronising the devices."""
+
+    def __init__(self, executor: Executor, used: list[int]) -> None:
+        self.ex = executor
+        self.used = used
+        self.devices = [executor.torch_devices[d] for d in used]
+        self.cuda_only = all(device.type == "cuda" for device in self.devices)
+        self.queues: dict[int, queue.SimpleQueue] = {}
+        self.finished: queue.SimpleQueue = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        for d in used[1:]:
+            inbox: queue.SimpleQueue = queue.SimpleQueue()
+            thread = threading.Thread(target=self._serve, args=(d, inbox), name=f"placement-gym-{d}",
+                                      daemon=True)
+            self.queues[d] = inbox
+            self.threads.append(thread)
+            thread.start()
+
+    def _serve(self, d: int, inbox: queue.SimpleQueue) -> None:
+        import torch
+
+        device = self.ex.torch_devices[d]
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        while True:
+            step = inbox.get()
+            if step is None:
+                return
+            self.finished.put(self._run(step, d))
+
+    def _run(self, step: _Step, d: int) -> str | None:
+        try:
+            step.run_units(d)
+        except _Aborted:
+            return None
+        except BaseException as error:  # noqa: BLE001 - any failure on a device ends the step
+            step.abort(self._explain(error, d, step))
+            return step.error
+        return None
+
+    def _explain(self, error: BaseException, d: int, step: _Step) -> str:
+        where = f"{self.ex.task.cluster.device_names[d]!r} ({self.ex.torch_devices[d]})"
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        program, jobs = self.ex.program, self.ex._jobs
+        current = step.where.get(d)
+        if current is None:
+            kind, ops = "set-up", ()
+        elif isinstance(current, tuple):
+            kind, ops = "backward", current
+        else:
+            kind, ops = OP_KINDS[jobs.kind[current]], (jobs.forward[current],)
+        names = ", ".join(f"{program.graph.op_names[f]!r} ({program.op_types[f]})" for f in ops[:3])
+        more = f" and {len(ops) - 3} more" if len(ops) > 3 else ""
+        what = f"{kind} of op{'s' if len(ops) > 1 else ''} {names}{more}" if ops else kind
+        return f"{what} on device {where} failed: {type(error).__name__}: {first_line}"
+
+    def step(self, step: _Step) -> float:
+        import torch
+
+        starts = {}
+        if self.cuda_only:
+            for d, device in zip(self.used, self.devices, strict=True):
+                compute = _streams(device)[0]
+                compute.wait_stream(torch.cuda.current_stream(device))
+                starts[d] = torch.cuda.Event(enable_timing=True)
+                starts[d].record(compute)
+        begin = time.perf_counter()
+        for inbox in self.queues.values():
+            inbox.put(step)
+        first = self.used[0]
+        if self.ex.torch_devices[first].type == "cuda":
+            torch.cuda.set_device(self.ex.torch_devices[first])
+        self._run(step, first)
+        for _ in self.queues:
+            self.finished.get()
+        if step.error is not None:
+            raise _StepFailed(step.error)
+        if self.cuda_only:
+            elapsed = 0.0
+            for d, device in zip(self.used, self.devices, strict=True):
+                end = torch.cuda.Event(enable_timing=True)
+                end.record(_streams(device)[0])
+                end.synchronize()
+                elapsed = max(elapsed, starts[d].elapsed_time(end) / 1e3)
+        else:
+            for device in self.devices:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+            elapsed = time.perf_counter() - begin
+        return elapsed
+
+    def close(self) -> None:
+        for inbox in self.queues.values():
+            inbox.put(None)
+        for thread in self.threads:
+            thread.join()

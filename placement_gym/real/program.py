@@ -309,14 +309,19 @@ def make_parameters(program: Program, seed: int) -> dict[str, Any]:
     return weights
 
 
-def make_inputs(program: Program, seed: int) -> dict[str, Any]:
+def make_inputs(program: Program, seed: int, microbatch: int = 0) -> dict[str, Any]:
     """Random CPU data inputs: floats N(0, 1), integers uniform in [0, bound) (bound: the table a
-    Gather indexes with them, else 2)."""
+    Gather indexes with them, else 2). ``microbatch``: which micro-batch of a pipelined step (each has
+    its own data; micro-batch 0's is that of a step without micro-batches)."""
     import torch
 
     from placement_gym.real.ops import ONNX_TO_TORCH_DTYPE
 
-    generator = torch.Generator().manual_seed(int(seed) + 1)
+    if isinstance(microbatch, bool) or not isinstance(microbatch, (int, np.integer)) or microbatch < 0:
+        raise ValueError(f"microbatch must be an integer >= 0, got {microbatch!r}")
+    stream = int(seed) + 1 if microbatch == 0 else int(
+        np.random.SeedSequence([int(seed), int(microbatch)]).generate_state(1)[0])
+    generator = torch.Generator().manual_seed(stream)
     values: dict[str, torch.Tensor] = {}
     for name, shape in program.data_shapes.items():
         dtype = ONNX_TO_TORCH_DTYPE.get(program.data_types[name], torch.float32)

@@ -290,13 +290,12 @@ def test_cluster_checks_the_half_precision_shapes_and_ranges():
         dataclasses.replace(hand_cluster(2), tensor_efficiency=np.array([[0.5, 0.5], [0.5, 0.0]]))
 
 
-@pytest.mark.parametrize("backend", ["real", "profiled"])
-def test_measured_backends_refuse_a_half_precision_task(backend):
+def test_profiles_refuse_a_half_precision_task():
     from placement_gym.evaluation.evaluator import make_evaluator
 
     task = get_task("cifar10_cnn", "cpu2", precision="bf16")
-    with pytest.raises(ValueError, match=f"evaluator '{backend}' runs and measures the graph in fp32"):
-        make_evaluator(task, backend)
+    with pytest.raises(ValueError, match="evaluator 'profiled' runs and measures the graph in fp32"):
+        make_evaluator(task, "profiled")
 
 
 def test_suite_digests_read_the_half_precision_figures_only_for_half_precision_tasks():
