@@ -62,8 +62,9 @@ import numpy as np
 import onnx
 
 from placement_gym.cost_model.result import SimulationResult
+from placement_gym.real.attention import Attention, attention_call, find_attention
 from placement_gym.real.devices import cluster_device_map, intra_op_threads, virtual_cpus
-from placement_gym.real.optimizers import apply_update, new_state
+from placement_gym.real.optimizers import STATE_TENSORS, optimizer_state, torch_optimizer
 from placement_gym.real.program import (
     build_program,
     call_op,
@@ -136,7 +137,9 @@ class Executor:
     bundled graph. ``lr``: the learning rate of the task's optimizer (``task.optimizer``, see
     `placement_gym.real.optimizers`). ``compile``: None (ops run one by one, the default) or a mode of
     `placement_gym.real.segments.COMPILE_MODES`: each unit of ops compiled by ``torch.compile`` once
-    per run (``"reduce-overhead"``: captured as a CUDA graph on a GPU).
+    per run (``"reduce-overhead"``: captured as a CUDA graph on a GPU). ``fuse_attention``: run each
+    attention chain of the graph as one ``scaled_dot_product_attention`` call where its ops share a
+    unit (`placement_gym.real.attention`; default True).
     Each `run` starts from the same seeded weights and fresh (zero) optimizer state, which its steps
     (warm-up and timed) then carry forward. After `run`, ``parameters`` holds the weights (name ->
     tensor on its device; fp32 master weights at every precision), ``optimizer_state`` each
@@ -147,7 +150,8 @@ class Executor:
 
     def __init__(self, task: Task, devices: Mapping[str, str] | None = None, seed: int = 0,
                  batch: int | None = None, model: onnx.ModelProto | str | Path | None = None,
-                 lr: float = DEFAULT_LEARNING_RATE, compile: str | None = None) -> None:
+                 lr: float = DEFAULT_LEARNING_RATE, compile: str | None = None,
+                 fuse_attention: bool = True) -> None:
         import torch
 
         self.compile = check_compile(compile)
@@ -195,6 +199,9 @@ class Executor:
         self.batch = batch
         self.dtype = getattr(torch, _DTYPES[task.step.precision])
         self._jobs = _JobTable(task, self.program)
+        if not isinstance(fuse_attention, bool):
+            raise ValueError(f"fuse_attention must be True or False, got {fuse_attention!r}")
+        self.attention = find_attention(self.program) if fuse_attention else []
         self.parameters: dict[str, Any] = {}
         self.optimizer_state: dict[str, dict[str, Any]] = {}
         self.outputs: dict[str, Any] = {}
@@ -257,7 +264,9 @@ class Executor:
             finally:
                 pool.close()
         self.parameters = state.weights
-        self.optimizer_state = state.optimizer_state
+        self.optimizer_state = {name: optimizer_state(torch_opt, state.weights[name])
+                                for torch_opt in state.optimizers.values()
+                                for group in torch_opt.param_groups for name in _names(state, group)}
         self.outputs = state.outputs
         median = statistics.median(runtimes)
         spread = (max(runtimes) - min(runtimes)) / median if median > 0 else 0.0
@@ -377,10 +386,8 @@ class _RunState:
         self.outputs: dict[str, Any] = {}
         self.weights: dict[str, Any] = {}
         self.compute: dict[str, Any] = {}
-        self.optimizer_state: dict[str, dict[str, Any]] = {}
         self.static_bytes = np.zeros(executor.task.n_devices)
         self.step_peak = np.zeros(executor.task.n_devices)
-        self.lock = threading.Lock()
 
     # -- set-up, once per run ----------------------------------------------------------------------
 
@@ -399,9 +406,8 @@ class _RunState:
                 if self.train:
                     compute = master if dtype == torch.float32 else master.to(dtype)
                     self.compute[name] = compute.requires_grad_(True)
-                    self.optimizer_state[name] = new_state(self.ex.task.optimizer, master)
                     extra = master.numel() * compute.element_size()  # its gradient
-                    extra += sum(_nbytes(v) for v in self.optimizer_state[name].values())
+                    extra += len(STATE_TENSORS[self.ex.task.optimizer]) * _nbytes(master)  # optimizer state
                     extra += _nbytes(compute) if compute is not master else 0
                     self.static_bytes[d] += _nbytes(master) + extra
                 else:
@@ -424,6 +430,13 @@ class _RunState:
                     if s and s[0] == "const":
                         value = constant_tensor(p, k, i, s[1], self.devices[placement[k]])
                         self.consts[(k, i)] = value.to(dtype) if value.is_floating_point() else value
+            self.optimizers: dict[tuple[int, int], Any] = {}
+            for d, units in self.plan.units.items():
+                for i, unit in enumerate(units):
+                    if unit.kind == "update":
+                        owned = [name for j in unit.jobs for name in p.owned[self.jobs.forward[j]]]
+                        self.optimizers[(d, i)] = torch_optimizer(
+                            self.ex.task.optimizer, [self.weights[name] for name in owned], self.ex.lr)
             self._prepare()
         except Exception as error:
             raise _StepFailed(
@@ -432,54 +445,72 @@ class _RunState:
 
     def _prepare(self) -> None:
         """Per forward or replayed job: its argument list with every fixed argument in place and the
-        slots filled at each step; per value, how many reads free it (module docstring)."""
+        slots filled at each step; per value, how many reads free it (module docstring); attention
+        chains that run in one unit fused into their last op (`placement_gym.real.attention`)."""
         from placement_gym.real.ops import OP_TABLE
 
         p, jobs, plan = self.p, self.jobs, self.plan
-        self.compiled: dict[int, tuple[Any, ...]] = {}
+        self.compiled: dict[int, tuple[Any, ...] | None] = {}
         reads: dict[Any, int] = {}  # value -> its reads; (value, device) -> reads of its copy there
         kept: set[tuple[str, int, int]] = set()
+        fused = self._fused_attention()
+
+        def argument(reader: int, i: int, k: int, b: int, d: int, grad: bool, args: list[Any],
+                     slots: list[tuple[int, Any, int]]) -> None:
+            """Input ``i`` of op ``reader`` as argument ``len(args)`` of a job of kind ``k``."""
+            source = p.sources[reader][i] if i < len(p.sources[reader]) else None
+            if source is None:
+                args.append(None)
+                return
+            kind, name = source
+            if kind == "data":
+                args.append(self.data[(name, b, d)])
+            elif kind == "param":
+                args.append(self.compute[name])
+            elif kind == "const":
+                args.append(self.consts[(reader, i)])
+            elif name in p.shared:  # a parameter another op owns: read from its owner
+                src = int(self.placement[p.shared[name]])
+                mode = _LEAF if self.train and grad else _DIRECT
+                slots.append((len(args), ("param", name, src), mode if src == d else _COPY))
+                args.append(None)
+            else:
+                q = jobs.producer[name]
+                key = (name, b, jobs.version_of_input(k, reader, q))
+                src = int(self.placement[q])
+                if src != d:
+                    mode = _COPY
+                elif grad and plan.block.get((q, b)) != plan.block.get((reader, b)):
+                    mode = _LEAF
+                else:
+                    mode = _DIRECT
+                slots.append((len(args), key, mode))
+                args.append(None)
+                reads[key] = reads.get(key, 0) + 1
+                if mode != _DIRECT:
+                    reads[(key, d)] = reads.get((key, d), 0) + 1
+
         for units in plan.units.values():
             for unit in units:
                 if unit.kind not in ("forward", "recompute"):
                     continue
                 for j in unit.jobs:
                     k, f, b = jobs.kind[j], jobs.forward[j], jobs.microbatch[j]
+                    if fused.get(j, 0) is None:
+                        self.compiled[j] = None  # an inner op of a fused attention: done by its last op
+                        continue
                     d = int(self.placement[f])
                     args: list[Any] = []
                     slots: list[tuple[int, Any, int]] = []
-                    for i, source in enumerate(p.sources[f]):
-                        if source is None:
-                            args.append(None)
-                            continue
-                        kind, name = source
-                        if kind == "data":
-                            args.append(self.data[(name, b, d)])
-                        elif kind == "param":
-                            args.append(self.compute[name])
-                        elif kind == "const":
-                            args.append(self.consts[(f, i)])
-                        elif name in p.shared:  # a parameter another op owns: read from its owner
-                            args.append(None)
-                            src = int(self.placement[p.shared[name]])
-                            mode = _LEAF if self.train and unit.grad else _DIRECT
-                            slots.append((i, ("param", name, src), mode if src == d else _COPY))
-                        else:
-                            q = jobs.producer[name]
-                            version = jobs.version_of_input(k, f, q)
-                            key = (name, b, version)
-                            src = int(self.placement[q])
-                            if src != d:
-                                mode = _COPY
-                            elif unit.grad and plan.block.get((q, b)) != plan.block.get((f, b)):
-                                mode = _LEAF
-                            else:
-                                mode = _DIRECT
-                            args.append(None)
-                            slots.append((i, key, mode))
-                            reads[key] = reads.get(key, 0) + 1
-                            if mode != _DIRECT:
-                                reads[(key, d)] = reads.get((key, d), 0) + 1
+                    chain = fused.get(j)
+                    if chain is None:
+                        fn, attrs = OP_TABLE.get(p.op_types[f]), p.attrs[f]
+                        for i in range(len(p.sources[f])):
+                            argument(f, i, k, b, d, unit.grad, args, slots)
+                    else:
+                        fn, attrs = attention_call(chain), {}
+                        for reader, i in (chain.q, chain.kt, chain.v, *(slot for _, slot in chain.masks)):
+                            argument(reader, i, k, b, d, unit.grad, args, slots)
                     version = RECOMPUTE if k == RECOMPUTE else FORWARD
                     outputs = []
                     for position, name in enumerate(p.outputs[f]):
@@ -490,10 +521,8 @@ class _RunState:
                             if name in p.output_names or (self.train and version == (
                                     RECOMPUTE if jobs.replayed[f] else FORWARD)):
                                 kept.add(key)
-                    needed = [position for position, name in enumerate(p.outputs[f]) if name and (
-                        name in p.consumers or name in p.output_names)]
-                    self.compiled[j] = (f, b, d, OP_TABLE.get(p.op_types[f]), p.attrs[f], args, tuple(slots),
-                                        tuple(outputs), max(needed, default=-1),
+                    needed = max((position for position, _ in outputs), default=-1)
+                    self.compiled[j] = (f, b, d, fn, attrs, args, tuple(slots), tuple(outputs), needed,
                                         self.devices[d].type != "cuda")
         self.reads = reads
         self.kept = kept
@@ -505,11 +534,45 @@ class _RunState:
                         continue
                     blocks = {plan.block.get((jobs.forward[j], jobs.microbatch[j])) for j in unit.jobs}
                     if not unit.grad or len(blocks) == 1:
+                        entries = [self.compiled[j] for j in unit.jobs]
                         self.segments[(d, i)] = build_segment(
-                            [self.compiled[j] for j in unit.jobs], reads, kept, self.ex.compile, _DIRECT)
+                            [e for e in entries if e is not None], reads, kept, self.ex.compile, _DIRECT)
+
+    def _fused_attention(self) -> dict[int, Attention | None]:
+        """The attention chains this plan runs fused: task op of each chain's last op -> the chain,
+        task op of each of its other ops -> None. A chain is fused for a micro-batch when all its
+        jobs share one unit (and, in a train step, one block)."""
+        jobs, plan = self.jobs, self.plan
+        fused: dict[int, Attention | None] = {}
+        for chain in self.ex.attention:
+            for b in range(jobs.microbatches):
+                for kind in (FORWARD, RECOMPUTE):
+                    ops = [jobs.index.get((kind, f, b)) for f in chain.ops]
+                    if None in ops or len({plan.job_unit[j] for j in ops}) != 1:
+                        continue
+                    if self.train and len({plan.block.get((f, b)) for f in chain.ops}) != 1:
+                        continue
+                    for j in ops[:-1]:
+                        fused[j] = None
+                    fused[ops[-1]] = chain
+        return fused
 
     def new_step(self) -> _Step:
         return _Step(self)
+
+
+def _names(state: _RunState, group: dict[str, Any]) -> list[str]:
+    """The names of the weights in an optimizer's parameter group."""
+    ids = {id(weight): name for name, weight in state.weights.items()}
+    return [ids[id(weight)] for weight in group["params"]]
+
+
+def _total(parts: list[Any]) -> Any:
+    """The sum of gradient contributions, one addition at a time (no stacked copy of them all)."""
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
 
 
 def _nbytes(value: Any) -> int:
@@ -591,7 +654,8 @@ class _Step:
                     with torch.no_grad():
                         for j in unit.jobs:
                             self.where[d] = j
-                            self._update(run.jobs.forward[j], d, streams)
+                            self._gather(run.jobs.forward[j], d, streams)
+                        self._update(unit, run.optimizers[(d, i)])
                 if unit.signals:
                     if streams:
                         event = torch.cuda.Event()
@@ -684,7 +748,10 @@ class _Step:
 
     def _forward(self, j: int, version: int, streams: Any) -> None:
         run = self.run
-        f, b, d, fn, attrs, template, slots, outputs, needed, counted = run.compiled[j]
+        entry = run.compiled[j]
+        if entry is None:  # an inner op of a fused attention
+            return
+        f, b, d, fn, attrs, template, slots, outputs, needed, counted = entry
         values = self.values
         args = template.copy()
         leaves = None
@@ -734,7 +801,8 @@ class _Step:
             self.values[key] = value
             self._hold(d, value, 1)
         for j in unit.jobs:
-            for _, key, mode in run.compiled[j][6]:
+            entry = run.compiled[j]
+            for _, key, mode in entry[6] if entry is not None else ():
                 self._release_read(key, mode, d)
         if leaves:  # the unit is one block: its backward collects the leaves of any of its ops
             self.leaves[(run.jobs.forward[unit.jobs[0]], b)] = leaves
@@ -762,7 +830,7 @@ class _Step:
                     parts.append(torch.full_like(value, 1.0 / max(1, value.numel())))
                 if parts:
                     outputs.append(value)
-                    seeds.append(torch.stack(parts).sum(0) if len(parts) > 1 else parts[0])
+                    seeds.append(_total(parts))
             for key, leaf in self.leaves.pop((f, b), []):
                 if id(leaf) not in seen:
                     seen.add(id(leaf))
@@ -797,23 +865,27 @@ class _Step:
             self._hold(src, grad, -1)
         return parts
 
-    def _update(self, f: int, d: int, streams: Any) -> None:
-        import torch
-
+    def _gather(self, f: int, d: int, streams: Any) -> None:
+        """The gradient of each parameter op ``f`` owns, summed over its contributions (every
+        micro-batch, every op that reads it), as its master weight's ``.grad``."""
         run = self.run
-        step = run.steps + 1  # this step's number, 1 for the first of the run
         for name in run.p.owned[f]:
             parts = [g if src == d else self._transfer(g, d, streams, event)
                      for b in range(run.jobs.microbatches) for src, g, event in self._pop_grads((name, b))]
-            if not parts:
-                continue
-            grad = torch.stack(parts).sum(0) if len(parts) > 1 else parts[0]
             master = run.weights[name]
-            apply_update(run.ex.task.optimizer, master, grad.to(master.dtype), run.optimizer_state[name],
-                         step, run.ex.lr)
-            compute = run.compute[name]
-            if compute is not master:
-                compute.copy_(master)
+            master.grad = _total(parts).to(master.dtype) if parts else None
+
+    def _update(self, unit: Any, torch_opt: Any) -> None:
+        """One step of the unit's optimizer over its parameters (one fused kernel where torch has it),
+        then each low-precision copy written from its master weight."""
+        run = self.run
+        torch_opt.step()
+        for j in unit.jobs:
+            for name in run.p.owned[run.jobs.forward[j]]:
+                master, compute = run.weights[name], run.compute[name]
+                master.grad = None
+                if compute is not master:
+                    compute.copy_(master)
 
     def finish(self) -> None:
         """Keep the step's graph outputs (of the last micro-batch), its loss and the CPU peak."""

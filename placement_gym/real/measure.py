@@ -19,7 +19,7 @@ import numpy as np
 from placement_gym.cluster.cluster import Cluster
 from placement_gym.graph.opgraph import OpGraph
 from placement_gym.real.devices import intra_op_threads, virtual_cpus
-from placement_gym.real.optimizers import apply_update, check_optimizer, new_state
+from placement_gym.real.optimizers import check_optimizer, torch_optimizer
 from placement_gym.real.profile import (
     MIN_LATENCY_S,
     PROFILE_FORMAT,
@@ -399,8 +399,9 @@ def _measure_ops(graph, devices, batch, repeats, warmup, model=None, optimizer="
 
 
 def _time_updates(torch, program, graph, devices, weights, update_s, repeats, warmup, optimizer) -> None:
-    """Fill ``update_s``: the executor's update of each op's parameters with ``optimizer``
-    (`placement_gym.real.optimizers.apply_update`), its state on the device as in the executor."""
+    """Fill ``update_s``: the executor's update of each op's parameters with ``optimizer`` (torch's
+    optimizer over them, fused where torch can: `placement_gym.real.optimizers.torch_optimizer`), its
+    state on the device as in the executor."""
     from placement_gym.real.executor import DEFAULT_LEARNING_RATE
 
     for device_name, spec in devices.items():
@@ -408,18 +409,12 @@ def _time_updates(torch, program, graph, devices, weights, update_s, repeats, wa
         for k, op_name in enumerate(graph.op_names):
             if not program.owned[k]:
                 continue
-            triples = []
+            params = []
             for name in program.owned[k]:
                 weight = weights[name].detach().clone().to(device)
-                triples.append((weight, torch.ones_like(weight), new_state(optimizer, weight)))
-            steps = [0]
-
-            def update(triples=triples, steps=steps) -> None:
-                steps[0] += 1  # Adam's bias correction counts the updates, as in a training loop
-                with torch.no_grad():
-                    for weight, grad, state in triples:
-                        apply_update(optimizer, weight, grad, state, steps[0], DEFAULT_LEARNING_RATE)
-
+                weight.grad = torch.ones_like(weight)
+                params.append(weight)
+            update = torch_optimizer(optimizer, params, DEFAULT_LEARNING_RATE).step
             update_s[op_name][device_name] = _median_time(torch, {device}, update, repeats, warmup)
 
 

@@ -12,7 +12,13 @@ model charges it to the update op's device. The maths is that of ``torch.optim.A
 * ``momentum``: ``u = mu u + g``; ``p -= lr u`` (state: the velocity ``u``);
 * ``sgd``: ``p -= lr g`` (no state).
 
-torch is not imported here: the functions take the tensors they work on.
+`apply_update` writes the maths out (the reference the tests hold torch to); `torch_optimizer` is what
+the executor and the profile run: torch's own optimizer with the same settings over the parameters
+of one update, with its fused kernel (one kernel for all of them) where torch has one for their device
+and type, else its default implementation.
+
+torch is imported only by `torch_optimizer` and `optimizer_state`: the other functions take the
+tensors they work on.
 """
 
 from __future__ import annotations
@@ -49,6 +55,35 @@ def new_state(optimizer: str, weight: Any) -> dict[str, Any]:
 
     return {name: torch.zeros_like(weight, memory_format=torch.preserve_format).detach()
             for name in STATE_TENSORS[check_optimizer(optimizer)]}
+
+
+# torch's names of each optimizer's state tensors -> ours (`STATE_TENSORS`).
+_TORCH_STATE_NAMES = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "momentum_buffer": "velocity"}
+
+
+def torch_optimizer(optimizer: str, parameters: list[Any], lr: float) -> Any:
+    """torch's optimizer of ``optimizer`` (settings as in the module docstring) over ``parameters``
+    (leaf tensors on one device, updated in place from their ``.grad``), fused where torch can."""
+    import torch
+
+    settings: dict[str, Any] = {"lr": lr}
+    if check_optimizer(optimizer) == "adam":
+        kind, settings = torch.optim.Adam, {**settings, "betas": ADAM_BETAS, "eps": ADAM_EPS}
+    else:
+        kind = torch.optim.SGD
+        if optimizer == "momentum":
+            settings["momentum"] = MOMENTUM
+    try:
+        return kind(parameters, fused=True, **settings)
+    except (RuntimeError, ValueError):  # no fused kernel for this device or type
+        return kind(parameters, **settings)
+
+
+def optimizer_state(torch_opt: Any, parameter: Any) -> dict[str, Any]:
+    """The state tensors `torch_optimizer`'s optimizer keeps for ``parameter``, by our names
+    (`STATE_TENSORS`; empty before its first update and for SGD)."""
+    state = torch_opt.state.get(parameter, {})
+    return {ours: state[theirs] for theirs, ours in _TORCH_STATE_NAMES.items() if theirs in state}
 
 
 def apply_update(optimizer: str, weight: Any, grad: Any, state: dict[str, Any], step: int, lr: float) -> None:
