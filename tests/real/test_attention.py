@@ -29,7 +29,8 @@ def _attention_model(expose_scores: bool = False) -> onnx.ModelProto:
              for name in ("wq", "wk", "wv")]
     constants = {"two": np.array(2.0, dtype=np.float32), "neg": np.array(-np.inf, dtype=np.float32),
                  "upper": np.triu(np.ones((S, S), dtype=bool), 1)}
-    nodes = [helper.make_node("Constant", [], [name], name=f"const_{name}", value=numpy_helper.from_array(value, name))
+    nodes = [helper.make_node("Constant", [], [name], name=f"const_{name}",
+                              value=numpy_helper.from_array(value, name))
              for name, value in constants.items()]
     nodes += [
         helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
