@@ -1,7 +1,7 @@
 """Run a placement of a task's ops on real torch devices and time it.
 
 How one step runs (the cost model's semantics, docs/design.md section 3, on real devices; the
-executor's own costs and what is left of them: docs/real_hardware.md, "The executor's overhead"):
+executor's own costs and what is left of them: docs/real_hardware.md, "The executor"):
 
 * Jobs are the task's ops (`placement_gym.task.compiled.Task`): forward ops, for ``train_step`` their
   backward ops and the parameters' update ops, with ``microbatches=M`` the forward and backward ops of

@@ -78,7 +78,7 @@ ROW_KEYS = (
     "graph", "objective", "batch", "device", "n_ops", "n_jobs", "executor_ms", "torch_ms",
     "overhead_us_per_op", "vs_torch", "compiled_ms", "vs_compiled", "note",
 )
-"""The keys of a `measure_overhead` row, in order (docs/cost_model.md, "The executor's overhead").
+"""The keys of a `measure_overhead` row, in order (docs/real_hardware.md, "Its overhead").
 
 ``graph``, ``objective``, ``batch``, ``device`` (``"cpu"`` or ``"cuda"``); ``n_ops``: the graph's
 forward ops; ``n_jobs``: the task's ops (for ``train_step`` forward, backward and update ops);
