@@ -600,6 +600,7 @@ class _Step:
             (d, i): threading.Event() for d, units in run.plan.units.items()
             for i, unit in enumerate(units) if unit.signals}
         self.cuda_done: dict[tuple[int, int], Any] = {}
+        self.sources: list[Any] = []  # tensors of one GPU copied to another, kept until the step ends
         self.error: str | None = None
         self.where: dict[int, Any] = {}  # device -> the job it runs (a task op, or a block's ops)
 
@@ -693,8 +694,10 @@ class _Step:
         with torch.cuda.stream(copy):
             result = value.detach().clone() if value.device == target else value.detach().to(
                 target, non_blocking=True)
-        if value.device.type == "cuda":
-            value.record_stream(copy)
+        if value.device == target:
+            value.record_stream(copy)  # its memory is not reused before the copy has read it
+        elif value.device.type == "cuda":
+            self.sources.append(value)  # another GPU's tensor: kept to the step's end, when all is done
         compute.wait_stream(copy)
         result.record_stream(compute)
         return result
@@ -1004,8 +1007,10 @@ class _DevicePool:
             inbox.put(step)
         first = self.used[0]
         if self.ex.torch_devices[first].type == "cuda":
-            torch.cuda.set_device(self.ex.torch_devices[first])
-        self._run(step, first)
+            with torch.cuda.device(self.ex.torch_devices[first]):
+                self._run(step, first)
+        else:
+            self._run(step, first)
         for _ in self.queues:
             self.finished.get()
         if step.error is not None:
