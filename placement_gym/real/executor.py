@@ -247,18 +247,18 @@ class Executor:
                     last = step == warmup + repeats - 1
                     if last:
                         self._reset_peaks(used)
-                    current = state.new_step()
-                    runtime = pool.step(current)
+                    state.current = state.new_step()  # held by the state: freed with it on a failure
+                    runtime = pool.step(state.current)
                     if last:
-                        current.finish()
-                    del current
+                        state.current.finish()
+                    state.current = None
                     state.steps += 1
                     if step >= warmup:
                         runtimes.append(runtime)
                 peak = self._peak_memory(used, state)
             except _StepFailed as error:
                 self.parameters, self.optimizer_state, self.outputs = {}, {}, {}
-                del state
+                del state  # and what its step held, so that releasing below frees it
                 self._release()
                 return self._failed(str(error))
             finally:
@@ -382,6 +382,7 @@ class _RunState:
         self.train = executor.task.objective == "train_step"
         self.devices = executor.torch_devices
         self.steps = 0
+        self.current: _Step | None = None
         self.loss: float | None = None
         self.outputs: dict[str, Any] = {}
         self.weights: dict[str, Any] = {}
