@@ -10,9 +10,10 @@
 # Steps, most wanted first (each under its own time limit, never past the whole run's: a step the time
 # left cannot hold is skipped, a failed step reported and the next one run):
 #   1. the machine: nvidia-smi, torch and CUDA versions, the GPU's name;
-#   2. overhead: `placement-gym bench --real-overhead --device cuda --check` for resnet50 inference at
-#      batch 32 and bert_base inference at batch 16: the executor's one-device step against torch eager
-#      running the same graph (issue 67's target on a GPU: ResNet-50 within 1.3x);
+#   2. overhead: `placement-gym bench --real-overhead --device cuda --check` for the tiny chain (1,000
+#      launch-bound ops: the executor's own cost per op), resnet50 inference at batch 32 and bert_base
+#      inference at batch 16: the executor's one-device step against torch eager running the same graph
+#      (issue 67's target on a GPU: ResNet-50 within 1.3x);
 #   3. llama: experiments/fidelity/llama_bf16.py, a Llama of 1.1B parameters (TinyLlama's configuration)
 #      trained in bf16 with Adam on the GPU, batch 4 x 512 tokens: measured step and MFU beside the cost
 #      model's for the same single-GPU placement;
@@ -40,9 +41,9 @@ LIMIT=${GPU_CHECK_STEP_S:-75}    # seconds per profile or fidelity step
 PY=${PYTHON:-python}
 command -v "$PY" > /dev/null || PY=python3
 if command -v placement-gym > /dev/null; then PG=(placement-gym); else PG=("$PY" -m placement_gym); fi
-GPU=cuda:0 DEVICE=cuda LLAMA=(--device cuda) OVERHEAD_GRAPHS=resnet50:32,bert_base:16 FID_BATCH=8
+GPU=cuda:0 DEVICE=cuda LLAMA=(--device cuda) OVERHEAD_GRAPHS=tiny-chain:4,resnet50:32,bert_base:16 FID_BATCH=8
 if [ "$DRY" = 1 ]; then
-    GPU=cpu DEVICE=cpu LLAMA=(--device cpu --layers 1) OVERHEAD_GRAPHS=resnet50:1,bert_base:1 FID_BATCH=1
+    GPU=cpu DEVICE=cpu LLAMA=(--device cpu --layers 1) OVERHEAD_GRAPHS=tiny-chain:4,resnet50:1,bert_base:1 FID_BATCH=1
 fi
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
