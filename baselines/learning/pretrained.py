@@ -502,11 +502,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--address", help="with --ray: 'auto' or 'ray://HEAD:10001' (default: local Ray)")
     parser.add_argument("--workers", type=int, help="with --ray: jobs at once (default: every CPU)")
     parser.add_argument("--generations", type=int, default=PretrainConfig.generations)
+    parser.add_argument("--dataset", default=PretrainConfig.dataset,
+                        help="the dataset whose train split the tasks are drawn from (default: "
+                             f"{PretrainConfig.dataset}; architectures-v1: the real architectures)")
+    parser.add_argument("--max-ops", type=int, default=PretrainConfig.max_ops,
+                        help="the largest training graph, in forward ops (default: "
+                             f"{PretrainConfig.max_ops})")
+    parser.add_argument("--clusters", default=",".join(PretrainConfig.clusters),
+                        help="comma-separated presets and cluster family splits such as random-v1:train "
+                             f"(default: {','.join(PretrainConfig.clusters)})")
     parser.add_argument("--out", type=Path, default=CHECKPOINT, help="where to write the checkpoint")
     args = parser.parse_args(argv)
     if (args.address is not None or args.workers is not None) and not args.ray:
         parser.error("--address and --workers say where Ray scores the population: add --ray")
-    config = PretrainConfig(generations=args.generations)
+    clusters = tuple(name.strip() for name in args.clusters.split(",") if name.strip())
+    if not clusters or args.max_ops < 1:
+        parser.error("--clusters needs at least one cluster and --max-ops a positive number")
+    config = PretrainConfig(generations=args.generations, dataset=args.dataset, max_ops=args.max_ops,
+                            clusters=clusters)
     try:
         model, record = pretrain(config, args.seed, backend="ray" if args.ray else "serial",
                                  address=args.address, workers=args.workers,

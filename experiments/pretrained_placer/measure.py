@@ -7,21 +7,30 @@
     python measure.py finetune --model checkpoints/seed0.json --tag 0 [--seeds 0]
     python measure.py summary [--models 3]
     python measure.py leaderboard      # target 2 on every qualifying gen-v2 task, from the leaderboard
+    python measure.py baselines --pairs real             # issue 68: held-out real models
+    python measure.py zero-shot --pairs real --model ../../baselines/learning/pretrained_list.json --tag 0
+    python measure.py summary --pairs real --models 1
 
-Zero-shot tasks: every task of the generalisation track v2 (100 test graphs of synthetic-v1 x k80x4,
-k40x4, p100x4) and the first ``--random`` of its graphs on one test cluster of random-v1 each (graph i
-on random-v1:1000+i). ``baselines``: HEFT, m-ETF (as registered: up to 7 evaluations with their memory
-retries) and best-single on them; ``zero-shot``: a model at one evaluation. ``anneal``: a sample of the
-gen-v2 tasks whose best known (the best runtime of any gen-v2 submission) is below 0.97 x best single,
-with anneal at 10,000 evaluations and move-bandit at 1,000; ``finetune``: a model at 1,000 evaluations
-(move-bandit from its zero-shot placement) on that sample. Every step appends to ``results/*.jsonl``
-and skips the tasks already there, so a step cut short goes on where it stopped; ``summary`` prints
-the tables of the README from the tasks every file has. ``leaderboard`` measures target 2 on every
-gen-v2 task instead of a sample, from the committed gen-v2 entries (validated and re-simulated first,
-`placement_gym.leaderboard.render.checked_submissions`): each entry at 1,000 evaluations against anneal
-at 10,000 of the same seed, and the median seed of each against the median seed of anneal (per task,
-when all three seeds exist), per split and family, on the tasks whose best known (any gen-v2 entry) is
-below 0.97 x best single.
+``--pairs real`` (issue 68) measures the same on held-out real models instead, its files under
+``results/real/``: every graph of the test splits of ``architectures-v1`` (test-families: T5 and
+Whisper, families no training set holds; test-sizes: each family's largest sizes) on ``k80x4``, on
+``h100x8`` and graph i on ``random-v1:1000 + i mod 100``, training steps; ``summary`` then groups them
+by family and cluster kind.
+
+Zero-shot tasks (``--pairs gen-v2``, the default): every task of the generalisation track v2 (100 test
+graphs of synthetic-v1 x k80x4, k40x4, p100x4) and the first ``--random`` of its graphs on one test
+cluster of random-v1 each (graph i on random-v1:1000+i). ``baselines``: HEFT, m-ETF (as registered: up
+to 7 evaluations with their memory retries) and best-single on them; ``zero-shot``: a model at one
+evaluation. ``anneal``: a sample of the gen-v2 tasks whose best known (the best runtime of any gen-v2
+submission) is below 0.97 x best single, with anneal at 10,000 evaluations and move-bandit at 1,000;
+``finetune``: a model at 1,000 evaluations (move-bandit from its zero-shot placement) on that sample.
+Every step appends to ``results/*.jsonl`` and skips the tasks already there, so a step cut short goes on
+where it stopped; ``summary`` prints the tables of the README from the tasks every file has.
+``leaderboard`` measures target 2 on every gen-v2 task instead of a sample, from the committed gen-v2
+entries (validated and re-simulated first, `placement_gym.leaderboard.render.checked_submissions`): each
+entry at 1,000 evaluations against anneal at 10,000 of the same seed, and the median seed of each
+against the median seed of anneal (per task, when all three seeds exist), per split and family, on the
+tasks whose best known (any gen-v2 entry) is below 0.97 x best single.
 """
 
 from __future__ import annotations
@@ -70,17 +79,48 @@ def unmeasured(out: Path, task_ids: Iterable[str]) -> Iterator[tuple[str, Task, 
                 yield task_id, parse_task_id(task_id), write
 
 
-def zero_shot_tasks(random_graphs: int) -> list[str]:
+def zero_shot_tasks(random_graphs: int, pairs: str = "gen-v2") -> list[str]:
+    if pairs == "real":
+        return real_model_tasks()
     ids = list(get_suite("gen-v2").task_ids)
     graphs = list(dict.fromkeys(t.split("/")[0] for t in ids))
     return ids + [f"{g}/random-v1:{1000 + i}/train" for i, g in enumerate(graphs[:random_graphs])]
 
 
-def measure_baselines(random_graphs: int, out: Path) -> None:
+REAL_PRESETS = ("k80x4", "h100x8")
+
+
+def real_model_tasks() -> list[str]:
+    """Issue 68's held-out real-model pairs (module docstring), small graphs first, the presets and the
+    random cluster of each graph interleaved, so that a run cut short holds every kind."""
+    from placement_gym.datasets import get_dataset
+
+    dataset = get_dataset("architectures-v1")
+    graphs = sorted((dataset.graph(g).n_ops, g) for split in ("test-families", "test-sizes")
+                    for g in dataset.ids(split))
+    tasks = []
+    for i, (_, graph) in enumerate(graphs):
+        clusters = [*REAL_PRESETS, f"random-v1:{1000 + i % 100}"]
+        tasks += [f"architectures-v1:{graph}/{cluster}/train" for cluster in clusters]
+    return tasks
+
+
+def _split(task_id: str) -> str:
+    if task_id.startswith("architectures-v1:"):
+        from placement_gym.datasets import get_dataset
+
+        dataset = get_dataset("architectures-v1")
+        return dataset.split_of(*dataset.locate(task_id.split("/")[0].split(":", 1)[1]))
+    return split_of_task(task_id)
+
+
+def measure_baselines(random_graphs: int, out: Path, pairs: str = "gen-v2") -> None:
     """HEFT, m-ETF and best-single on every zero-shot task (tasks already in ``out`` are kept)."""
-    for task_id, task, write in unmeasured(out, zero_shot_tasks(random_graphs)):
-        row = {"task": task_id, "split": split_of_task(task_id),
-               "cluster": "random" if "random-v1" in task_id else "preset", "ops": task.n_ops}
+    for task_id, task, write in unmeasured(out, zero_shot_tasks(random_graphs, pairs)):
+        cluster = task_id.split("/")[1]
+        kind = "random" if "random-v1" in cluster else (cluster if pairs == "real" else "preset")
+        row = {"task": task_id, "split": _split(task_id), "family": _family(task_id), "cluster": kind,
+               "ops": task.n_ops}
         for name in ("heft", "m-etf", "best-single"):
             row[name] = _score(task, run_agent(task, name).placement)
         write(row)
@@ -109,28 +149,35 @@ def merged_zero_shot(results: Path, n_models: int) -> list[dict]:
     return list(rows.values())
 
 
-def summarise_zero_shot(rows: list[dict], n_models: int) -> None:
-    print("| split | clusters | pairs | model | > HEFT | > m-ETF | > both | > best-single "
-          "| geo-mean HEFT/model |")
-    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+def summarise_zero_shot(rows: list[dict], n_models: int, by_family: bool = False) -> None:
+    """The zero-shot table: per split and cluster kind (``by_family``: per family and cluster kind,
+    then per split) the share of pairs where the model is faster than each baseline, the share where
+    it is infeasible while HEFT is feasible, and the geometric mean of HEFT's runtime over the model's."""
+    print("| split | family | clusters | pairs | model | > HEFT | > m-ETF | > both | > best-single "
+          "| infeasible where HEFT is not | geo-mean HEFT/model |")
+    print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     groups = {}
     for row in rows:
-        groups.setdefault((row["split"], row["cluster"]), []).append(row)
-        groups.setdefault(("all", "all"), []).append(row)
+        family = row.get("family", "all") if by_family else "all"
+        groups.setdefault((row["split"], family, row["cluster"]), []).append(row)
+        groups.setdefault((row["split"], "all", "all"), []).append(row)
+        groups.setdefault(("all", "all", "all"), []).append(row)
     for row in rows:  # per pair, the median seed (infeasible placements rank last)
         ranked = sorted((row[f"model{k}"] for k in range(n_models)), key=lambda r: _key(*r))
         row["median"] = ranked[len(ranked) // 2]
-    for (split, cluster), members in sorted(groups.items()):
-        for k in [*range(n_models), "median"]:
+    for (split, family, cluster), members in sorted(groups.items()):
+        for k in [*range(n_models), "median"] if n_models > 1 else [0]:
             mine = [_key(*r[f"model{k}" if k != "median" else "median"]) for r in members]
             beats = {name: np.mean([m < _key(*r[name]) for m, r in zip(mine, members)])
                      for name in ("heft", "m-etf", "best-single")}
             both = np.mean([m < _key(*r["heft"]) and m < _key(*r["m-etf"]) for m, r in zip(mine, members)])
+            worse = sum(m[0] and r["heft"][1] for m, r in zip(mine, members))
             name = f"model{k}" if k != "median" else "median"
-            ratio = np.exp(np.mean([np.log(r["heft"][0] / r[name][0]) for r in members]))
+            finite = [r for r in members if np.isfinite(r[name][0]) and np.isfinite(r["heft"][0])]
+            ratio = np.exp(np.mean([np.log(r["heft"][0] / r[name][0]) for r in finite])) if finite else np.nan
             label = f"seed {k}" if k != "median" else "median of seeds"
-            print(f"| {split} | {cluster} | {len(members)} | {label} | {beats['heft']:.0%} | "
-                  f"{beats['m-etf']:.0%} | {both:.0%} | {beats['best-single']:.0%} | {ratio:.3f} |")
+            print(f"| {split} | {family} | {cluster} | {len(members)} | {label} | {beats['heft']:.0%} | "
+                  f"{beats['m-etf']:.0%} | {both:.0%} | {beats['best-single']:.0%} | {worse} | {ratio:.3f} |")
 
 
 def best_known() -> dict[str, float]:
@@ -294,15 +341,19 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=50)
     parser.add_argument("--sample", type=int, default=12)
     parser.add_argument("--seeds", default="0")
+    parser.add_argument("--pairs", choices=("gen-v2", "real"), default="gen-v2",
+                        help="the zero-shot pairs: gen-v2's (default) or held-out real models (issue 68)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    results = HERE / "results"
-    results.mkdir(exist_ok=True)
+    results = HERE / "results" / ("real" if args.pairs == "real" else "")
+    results.mkdir(exist_ok=True, parents=True)
+    if args.pairs == "real" and args.what not in ("baselines", "zero-shot", "summary"):
+        parser.error("--pairs real: baselines, zero-shot and summary only")
     if args.what == "baselines":
-        measure_baselines(args.random, results / "baselines.jsonl")
+        measure_baselines(args.random, results / "baselines.jsonl", args.pairs)
     elif args.what == "zero-shot":
         out = results / f"zero_shot_model{args.tag}.jsonl"
-        measure_zero_shot(args.model, zero_shot_tasks(args.random), out)
+        measure_zero_shot(args.model, zero_shot_tasks(args.random, args.pairs), out)
     elif args.what == "anneal":
         measure_anneal(args.sample, seeds, results / "anneal10k.jsonl")
     elif args.what == "finetune":
@@ -310,6 +361,8 @@ def main() -> None:
         measure_finetune(args.model, seeds, results / "anneal10k.jsonl", out)
     elif args.what == "leaderboard":
         summarise_leaderboard()
+    elif args.pairs == "real":
+        summarise_zero_shot(merged_zero_shot(results, args.models), args.models, by_family=True)
     else:
         summarise_zero_shot(merged_zero_shot(results, args.models), args.models)
         summarise_finetune(merged_finetune(results, args.models), args.models, seeds)

@@ -169,6 +169,9 @@ def test_pretraining_on_ray_gives_the_serial_model_bit_for_bit():
     (["--workers", "2"], "add --ray"),
     (["--address", "auto"], "add --ray"),
     (["--ray", "--workers", "0"], "workers must be a positive integer"),
+    (["--clusters", " , "], "--clusters needs at least one cluster"),
+    (["--max-ops", "0"], "--max-ops a positive number"),
+    (["--dataset", "nope-v1", "--generations", "1"], "nope-v1"),
 ])
 def test_pretraining_cli_refuses_bad_options_in_one_line(argv, words, tmp_path):
     done = subprocess.run([sys.executable, "-m", "baselines.learning.pretrained", *argv,
@@ -188,3 +191,20 @@ def test_training_tasks_come_from_the_train_splits_only():
         assert graph.split(":")[1] in train
         assert cluster == "k80x2" or int(cluster.split(":")[1]) < 1000
         assert parse_task_id(task_id).graph.n_ops <= TINY.max_ops
+
+
+def test_training_tasks_of_the_real_architectures_come_from_their_train_split():
+    from placement_gym.datasets import get_dataset
+
+    config = PretrainConfig(dataset="architectures-v1", pool=12, max_ops=300,
+                            clusters=("h100x8", "random-v1:train"))
+    dataset = get_dataset("architectures-v1")
+    train = set(dataset.ids("train"))
+    tasks = training_tasks(config, seed=0)
+    assert len(tasks) == 12
+    for task_id in tasks:
+        graph, cluster, _ = task_id.split("/")
+        assert graph.startswith("architectures-v1:") and graph.split(":")[1] in train
+        assert not graph.split(":")[1].startswith(("t5", "whisper"))  # the held-out families
+        assert cluster == "h100x8" or int(cluster.split(":")[1]) < 1000
+        assert parse_task_id(task_id).graph.n_ops <= 300
