@@ -4,10 +4,14 @@
   weights and data), and `run_reference_forward` (the whole graph op by op on the CPU). A model
   with an op the executor cannot run raises `UnsupportedOpError` (one line naming the op and node).
 * `placement_gym.real.executor`: `Executor` (run a program under a placement: forward, or forward +
-  backward + the task's optimizer update, one worker thread per device), `RealResult`.
+  backward + the task's optimizer update; micro-batches, recomputation, bf16/fp16), `RealResult`;
+  `placement_gym.real.step_plan` the order and units each device runs, `placement_gym.real.attention`
+  fused attention, `placement_gym.real.segments` compiled units, `placement_gym.real.overhead` the
+  executor against torch running the same graph (`placement-gym bench --real-overhead`).
 * `placement_gym.real.profile`: measured profiles (format, key, cache); `placement_gym.real.measure`
   measures them, `placement_gym.real.profiled` builds `profiled_task` from one.
-* `placement_gym.real.optimizers`: the Adam, momentum and SGD updates a real train step runs.
+* `placement_gym.real.optimizers`: the Adam, momentum and SGD updates a real train step runs (torch's
+  optimizers, fused where torch can; the maths written out as the reference).
 * `placement_gym.real.devices`: `virtual_cpus` and `intra_op_threads` (one intra-op thread per virtual
   CPU device); the clusters of this machine's devices come from `placement_gym.cluster.machine`:
   `virtual_cpu_cluster` (the CPU split into virtual devices, runs everywhere), `local_cluster` (CPU +

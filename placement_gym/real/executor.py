@@ -91,10 +91,12 @@ class RealResult:
     runtime: median of the timed steps (seconds; ``inf`` when infeasible); runtimes: every timed
     step; spread: (max - min) / median of the timed steps; feasible / error: whether every step ran,
     and if not why; peak_memory: bytes per cluster device (CUDA: the allocator's peak in the last
-    step; CPU: the bytes the executor held on the device at the end of the last step (weights, for
-    training their gradients and optimizer state, inputs, activations and copies), which is its
-    peak because nothing is freed before the step ends; op workspaces not counted); loss: the last
-    train step's loss (None for inference or a failure).
+    step; CPU: weights, for training their gradients and optimizer state, and inputs, plus the peak
+    of what the last step held there (activations, copies, gradients sent back), counted as the
+    executor makes and frees them; op workspaces and a compiled unit's inner values not counted;
+    across several virtual CPU devices it depends on when each thread frees what it read); loss: the
+    last train step's loss, the sum over micro-batches of the means of the float graph outputs (None
+    for inference or a failure).
     """
 
     runtime: float
