@@ -74,9 +74,16 @@ from placement_gym.real.program import (
     make_parameters,
 )
 from placement_gym.real.segments import Segment, build_segment, check_compile
-from placement_gym.real.step_plan import BACKWARD, FORWARD, RECOMPUTE, UPDATE, StepPlan, plan_step
+from placement_gym.real.step_plan import (
+    BACKWARD,
+    FORWARD,
+    RECOMPUTE,
+    UPDATE,
+    StepPlan,
+    plan_step,
+    replayed_ops,
+)
 from placement_gym.task.compiled import Task
-from placement_gym.task.passes.recompute import recompute_segments
 from placement_gym.task.passes.step_graph import OP_KINDS
 
 # Learning rate of the update of a real train step, every optimizer (the value only matters for the numbers).
@@ -334,14 +341,8 @@ class _JobTable:
         n = len(program.sources)
         producer = {name: k for k in range(n) for name in program.outputs[k] if name}
         self.producer = producer
-        train = task.objective == "train_step"
-        replayed = np.zeros(n, dtype=bool)
-        segment = np.zeros(n, dtype=np.int64)
-        if train and task.recompute:
-            segment = recompute_segments(n)
-            replayed = segment < segment[-1]
-        self.replayed = replayed
-        self.segment = segment
+        self.segment, self.replayed = replayed_ops(task)
+        replayed = self.replayed
         deps: list[set[int]] = [set() for _ in range(task.n_ops)]
         for j, (k, f, b) in enumerate(zip(self.kind, self.forward, self.microbatch)):
             if k in (FORWARD, RECOMPUTE):

@@ -62,13 +62,22 @@ class StepPlan:
     """The units of every used device (`units`: device index -> its units in order) and, per forward
     op and micro-batch, the block its grad-building job belongs to (`block`: (op, micro-batch) ->
     block id; a forward op reads an input as it is, not detached, exactly when its producer has the
-    same block id). `replayed`: per forward op, whether a recomputing step replays it. `job_unit`:
-    task op -> (device, index of its unit)."""
+    same block id). `job_unit`: task op -> (device, index of its unit)."""
 
     units: dict[int, tuple[Unit, ...]]
     block: dict[tuple[int, int], int]
-    replayed: np.ndarray
     job_unit: dict[int, tuple[int, int]]
+
+
+def replayed_ops(task: Task) -> tuple[np.ndarray, np.ndarray]:
+    """Per forward op, its recomputation segment (`recompute_segments`; all 0 without recomputation)
+    and whether the step replays it (a train step with ``recompute=True``: every segment but the
+    last)."""
+    n = task.n_forward
+    if task.objective != "train_step" or not task.recompute:
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    segment = recompute_segments(n)
+    return segment, segment < segment[-1]
 
 
 def task_dependencies(task: Task) -> list[set[int]]:
@@ -113,10 +122,7 @@ def plan_step(task: Task, placement: np.ndarray, value_deps: list[set[int]] | No
     microbatch = task.op_microbatch
     device = np.asarray(placement)[forward]
     train = task.objective == "train_step"
-    replayed = np.zeros(task.n_forward, dtype=bool)
-    if train and task.recompute:
-        segment = recompute_segments(task.n_forward)
-        replayed = segment < segment[-1]
+    replayed = replayed_ops(task)[1]
     waits = [tuple(sorted(p for p in deps[j] if device[p] != device[j])) for j in range(task.n_ops)]
     signals = np.zeros(task.n_ops, dtype=bool)
     for j in range(task.n_ops):
@@ -168,7 +174,7 @@ def plan_step(task: Task, placement: np.ndarray, value_deps: list[set[int]] | No
         close(False)
     block, block_unit = _blocks(task, job_unit, replayed) if train else ({}, {})
     final = {d: tuple(_with_blocks(task, us, block, block_unit)) for d, us in units.items()}
-    return StepPlan(units=final, block=block, replayed=replayed, job_unit=job_unit)
+    return StepPlan(units=final, block=block, job_unit=job_unit)
 
 
 def _blocks(task: Task, job_unit: dict[int, tuple[int, int]], replayed: np.ndarray
