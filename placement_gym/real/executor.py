@@ -67,11 +67,13 @@ from placement_gym.real.devices import cluster_device_map, intra_op_threads, vir
 from placement_gym.real.optimizers import STATE_TENSORS, optimizer_state, torch_optimizer
 from placement_gym.real.program import (
     build_program,
-    call_op,
     constant_tensor,
+    last_read_output,
     load_model,
     make_inputs,
     make_parameters,
+    op_function,
+    op_results,
 )
 from placement_gym.real.segments import Segment, build_segment, check_compile
 from placement_gym.real.step_plan import (
@@ -525,7 +527,7 @@ class _RunState:
                             if name in p.output_names or (self.train and version == (
                                     RECOMPUTE if jobs.replayed[f] else FORWARD)):
                                 kept.add(key)
-                    needed = max((position for position, _ in outputs), default=-1)
+                    needed = last_read_output(p, f)
                     self.compiled[j] = (f, b, d, fn, attrs, args, tuple(slots), tuple(outputs), needed,
                                         self.devices[d].type != "cuda")
         self.reads = reads
@@ -540,7 +542,7 @@ class _RunState:
                     if not unit.grad or len(blocks) == 1:
                         entries = [self.compiled[j] for j in unit.jobs]
                         self.segments[(d, i)] = build_segment(
-                            [e for e in entries if e is not None], reads, kept, self.ex.compile, _DIRECT)
+                            p, [e for e in entries if e is not None], reads, kept, self.ex.compile, _DIRECT)
 
     def _fused_attention(self) -> dict[int, Attention | None]:
         """The attention chains this plan runs fused: task op of each chain's last op -> the chain,
@@ -772,13 +774,7 @@ class _Step:
                 if leaves is None:
                     leaves = []
                 leaves.append(((key[1], b) if key[0] == "param" else (key[0], b), value))
-        if fn is None:
-            results = call_op(run.p, f, args)  # raises the op table's explanation
-        else:
-            result = fn(args, attrs)
-            results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-            if needed >= len(results):
-                results = call_op(run.p, f, args)  # raises: an output the graph reads is missing
+        results = op_results(run.p, f, (fn or op_function(run.p, f))(args, attrs), needed)
         for _, key, mode in slots:
             self._release_read(key, mode, d)
         left, kept = self.left, run.kept

@@ -337,21 +337,36 @@ def call_op(program: Program, k: int, args: list[Any]) -> tuple[Any, ...]:
     """The outputs of op ``k``'s torch function on ``args``; an op type without one, or one that gives
     fewer outputs than the graph reads, raises NotImplementedError (the executor reports it as an
     infeasible placement)."""
+    return op_results(program, k, op_function(program, k)(args, program.attrs[k]))
+
+
+def op_function(program: Program, k: int) -> Any:
+    """Op ``k``'s torch function (`placement_gym.real.ops.OP_TABLE`); NotImplementedError if its type
+    has none."""
     from placement_gym.real.ops import OP_TABLE
 
-    op_type = program.op_types[k]
-    fn = OP_TABLE.get(op_type)
+    fn = OP_TABLE.get(program.op_types[k])
     if fn is None:
         raise NotImplementedError(
-            f"op type {op_type} has no torch function in placement_gym.real.ops.OP_TABLE"
+            f"op type {program.op_types[k]} has no torch function in placement_gym.real.ops.OP_TABLE"
         )
-    result = fn(args, program.attrs[k])
+    return fn
+
+
+def last_read_output(program: Program, k: int) -> int:
+    """The highest index of op ``k``'s outputs that a later op or the graph's outputs read (-1: none)."""
+    return max((i for i, name in enumerate(program.outputs[k]) if name and (
+        name in program.consumers or name in program.output_names)), default=-1)
+
+
+def op_results(program: Program, k: int, result: Any, last_read: int | None = None) -> tuple[Any, ...]:
+    """Op ``k``'s torch function's ``result`` as a tuple of outputs; NotImplementedError when it has
+    fewer than the graph reads. ``last_read``: `last_read_output` of the op, when already known."""
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-    needed = [i for i, name in enumerate(program.outputs[k]) if name and (
-        name in program.consumers or name in program.output_names)]
-    if needed and max(needed) >= len(results):
-        raise NotImplementedError(f"{op_type}: output {max(needed)} is used but the torch function gives "
-                                  f"only {len(results)} output(s)")
+    needed = last_read_output(program, k) if last_read is None else last_read
+    if needed >= len(results):
+        raise NotImplementedError(f"{program.op_types[k]}: output {needed} is used but the torch function "
+                                  f"gives only {len(results)} output(s)")
     return results
 
 

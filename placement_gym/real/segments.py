@@ -60,13 +60,16 @@ class Segment:
         return result
 
 
-def build_segment(entries: Sequence[tuple[Any, ...]], reads: dict[Any, int], kept: set[Any],
+def build_segment(program: Any, entries: Sequence[tuple[Any, ...]], reads: dict[Any, int], kept: set[Any],
                   mode: str, direct: int) -> Segment:
-    """The compiled function of a unit whose jobs are ``entries`` (the executor's compiled jobs: op,
-    micro-batch, device, torch function, attributes, argument template, slots, outputs, ...).
+    """The compiled function of a unit of ``program`` (`placement_gym.real.program.Program`) whose jobs
+    are ``entries`` (the executor's compiled jobs: op, micro-batch, device, torch function, attributes,
+    argument template, slots, outputs, last output read).
     ``reads``: per value, its reads in the whole step; ``kept``: the values that outlive their reads;
     ``direct``: the read mode of a value read as it is."""
     import torch
+
+    from placement_gym.real.program import op_function, op_results
 
     produced = {key for entry in entries for _, key in entry[7]}
     inputs: list[tuple[Any, int]] = []
@@ -80,18 +83,17 @@ def build_segment(entries: Sequence[tuple[Any, ...]], reads: dict[Any, int], kep
     outputs = tuple(key for key in sorted(produced, key=str)
                     if key in kept or reads.get(key, 0) > inside.get(key, 0))
     position = {source: i for i, source in enumerate(inputs)}
-    plan = [(entry[3], entry[4], entry[5],
+    plan = [(entry[0], entry[3] or op_function(program, entry[0]), entry[4], entry[5],
              tuple((slot, position.get((key, read_mode)), key) for slot, key, read_mode in entry[6]),
-             entry[7]) for entry in entries]
+             entry[7], entry[8]) for entry in entries]
 
     def segment(*tensors: Any) -> tuple[Any, ...]:
         values: dict[Any, Any] = {}
-        for fn, attrs, template, slots, made in plan:
+        for op, fn, attrs, template, slots, made, last_read in plan:
             args = list(template)
             for slot, index, key in slots:
                 args[slot] = tensors[index] if index is not None else values[key]
-            result = fn(args, attrs)
-            results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+            results = op_results(program, op, fn(args, attrs), last_read)
             for output, key in made:
                 values[key] = results[output]
         return tuple(values[key] for key in outputs)
