@@ -47,6 +47,7 @@ the device cannot run, a device that is not there) ends the step and returns an 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import queue
@@ -637,7 +638,7 @@ class _Step:
         run = self.run
         device = run.devices[d]
         streams = _streams(device) if device.type == "cuda" else None
-        context = torch.cuda.stream(streams[0]) if streams else _nothing()
+        context = torch.cuda.stream(streams[0]) if streams else contextlib.nullcontext()
         with context:
             for i, unit in enumerate(run.plan.units[d]):
                 for j in unit.waits:
@@ -909,14 +910,6 @@ class _Step:
         run.outputs = outputs
         run.loss = loss if run.train else None
         run.step_peak = self.peak.copy()
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 _STREAMS: dict[Any, tuple[Any, Any]] = {}
