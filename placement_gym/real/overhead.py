@@ -8,8 +8,9 @@ What `placement-gym bench --real-overhead` reports (issue 67, item 3). Two ways 
 * `DirectRunner`, "torch running the same graph directly": one straight-line torch program on one
   device and nothing else. The arguments of every op are built once (data from `make_inputs`,
   weights from `make_parameters`, constants from `constant_tensor`, as `reference_arguments` lays
-  them out); a step is a plain loop of `call_op` over the ops in graph order, each value dropped after
-  its last reader (as a module's forward drops its locals). Inference runs it under
+  them out); a step is a plain loop calling each op's torch function (looked up once, as the executor
+  does) in graph order, each value dropped after its last reader (as a module's forward drops its
+  locals). Inference runs it under
   ``torch.no_grad()``. A train step runs it with autograd (the weights require gradients), takes the
   loss the executor takes (the sum over the float graph outputs of their mean), one
   ``torch.autograd.grad`` over every parameter, and the task's optimizer update: by default torch's
@@ -54,11 +55,13 @@ from placement_gym.real.optimizers import apply_update, new_state, optimizer_sta
 from placement_gym.real.program import (
     Program,
     build_program,
-    call_op,
     constant_tensor,
+    last_read_output,
     load_model,
     make_inputs,
     make_parameters,
+    op_function,
+    op_results,
 )
 from placement_gym.task.compiled import Task
 
@@ -234,18 +237,21 @@ class DirectRunner:
             if name not in outputs:
                 self._free[k].append(name)
         self._last: dict[str, Any] = {}
+        # Per op: its torch function, attributes and last output read, looked up once (as the executor does).
+        self._calls = [(op_function(p, k), p.attrs[k], last_read_output(p, k)) for k in range(len(p.sources))]
 
     # -- one pass over the ops ---------------------------------------------------------------------
 
     def _forward(self, plan: list[tuple[list[Any], list[tuple[int, str]]]],
                  values: dict[str, Any]) -> dict[str, Any]:
         p = self.program
-        keep, free = self._keep, self._free
+        keep, free, calls = self._keep, self._free, self._calls
         for k, (fixed, fill) in enumerate(plan):
             args = list(fixed)
             for i, name in fill:
                 args[i] = values[name]
-            results = call_op(p, k, args)
+            fn, attrs, last_read = calls[k]
+            results = op_results(p, k, fn(args, attrs), last_read)
             del args
             for j, name in keep[k]:
                 values[name] = results[j]
