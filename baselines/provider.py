@@ -29,8 +29,8 @@ from placement_gym.task.compiled import Task
 # "learned" when `baselines.learning` trains it, else "heuristic".
 SEARCH_AGENTS = ("anneal", "anneal-groups", "cem", "exact", "move-bandit", "best-known", "random-search")
 # Start from weights pre-trained on synthetic graphs (move-policy goes on learning online;
-# pretrained-list places zero-shot, or fine-tunes by search with a budget).
-PRETRAINED_AGENTS = ("move-policy", "pretrained-list")
+# pretrained-list and pretrained-gnn place zero-shot, or fine-tune by search with a budget).
+PRETRAINED_AGENTS = ("move-policy", "pretrained-list", "pretrained-gnn")
 # Agents that need the baselines extra beyond OPTIONAL_AGENTS' own: best-known runs hsdag (torch).
 NEEDS_EXTRA = ("best-known",)
 
@@ -58,7 +58,8 @@ def _budget_of(name: str, kind: str) -> tuple[float | None, str | None]:
         from baselines.learning.move_policy import DEFAULT_BUDGET as MOVE_POLICY_BUDGET
 
         return MOVE_POLICY_BUDGET, "evaluations"
-    if name == "pretrained-list":  # zero-shot (one schedule and its memory retries) unless given one
+    # zero-shot (one schedule and its memory retries) unless given one
+    if name in ("pretrained-list", "pretrained-gnn"):
         return None, "evaluations"
     if kind == "learned" or name == "random-search":
         from baselines.learning.trainer import DEFAULT_BUDGET as LEARNED_BUDGET

@@ -50,7 +50,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -215,9 +215,10 @@ def task_features(task: Task) -> TaskFeatures:
 
 
 def learned_schedule(task: Task, model: PretrainedModel, capacity: np.ndarray | None = None,
-                     features: TaskFeatures | None = None) -> ListSchedule:
+                     features: TaskFeatures | None = None, bias: np.ndarray | None = None) -> ListSchedule:
     """The list schedule of ``task`` under ``model`` (see the module docstring); ``capacity``: usable
-    memory per device (default the cluster's)."""
+    memory per device (default the cluster's); ``bias``: seconds added to the score of each forward
+    op on each device, ``(n_forward, n_devices)`` (`baselines.learning.pretrained_gnn`'s scores)."""
     f = task_features(task) if features is None else features
     schedule = ListSchedule(task, capacity)
     weights = model.device @ f.context  # one weight per DEVICE_FEATURES for this task
@@ -254,6 +255,8 @@ def learned_schedule(task: Task, model: PretrainedModel, capacity: np.ndarray | 
                 filled = (schedule.used[d] + schedule.memory[op]) / max(schedule.capacity[d], 1.0)
                 score += (w_comm * comm[d] + w_compute * time_d
                           + cp * (w_memory * filled + w_new * (not opened[d]) + w_load * busy[d] / work))
+                if bias is not None:
+                    score += float(bias[op, d])
             if best is None or score < best[0]:
                 best = (score, d, start, gap)
         _, d, start, gap = best
@@ -310,11 +313,19 @@ def pretrained_list(task: Task, seed: int = 0, budget: int | Budget | None = Non
             return AgentResult(placement, 1, {"own_makespan": schedule.makespan,
                                               "simulated_runtime": score.runtime, "memory_retries": 0})
         return zero_shot(task, model, attempts)
+    return finetune_from(task, seed, budget, lambda: zero_shot(task, model, MEMORY_RETRIES + 1))
+
+
+def finetune_from(task: Task, seed: int, budget: int | Budget,
+                  place: Callable[[], AgentResult]) -> AgentResult:
+    """Fine-tuning within ``budget`` (an int or a `Budget`) from a pre-trained placement (``place()``,
+    its evaluations counted): the better of it and the constructive heuristics' best (anneal's start)
+    starts ``move-bandit``, which spends the rest; the best placement evaluated is returned."""
     own = budget if isinstance(budget, Budget) else Budget(task, int(budget))
     # The constructive heuristics (anneal's start candidates) and the zero-shot placement compete for
     # the start: on graphs larger than any of training HEFT often wins (experiments/pretrained_placer).
     heuristics = find_start(task, own, None, seed)
-    start = zero_shot(task, model, MEMORY_RETRIES + 1)
+    start = place()
     own.used += start.evaluations  # its own simulations; re-scoring it below costs one more
     zero = own.scores(start.placement[None])[0]
     best = start.placement if zero.key < heuristics.score.key else heuristics.placement
