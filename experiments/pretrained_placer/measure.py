@@ -9,7 +9,12 @@
     python measure.py leaderboard      # target 2 on every qualifying gen-v2 task, from the leaderboard
     python measure.py baselines --pairs real             # issue 68: held-out real models
     python measure.py zero-shot --pairs real --model ../../baselines/learning/pretrained_list.json --tag 0
-    python measure.py summary --pairs real --models 1
+    python measure.py zero-shot --pairs real --agent pretrained-gnn --tag 2   # a registered agent
+    python measure.py layouts --pairs real     # every layout pretrained-gnn chooses among, simulated
+    python measure.py summary --pairs real --models 3
+    python measure.py anneal --pairs real --sample 20 [--max-ops N]   # issue 68 item 4: 20 pairs a stratum
+    python measure.py finetune --pairs real --start heft                   # and --start pretrained-list
+    python measure.py finetune --pairs real --agent pretrained-list        # an agent's own fine-tuning
 
 ``--pairs real`` (issue 68) measures the same on held-out real models instead, its files under
 ``results/real/``: every graph of the test splits of ``architectures-v1`` (test-families: T5 and
@@ -26,6 +31,15 @@ submission) is below 0.97 x best single, with anneal at 10,000 evaluations and m
 ``finetune``: a model at 1,000 evaluations (move-bandit from its zero-shot placement) on that sample.
 Every step appends to ``results/*.jsonl`` and skips the tasks already there, so a step cut short goes on
 where it stopped; ``summary`` prints the tables of the README from the tasks every file has.
+With ``--pairs real``, ``anneal`` and ``finetune`` measure issue 68's item 4 (fine-tuning from a
+pre-trained start) on a sample of those pairs (`real_finetune_sample`): ``anneal`` draws it and runs
+anneal at 10,000 evaluations (the reference) on it, into ``results/real/anneal10k.jsonl``;
+``finetune --start NAME`` runs the registered agent NAME once (``--start-budget``: its budget, default
+None) and starts move-bandit and anneal from its placement at 100 and at 1,000 evaluations, the start
+agent's own evaluations counted in each budget (``results/real/finetune_start_NAME.jsonl``);
+``finetune --agent NAME`` runs agent NAME as registered at 100 and at 1,000 evaluations
+(``results/real/finetune_agent_NAME.jsonl``). ``summary --pairs real`` compares each start with HEFT's
+(``--start heft`` must have run) and every entry with anneal at 10,000, per family group and cluster kind.
 ``leaderboard`` measures target 2 on every gen-v2 task instead of a sample, from the committed gen-v2
 entries (validated and re-simulated first, `placement_gym.leaderboard.render.checked_submissions`): each
 entry at 1,000 evaluations against anneal at 10,000 of the same seed, and the median seed of each
@@ -126,14 +140,44 @@ def measure_baselines(random_graphs: int, out: Path, pairs: str = "gen-v2") -> N
         write(row)
 
 
-def measure_zero_shot(model_path: Path, tasks: list[str], out: Path) -> None:
-    """The model at one evaluation on each of ``tasks`` (tasks already in ``out`` are kept)."""
-    model = load_checkpoint(model_path)[0]
+def measure_zero_shot(model_path: Path | None, tasks: list[str], out: Path, agent: str | None = None) -> None:
+    """The model (a `pretrained-list` checkpoint) or the registered ``agent`` at one evaluation on each
+    of ``tasks`` (tasks already in ``out`` are kept); an agent's ``layout`` (pretrained-gnn's choice) is
+    kept beside."""
+    model = load_checkpoint(model_path)[0] if agent is None else None
     for task_id, task, write in unmeasured(out, tasks):
-        result = pretrained_list(task, 0, 1, model=model)
+        result = pretrained_list(task, 0, 1, model=model) if agent is None else run_agent(task, agent, 0, 1)
         row = {"task": task_id, "model": _score(task, result.placement),
                "evaluations": result.evaluations}
+        if "layout" in result.info:
+            row["layout"] = result.info["layout"]
         write(row)
+
+
+def measure_layouts(tasks: list[str], out: Path) -> None:
+    """Every layout `pretrained-gnn` chooses among (`baselines.learning.pretrained_gnn.candidates`)
+    simulated on each of ``tasks``: how good its choice could be with hindsight."""
+    from baselines.learning.pretrained_gnn import candidates
+
+    for task_id, task, write in unmeasured(out, tasks):
+        write({"task": task_id, **{name: _score(task, p) for name, p in candidates(task).items()}})
+
+
+def summarise_layouts(results: Path) -> None:
+    """The share of pairs where each layout, and the best of them, is faster than HEFT as registered."""
+    path = results / "layouts.jsonl"
+    if not path.exists():
+        return
+    baselines = {row["task"]: row for row in map(json.loads, (results / "baselines.jsonl").open())}
+    rows = [row for row in map(json.loads, path.open()) if row["task"] in baselines]
+    names = sorted({name for row in rows for name in row if name != "task"})
+    print(f"\nLayouts of pretrained-gnn on {len(rows)} pairs: faster than HEFT as registered")
+    for name in [*names, "best of them"]:
+        faster = [min(_key(*row[n]) for n in names if n in row) if name == "best of them"
+                  else _key(*row[name]) if name in row else (True, np.inf)
+                  for row in rows]
+        share = np.mean([f < _key(*baselines[row["task"]]["heft"]) for f, row in zip(faster, rows)])
+        print(f"  {name}: {share:.0%}")
 
 
 def merged_zero_shot(results: Path, n_models: int) -> list[dict]:
@@ -269,6 +313,209 @@ def summarise_finetune(rows: list[dict], n_models: int, seeds: list[int]) -> Non
                 print(f"| {split} | {len(members)} | {name} | {seed} | {np.mean(ok):.0%} | {ratio:.3f} |")
 
 
+# ---------------------------------------------------------------------------------------------------
+# Issue 68, item 4: fine-tuning from a pre-trained start on held-out real models (--pairs real)
+
+REAL_GROUPS = ("t5", "whisper", "test-sizes")  # test-families' two families, then test-sizes
+REAL_CLUSTERS = ("k80x4", "h100x8", "random")
+REAL_BUDGETS = (100, 1_000)
+SEARCHES = ("move-bandit", "anneal")  # what `measure_real_start` runs from a start placement
+
+
+def _group(row: dict) -> str:
+    return row["family"] if row["split"] == "test-families" else "test-sizes"
+
+
+def real_finetune_sample(per_stratum: int, max_ops: int | None, results: Path) -> list[dict]:
+    """Issue 68's fine-tuning sample: the held-out real pairs (`real_model_tasks`, their rows in
+    ``results/baselines.jsonl``) where the better of HEFT and m-ETF (feasible) is below 0.97 x best
+    single (gen-v2's rule, with the baselines as best known), stratified by family group
+    (`REAL_GROUPS`) x cluster kind (`REAL_CLUSTERS`). Per stratum, in this order, one generator of seed
+    0 permutes the eligible pairs; the first ``per_stratum`` of at most ``max_ops`` ops (all the
+    task's ops, backward and update included) are drawn, so that a larger ``per_stratum`` or cap
+    extends the sample. The strata are interleaved, so that a run cut short holds every stratum. Each
+    drawn pair's baselines row, with its ``group``."""
+    rows = {row["task"]: row for row in map(json.loads, (results / "baselines.jsonl").open())}
+    eligible: dict[tuple[str, str], list[dict]] = {}
+    for task_id in real_model_tasks():
+        row = rows[task_id]
+        single = row["best-single"][0] if row["best-single"][1] else np.inf
+        known = min([r[0] for r in (row["heft"], row["m-etf"]) if r[1]], default=np.inf)
+        if known < 0.97 * single:
+            eligible.setdefault((_group(row), row["cluster"]), []).append({**row, "group": _group(row)})
+    rng = np.random.default_rng(0)
+    drawn = []
+    for stratum in [(g, c) for g in REAL_GROUPS for c in REAL_CLUSTERS]:
+        members = eligible.get(stratum, [])
+        order = rng.permutation(len(members)).tolist()
+        capped = [members[i] for i in order if max_ops is None or members[i]["ops"] <= max_ops]
+        drawn.append(capped[:per_stratum])
+        print(f"{stratum[0]} x {stratum[1]}: {len(members)} eligible, {len(capped)} of <= "
+              f"{max_ops or 'any'} ops, {len(drawn[-1])} drawn", flush=True)
+    return [ids[k] for k in range(per_stratum) for ids in drawn if k < len(ids)]
+
+
+def measure_real_anneal(per_stratum: int, max_ops: int | None, seeds: list[int], results: Path) -> None:
+    """Anneal at 10,000 evaluations on `real_finetune_sample` (tasks already in the file are kept)."""
+    sample = {row["task"]: row for row in real_finetune_sample(per_stratum, max_ops, results)}
+    for task_id, task, write in unmeasured(results / "anneal10k.jsonl", sample):
+        base = sample[task_id]
+        row = {key: base[key] for key in ("task", "split", "family", "group", "cluster", "ops", "heft",
+                                          "m-etf", "best-single")}
+        for seed in seeds:
+            started = time.perf_counter()
+            result = run_agent(task, "anneal", seed, 10_000)
+            row[f"anneal10k_s{seed}"] = [*_score(task, result.placement), result.evaluations]
+            row[f"anneal10k_s{seed}_wall"] = round(time.perf_counter() - started, 2)
+        write(row)
+        print(json.dumps(row), flush=True)
+
+
+def _file_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def measure_real_start(start: str, start_budget: int | None, seeds: list[int], results: Path) -> None:
+    """From agent ``start``'s placement (run once per seed at ``start_budget``), move-bandit and anneal
+    at each of `REAL_BUDGETS` evaluations in all, the start agent's evaluations counted in the
+    budget (and the start placement scored once more by the search, counted too), on the pairs of
+    ``results/anneal10k.jsonl`` (tasks already in the file are kept). A budget the start alone
+    uses up is recorded as None."""
+    from baselines.registry import get_agent
+    from placement_gym.evaluation.agents import AgentResult
+    from placement_gym.evaluation.budget import Budget
+
+    out = results / f"finetune_start_{_file_name(start)}.jsonl"
+    tasks = [json.loads(line)["task"] for line in (results / "anneal10k.jsonl").open()]
+    for task_id, task, write in unmeasured(out, tasks):
+        row: dict = {"task": task_id, "start_agent": start, "start_budget": start_budget}
+        for seed in seeds:
+            started = time.perf_counter()
+            first = AgentResult.checked(task, get_agent(start)(task, seed=seed, budget=start_budget))
+            row[f"start_s{seed}"] = [*_score(task, first.placement), first.evaluations]
+            row[f"start_s{seed}_wall"] = round(time.perf_counter() - started, 2)
+            for search in SEARCHES:
+                for budget in REAL_BUDGETS:
+                    key = f"{search}{budget}_s{seed}"
+                    if first.evaluations + 1 > budget:  # no evaluation left for the search
+                        row[key] = None
+                        continue
+                    started = time.perf_counter()
+                    own = Budget(task, budget, used=first.evaluations)
+                    result = AgentResult.checked(task, get_agent(search)(
+                        task, seed=seed, budget=own, start=first.placement))
+                    assert result.evaluations <= budget, (task_id, key, result.evaluations)
+                    row[key] = [*_score(task, result.placement), result.evaluations]
+                    row[f"{key}_wall"] = round(time.perf_counter() - started, 2)
+        write(row)
+        print(json.dumps(row), flush=True)
+
+
+def measure_real_agent(name: str, seeds: list[int], results: Path) -> None:
+    """Agent ``name`` as registered at each of `REAL_BUDGETS` evaluations, on the pairs of
+    ``results/anneal10k.jsonl`` (tasks already in the file are kept). A budget the agent refuses
+    (ValueError: too small for its start) is recorded as None, with the reason."""
+    out = results / f"finetune_agent_{_file_name(name)}.jsonl"
+    tasks = [json.loads(line)["task"] for line in (results / "anneal10k.jsonl").open()]
+    for task_id, task, write in unmeasured(out, tasks):
+        row: dict = {"task": task_id, "agent": name}
+        for seed in seeds:
+            for budget in REAL_BUDGETS:
+                key = f"{budget}_s{seed}"
+                started = time.perf_counter()
+                try:
+                    result = run_agent(task, name, seed, budget)
+                except ValueError as error:
+                    row[key], row[f"{key}_refused"] = None, str(error)
+                    continue
+                assert result.evaluations <= budget, (task_id, key, result.evaluations)
+                row[key] = [*_score(task, result.placement), result.evaluations]
+                row[f"{key}_wall"] = round(time.perf_counter() - started, 2)
+                if "start" in result.info:
+                    row[f"{key}_start"] = result.info["start"]
+        write(row)
+        print(json.dumps(row), flush=True)
+
+
+def _rows_by_task(path: Path) -> dict[str, dict]:
+    return {row["task"]: row for row in map(json.loads, path.open())} if path.exists() else {}
+
+
+def _key_of(result: list | None) -> tuple[bool, float]:
+    """`_key` of a stored ``[runtime, feasible, ...]``; a result not run (None) ranks last."""
+    return (True, np.inf) if result is None else _key(result[0], result[1])
+
+
+def summarise_real_finetune(results: Path, seeds: list[int]) -> None:
+    """Issue 68 item 4's table (module docstring): per family group and cluster kind (then per group,
+    then all), for every start but HEFT's (each search from it) and every agent file, at each budget:
+    the share of pairs strictly better (feasible first) than the same search from HEFT's placement
+    (an agent file: than move-bandit from HEFT's, its search) and the share strictly worse, the share
+    at least as good as anneal at 10,000, and the median of runtime / anneal-10k's."""
+    anneal = _rows_by_task(results / "anneal10k.jsonl")
+    heft = _rows_by_task(results / "finetune_start_heft.jsonl")
+    if not anneal or not heft:
+        print("(no fine-tuning table: run `anneal --pairs real` and `finetune --pairs real --start heft`)")
+        return
+    entries = []  # (label, rows by task, key of a result, key of HEFT's same search)
+    for path in sorted(results.glob("finetune_start_*.jsonl")):
+        mine = _rows_by_task(path)
+        start = next(iter(mine.values()))["start_agent"] if mine else path.stem
+        for search in SEARCHES:
+            entries.append((f"{start} -> {search}", mine, f"{search}{{budget}}_s{{seed}}",
+                            f"{search}{{budget}}_s{{seed}}"))
+    for path in sorted(results.glob("finetune_agent_*.jsonl")):
+        mine = _rows_by_task(path)
+        name = next(iter(mine.values()))["agent"] if mine else path.stem
+        entries.append((f"{name} (as registered)", mine, "{budget}_s{seed}", "move-bandit{budget}_s{seed}"))
+    print("\n| group | clusters | pairs | entry | budget | seed | > same search from HEFT "
+          "| < same search from HEFT | >= anneal 10k | median runtime / anneal 10k | not run |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    groups: dict[tuple[str, str], list[str]] = {}
+    for task_id, row in anneal.items():
+        for key in ((row["group"], row["cluster"]), (row["group"], "all"), ("all", "all")):
+            groups.setdefault(key, []).append(task_id)
+    order = {name: i for i, name in enumerate([*REAL_GROUPS, *REAL_CLUSTERS, "all"])}
+    for (group, cluster), members in sorted(groups.items(), key=lambda kv: (order[kv[0][0]],
+                                                                            order[kv[0][1]])):
+        for label, mine, key, heft_key in entries:
+            if label.startswith("heft -> "):
+                continue
+            for budget in REAL_BUDGETS:
+                for seed in seeds:
+                    k, hk = key.format(budget=budget, seed=seed), heft_key.format(budget=budget, seed=seed)
+                    tasks = [t for t in members if t in mine and t in heft]
+                    if not tasks:
+                        continue
+                    ran = [t for t in tasks if mine[t].get(k) is not None]
+                    ref = f"anneal10k_s{seed}"
+
+                    better = np.mean([_key_of(mine[t].get(k)) < _key_of(heft[t].get(hk)) for t in tasks])
+                    worse = np.mean([_key_of(mine[t].get(k)) > _key_of(heft[t].get(hk)) for t in tasks])
+                    ok = np.mean([_key_of(mine[t].get(k)) <= _key_of(anneal[t][ref]) for t in tasks])
+                    ratio = (np.median([mine[t][k][0] / anneal[t][ref][0] for t in ran]) if ran
+                             else np.nan)
+                    print(f"| {group} | {cluster} | {len(tasks)} | {label} | {budget:,} | {seed} | "
+                          f"{better:.0%} | {worse:.0%} | {ok:.0%} | {ratio:.3f} | {len(tasks) - len(ran)} |")
+    # HEFT's own searches, the reference of the first columns, against anneal at 10,000
+    print("\n| group | clusters | pairs | entry | budget | seed | >= anneal 10k "
+          "| median runtime / anneal 10k | not run |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+    for (group, cluster), members in sorted(groups.items(), key=lambda kv: (order[kv[0][0]],
+                                                                            order[kv[0][1]])):
+        tasks = [t for t in members if t in heft]
+        for search in SEARCHES:
+            for budget in REAL_BUDGETS:
+                for seed in seeds:
+                    k, ref = f"{search}{budget}_s{seed}", f"anneal10k_s{seed}"
+                    ran = [t for t in tasks if heft[t].get(k) is not None]
+                    ok = np.mean([t in ran and _key(*heft[t][k][:2]) <= _key(*anneal[t][ref][:2])
+                                  for t in tasks])
+                    ratio = np.median([heft[t][k][0] / anneal[t][ref][0] for t in ran]) if ran else np.nan
+                    print(f"| {group} | {cluster} | {len(tasks)} | heft -> {search} | {budget:,} | {seed} | "
+                          f"{ok:.0%} | {ratio:.3f} | {len(tasks) - len(ran)} |")
+
+
 def _family(task_id: str) -> str:
     graph = task_id.split("/")[0].split(":")[-1]
     return graph.rstrip("0123456789").rstrip("-")
@@ -334,7 +581,7 @@ def summarise_leaderboard() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("what", choices=["baselines", "zero-shot", "anneal", "finetune", "summary",
-                                                   "leaderboard"])
+                                                   "leaderboard", "layouts"])
     parser.add_argument("--model", type=Path, help="a checkpoint (zero-shot, finetune)")
     parser.add_argument("--tag", type=int, default=0, help="the model's number in the result files")
     parser.add_argument("--models", type=int, default=3, help="summary: how many models to merge")
@@ -343,17 +590,42 @@ def main() -> None:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--pairs", choices=("gen-v2", "real"), default="gen-v2",
                         help="the zero-shot pairs: gen-v2's (default) or held-out real models (issue 68)")
+    parser.add_argument("--max-ops", type=int, help="anneal --pairs real: the largest graph drawn (all ops)")
+    parser.add_argument("--start", help="finetune --pairs real: the registered agent whose placement "
+                        "move-bandit and anneal start from")
+    parser.add_argument("--start-budget", type=int, help="finetune --pairs real --start: the start "
+                        "agent's budget (default None)")
+    parser.add_argument("--agent", help="zero-shot: a registered agent at one evaluation (instead of "
+                        "--model); finetune --pairs real: a registered agent run as it is")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     results = HERE / "results" / ("real" if args.pairs == "real" else "")
     results.mkdir(exist_ok=True, parents=True)
-    if args.pairs == "real" and args.what not in ("baselines", "zero-shot", "summary"):
-        parser.error("--pairs real: baselines, zero-shot and summary only")
-    if args.what == "baselines":
+    if args.pairs == "real" and args.what == "leaderboard":
+        parser.error("--pairs real: no leaderboard (the real-model pairs have none)")
+    if args.pairs == "real" and args.what == "finetune" and (args.start is None) == (args.agent is None):
+        parser.error("finetune --pairs real needs one of --start NAME and --agent NAME")
+    if args.pairs != "real" and (args.start or args.max_ops or args.start_budget):
+        parser.error("--start, --start-budget and --max-ops go with --pairs real")
+    if args.agent and args.what not in ("zero-shot", "finetune") or args.what == "finetune" and args.agent \
+            and args.pairs != "real":
+        parser.error("--agent goes with zero-shot, or with finetune --pairs real")
+    if args.pairs == "real" and args.what == "anneal":
+        measure_real_anneal(args.sample, args.max_ops, seeds, results)
+    elif args.pairs == "real" and args.what == "finetune":
+        if args.start is not None:
+            measure_real_start(args.start, args.start_budget, seeds, results)
+        else:
+            measure_real_agent(args.agent, seeds, results)
+    elif args.what == "baselines":
         measure_baselines(args.random, results / "baselines.jsonl", args.pairs)
     elif args.what == "zero-shot":
         out = results / f"zero_shot_model{args.tag}.jsonl"
-        measure_zero_shot(args.model, zero_shot_tasks(args.random, args.pairs), out)
+        if (args.model is None) == (args.agent is None):
+            parser.error("zero-shot needs one of --model CHECKPOINT and --agent NAME")
+        measure_zero_shot(args.model, zero_shot_tasks(args.random, args.pairs), out, args.agent)
+    elif args.what == "layouts":
+        measure_layouts(zero_shot_tasks(args.random, args.pairs), results / "layouts.jsonl")
     elif args.what == "anneal":
         measure_anneal(args.sample, seeds, results / "anneal10k.jsonl")
     elif args.what == "finetune":
@@ -363,6 +635,8 @@ def main() -> None:
         summarise_leaderboard()
     elif args.pairs == "real":
         summarise_zero_shot(merged_zero_shot(results, args.models), args.models, by_family=True)
+        summarise_layouts(results)
+        summarise_real_finetune(results, seeds)
     else:
         summarise_zero_shot(merged_zero_shot(results, args.models), args.models)
         summarise_finetune(merged_finetune(results, args.models), args.models, seeds)
