@@ -19,6 +19,11 @@ device moves between them unchanged). Every graph of the dataset's test splits i
 scored ones: an entry may train on ``<dataset>:train`` and ``<dataset>:valid`` (named so in
 ``trained_on``), on tasks of those graphs, or on any graph outside the dataset, and states its
 pre-training compute (``pretraining``: evaluations, wall time, machine) where its suite requires it.
+Graphs outside the dataset may be named by the training split of another dataset (``synthetic-v1:train``
+for a suite drawn from ``architectures-v1``: what a checkpoint pre-trained elsewhere states), unless
+that dataset has a family of the suite's dataset (its graphs could be held-out graphs under other
+names) or the split is a test split (held out by the suites drawn from that dataset, so that one
+checkpoint stays admissible to all of them).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from placement_gym.datasets import SPLIT_ALIASES, get_dataset
+from placement_gym.datasets import SPLIT_ALIASES, get_dataset, is_dataset_graph_name
 from placement_gym.datasets import SPLITS as DATASET_SPLITS
 from placement_gym.leaderboard.registry import suite_registry
 from placement_gym.leaderboard.suite import Suite, get_suite
@@ -97,6 +102,31 @@ class Split:
             return f"trained_on: {entry} is a held-out graph; {allowed}"
         return None
 
+    def other_dataset_problem(self, entry: str) -> str | None:
+        """Why a ``trained_on`` entry ``<other dataset>:<split or graph id>`` breaks the split of a
+        dataset suite (None: it does not; module docstring): only another dataset's `TRAINING_SPLITS` or
+        graphs outside its test splits, and none of a dataset that shares a family with the split's."""
+        name, _, part = entry.partition(":")
+        other = get_dataset(name)
+        shared = sorted({f.family for f in other.families}
+                        & {f.family for f in get_dataset(self.dataset).families})
+        if shared:
+            return (f"trained_on: {entry} is of dataset {name}, which has families of {self.dataset} "
+                    f"({', '.join(shared)}): its graphs may be held-out ones; name "
+                    f"{self.dataset}:train or graphs outside both datasets")
+        if part in TRAINING_SPLITS:
+            return None
+        if part in DATASET_SPLITS or part in SPLIT_ALIASES:
+            return (f"trained_on: {entry} holds test graphs of {name}, held out by its own suites; of "
+                    f"another dataset an entry names {name}:train or {name}:valid")
+        try:
+            spec, k = other.locate(part)
+        except ValueError:
+            return f"trained_on: {entry} is neither a split nor a graph of dataset {name}"
+        if other.split_of(spec, k).startswith("test"):
+            return f"trained_on: {entry} is a test graph of {name}, held out by its own suites"
+        return None
+
 
 @cache
 def _test_ids(dataset: str) -> frozenset[str]:
@@ -156,13 +186,22 @@ def trained_on_problems(data: dict) -> list[str]:
     problems = []
     leaked = []
     for task_id in data.get("trained_on", []):
-        if split.dataset is not None and task_id.partition(":")[0] == split.dataset and "/" not in task_id:
-            if (problem := split.training_split_problem(task_id)) is not None:
+        if split.dataset is not None and "/" not in task_id and is_dataset_graph_name(task_id):
+            # A split or graph of a dataset, not a task id: of the split's dataset, or of another one.
+            problem = (split.training_split_problem(task_id) if task_id.partition(":")[0] == split.dataset
+                       else split.other_dataset_problem(task_id))
+            if problem is not None:
                 problems.append(problem)
             continue
         try:
+            graph = graph_of(task_id)
             if split.is_held_out(task_id):
                 leaked.append(task_id)
+            elif (split.dataset is not None and is_dataset_graph_name(graph)
+                  and graph.partition(":")[0] != split.dataset):
+                # A task of another dataset's graph: the graph judged as if it were named alone.
+                if (problem := split.other_dataset_problem(graph)) is not None:
+                    problems.append(problem)
         except ValueError as error:
             problems.append(f"trained_on: {error}")
     if leaked:

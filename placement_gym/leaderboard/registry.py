@@ -89,9 +89,11 @@ class SuiteRegistry:
     def requiring_pretraining(self) -> tuple[str, ...]:
         return tuple(v for v, s in self.suites.items() if s.spec.requires_pretraining)
 
-    def filled_by(self, fill: str) -> tuple[str, ...]:
-        """The accepted suites whose ``fill`` names the script ``fill`` of ``baselines.leaderboard_fill``."""
-        return tuple(v for v in self.accepted() if fill in self.suites[v].spec.fill)
+    def filled_by(self, fill: str, drafts: bool = False) -> tuple[str, ...]:
+        """The accepted suites whose ``fill`` names the script ``fill`` of ``baselines.leaderboard_fill``,
+        and with ``drafts`` the drafts that do (what a script's ``--write-suite`` measures)."""
+        return tuple(v for v, s in self.suites.items() if fill in s.spec.fill
+                     and (s.spec.accepted or (drafts and s.spec.status == "draft")))
 
     def default_fill_suite(self, fill: str) -> str:
         """The suite a fill script runs on without ``--suite``: the current suite among those it fills,

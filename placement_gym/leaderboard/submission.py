@@ -309,9 +309,10 @@ def check_pretraining(value: Any, where: str = "submission") -> None:
     per evaluation), machine (one line of text) and counted (`PRETRAINING_COUNTED`)."""
     fields = {"evaluations": int, "wall_s": (int, float), "machine": str, "counted": str}
     if not isinstance(value, dict):
-        required = ", ".join(suite_registry().requiring_pretraining())
+        required = suite_registry().requiring_pretraining()
+        suites = f"suite{'s' if len(required) > 1 else ''} {', '.join(required)}"
         raise SubmissionError(f"{where}: field 'pretraining' must be an object with {', '.join(fields)} "
-                              f"(required for suite {required}), got {_type_name(value)}")
+                              f"(required for {suites}), got {_type_name(value)}")
     if set(value) != set(fields):
         raise SubmissionError(f"{where}: field 'pretraining' has {', '.join(map(shown, sorted(value)))}; "
                               f"it needs exactly {', '.join(fields)}")

@@ -96,7 +96,7 @@ def _header(**changes) -> dict:
 
 
 @pytest.mark.parametrize("pretraining, message", [
-    (None, "required for suite gen-v2"),
+    (None, "required for suites gen-arch-v1, gen-v2"),
     ({"evaluations": 1, "wall_s": 1.0, "machine": "m"}, "needs exactly"),
     ({**PRETRAINING, "evaluations": -1}, "pretraining.evaluations"),
     ({**PRETRAINING, "wall_s": math.inf}, "pretraining.wall_s"),

@@ -60,7 +60,7 @@ def test_unknown_split_and_bad_task_id_are_clear_errors():
         get_split("v99")
     with pytest.raises(ValueError, match="graph/cluster/objective"):
         graph_of("resnet50")
-    assert set(SPLITS) == {"v0", "v1", "gen-v2", "parallel-v1"}
+    assert set(SPLITS) == {"v0", "v1", "gen-v2", "gen-arch-v1", "parallel-v1"}
 
 
 def test_the_v1_split_holds_out_the_same_graphs_and_tasks_as_v0():

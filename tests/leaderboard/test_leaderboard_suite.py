@@ -172,7 +172,7 @@ def test_a_submission_of_a_superseded_suite_is_refused(perturb, tmp_path):
         check = validate_submission(data)
     assert not check.ok and check.tasks == []
     assert check.problems[0].startswith(f"suite {CURRENT_SUITE} is retired (superseded); accepted suites: "
-                                        "v1, v2, gen-v2")
+                                        "v1, v2, gen-arch-v1, gen-v2")
 
 
 def test_a_submission_of_the_retired_suite_v0_is_refused_and_never_submitted(tmp_path, capsys):
