@@ -11,6 +11,7 @@
     python measure.py zero-shot --pairs real --model ../../baselines/learning/pretrained_list.json --tag 0
     python measure.py zero-shot --pairs real --agent pretrained-gnn --tag 2   # a registered agent
     python measure.py layouts --pairs real     # every layout pretrained-gnn chooses among, simulated
+    python measure.py off-grid              # train families exported at configurations off their grids
     python measure.py summary --pairs real --models 3
     python measure.py anneal --pairs real --sample 20 [--max-ops N]   # issue 68 item 4: 20 pairs a stratum
     python measure.py finetune --pairs real --start heft                   # and --start pretrained-list
@@ -178,6 +179,67 @@ def summarise_layouts(results: Path) -> None:
                   for row in rows]
         share = np.mean([f < _key(*baselines[row["task"]]["heft"]) for f, row in zip(faster, rows)])
         print(f"  {name}: {share:.0%}")
+
+
+# Issue 68's models exported from the project's own definitions (`placement_gym.datasets.architectures`)
+# at configurations no grid of architectures-v1 holds: a value of each between or beyond the grid's.
+OFF_GRID = (
+    ("resnet", {"depth": 26, "widen": 3, "batch": 48}),
+    ("inception", {"depth": 5, "width": 120, "batch": 24, "image": 256}),
+    ("convnext", {"depth": 5, "width": 80, "batch": 48, "image": 192}),
+    ("vit", {"layers": 10, "hidden": 512, "heads": 8, "batch": 64, "image": 256}),
+    ("bert", {"layers": 8, "hidden": 512, "heads": 8, "batch": 32, "seq": 256}),
+    ("gpt2", {"layers": 8, "hidden": 640, "heads": 10, "batch": 16, "seq": 512}),
+    ("llama", {"layers": 6, "hidden": 2048, "heads": 16, "kv_heads": 8, "batch": 4, "seq": 1024}),
+    ("moe", {"layers": 6, "hidden": 768, "heads": 8, "kv_heads": 2, "experts": 6, "top_k": 2, "batch": 4,
+             "seq": 256}),
+    ("rnnlm", {"layers": 3, "hidden": 1000, "steps": 25, "batch": 20}),
+    ("gnmt", {"layers": 3, "hidden": 768, "steps": 15, "batch": 64}),
+)
+OFF_GRID_AGENTS = ("heft", "m-etf", "best-single", "pretrained-list", "pretrained-gnn")
+
+
+def measure_off_grid(out: Path) -> None:
+    """Each `OFF_GRID` model exported by torch.onnx.export on ``k80x4``, ``h100x8`` and
+    ``random-v1:1000 + i``, training steps: `OFF_GRID_AGENTS` as registered at one evaluation where they
+    take a budget (HEFT, m-ETF: as registered, with their memory retries)."""
+    from placement_gym.datasets import architectures
+    from placement_gym.task.named import get_task
+
+    done = {row["task"] for row in map(json.loads, out.open())} if out.exists() else set()
+    with out.open("a") as sink:
+        for i, (family, params) in enumerate(OFF_GRID):
+            name = f"{family}-" + "-".join(f"{k}{v}" for k, v in params.items())
+            clusters = [*REAL_PRESETS, f"random-v1:{1000 + i}"]
+            if all(f"{name}/{c}/train" in done for c in clusters):
+                continue
+            graph = architectures.export_graph(getattr(architectures, family)(params), name)
+            for cluster in clusters:
+                task_id = f"{name}/{cluster}/train"
+                if task_id in done:
+                    continue
+                task = get_task(graph, cluster, "train")
+                row = {"task": task_id, "family": family, "cluster": cluster, "ops": task.n_ops}
+                for agent in OFF_GRID_AGENTS:
+                    budget = 1 if agent.startswith("pretrained") else None
+                    row[agent] = _score(task, run_agent(task, agent, 0, budget).placement)
+                sink.write(json.dumps(row) + "\n")
+                sink.flush()
+                print(task_id, flush=True)
+
+
+def summarise_off_grid(results: Path) -> None:
+    path = results / "off_grid.jsonl"
+    if not path.exists():
+        return
+    rows = [json.loads(line) for line in path.open()]
+    print(f"\nOff-grid exports ({len(rows)} pairs): faster than HEFT / infeasible where HEFT is not / "
+          "geo-mean HEFT over it")
+    for agent in OFF_GRID_AGENTS[1:]:
+        faster = np.mean([_key(*r[agent]) < _key(*r["heft"]) for r in rows])
+        worse = sum(not r[agent][1] and r["heft"][1] for r in rows)
+        ratio = np.exp(np.mean([np.log(r["heft"][0] / r[agent][0]) for r in rows]))
+        print(f"  {agent}: {faster:.0%} / {worse} / {ratio:.3f}")
 
 
 def merged_zero_shot(results: Path, n_models: int) -> list[dict]:
@@ -581,7 +643,7 @@ def summarise_leaderboard() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("what", choices=["baselines", "zero-shot", "anneal", "finetune", "summary",
-                                                   "leaderboard", "layouts"])
+                                                   "leaderboard", "layouts", "off-grid"])
     parser.add_argument("--model", type=Path, help="a checkpoint (zero-shot, finetune)")
     parser.add_argument("--tag", type=int, default=0, help="the model's number in the result files")
     parser.add_argument("--models", type=int, default=3, help="summary: how many models to merge")
@@ -624,6 +686,8 @@ def main() -> None:
         if (args.model is None) == (args.agent is None):
             parser.error("zero-shot needs one of --model CHECKPOINT and --agent NAME")
         measure_zero_shot(args.model, zero_shot_tasks(args.random, args.pairs), out, args.agent)
+    elif args.what == "off-grid":
+        measure_off_grid(HERE / "results" / "real" / "off_grid.jsonl")
     elif args.what == "layouts":
         measure_layouts(zero_shot_tasks(args.random, args.pairs), results / "layouts.jsonl")
     elif args.what == "anneal":
@@ -636,6 +700,7 @@ def main() -> None:
     elif args.pairs == "real":
         summarise_zero_shot(merged_zero_shot(results, args.models), args.models, by_family=True)
         summarise_layouts(results)
+        summarise_off_grid(results)
         summarise_real_finetune(results, seeds)
     else:
         summarise_zero_shot(merged_zero_shot(results, args.models), args.models)
