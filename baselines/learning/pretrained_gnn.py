@@ -3,8 +3,8 @@ across real architectures and clusters, choosing among constructive placements o
 one forward pass and one evaluation.
 
 Why a critic. On real models HEFT (`baselines.scheduling.heft_schedule`) is hard to beat op by op:
-a network trained to imitate search results op by op (an earlier version of this module) learned
-to copy HEFT's device, because search moves few ops. What HEFT gets wrong on real models is the
+a network trained to imitate search results op by op learns to copy HEFT's device, because search
+moves few ops (docs/baselines.md, "The pre-trained layout critic"). What HEFT gets wrong on real models is the
 whole layout: it spreads a transformer whose copies then queue on the links (a third of the
 held-out real-model pairs run faster on one device), or overfills a device's memory. Those are
 choices among a few layouts, each of which a list scheduler builds (`candidates`): HEFT over all
@@ -348,7 +348,10 @@ def _target(task: Task, placement: np.ndarray, reference: float) -> float:
 
 
 @dataclass
-class _Example:
+class LayoutExample:
+    """One task's layouts for training or `select`: their `CriticInputs`, their targets
+    (``log(runtime / HEFT's)``, clipped) and their names."""
+
     inputs: CriticInputs
     targets: torch.Tensor
     names: list[str]
@@ -378,15 +381,15 @@ def simulated_layouts(job: tuple[str, int, int]) -> dict:
             "arrays": critic_arrays(task, placements), "evaluations": evaluations + len(names)}
 
 
-def _example(result: dict) -> _Example:
+def _example(result: dict) -> LayoutExample:
     from placement_gym.task.named import parse_task_id
 
     task = parse_task_id(result["task"])
     inputs = critic_inputs(task, result["placements"], result["arrays"])
-    return _Example(inputs, torch.tensor(result["targets"]), list(result["names"]))
+    return LayoutExample(inputs, torch.tensor(result["targets"]), list(result["names"]))
 
 
-def select(critic: PlacementCritic, examples: Sequence[_Example]) -> tuple[float, dict]:
+def select(critic: PlacementCritic, examples: Sequence[LayoutExample]) -> tuple[float, dict]:
     """The ``threshold`` of `THRESHOLDS` whose choices have the lowest mean target over ``examples``
     (held-out training tasks; their layouts were simulated already), with each threshold's mean, share
     of tasks faster than HEFT, and the oracle's, for the record."""
