@@ -31,13 +31,14 @@ entries (`placement_gym.leaderboard.generalisation`: what the suite holds and wh
   training on the task; the best kept), each task from a copy of the pre-trained model. Their policy has
   one output per device, so they run only on a suite whose clusters have one device count (gen-v2's,
   not gen-arch-v1's);
-* the agents of `PRETRAINED` (``pretrained-list``): each with its shipped checkpoint, pre-trained outside
-  the harness; the agent is registered with ``pretraining=`` (`baselines.registry.declared_pretraining`
-  gives the compute its entries declare) and the module that registers it has ``load_checkpoint()``,
-  whose training record (``seed``; ``config``: ``dataset`` or ``datasets``, optional ``max_ops`` and
-  ``clusters``) gives ``trained_on`` and the description (`checkpoint_training`), ``trained_on`` checked
-  against the suite's split first; per seed and budget: one evaluation (B = 1), or B evaluations as the
-  agent spends them (pretrained-list: move-bandit from its placement);
+* the agents of `PRETRAINED` (``pretrained-list``, ``pretrained-gnn``): each with its shipped
+  checkpoint, pre-trained outside the harness; the agent is registered with ``pretraining=``
+  (`baselines.registry.declared_pretraining` gives the compute its entries declare) and the module
+  that registers it has ``load_checkpoint()``, whose training record (``seed``; ``config``:
+  ``dataset`` or ``datasets``, optional ``max_ops`` and ``clusters``) gives ``trained_on`` and the
+  description (`checkpoint_training`), ``trained_on`` checked against the suite's split first; per
+  seed and budget: one evaluation (B = 1), or B evaluations as the agent spends them (both: move-bandit
+  from the better of its placement and the heuristics' best);
 * ``best-known``: the best-known portfolio (`baselines.portfolio`) at ``--portfolio-budget``
   evaluations per task, seed 0: it makes the track's best known runtimes (above the tracks, so it
   ranks in none).
