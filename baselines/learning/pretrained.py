@@ -169,7 +169,12 @@ def declared_pretraining(path: str | Path = CHECKPOINT) -> dict:
     """The leaderboard's ``pretraining`` object of the checkpoint at ``path`` (default the shipped one):
     its training record's evaluations, wall time and machine, ``counted: declared`` (it was trained
     outside the harness)."""
-    record = load_checkpoint(path)[1]
+    return declared_from(load_checkpoint(path)[1])
+
+
+def declared_from(record: dict) -> dict:
+    """The leaderboard's ``pretraining`` object of a checkpoint's training ``record`` (its evaluations,
+    wall time and machine; ``counted: declared``), for any agent shipped pre-trained."""
     return {"evaluations": int(record["evaluations"]), "wall_s": float(record["wall_s"]),
             "machine": str(record["machine"]), "counted": "declared"}
 
@@ -282,7 +287,8 @@ def zero_shot(task: Task, model: PretrainedModel, attempts: int) -> AgentResult:
 _LOADED: dict[str, tuple[PretrainedModel, dict]] = {}
 
 
-def _shipped() -> tuple[PretrainedModel, dict]:
+def shipped_model() -> tuple[PretrainedModel, dict]:
+    """The shipped `CHECKPOINT`'s model and record, read once per process."""
     key = str(CHECKPOINT)
     if key not in _LOADED:
         _LOADED[key] = load_checkpoint(CHECKPOINT)
@@ -300,7 +306,7 @@ def pretrained_list(task: Task, seed: int = 0, budget: int | Budget | None = Non
     zero-shot placement, the zero-shot's evaluations counted. ``model``: other weights than the
     shipped `CHECKPOINT`. Deterministic for ``seed``."""
     if model is None:
-        model, _ = _shipped()
+        model, _ = shipped_model()
     limit = budget.remaining if isinstance(budget, Budget) else budget
     if limit is not None and limit < 1:
         raise ValueError(f"budget must be >= 1 evaluation, got {limit}")
