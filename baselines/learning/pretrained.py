@@ -511,36 +511,53 @@ def save_checkpoint(model: PretrainedModel, record: dict, path: str | Path) -> N
     Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
 
+def add_pretraining_options(parser: argparse.ArgumentParser, dataset: str, clusters: Sequence[str],
+                            checkpoint: Path, ray_runs: str) -> None:
+    """The options every pre-training command shares: ``--ray`` (``ray_runs``: what runs as Ray jobs),
+    ``--address``, ``--workers``, ``--dataset``, ``--clusters`` and ``--out``; read them back with
+    `pretraining_options`."""
+    parser.add_argument("--ray", action="store_true", help=f"{ray_runs} as Ray jobs")
+    parser.add_argument("--address", help="with --ray: 'auto' or 'ray://HEAD:10001' (default: local Ray)")
+    parser.add_argument("--workers", type=int, help="with --ray: jobs at once (default: every CPU)")
+    parser.add_argument("--dataset", default=dataset,
+                        help=f"the dataset whose train split the tasks are drawn from (default: {dataset}; "
+                             "synthetic-v1: synthetic graphs, architectures-v1: real architectures)")
+    parser.add_argument("--clusters", default=",".join(clusters),
+                        help="comma-separated presets and cluster family splits such as random-v1:train "
+                             f"(default: {','.join(clusters)})")
+    parser.add_argument("--out", type=Path, default=checkpoint, help="where to write the checkpoint")
+
+
+def pretraining_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                        ray_does: str) -> tuple[tuple[str, ...], dict]:
+    """The clusters of ``--clusters`` and the ``backend``, ``address`` and ``workers`` keywords of
+    ``--ray``, ``--address`` and ``--workers``; a parser error when Ray options come without ``--ray``
+    (``ray_does``: what Ray does, for the message)."""
+    if (args.address is not None or args.workers is not None) and not args.ray:
+        parser.error(f"--address and --workers say where Ray {ray_does}: add --ray")
+    clusters = tuple(name.strip() for name in args.clusters.split(",") if name.strip())
+    return clusters, {"backend": "ray" if args.ray else "serial", "address": args.address,
+                      "workers": args.workers}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m baselines.learning.pretrained``: pre-train and write the checkpoint."""
     parser = argparse.ArgumentParser(description="pre-train the pretrained-list agent's weights")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--ray", action="store_true", help="score each population as Ray jobs")
-    parser.add_argument("--address", help="with --ray: 'auto' or 'ray://HEAD:10001' (default: local Ray)")
-    parser.add_argument("--workers", type=int, help="with --ray: jobs at once (default: every CPU)")
     parser.add_argument("--generations", type=int, default=PretrainConfig.generations)
-    parser.add_argument("--dataset", default=PretrainConfig.dataset,
-                        help="the dataset whose train split the tasks are drawn from (default: "
-                             f"{PretrainConfig.dataset}; architectures-v1: the real architectures)")
     parser.add_argument("--max-ops", type=int, default=PretrainConfig.max_ops,
                         help="the largest training graph, in forward ops (default: "
                              f"{PretrainConfig.max_ops})")
-    parser.add_argument("--clusters", default=",".join(PretrainConfig.clusters),
-                        help="comma-separated presets and cluster family splits such as random-v1:train "
-                             f"(default: {','.join(PretrainConfig.clusters)})")
-    parser.add_argument("--out", type=Path, default=CHECKPOINT, help="where to write the checkpoint")
+    add_pretraining_options(parser, PretrainConfig.dataset, PretrainConfig.clusters, CHECKPOINT,
+                            "score each population")
     args = parser.parse_args(argv)
-    if (args.address is not None or args.workers is not None) and not args.ray:
-        parser.error("--address and --workers say where Ray scores the population: add --ray")
-    clusters = tuple(name.strip() for name in args.clusters.split(",") if name.strip())
+    clusters, backend = pretraining_options(parser, args, "scores the population")
     if not clusters or args.max_ops < 1:
         parser.error("--clusters needs at least one cluster and --max-ops a positive number")
     config = PretrainConfig(generations=args.generations, dataset=args.dataset, max_ops=args.max_ops,
                             clusters=clusters)
     try:
-        model, record = pretrain(config, args.seed, backend="ray" if args.ray else "serial",
-                                 address=args.address, workers=args.workers,
-                                 log=lambda line: print(line, flush=True))
+        model, record = pretrain(config, args.seed, **backend, log=lambda line: print(line, flush=True))
     except (ValueError, ImportError) as error:
         parser.error(str(error))
     save_checkpoint(model, record, args.out)

@@ -57,9 +57,11 @@ from baselines.learning.gnn import DagEncoder, graph_inputs, mlp
 from baselines.learning.move_bandit import move_bandit
 from baselines.learning.pretrained import (
     FINETUNE_MIN_BUDGET,
+    add_pretraining_options,
     declared_from,
     finetune_from,
     learned_schedule,
+    pretraining_options,
     shipped_model,
     training_tasks,
 )
@@ -494,31 +496,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m baselines.learning.pretrained_gnn``: pre-train and write the checkpoint."""
     parser = argparse.ArgumentParser(description="pre-train the pretrained-gnn agent's network")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--ray", action="store_true", help="simulate each task's layouts as a Ray job")
-    parser.add_argument("--address", help="with --ray: 'auto' or 'ray://HEAD:10001' (default: local Ray)")
-    parser.add_argument("--workers", type=int, help="with --ray: jobs at once (default: every CPU)")
-    for name, default in asdict(PretrainConfig()).items():
-        if name != "clusters" and name != "dataset":
-            parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default,
-                                help=f"default: {default}")
-    parser.add_argument("--dataset", default=PretrainConfig.dataset,
-                        help="the dataset whose train split the tasks come from (default: "
-                             f"{PretrainConfig.dataset})")
-    parser.add_argument("--clusters", default=",".join(PretrainConfig.clusters),
-                        help="comma-separated presets and cluster family splits such as random-v1:train "
-                             f"(default: {','.join(PretrainConfig.clusters)})")
-    parser.add_argument("--out", type=Path, default=CHECKPOINT, help="where to write the checkpoint")
+    numbers = [name for name in asdict(PretrainConfig()) if name not in ("clusters", "dataset")]
+    for name in numbers:
+        default = getattr(PretrainConfig, name)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default,
+                            help=f"default: {default}")
+    add_pretraining_options(parser, PretrainConfig.dataset, PretrainConfig.clusters, CHECKPOINT,
+                            "simulate each task's layouts")
     args = parser.parse_args(argv)
-    if (args.address is not None or args.workers is not None) and not args.ray:
-        parser.error("--address and --workers say where Ray runs the jobs: add --ray")
-    clusters = tuple(name.strip() for name in args.clusters.split(",") if name.strip())
-    values = {k: getattr(args, k) for k in asdict(PretrainConfig()) if k not in ("clusters", "dataset")}
-    if not clusters or min(v for v in values.values()) <= 0:
+    clusters, backend = pretraining_options(parser, args, "runs the jobs")
+    values = {name: getattr(args, name) for name in numbers}
+    if not clusters or min(values.values()) <= 0:
         parser.error("--clusters needs at least one cluster, and every number must be positive")
     config = PretrainConfig(dataset=args.dataset, clusters=clusters, **values)
     try:
-        model = pretrain(config, args.seed, backend="ray" if args.ray else "serial", address=args.address,
-                         workers=args.workers, log=lambda line: print(line, flush=True))
+        model = pretrain(config, args.seed, **backend, log=lambda line: print(line, flush=True))
     except (ValueError, KeyError, ImportError) as error:
         parser.error(str(error))
     save_checkpoint(model, args.out)
