@@ -79,9 +79,16 @@ def _key(runtime: float, feasible: bool) -> tuple[bool, float]:
     return (not feasible, runtime)
 
 
-def unmeasured(out: Path, task_ids: Iterable[str]) -> Iterator[tuple[str, Task, Callable[[dict], None]]]:
-    """Each of ``task_ids`` that ``out`` (JSON lines, one row a task) has no row for yet, with its task and
-    the function that appends its row to ``out`` at once (so that a stopped run resumes where it was)."""
+def rows_by_task(path: Path) -> dict[str, dict]:
+    """The rows of a results file (JSON lines) by task id; none when the file is missing."""
+    return {row["task"]: row for row in map(json.loads, path.open())} if path.exists() else {}
+
+
+def unmeasured(out: Path, task_ids: Iterable[str], make_task: Callable[[str], Task] = parse_task_id
+               ) -> Iterator[tuple[str, Task, Callable[[dict], None]]]:
+    """Each of ``task_ids`` that ``out`` (JSON lines, one row a task) has no row for yet, with its task
+    (``make_task(task_id)``) and the function that appends its row to ``out`` at once (so that a stopped
+    run resumes where it was)."""
     done = {json.loads(line)["task"] for line in out.open()} if out.exists() else set()
     with out.open("a") as sink:
 
@@ -91,7 +98,7 @@ def unmeasured(out: Path, task_ids: Iterable[str]) -> Iterator[tuple[str, Task, 
 
         for task_id in task_ids:
             if task_id not in done:
-                yield task_id, parse_task_id(task_id), write
+                yield task_id, make_task(task_id), write
 
 
 def zero_shot_tasks(random_graphs: int, pairs: str = "gen-v2") -> list[str]:
@@ -169,8 +176,8 @@ def summarise_layouts(results: Path) -> None:
     path = results / "layouts.jsonl"
     if not path.exists():
         return
-    baselines = {row["task"]: row for row in map(json.loads, (results / "baselines.jsonl").open())}
-    rows = [row for row in map(json.loads, path.open()) if row["task"] in baselines]
+    baselines = rows_by_task(results / "baselines.jsonl")
+    rows = [row for task_id, row in rows_by_task(path).items() if task_id in baselines]
     names = sorted({name for row in rows for name in row if name != "task"})
     print(f"\nLayouts of pretrained-gnn on {len(rows)} pairs: faster than HEFT as registered")
     for name in [*names, "best of them"]:
@@ -206,33 +213,35 @@ def measure_off_grid(out: Path) -> None:
     from placement_gym.datasets import architectures
     from placement_gym.task.named import get_task
 
-    done = {row["task"] for row in map(json.loads, out.open())} if out.exists() else set()
-    with out.open("a") as sink:
-        for i, (family, params) in enumerate(OFF_GRID):
-            name = f"{family}-" + "-".join(f"{k}{v}" for k, v in params.items())
-            clusters = [*REAL_PRESETS, f"random-v1:{1000 + i}"]
-            if all(f"{name}/{c}/train" in done for c in clusters):
-                continue
-            graph = architectures.export_graph(getattr(architectures, family)(params), name)
-            for cluster in clusters:
-                task_id = f"{name}/{cluster}/train"
-                if task_id in done:
-                    continue
-                task = get_task(graph, cluster, "train")
-                row = {"task": task_id, "family": family, "cluster": cluster, "ops": task.n_ops}
-                for agent in OFF_GRID_AGENTS:
-                    budget = 1 if agent.startswith("pretrained") else None
-                    row[agent] = _score(task, run_agent(task, agent, 0, budget).placement)
-                sink.write(json.dumps(row) + "\n")
-                sink.flush()
-                print(task_id, flush=True)
+    models = {f"{family}-" + "-".join(f"{k}{v}" for k, v in params.items()): (i, family, params)
+              for i, (family, params) in enumerate(OFF_GRID)}
+    exported: dict[str, object] = {}  # the model of the tasks being measured (its three clusters in a row)
+
+    def make_task(task_id: str) -> Task:
+        name, cluster, _ = task_id.split("/")
+        if name not in exported:
+            _, family, params = models[name]
+            exported.clear()
+            exported[name] = architectures.export_graph(getattr(architectures, family)(params), name)
+        return get_task(exported[name], cluster, "train")
+
+    task_ids = [f"{name}/{cluster}/train" for name, (i, _, _) in models.items()
+                for cluster in (*REAL_PRESETS, f"random-v1:{1000 + i}")]
+    for task_id, task, write in unmeasured(out, task_ids, make_task):
+        name, cluster, _ = task_id.split("/")
+        row = {"task": task_id, "family": models[name][1], "cluster": cluster, "ops": task.n_ops}
+        for agent in OFF_GRID_AGENTS:
+            budget = 1 if agent.startswith("pretrained") else None
+            row[agent] = _score(task, run_agent(task, agent, 0, budget).placement)
+        write(row)
+        print(task_id, flush=True)
 
 
 def summarise_off_grid(results: Path) -> None:
     path = results / "off_grid.jsonl"
     if not path.exists():
         return
-    rows = [json.loads(line) for line in path.open()]
+    rows = list(rows_by_task(path).values())
     print(f"\nOff-grid exports ({len(rows)} pairs): faster than HEFT / infeasible where HEFT is not / "
           "geo-mean HEFT over it")
     for agent in OFF_GRID_AGENTS[1:]:
@@ -499,10 +508,6 @@ def measure_real_agent(name: str, seeds: list[int], results: Path) -> None:
         print(json.dumps(row), flush=True)
 
 
-def _rows_by_task(path: Path) -> dict[str, dict]:
-    return {row["task"]: row for row in map(json.loads, path.open())} if path.exists() else {}
-
-
 def _key_of(result: list | None) -> tuple[bool, float]:
     """`_key` of a stored ``[runtime, feasible, ...]``; a result not run (None) ranks last."""
     return (True, np.inf) if result is None else _key(result[0], result[1])
@@ -514,20 +519,20 @@ def summarise_real_finetune(results: Path, seeds: list[int]) -> None:
     the share of pairs strictly better (feasible first) than the same search from HEFT's placement
     (an agent file: than move-bandit from HEFT's, its search) and the share strictly worse, the share
     at least as good as anneal at 10,000, and the median of runtime / anneal-10k's."""
-    anneal = _rows_by_task(results / "anneal10k.jsonl")
-    heft = _rows_by_task(results / "finetune_start_heft.jsonl")
+    anneal = rows_by_task(results / "anneal10k.jsonl")
+    heft = rows_by_task(results / "finetune_start_heft.jsonl")
     if not anneal or not heft:
         print("(no fine-tuning table: run `anneal --pairs real` and `finetune --pairs real --start heft`)")
         return
     entries = []  # (label, rows by task, key of a result, key of HEFT's same search)
     for path in sorted(results.glob("finetune_start_*.jsonl")):
-        mine = _rows_by_task(path)
+        mine = rows_by_task(path)
         start = next(iter(mine.values()))["start_agent"] if mine else path.stem
         for search in SEARCHES:
             entries.append((f"{start} -> {search}", mine, f"{search}{{budget}}_s{{seed}}",
                             f"{search}{{budget}}_s{{seed}}"))
     for path in sorted(results.glob("finetune_agent_*.jsonl")):
-        mine = _rows_by_task(path)
+        mine = rows_by_task(path)
         name = next(iter(mine.values()))["agent"] if mine else path.stem
         entries.append((f"{name} (as registered)", mine, "{budget}_s{seed}", "move-bandit{budget}_s{seed}"))
     print("\n| group | clusters | pairs | entry | budget | seed | > same search from HEFT "
