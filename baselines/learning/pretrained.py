@@ -307,19 +307,33 @@ def pretrained_list(task: Task, seed: int = 0, budget: int | Budget | None = Non
     shipped `CHECKPOINT`. Deterministic for ``seed``."""
     if model is None:
         model, _ = shipped_model()
+
+    def place() -> tuple[np.ndarray, dict]:
+        schedule = learned_schedule(task, model)
+        return schedule.placement(), {"own_makespan": schedule.makespan}
+
+    return place_pretrained(task, seed, budget, place, lambda attempts: zero_shot(task, model, attempts))
+
+
+def place_pretrained(task: Task, seed: int, budget: int | Budget | None,
+                     place: Callable[[], tuple[np.ndarray, dict]],
+                     zero_shot: Callable[[int], AgentResult]) -> AgentResult:
+    """The budgets of a pre-trained placer (``pretrained-list``, ``pretrained-gnn``): ``place()`` its
+    placement and what it says of it, no evaluation; ``zero_shot(attempts)`` that placement evaluated,
+    with HEFT's memory retries within ``attempts``. ``budget`` 1 to `FINETUNE_MIN_BUDGET` - 1: zero-shot
+    within that many evaluations (a `Budget`: one evaluation through it, so that its curve holds it);
+    None: zero-shot with the retries; larger: `finetune_from` the zero-shot placement."""
     limit = budget.remaining if isinstance(budget, Budget) else budget
     if limit is not None and limit < 1:
         raise ValueError(f"budget must be >= 1 evaluation, got {limit}")
     if limit is None or limit < FINETUNE_MIN_BUDGET:
-        attempts = MEMORY_RETRIES + 1 if limit is None else min(limit, MEMORY_RETRIES + 1)
-        if isinstance(budget, Budget):  # evaluated through it alone, so that its curve holds it
-            schedule = learned_schedule(task, model)
-            placement = schedule.placement()
+        if isinstance(budget, Budget):
+            placement, info = place()
             score = budget.scores(placement[None])[0]
-            return AgentResult(placement, 1, {"own_makespan": schedule.makespan,
-                                              "simulated_runtime": score.runtime, "memory_retries": 0})
-        return zero_shot(task, model, attempts)
-    return finetune_from(task, seed, budget, lambda: zero_shot(task, model, MEMORY_RETRIES + 1))
+            info = {**info, "simulated_runtime": score.runtime, "memory_retries": 0}
+            return AgentResult(placement, 1, info)
+        return zero_shot(MEMORY_RETRIES + 1 if limit is None else min(limit, MEMORY_RETRIES + 1))
+    return finetune_from(task, seed, budget, lambda: zero_shot(MEMORY_RETRIES + 1))
 
 
 def finetune_from(task: Task, seed: int, budget: int | Budget,

@@ -55,20 +55,18 @@ from torch import nn
 
 from baselines.learning.gnn import DagEncoder, graph_inputs, mlp
 from baselines.learning.move_bandit import move_bandit
+from baselines.learning.pretrained import PretrainConfig as ListPretrainConfig
 from baselines.learning.pretrained import (
-    FINETUNE_MIN_BUDGET,
     add_pretraining_options,
     declared_from,
-    finetune_from,
     learned_schedule,
+    place_pretrained,
     pretraining_options,
     shipped_model,
     training_tasks,
 )
-from baselines.learning.pretrained import PretrainConfig as ListPretrainConfig
 from baselines.registry import OPTIONAL_AGENTS, register
 from baselines.scheduling import (
-    MEMORY_RETRIES,
     ListSchedule,
     heft,
     heft_schedule,
@@ -323,18 +321,12 @@ def pretrained_gnn(task: Task, seed: int = 0, budget: int | Budget | None = None
     `baselines.learning.pretrained.pretrained_list`'s. ``model``: another than the shipped
     `CHECKPOINT`. Deterministic for ``seed``."""
     model = _shipped() if model is None else model
-    limit = budget.remaining if isinstance(budget, Budget) else budget
-    if limit is not None and limit < 1:
-        raise ValueError(f"budget must be >= 1 evaluation, got {limit}")
-    if limit is None or limit < FINETUNE_MIN_BUDGET:
-        if isinstance(budget, Budget):  # evaluated through it alone, so that its curve holds it
-            name, placement, _ = choose(task, model.critic, model.threshold)
-            score = budget.scores(placement[None])[0]
-            return AgentResult(placement, 1, {"layout": name, "simulated_runtime": score.runtime,
-                                              "memory_retries": 0})
-        attempts = MEMORY_RETRIES + 1 if limit is None else min(limit, MEMORY_RETRIES + 1)
-        return zero_shot(task, model, attempts)
-    return finetune_from(task, seed, budget, lambda: zero_shot(task, model, MEMORY_RETRIES + 1))
+
+    def place() -> tuple[np.ndarray, dict]:
+        name, placement, _ = choose(task, model.critic, model.threshold)
+        return placement, {"layout": name}
+
+    return place_pretrained(task, seed, budget, place, lambda attempts: zero_shot(task, model, attempts))
 
 
 # ---------------------------------------------------------------------------------------------------
