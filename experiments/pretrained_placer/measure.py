@@ -10,6 +10,7 @@
     python measure.py baselines --pairs real             # issue 68: held-out real models
     python measure.py zero-shot --pairs real --model ../../baselines/learning/pretrained_list.json --tag 0
     python measure.py zero-shot --pairs real --agent pretrained-gnn --tag 2   # a registered agent
+    python measure.py zero-shot --pairs real --agent pretrained-gnn --tag 3 --budget none  # + memory retries
     python measure.py layouts --pairs real     # every layout pretrained-gnn chooses among, simulated
     python measure.py off-grid              # train families exported at configurations off their grids
     python measure.py summary --pairs real --models 3
@@ -27,8 +28,9 @@ Zero-shot tasks (``--pairs gen-v2``, the default): every task of the generalisat
 graphs of synthetic-v1 x k80x4, k40x4, p100x4) and the first ``--random`` of its graphs on one test
 cluster of random-v1 each (graph i on random-v1:1000+i). ``baselines``: HEFT, m-ETF (as registered: up
 to 7 evaluations with their memory retries) and best-single on them; ``zero-shot``: a model at one
-evaluation. ``anneal``: a sample of the gen-v2 tasks whose best known (the best runtime of any gen-v2
-submission) is below 0.97 x best single, with anneal at 10,000 evaluations and move-bandit at 1,000;
+evaluation (``--budget none``: with the baselines' memory retries instead). ``anneal``: a sample of the
+gen-v2 tasks whose best known (the best runtime of any gen-v2 submission) is below 0.97 x best single,
+with anneal at 10,000 evaluations and move-bandit at 1,000;
 ``finetune``: a model at 1,000 evaluations (move-bandit from its zero-shot placement) on that sample.
 Every step appends to ``results/*.jsonl`` and skips the tasks already there, so a step cut short goes on
 where it stopped; ``summary`` prints the tables of the README from the tasks every file has.
@@ -40,7 +42,8 @@ None) and starts move-bandit and anneal from its placement at 100 and at 1,000 e
 agent's own evaluations counted in each budget (``results/real/finetune_start_NAME.jsonl``);
 ``finetune --agent NAME`` runs agent NAME as registered at 100 and at 1,000 evaluations
 (``results/real/finetune_agent_NAME.jsonl``). ``summary --pairs real`` compares each start with HEFT's
-(``--start heft`` must have run) and every entry with anneal at 10,000, per family group and cluster kind.
+(``--start heft`` must have run) and every entry with anneal at 10,000, per family group and cluster kind,
+then how often search, and the gen-arch-v1 entries together, are strictly faster than HEFT at all.
 ``leaderboard`` measures target 2 on every gen-v2 task instead of a sample, from the committed gen-v2
 entries (validated and re-simulated first, `placement_gym.leaderboard.render.checked_submissions`): each
 entry at 1,000 evaluations against anneal at 10,000 of the same seed, and the median seed of each
@@ -148,13 +151,15 @@ def measure_baselines(random_graphs: int, out: Path, pairs: str = "gen-v2") -> N
         write(row)
 
 
-def measure_zero_shot(model_path: Path | None, tasks: list[str], out: Path, agent: str | None = None) -> None:
-    """The model (a `pretrained-list` checkpoint) or the registered ``agent`` at one evaluation on each
-    of ``tasks`` (tasks already in ``out`` are kept); an agent's ``layout`` (pretrained-gnn's choice) is
-    kept beside."""
+def measure_zero_shot(model_path: Path | None, tasks: list[str], out: Path, agent: str | None = None,
+                      budget: int | None = 1) -> None:
+    """The model (a `pretrained-list` checkpoint) or the registered ``agent`` at ``budget`` evaluations
+    (None: with the memory retries, as the baselines run) on each of ``tasks`` (tasks already in ``out``
+    are kept); an agent's ``layout`` (pretrained-gnn's choice) is kept beside."""
     model = load_checkpoint(model_path)[0] if agent is None else None
     for task_id, task, write in unmeasured(out, tasks):
-        result = pretrained_list(task, 0, 1, model=model) if agent is None else run_agent(task, agent, 0, 1)
+        result = pretrained_list(task, 0, budget, model=model) if agent is None \
+            else run_agent(task, agent, 0, budget)
         row = {"task": task_id, "model": _score(task, result.placement),
                "evaluations": result.evaluations}
         if "layout" in result.info:
@@ -267,7 +272,9 @@ def merged_zero_shot(results: Path, n_models: int) -> list[dict]:
 def summarise_zero_shot(rows: list[dict], n_models: int, by_family: bool = False) -> None:
     """The zero-shot table: per split and cluster kind (``by_family``: per family and cluster kind,
     then per split) the share of pairs where the model is faster than each baseline, the share where
-    it is infeasible while HEFT is feasible, and the geometric mean of HEFT's runtime over the model's."""
+    it is infeasible while HEFT is feasible, and the geometric mean of HEFT's runtime over the model's.
+    The models' median per pair is a row of its own unless ``by_family`` (the real-model pairs' models
+    are different agents, not seeds of one)."""
     print("| split | family | clusters | pairs | model | > HEFT | > m-ETF | > both | > best-single "
           "| infeasible where HEFT is not | geo-mean HEFT/model |")
     print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
@@ -281,7 +288,7 @@ def summarise_zero_shot(rows: list[dict], n_models: int, by_family: bool = False
         ranked = sorted((row[f"model{k}"] for k in range(n_models)), key=lambda r: _key(*r))
         row["median"] = ranked[len(ranked) // 2]
     for (split, family, cluster), members in sorted(groups.items()):
-        for k in [*range(n_models), "median"] if n_models > 1 else [0]:
+        for k in [*range(n_models), "median"] if n_models > 1 and not by_family else range(n_models):
             mine = [_key(*r[f"model{k}" if k != "median" else "median"]) for r in members]
             beats = {name: np.mean([m < _key(*r[name]) for m, r in zip(mine, members)])
                      for name in ("heft", "m-etf", "best-single")}
@@ -290,7 +297,7 @@ def summarise_zero_shot(rows: list[dict], n_models: int, by_family: bool = False
             name = f"model{k}" if k != "median" else "median"
             finite = [r for r in members if np.isfinite(r[name][0]) and np.isfinite(r["heft"][0])]
             ratio = np.exp(np.mean([np.log(r["heft"][0] / r[name][0]) for r in finite])) if finite else np.nan
-            label = f"seed {k}" if k != "median" else "median of seeds"
+            label = f"model {k}" if k != "median" else "median of models"
             print(f"| {split} | {family} | {cluster} | {len(members)} | {label} | {beats['heft']:.0%} | "
                   f"{beats['m-etf']:.0%} | {both:.0%} | {beats['best-single']:.0%} | {worse} | {ratio:.3f} |")
 
@@ -588,17 +595,63 @@ def _family(task_id: str) -> str:
     return graph.rstrip("0123456789").rstrip("-")
 
 
-def summarise_leaderboard() -> None:
-    """Target 2 from the gen-v2 entries of the leaderboard (module docstring)."""
+def checked_entries(pattern: str) -> dict[str, dict]:
+    """The committed submissions matching ``pattern``, by file name, validated and their placements
+    re-simulated (`placement_gym.leaderboard.render.checked_submissions`): figures recomputed here."""
     import shutil
     import tempfile
 
     from placement_gym.leaderboard.render import checked_submissions
 
     with tempfile.TemporaryDirectory() as folder:
-        for path in SUBMISSIONS.glob("gen-v2-*.json"):
+        for path in SUBMISSIONS.glob(pattern):
             shutil.copy(path, folder)
-        files = dict(checked_submissions(folder))
+        return dict(checked_submissions(folder))
+
+
+def summarise_search_ceiling(results: Path, seeds: list[int]) -> None:
+    """How often anything beats HEFT (as registered) strictly, per cluster kind: on the fine-tuning
+    sample, each search from HEFT's placement and anneal at 10,000 from its own start; on the
+    gen-arch-v1 tasks, the best of all its committed entries (searches up to 10,000 evaluations, three
+    seeds) and the best of those at one evaluation. A zero-shot placer's share cannot be expected above
+    what search finds."""
+    anneal = rows_by_task(results / "anneal10k.jsonl")
+    heft = rows_by_task(results / "finetune_start_heft.jsonl")
+    if not anneal or not heft:
+        return
+    print("\nStrictly faster than HEFT, fine-tuning sample (pairs: " + ", ".join(
+        f"{c} {sum(r['cluster'] == c for r in anneal.values())}" for c in REAL_CLUSTERS) + ")")
+    runs = [(f"heft -> {search} {budget:,}", heft, f"{search}{budget}_s{seed}")
+            for search in SEARCHES for budget in REAL_BUDGETS for seed in seeds[:1]]
+    runs.append(("anneal 10,000", anneal, f"anneal10k_s{seeds[0]}"))
+    for label, rows, key in runs:
+        shares = []
+        for cluster in [*REAL_CLUSTERS, "all"]:
+            tasks = [t for t, r in anneal.items() if cluster in ("all", r["cluster"]) and t in rows]
+            shares.append(np.mean([_key_of(rows[t].get(key)) < _key(*anneal[t]["heft"]) for t in tasks]))
+        print(f"  {label}: " + " / ".join(f"{c} {v:.0%}" for c, v in zip([*REAL_CLUSTERS, "all"], shares)))
+    files = checked_entries("gen-arch-v1-*.json")
+    reference = files.get("gen-arch-v1-heft-seed0.json")
+    if reference is None:
+        return
+    print(f"Strictly faster than HEFT, gen-arch-v1 ({len(reference['results'])} tasks, "
+          f"{len(files) - 1} other entries, re-simulated)")
+    for label, one_evaluation in (("best of all entries", False), ("best at one evaluation", True)):
+        better: dict[str, list[bool]] = {key: [] for key in ("k80x4", "h100x8", "random", "all")}
+        for task_id, mine in reference["results"].items():
+            entries = [data["results"][task_id] for name, data in files.items()
+                       if name != "gen-arch-v1-heft-seed0.json" and task_id in data["results"]
+                       and (not one_evaluation or data["results"][task_id]["evaluations"] == 1)]
+            best = min((_key(r["runtime"], r["feasible"]) for r in entries), default=(True, np.inf))
+            cluster = task_id.split("/")[1].split(":")[0].removesuffix("-v1")
+            for key in (cluster, "all"):
+                better.setdefault(key, []).append(best < _key(mine["runtime"], mine["feasible"]))
+        print(f"  {label}: " + " / ".join(f"{c} {np.mean(v):.0%}" for c, v in better.items() if v))
+
+
+def summarise_leaderboard() -> None:
+    """Target 2 from the gen-v2 entries of the leaderboard (module docstring)."""
+    files = checked_entries("gen-v2-*.json")
     best: dict[str, float] = {}
     for data in files.values():
         for task_id, result in data["results"].items():
@@ -662,10 +715,15 @@ def main() -> None:
                         "move-bandit and anneal start from")
     parser.add_argument("--start-budget", type=int, help="finetune --pairs real --start: the start "
                         "agent's budget (default None)")
-    parser.add_argument("--agent", help="zero-shot: a registered agent at one evaluation (instead of "
-                        "--model); finetune --pairs real: a registered agent run as it is")
+    parser.add_argument("--agent", help="zero-shot: a registered agent (instead of --model); finetune "
+                        "--pairs real: a registered agent run as it is")
+    parser.add_argument("--budget", default="1", help="zero-shot: the evaluations, or 'none' for the "
+                        "memory retries the baselines have (up to 7 evaluations; default 1)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.budget.lower() != "none" and not (args.budget.isdigit() and int(args.budget) >= 1):
+        parser.error(f"--budget: a number of evaluations >= 1 or 'none', got {args.budget!r}")
+    budget = None if args.budget.lower() == "none" else int(args.budget)
     results = HERE / "results" / ("real" if args.pairs == "real" else "")
     results.mkdir(exist_ok=True, parents=True)
     if args.pairs == "real" and args.what == "leaderboard":
@@ -690,7 +748,7 @@ def main() -> None:
         out = results / f"zero_shot_model{args.tag}.jsonl"
         if (args.model is None) == (args.agent is None):
             parser.error("zero-shot needs one of --model CHECKPOINT and --agent NAME")
-        measure_zero_shot(args.model, zero_shot_tasks(args.random, args.pairs), out, args.agent)
+        measure_zero_shot(args.model, zero_shot_tasks(args.random, args.pairs), out, args.agent, budget)
     elif args.what == "off-grid":
         measure_off_grid(HERE / "results" / "real" / "off_grid.jsonl")
     elif args.what == "layouts":
@@ -707,6 +765,7 @@ def main() -> None:
         summarise_layouts(results)
         summarise_off_grid(results)
         summarise_real_finetune(results, seeds)
+        summarise_search_ceiling(results, seeds)
     else:
         summarise_zero_shot(merged_zero_shot(results, args.models), args.models)
         summarise_finetune(merged_finetune(results, args.models), args.models, seeds)
