@@ -147,12 +147,11 @@ def main() -> None:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
 
-    import torch
-
+    from placement_gym.common.threads import set_torch_threads
     from placement_gym.leaderboard import get_suite, render
     from placement_gym.leaderboard.registry import suite_registry
 
-    torch.set_num_threads(1)
+    set_torch_threads(1)
     seeds = [int(v) for v in args.seeds.split(",") if v.strip()]
     if not seeds:
         parser.error("--seeds names no seed")

@@ -58,6 +58,7 @@ import numpy as np
 
 from baselines.leaderboard_fill.generalisation import held_out_agent
 from baselines.registry import agent_descriptions, declared_pretraining, default_agent, get_agent
+from placement_gym.common.threads import set_torch_threads
 from placement_gym.datasets import get_dataset
 from placement_gym.leaderboard import evaluate, get_suite, render, save_submission, submission_filename
 from placement_gym.leaderboard.generalisation import trained_on_problems
@@ -289,9 +290,7 @@ def main() -> None:
         write_suite_file(path)
         print(f"wrote {path}")
         return
-    import torch
-
-    torch.set_num_threads(1)
+    set_torch_threads(1)
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     unknown = sorted(set(agents) - set(everything))
     if unknown:

@@ -103,13 +103,12 @@ def run_one(agent: str, seed: int, task_id: str, budget: int, suite: str | None 
     process; returns its submission. With ``checkpoints`` (a learned agent) the run keeps a checkpoint in
     its `checkpoint_folder` and continues from the one there: its result is the run's without a stop, its
     ``wall_s`` the stopped part's seconds plus this part's."""
-    import torch
-
     from baselines.learning.trainer import checkpoint_wall_s, resumable_agent
     from baselines.registry import agent_descriptions, declared_pretraining, harness_agent
+    from placement_gym.common.threads import set_torch_threads
     from placement_gym.leaderboard import evaluate, get_suite
 
-    torch.set_num_threads(1)
+    set_torch_threads(1)
     suite = suite or get_suite().version
     earlier_s = 0.0
     if checkpoints is None:

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from baselines.learning.agent import LearnedAgent, get_learned
+from placement_gym.common.threads import set_torch_threads
 from placement_gym.evaluation.budget import Budget, BudgetExhausted, check_limit
 from placement_gym.evaluation.parallel import check_backend, run_jobs
 from placement_gym.task.compiled import Task
@@ -92,7 +93,7 @@ def train_on_tasks(
     check_limit("budget_per_task", budget_per_task)
     check_limit("switch_every", switch_every)
     if threads is not None:
-        torch.set_num_threads(int(threads))
+        set_torch_threads(int(threads))
     torch.manual_seed(seed)
     model = cls(train_tasks[0], seed=seed, **config)
     evaluators = [Budget(task, budget_per_task) for task in train_tasks]

@@ -53,10 +53,9 @@ lists; `plan_ppo` has the plan agents' signature for one that does.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +63,7 @@ import gymnasium as gym
 import numpy as np
 
 from baselines.plans import megatron
+from placement_gym.common.threads import intra_op_threads
 from placement_gym.envs.parallel_plan import ParallelPlanEnv
 from placement_gym.envs.parallel_plan_staged import ParallelPlanStagedEnv
 from placement_gym.evaluation.agents import AgentResult
@@ -203,18 +203,6 @@ def plan_env(task: PlanTask | None = None, staged: bool = False, reward: str = "
     return PlanRecorder(env, tasks, reward == "log_mfu")
 
 
-@contextlib.contextmanager
-def _one_torch_thread() -> Iterator[None]:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _maskable_ppo(env: Any, seed: int, n_steps: int, batch_size: int, n_epochs: int, learning_rate: float,
                   ent_coef: float, hidden: int) -> Any:
     from sb3_contrib import MaskablePPO
@@ -246,7 +234,7 @@ def ppo_on_task(task: PlanTask, seed: int = 0, budget: int = DEFAULT_BUDGET, **c
     per_plan = len(DIMENSION_NAMES) if settings["staged"] else 1
     n_steps = min(int(settings["n_steps"]), budget)
     batch_size = min(int(settings["batch_size"]), n_steps)
-    with _one_torch_thread():
+    with intra_op_threads(1, "plan-ppo"):
         model = _maskable_ppo(env, seed, n_steps * per_plan, batch_size * per_plan, int(settings["n_epochs"]),
                               float(settings["learning_rate"]), float(settings["ent_coef"]),
                               int(settings["hidden"]))
@@ -287,7 +275,7 @@ def train_plan_policy(split: str = "train", seed: int = 0, timesteps: int = TRAI
 
     vec_env = DummyVecEnv([make] * int(settings["n_envs"]))
     vec_env.seed(seed)
-    with _one_torch_thread():
+    with intra_op_threads(1, "plan-ppo"):
         model = _maskable_ppo(vec_env, seed, int(settings["n_steps"]), int(settings["batch_size"]),
                               int(settings["n_epochs"]), float(settings["learning_rate"]),
                               float(settings["ent_coef"]), int(settings["hidden"]))
@@ -310,7 +298,7 @@ def policy_plan(model: Any, task: PlanTask, samples: int = 1, seed: int = 0) -> 
     import torch
 
     env = plan_env(task, staged=isinstance(model.action_space, gym.spaces.Discrete))
-    with _one_torch_thread(), torch.random.fork_rng():
+    with intra_op_threads(1, "plan-ppo"), torch.random.fork_rng():
         torch.manual_seed(seed)
         for k in range(samples):
             observation, _ = env.reset()

@@ -44,7 +44,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,7 @@ from baselines.scheduling import (
     task_dag,
     upward_rank,
 )
+from placement_gym.common.threads import intra_op_threads
 from placement_gym.cost_model import simulate
 from placement_gym.envs.observation import DEVICE_FEATURES, NODE_FEATURES
 from placement_gym.evaluation.agents import AgentResult
@@ -428,9 +429,13 @@ def pretrain(config: PretrainConfig = PretrainConfig(), seed: int = 0, *, backen
     ``address``, ``workers`` as there): in this process, on a local Ray instance or on the Ray
     cluster at ``address``, with the same result."""
     check_backend(backend, address, workers)
-    say = log or (lambda line: None)
+    with intra_op_threads(1, "pretrain"):  # one thread: the same sums, the same weights, on any machine
+        return _pretrain(config, seed, backend, address, workers, log or (lambda line: None))
+
+
+def _pretrain(config: PretrainConfig, seed: int, backend: str, address: str | None, workers: int | None,
+              say: Callable[[str], None]) -> PretrainedGNN:
     started = time.perf_counter()
-    torch.set_num_threads(1)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     pool_ids, valid_ids = pretraining_tasks(config, seed)

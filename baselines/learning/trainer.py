@@ -33,6 +33,7 @@ from baselines.learning.outputs import (
     write_outputs,
 )
 from baselines.registry import OPTIONAL_AGENTS, budget_agents, get_agent, register
+from placement_gym.common.threads import set_torch_threads
 from placement_gym.evaluation.agents import INSTALL_HINT, AgentResult
 from placement_gym.evaluation.budget import Budget, BudgetExhausted
 from placement_gym.evaluation.evaluator import COST_MODEL
@@ -219,7 +220,7 @@ def train(
         raise ImportError(f"training {agent!r} needs torch ({error}): {INSTALL_HINT}") from None
 
     if threads is not None:
-        torch.set_num_threads(int(threads))
+        set_torch_threads(int(threads))
 
     cls = get_learned(agent)
     counted_from = task.evaluations

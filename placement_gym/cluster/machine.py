@@ -23,6 +23,7 @@ import numpy as np
 from placement_gym.cluster.cluster import Cluster, check_cluster_size
 from placement_gym.cluster.hardware import default_efficiency_row
 from placement_gym.common.extras import require
+from placement_gym.common.threads import intra_op_threads
 
 GB = 1e9
 
@@ -100,16 +101,12 @@ def _measure_cpu_thread() -> tuple[float, float]:
     """(FLOP/s of a 512x512 matmul, bytes/s of a 32 MB copy) on one intra-op thread."""
     torch = require("torch", "measuring this machine's devices")
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with intra_op_threads(1, "measuring this machine's devices"):
         a = torch.randn(512, 512)
         flops = _best_rate(lambda: a @ a, 2 * 512**3)
         src = torch.empty(8 * 1024 * 1024)
         dst = torch.empty_like(src)
         bandwidth = _best_rate(lambda: dst.copy_(src), 2 * src.numel() * 4)
-    finally:
-        torch.set_num_threads(before)
     return flops, bandwidth
 
 

@@ -14,7 +14,7 @@ re-exported here. Nothing here imports torch at module import time.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from placement_gym.cluster.cluster import Cluster
@@ -24,6 +24,7 @@ from placement_gym.cluster.machine import (  # noqa: F401 - re-exported for the 
     local_cluster,
     virtual_cpu_cluster,
 )
+from placement_gym.common import threads as torch_threads
 from placement_gym.common.extras import require
 
 
@@ -35,19 +36,11 @@ def virtual_cpus(torch_devices: Iterable[Any]) -> bool:
     return sum(1 for device in torch_devices if torch.device(device).type == "cpu") > 1
 
 
-@contextlib.contextmanager
-def intra_op_threads(threads: int | None) -> Iterator[None]:
+def intra_op_threads(threads: int | None) -> contextlib.AbstractContextManager[None]:
     """torch's intra-op thread count set to ``threads`` while the block runs (None: left as it is),
-    and restored afterwards, whatever happens."""
-    torch = require("torch", "real-hardware mode")
-
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    and restored afterwards, whatever happens (`placement_gym.common.threads.intra_op_threads`, which
+    keeps it set through the cost model's first batch simulation)."""
+    return torch_threads.intra_op_threads(threads, "real-hardware mode")
 
 
 def cluster_device_map(cluster: Cluster) -> dict[str, str]:

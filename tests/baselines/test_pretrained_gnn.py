@@ -170,6 +170,34 @@ def test_pretraining_is_reproducible_bit_for_bit(tmp_path):
     assert first.record["squared_error"][-1] < first.record["squared_error"][0]  # it fitted its targets
 
 
+# In one process: torch runs a parallel operation first (as a placement by the critic does), then two
+# pre-trainings; each prints a digest of its weights and the thread count it leaves.
+_PRETRAIN_TWICE = """
+import hashlib, torch
+from baselines.learning.pretrained_gnn import PretrainConfig, pretrain
+x = torch.randn(512, 512)
+(x @ x).sum()
+print(torch.get_num_threads())
+config = PretrainConfig(pool=4, valid=2, max_ops=300, search_budget=60, epochs=2)
+for _ in range(2):
+    model = pretrain(config, 0)
+    weights = b"".join(v.numpy().tobytes() for v in model.critic.state_dict().values())
+    print(hashlib.sha256(weights).hexdigest(), torch.get_num_threads())
+"""
+
+
+def test_pretraining_in_one_process_does_not_depend_on_what_ran_before():
+    """The first pre-training of a process that has run torch gives the weights of the next (and of a
+    fresh process's), and leaves the caller's thread count as it was."""
+    done = subprocess.run([sys.executable, "-c", _PRETRAIN_TWICE], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    before, *runs = done.stdout.splitlines()[-3:]
+    (first, threads), (second, threads_after) = (line.split() for line in runs)
+    assert first == second
+    assert threads == threads_after == before
+
+
 @pytest.mark.slow
 def test_pretraining_on_ray_gives_the_serial_model_bit_for_bit(tmp_path):
     pytest.importorskip("ray")
