@@ -104,6 +104,27 @@ def unmeasured(out: Path, task_ids: Iterable[str], make_task: Callable[[str], Ta
                 yield task_id, make_task(task_id), write
 
 
+def unmeasured_seeds(out: Path, task_ids: Iterable[str], seeds: list[int], marker: Callable[[int], str]
+                     ) -> Iterator[tuple[str, Task, dict, list[int], Callable[[dict], None]]]:
+    """Each of ``task_ids`` whose row in ``out`` (JSON lines, one row a task) lacks the key
+    ``marker(seed)`` of some of ``seeds``: its task, its row so far (``{}`` when none), those seeds, and
+    the function that puts its row in ``out`` at once (replacing the old row: the file is rewritten
+    whole, through a temporary file, so that a stopped run resumes where it was)."""
+    rows = rows_by_task(out)
+
+    def save(row: dict) -> None:
+        rows[row["task"]] = row
+        partial = out.with_name(out.name + ".partial")
+        partial.write_text("".join(json.dumps(r) + "\n" for r in rows.values()))
+        partial.replace(out)
+
+    for task_id in task_ids:
+        row = rows.get(task_id, {})
+        missing = [seed for seed in seeds if marker(seed) not in row]
+        if missing:
+            yield task_id, parse_task_id(task_id), dict(row), missing, save
+
+
 def zero_shot_tasks(random_graphs: int, pairs: str = "gen-v2") -> list[str]:
     if pairs == "real":
         return real_model_tasks()
@@ -434,13 +455,15 @@ def real_finetune_sample(per_stratum: int, max_ops: int | None, results: Path) -
 
 
 def measure_real_anneal(per_stratum: int, max_ops: int | None, seeds: list[int], results: Path) -> None:
-    """Anneal at 10,000 evaluations on `real_finetune_sample` (tasks already in the file are kept)."""
+    """Anneal at 10,000 evaluations on `real_finetune_sample`, for each of ``seeds`` a task's row does not
+    hold yet (`unmeasured_seeds`)."""
     sample = {row["task"]: row for row in real_finetune_sample(per_stratum, max_ops, results)}
-    for task_id, task, write in unmeasured(results / "anneal10k.jsonl", sample):
+    for task_id, task, row, missing, write in unmeasured_seeds(results / "anneal10k.jsonl", sample, seeds,
+                                                               lambda seed: f"anneal10k_s{seed}"):
         base = sample[task_id]
-        row = {key: base[key] for key in ("task", "split", "family", "group", "cluster", "ops", "heft",
-                                          "m-etf", "best-single")}
-        for seed in seeds:
+        row = row or {key: base[key] for key in ("task", "split", "family", "group", "cluster", "ops", "heft",
+                                                 "m-etf", "best-single")}
+        for seed in missing:
             started = time.perf_counter()
             result = run_agent(task, "anneal", seed, 10_000)
             row[f"anneal10k_s{seed}"] = [*_score(task, result.placement), result.evaluations]
@@ -457,17 +480,18 @@ def measure_real_start(start: str, start_budget: int | None, seeds: list[int], r
     """From agent ``start``'s placement (run once per seed at ``start_budget``), move-bandit and anneal
     at each of `REAL_BUDGETS` evaluations in all, the start agent's evaluations counted in the
     budget (and the start placement scored once more by the search, counted too), on the pairs of
-    ``results/anneal10k.jsonl`` (tasks already in the file are kept). A budget the start alone
-    uses up is recorded as None."""
+    ``results/anneal10k.jsonl``, for each of ``seeds`` a task's row does not hold yet. A budget the
+    start alone uses up is recorded as None."""
     from baselines.registry import get_agent
     from placement_gym.evaluation.agents import AgentResult
     from placement_gym.evaluation.budget import Budget
 
     out = results / f"finetune_start_{_file_name(start)}.jsonl"
     tasks = [json.loads(line)["task"] for line in (results / "anneal10k.jsonl").open()]
-    for task_id, task, write in unmeasured(out, tasks):
-        row: dict = {"task": task_id, "start_agent": start, "start_budget": start_budget}
-        for seed in seeds:
+    marker = "start_s{}".format
+    for task_id, task, row, missing, write in unmeasured_seeds(out, tasks, seeds, marker):
+        row = row or {"task": task_id, "start_agent": start, "start_budget": start_budget}
+        for seed in missing:
             started = time.perf_counter()
             first = AgentResult.checked(task, get_agent(start)(task, seed=seed, budget=start_budget))
             row[f"start_s{seed}"] = [*_score(task, first.placement), first.evaluations]
@@ -491,13 +515,14 @@ def measure_real_start(start: str, start_budget: int | None, seeds: list[int], r
 
 def measure_real_agent(name: str, seeds: list[int], results: Path) -> None:
     """Agent ``name`` as registered at each of `REAL_BUDGETS` evaluations, on the pairs of
-    ``results/anneal10k.jsonl`` (tasks already in the file are kept). A budget the agent refuses
-    (ValueError: too small for its start) is recorded as None, with the reason."""
+    ``results/anneal10k.jsonl``, for each of ``seeds`` a task's row does not hold yet. A budget the
+    agent refuses (ValueError: too small for its start) is recorded as None, with the reason."""
     out = results / f"finetune_agent_{_file_name(name)}.jsonl"
     tasks = [json.loads(line)["task"] for line in (results / "anneal10k.jsonl").open()]
-    for task_id, task, write in unmeasured(out, tasks):
-        row: dict = {"task": task_id, "agent": name}
-        for seed in seeds:
+    for task_id, task, row, missing, write in unmeasured_seeds(out, tasks, seeds,
+                                                               lambda seed: f"{REAL_BUDGETS[0]}_s{seed}"):
+        row = row or {"task": task_id, "agent": name}
+        for seed in missing:
             for budget in REAL_BUDGETS:
                 key = f"{budget}_s{seed}"
                 started = time.perf_counter()
