@@ -34,13 +34,10 @@ def set_torch_threads(threads: int, purpose: str = "setting torch's thread count
 def intra_op_threads(threads: int | None, purpose: str = "setting torch's thread count") -> Iterator[None]:
     """torch's intra-op thread count set to ``threads`` while the block runs (None: left as it is),
     and restored afterwards, whatever happens; as `set_torch_threads`."""
-    import numba
-
     torch = require("torch", purpose)
-    numba.get_num_threads()
     before = torch.get_num_threads()
-    if threads is not None:
-        set_torch_threads(threads, purpose)
+    # set again even for None: the pool's start may have changed it
+    set_torch_threads(before if threads is None else threads, purpose)
     try:
         yield
     finally:
