@@ -427,7 +427,8 @@ def pretrain(config: PretrainConfig = PretrainConfig(), seed: int = 0, *, backen
     """Simulate the layouts, train the critic and select the threshold (module docstring). The
     layouts of each task are one job of `placement_gym.evaluation.parallel.run_jobs` (``backend``,
     ``address``, ``workers`` as there): in this process, on a local Ray instance or on the Ray
-    cluster at ``address``, with the same result."""
+    cluster at ``address``, with the same result. The critic trains on one torch thread
+    (`placement_gym.common.threads.intra_op_threads`); the caller's count is restored."""
     check_backend(backend, address, workers)
     with intra_op_threads(1, "pretrain"):  # one thread: the same sums, the same weights, on any machine
         return _pretrain(config, seed, backend, address, workers, log or (lambda line: None))
