@@ -45,6 +45,7 @@ Deterministic for a seed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -220,10 +221,9 @@ def task_features(task: Task) -> TaskFeatures:
 
 
 def learned_schedule(task: Task, model: PretrainedModel, capacity: np.ndarray | None = None,
-                     features: TaskFeatures | None = None, bias: np.ndarray | None = None) -> ListSchedule:
+                     features: TaskFeatures | None = None) -> ListSchedule:
     """The list schedule of ``task`` under ``model`` (see the module docstring); ``capacity``: usable
-    memory per device (default the cluster's); ``bias``: seconds added to the score of each forward
-    op on each device, ``(n_forward, n_devices)`` (`baselines.learning.pretrained_gnn`'s scores)."""
+    memory per device (default the cluster's)."""
     f = task_features(task) if features is None else features
     schedule = ListSchedule(task, capacity)
     weights = model.device @ f.context  # one weight per DEVICE_FEATURES for this task
@@ -260,8 +260,6 @@ def learned_schedule(task: Task, model: PretrainedModel, capacity: np.ndarray | 
                 filled = (schedule.used[d] + schedule.memory[op]) / max(schedule.capacity[d], 1.0)
                 score += (w_comm * comm[d] + w_compute * time_d
                           + cp * (w_memory * filled + w_new * (not opened[d]) + w_load * busy[d] / work))
-                if bias is not None:
-                    score += float(bias[op, d])
             if best is None or score < best[0]:
                 best = (score, d, start, gap)
         _, d, start, gap = best
@@ -284,15 +282,10 @@ def zero_shot(task: Task, model: PretrainedModel, attempts: int) -> AgentResult:
     return memory_aware(task, build, attempts)
 
 
-_LOADED: dict[str, tuple[PretrainedModel, dict]] = {}
-
-
+@functools.cache
 def shipped_model() -> tuple[PretrainedModel, dict]:
     """The shipped `CHECKPOINT`'s model and record, read once per process."""
-    key = str(CHECKPOINT)
-    if key not in _LOADED:
-        _LOADED[key] = load_checkpoint(CHECKPOINT)
-    return _LOADED[key]
+    return load_checkpoint(CHECKPOINT)
 
 
 @register("pretrained-list", "list scheduler with priorities and device scores pre-trained on "
