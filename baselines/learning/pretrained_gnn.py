@@ -34,12 +34,13 @@ move-bandit finds with ``search_budget`` evaluations (so that the critic also se
 any heuristic), simulated; the critic regresses their ``log(runtime / HEFT's)`` (HEFT as registered,
 with its memory retries; an infeasible layout counts ``log 4``), and each layout's difference from
 HEFT's layout, on which the choice turns. Every evaluation is counted in the
-checkpoint's record. Deterministic for the seed in a fresh process (torch on one thread).
+checkpoint's record. Deterministic for the seed (torch on one thread, `placement_gym.common.threads`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import platform
@@ -240,16 +241,21 @@ class PlacementCritic(nn.Module):
         return self.head(pooled)[:, 0]
 
 
+def chosen_index(predicted: np.ndarray, heft_index: int, threshold: float) -> int:
+    """The index of the layout predicted fastest, HEFT's (``heft_index``) unless another is predicted
+    faster than HEFT's by more than ``threshold``."""
+    best = int(np.argmin(predicted))
+    return heft_index if predicted[best] > predicted[heft_index] - threshold else best
+
+
 def choose(task: Task, critic: PlacementCritic, threshold: float) -> tuple[str, np.ndarray, dict]:
-    """The layout the critic predicts fastest (HEFT's unless another beats it by ``threshold``), its
-    name and every layout's prediction. One forward pass, no evaluation."""
+    """The layout the critic chooses (`chosen_index`), its name and every layout's prediction. One
+    forward pass, no evaluation."""
     layouts = candidates(task)
     names = list(layouts)
     with torch.no_grad():
         predicted = critic(critic_inputs(task, [layouts[n] for n in names])).double().numpy()
-    best = int(np.argmin(predicted))
-    if predicted[best] > predicted[names.index("heft")] - threshold:
-        best = names.index("heft")
+    best = chosen_index(predicted, names.index("heft"), threshold)
     return names[best], layouts[names[best]], {n: round(float(p), 4) for n, p in zip(names, predicted)}
 
 
@@ -290,14 +296,10 @@ def declared_pretraining(path: str | Path = CHECKPOINT) -> dict:
     return declared_from(load_checkpoint(path).record)
 
 
-_LOADED: dict[str, PretrainedGNN] = {}
-
-
-def _shipped() -> PretrainedGNN:
-    key = str(CHECKPOINT)
-    if key not in _LOADED:
-        _LOADED[key] = load_checkpoint(CHECKPOINT)
-    return _LOADED[key]
+@functools.cache
+def shipped_critic() -> PretrainedGNN:
+    """The shipped `CHECKPOINT`'s model, read once per process."""
+    return load_checkpoint(CHECKPOINT)
 
 
 def zero_shot(task: Task, model: PretrainedGNN, attempts: int) -> AgentResult:
@@ -321,7 +323,7 @@ def pretrained_gnn(task: Task, seed: int = 0, budget: int | Budget | None = None
     """Place ``task`` with the pre-trained critic (module docstring); ``budget`` as
     `baselines.learning.pretrained.pretrained_list`'s. ``model``: another than the shipped
     `CHECKPOINT`. Deterministic for ``seed``."""
-    model = _shipped() if model is None else model
+    model = shipped_critic() if model is None else model
 
     def place() -> tuple[np.ndarray, dict]:
         name, placement, _ = choose(task, model.critic, model.threshold)
@@ -405,13 +407,8 @@ def select(critic: PlacementCritic, examples: Sequence[LayoutExample]) -> tuple[
     with torch.no_grad():
         predictions = [critic(e.inputs).double().numpy() for e in examples]
     for threshold in THRESHOLDS:
-        chosen = []
-        for example, predicted in zip(examples, predictions):
-            heft_index = example.names.index("heft")
-            k = int(np.argmin(predicted))
-            if predicted[k] > predicted[heft_index] - threshold:
-                k = heft_index
-            chosen.append(float(example.targets[k]))
+        chosen = [float(example.targets[chosen_index(predicted, example.names.index("heft"), threshold)])
+                  for example, predicted in zip(examples, predictions)]
         table[str(threshold)] = {"mean_log_ratio": round(float(np.mean(chosen)), 5),
                                  "faster_than_heft": round(float(np.mean(np.array(chosen) < -1e-9)), 4)}
         if best is None or np.mean(chosen) < best[0] - 1e-12:
