@@ -93,7 +93,7 @@ def train_on_tasks(
     check_limit("budget_per_task", budget_per_task)
     check_limit("switch_every", switch_every)
     if threads is not None:
-        set_torch_threads(int(threads))
+        set_torch_threads(threads)
     torch.manual_seed(seed)
     model = cls(train_tasks[0], seed=seed, **config)
     evaluators = [Budget(task, budget_per_task) for task in train_tasks]

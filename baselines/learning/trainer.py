@@ -220,7 +220,7 @@ def train(
         raise ImportError(f"training {agent!r} needs torch ({error}): {INSTALL_HINT}") from None
 
     if threads is not None:
-        set_torch_threads(int(threads))
+        set_torch_threads(threads)
 
     cls = get_learned(agent)
     counted_from = task.evaluations
