@@ -25,6 +25,7 @@ from baselines.learning.pretrained import (
 from baselines.registry import run_agent
 from placement_gym.cost_model import simulate
 from placement_gym.task.named import get_task, parse_task_id
+from tests.finetuning import assert_finetuning_stays_in_budget_and_keeps_the_zero_shot
 from tests.random_search import SEEDS, random_search_floor
 
 # Held out from pre-training: a graph of synthetic-mini-v1's test-families split (ENAS recurrent cells,
@@ -89,13 +90,7 @@ def test_zero_shot_spends_one_evaluation():
 
 def test_finetuning_stays_in_its_budget_and_keeps_the_zero_shot():
     task = get_task(HELD_OUT, "k40x4")
-    zero = simulate(task, run_agent(task, "pretrained-list", 0, 1).placement)
-    before = task.evaluations
-    result = run_agent(task, "pretrained-list", 0, 100)
-    assert result.evaluations <= 100 and task.evaluations - before <= 100
-    tuned = simulate(task, result.placement)
-    assert tuned.feasible and tuned.runtime <= zero.runtime
-    assert run_agent(task, "pretrained-list", 0, 100).placement.tolist() == result.placement.tolist()
+    assert_finetuning_stays_in_budget_and_keeps_the_zero_shot(task, "pretrained-list", zero_shot_budget=1)
 
 
 @pytest.mark.parametrize("budget", [1, 100])

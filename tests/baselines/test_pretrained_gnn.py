@@ -32,6 +32,7 @@ from baselines.scheduling import heft_schedule, op_memory
 from placement_gym.cost_model import simulate
 from placement_gym.datasets import get_dataset
 from placement_gym.task.named import get_task
+from tests.finetuning import assert_finetuning_stays_in_budget_and_keeps_the_zero_shot
 from tests.random_search import SEEDS, random_search_floor
 
 # A T5 graph: architectures-v1's test-families split, a family no training task holds.
@@ -97,13 +98,7 @@ def test_zero_shot_spends_one_evaluation_and_retries_only_without_a_budget():
 
 def test_finetuning_stays_in_its_budget_and_keeps_the_zero_shot():
     task = get_task(HELD_OUT, "h100x8")
-    zero = simulate(task, run_agent(task, "pretrained-gnn", 0, None).placement)
-    before = task.evaluations
-    result = run_agent(task, "pretrained-gnn", 0, 100)
-    assert result.evaluations <= 100 and task.evaluations - before <= 100
-    tuned = simulate(task, result.placement)
-    assert tuned.feasible and tuned.runtime <= zero.runtime
-    assert run_agent(task, "pretrained-gnn", 0, 100).placement.tolist() == result.placement.tolist()
+    assert_finetuning_stays_in_budget_and_keeps_the_zero_shot(task, "pretrained-gnn", zero_shot_budget=None)
 
 
 def test_zero_shot_beats_random_search_at_one_evaluation_on_a_held_out_family():

@@ -38,7 +38,15 @@ def test_a_count_set_before_the_first_batch_simulation_stays_set():
     assert done.stdout.split()[-1] == "1"
 
 
-def test_intra_op_threads_sets_and_always_restores_the_count():
+def _real_mode_threads(threads):
+    from placement_gym.real.devices import intra_op_threads as real_mode
+
+    return real_mode(threads)
+
+
+@pytest.mark.parametrize("intra_op_threads", [intra_op_threads, _real_mode_threads],
+                         ids=["common", "real-mode"])
+def test_intra_op_threads_sets_and_always_restores_the_count(intra_op_threads):
     before = torch.get_num_threads()
     with intra_op_threads(1):
         assert torch.get_num_threads() == 1

@@ -429,17 +429,9 @@ def test_importing_the_package_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_intra_op_threads_sets_and_always_restores_the_thread_count():
-    from placement_gym.real.devices import intra_op_threads, virtual_cpus
+def test_virtual_cpus_are_two_or_more_cpu_devices():
+    # the real mode's intra_op_threads: tests/common/test_threads.py
+    from placement_gym.real.devices import virtual_cpus
 
-    before = torch.get_num_threads()
-    with intra_op_threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    with pytest.raises(RuntimeError), intra_op_threads(1):
-        raise RuntimeError("a failing block")
-    assert torch.get_num_threads() == before
-    with intra_op_threads(None):
-        assert torch.get_num_threads() == before
     assert virtual_cpus(["cpu", "cpu"]) and virtual_cpus([torch.device("cpu")] * 3)
     assert not virtual_cpus(["cpu"]) and not virtual_cpus(["cpu", "cuda:0"])
