@@ -91,8 +91,8 @@ OPTIONAL_AGENTS: dict[str, OptionalAgent] = {
         "HSDAG (Duan et al. 2024): chain coarsening, GNN, learned groups, a device per group"),
     "pretrained-gnn": OptionalAgent(
         "baselines.learning.pretrained_gnn", ("torch",),
-        "graph network scoring (op, device) pairs inside HEFT's list scheduler, pre-trained on "
-        "architectures-v1:train by imitating search (zero-shot; with a budget, move-bandit from it)"),
+        "graph network predicting which of a few list-scheduler layouts runs fastest, pre-trained on "
+        "architectures-v1:train (zero-shot; with a budget, move-bandit from it)"),
     "sb3-ppo": OptionalAgent(
         "baselines.learning.sb3_agents", ("torch", "stable_baselines3"),
         "stable-baselines3 PPO, factorised graph policy, single-shot env (every step 1 evaluation)"),
